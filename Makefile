@@ -1,0 +1,63 @@
+# Every target sets itself up on a fresh machine: a virtual environment in .venv with the
+# project installed editable (plus the bundled target's torch/transformers and the test
+# tools), and the Debian packages the suite drives for real (nginx, chromium). Idempotent.
+
+PYTHON ?= python3
+VENV   := .venv
+BIN    := $(VENV)/bin
+STAMP  := $(VENV)/.installed
+REPORTS := reports
+SYSTEM_PACKAGES := nginx-light chromium
+# CI (and a developer) can pass extra pytest arguments: make test PYTEST_ARGS="-x -k toxic"
+PYTEST_ARGS ?=
+
+.PHONY: all install system-deps lint test demo bench clean
+
+all: test
+
+$(STAMP): pyproject.toml
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install -q --upgrade pip
+	$(BIN)/python -m pip install -q -e '.[target,test]'
+	touch $@
+
+install: $(STAMP) system-deps
+
+# nginx backs the ingress fault, chromium renders the HTML report in its test. Both are
+# real programs the tests start; when missing they are installed here if we can (root with
+# apt-get), otherwise the tests that need them fail loudly and say so.
+system-deps:
+	@missing=""; \
+	command -v nginx >/dev/null 2>&1 || test -x /usr/sbin/nginx || missing="$$missing nginx-light"; \
+	command -v chromium >/dev/null 2>&1 || missing="$$missing chromium"; \
+	if [ -n "$$missing" ]; then \
+	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+	    echo "installing$$missing"; \
+	    apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends $$missing; \
+	  else \
+	    echo "warning: missing$$missing (install with apt-get as root); tests that need them will fail" >&2; \
+	  fi; \
+	fi
+
+lint: $(STAMP)
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+	$(BIN)/mypy
+
+# pytest's exit code 5 (no tests collected) fails this target like any other non-zero code.
+test: install lint
+	$(BIN)/pytest $(PYTEST_ARGS)
+
+# The resilience suite against the bundled target through the embedded Toxiproxy, with the
+# summary table in the terminal and the reports under reports/.
+demo: install
+	mkdir -p $(REPORTS)
+	$(BIN)/pytest --streamguard tests/resilience -p no:cacheprovider \
+	  --streamguard-json $(REPORTS)/streamguard.json \
+	  --junitxml $(REPORTS)/junit.xml $(PYTEST_ARGS)
+
+bench: $(STAMP)
+	$(BIN)/python benchmarks/run.py
+
+clean:
+	rm -rf $(VENV) $(REPORTS) .mypy_cache .ruff_cache .pytest_cache
