@@ -61,6 +61,10 @@ class Ingress:
     ``nginx`` on ``PATH``, then ``/usr/sbin/nginx``).
 
     Use as a context manager, or call :meth:`start` and :meth:`stop` (always, in ``finally``).
+
+    nginx keeps a pending read deadline when re-arming it would move it by less than 300 ms
+    (``NGX_TIMER_LAZY_DELAY``), so after a run of quick writes the cut can come as early as
+    ``read_timeout - 0.3`` s into a silence; a silence longer than ``read_timeout`` is always cut.
     """
 
     def __init__(
@@ -84,8 +88,6 @@ class Ingress:
         self._prefix: Path | None = None
         self._proc: subprocess.Popen[bytes] | None = None
         self._port: int | None = None
-
-    # -- lifecycle ---------------------------------------------------------------------------
 
     def start(self) -> Self:
         """Start nginx and return once its port accepts connections.
@@ -137,7 +139,14 @@ class Ingress:
         """Stop nginx and remove its files."""
         self.stop()
 
-    # -- where it is -------------------------------------------------------------------------
+    def __repr__(self) -> str:
+        """Settings and, while running, the listening address."""
+        where = f"127.0.0.1:{self._port}" if self._port is not None else "stopped"
+        return (
+            f"Ingress({self.upstream!r}, read_timeout={self.read_timeout:g}, "
+            f"send_timeout={self.send_timeout:g}, buffering={self.buffering}, "
+            f"gzip={self.gzip}) at {where}"
+        )
 
     @property
     def address(self) -> str:
@@ -167,8 +176,6 @@ class Ingress:
             raise IngressError("ingress not started: its error log exists only while it runs")
         return _read_text(self._prefix / "error.log")
 
-    # -- internals ---------------------------------------------------------------------------
-
     def _resolve_binary(self) -> str:
         if self._nginx is not None:
             if os.path.isfile(self._nginx) and os.access(self._nginx, os.X_OK):
@@ -193,19 +200,22 @@ class Ingress:
         conf = prefix / "nginx.conf"
         conf.write_text(_render_config(self, prefix, port))
         with open(prefix / "stderr.log", "wb") as stderr:
-            self._proc = subprocess.Popen(
-                [binary, "-p", f"{prefix}/", "-c", str(conf), "-e", str(prefix / "error.log")],
-                stdin=subprocess.DEVNULL,
-                stdout=stderr,
-                stderr=stderr,
-                start_new_session=True,
-            )
+            try:
+                self._proc = subprocess.Popen(
+                    [binary, "-p", f"{prefix}/", "-c", str(conf), "-e", str(prefix / "error.log")],
+                    stdin=subprocess.DEVNULL,
+                    stdout=stderr,
+                    stderr=stderr,
+                    start_new_session=True,
+                )
+            except OSError as exc:
+                raise IngressError(f"could not run nginx at {binary!r}: {exc}") from exc
         proc = self._proc
         deadline = time.monotonic() + _START_TIMEOUT_S
         while True:
             code = proc.poll()
             log = _read_text(prefix / "error.log")
-            if _address_in_use(log):
+            if _address_in_use(log, port):
                 # nginx retries bind() for ~2.5 s before giving up; a new port is quicker.
                 self._terminate()
                 return False
@@ -331,8 +341,11 @@ def _accepts(port: int) -> bool:
         return False
 
 
-def _address_in_use(log: str) -> bool:
-    return "Address already in use" in log
+def _address_in_use(log: str, port: int) -> bool:
+    return any(
+        f"127.0.0.1:{port} failed" in line and "Address already in use" in line
+        for line in log.splitlines()
+    )
 
 
 def _signal_group(pgid: int, sig: signal.Signals) -> None:

@@ -64,6 +64,7 @@ def test_stop_leaves_no_nginx_process_and_no_files(sse_upstream: str, private_tm
         os.kill(pid, 0)
     assert list(private_tmp.iterdir()) == []
     assert ingress.pid is None
+    assert repr(ingress).endswith(" at stopped")
     with pytest.raises(IngressError, match="not started"):
         _ = ingress.address
     ingress.stop()
@@ -171,6 +172,14 @@ def test_binary_missing_from_path_and_fallbacks(
     monkeypatch.setattr(ingress_module, "NGINX_FALLBACK_PATHS", (str(tmp_path / "nginx"),))
     with pytest.raises(IngressError, match=NOT_FOUND):
         Ingress("127.0.0.1:8000").start()
+
+
+def test_binary_that_cannot_run_is_reported(tmp_path: Path) -> None:
+    fake = tmp_path / "nginx"
+    fake.write_text("this is not a program\n")
+    fake.chmod(0o755)
+    with pytest.raises(IngressError, match="could not run nginx at"):
+        Ingress("127.0.0.1:8000", nginx=str(fake)).start()
 
 
 def test_binary_that_exits_at_start_is_reported(private_tmp: Path) -> None:
