@@ -220,7 +220,7 @@ class Ingress:
                 self._terminate()
                 return False
             if code is not None:
-                self._proc = None
+                self._terminate()
                 raise IngressError(
                     f"nginx exited with code {code} while starting; "
                     f"last lines of its logs:\n{self._log_tail()}"

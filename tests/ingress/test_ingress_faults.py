@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import httpx
 import pytest
-from conftest import ReadStream
+from ingress_sse import read_stream
 
 from pytest_streamguard.ingress import Ingress
 
@@ -20,9 +20,7 @@ BURST_SPREAD_S = 0.1
 PROGRESSIVE_SPREAD_S = 0.8
 
 
-def test_read_timeout_cuts_a_stream_that_stalls_longer(
-    sse_upstream: str, read_stream: ReadStream
-) -> None:
+def test_read_timeout_cuts_a_stream_that_stalls_longer(sse_upstream: str) -> None:
     with Ingress(sse_upstream, read_timeout=0.5) as ingress:
         seen = read_stream(ingress.url, events=12, interval=0.05, stall_after=5, stall_s=2.0)
         log = ingress.error_log()
@@ -38,9 +36,7 @@ def test_read_timeout_cuts_a_stream_that_stalls_longer(
     assert "upstream timed out" in log
 
 
-def test_read_timeout_lets_a_steady_stream_through(
-    sse_upstream: str, read_stream: ReadStream
-) -> None:
+def test_read_timeout_lets_a_steady_stream_through(sse_upstream: str) -> None:
     with Ingress(sse_upstream, read_timeout=0.5) as ingress:
         seen = read_stream(ingress.url, events=12, interval=INTERVAL_S)
 
@@ -49,9 +45,7 @@ def test_read_timeout_lets_a_steady_stream_through(
     assert seen.done
 
 
-def test_buffering_with_gzip_holds_the_stream_until_its_end(
-    sse_upstream: str, read_stream: ReadStream
-) -> None:
+def test_buffering_with_gzip_holds_the_stream_until_its_end(sse_upstream: str) -> None:
     with Ingress(sse_upstream, buffering=True, gzip=True) as ingress:
         seen = read_stream(ingress.url, events=EVENTS, interval=INTERVAL_S, accel=0)
 
@@ -74,7 +68,7 @@ def test_buffering_with_gzip_holds_the_stream_until_its_end(
     ],
 )
 def test_stream_arrives_progressively(
-    sse_upstream: str, read_stream: ReadStream, buffering: bool, gzip: bool, accel: int
+    sse_upstream: str, buffering: bool, gzip: bool, accel: int
 ) -> None:
     with Ingress(sse_upstream, buffering=buffering, gzip=gzip) as ingress:
         seen = read_stream(ingress.url, events=EVENTS, interval=INTERVAL_S, accel=accel)
