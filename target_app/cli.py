@@ -1,0 +1,145 @@
+"""``python -m target_app``: parse flags, serve on uvicorn, print the listening line."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import sys
+from collections.abc import Sequence
+
+import uvicorn
+
+from .app import create_app
+from .config import TINY_MODEL, TargetConfig
+
+LISTENING_MESSAGE = "streamguard target listening"
+GRACEFUL_SHUTDOWN_S = 1
+"""After SIGTERM/SIGINT open streams get this long before their tasks are cancelled (which
+cancels their generation)."""
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The command line, with every default shown in ``--help``."""
+    d = TargetConfig()
+    p = argparse.ArgumentParser(
+        prog="python -m target_app",
+        description="Streaming transformers target for pytest-streamguard.",
+        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+    )
+    p.add_argument("--host", default="127.0.0.1", help="address to bind")
+    p.add_argument("--port", type=int, default=8000, help="port to bind; 0 picks a free one")
+    p.add_argument(
+        "--model",
+        default=TINY_MODEL,
+        help=f"{TINY_MODEL!r} (offline tiny model), a Hugging Face model id or a local path",
+    )
+    p.add_argument("--device", choices=("auto", "cpu", "cuda"), default=d.device)
+    p.add_argument("--dtype", choices=("auto", "float32", "float16", "bfloat16"), default=d.dtype)
+    p.add_argument("--engine", choices=("batch", "generate"), default=d.engine)
+    p.add_argument(
+        "--naive",
+        action="store_true",
+        help="serve with the blocking anti-pattern (sync streamer iterated in the async handler)",
+    )
+    p.add_argument("--max-concurrency", type=int, default=d.max_concurrency)
+    p.add_argument(
+        "--heartbeat",
+        type=float,
+        default=d.heartbeat,
+        help="seconds of silence before ': ping'; 0 = off",
+    )
+    p.add_argument("--max-new-tokens-limit", type=int, default=d.max_new_tokens_limit)
+    p.add_argument(
+        "--allow-fault-knobs", action="store_true", help="accept the per-request 'fault' object"
+    )
+    p.add_argument(
+        "--send-timeout",
+        type=float,
+        default=d.send_timeout,
+        help="seconds one write may wait for a slow reader before the stream is ended",
+    )
+    p.add_argument(
+        "--max-backlog",
+        type=int,
+        default=d.max_backlog,
+        help="unsent tokens buffered per stream while its client is not reading",
+    )
+    p.add_argument(
+        "--stream-timeout",
+        type=float,
+        default=d.stream_timeout,
+        help="seconds without a token from the engine before the stream fails",
+    )
+    p.add_argument("--max-body-bytes", type=int, default=d.max_body_bytes)
+    p.add_argument("--seed", type=int, default=d.seed)
+    return p
+
+
+def config_from_args(args: argparse.Namespace) -> TargetConfig:
+    """The app settings named by parsed flags."""
+    return TargetConfig(
+        model=args.model,
+        device=args.device,
+        dtype=args.dtype,
+        engine=args.engine,
+        naive=args.naive,
+        max_concurrency=args.max_concurrency,
+        heartbeat=args.heartbeat,
+        max_new_tokens_limit=args.max_new_tokens_limit,
+        allow_fault_knobs=args.allow_fault_knobs,
+        send_timeout=args.send_timeout,
+        max_backlog=args.max_backlog,
+        stream_timeout=args.stream_timeout,
+        max_body_bytes=args.max_body_bytes,
+        seed=args.seed,
+    )
+
+
+async def serve(config: TargetConfig, host: str, port: int) -> int:
+    """Run uvicorn until a signal stops it; print the listening line once bound."""
+    server = uvicorn.Server(
+        uvicorn.Config(
+            create_app(config),
+            host=host,
+            port=port,
+            log_level="warning",
+            access_log=False,
+            lifespan="on",
+            timeout_graceful_shutdown=GRACEFUL_SHUTDOWN_S,
+        )
+    )
+    task = asyncio.create_task(server.serve())
+    # uvicorn offers no "bound" event; startup takes milliseconds, and a failed bind ends the
+    # task, so poll both.
+    while not server.started:
+        if task.done():
+            break
+        await asyncio.sleep(0.01)
+    if server.started:
+        bound = server.servers[0].sockets[0].getsockname()
+        shown = f"[{bound[0]}]" if ":" in bound[0] else bound[0]
+        print(
+            json.dumps({"message": LISTENING_MESSAGE, "url": f"http://{shown}:{bound[1]}"}),
+            flush=True,
+        )
+    try:
+        await task
+    except SystemExit as exc:
+        return int(exc.code or 1)
+    return 0 if server.started else 1
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of ``python -m target_app``."""
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    config = config_from_args(args)
+    problems = config.problems()
+    if problems:
+        parser.error("; ".join(problems))
+    return asyncio.run(serve(config, args.host, args.port))
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,52 @@
+"""The target's settings: one frozen object built from the command line or by a test."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+TINY_MODEL = "streamguard/tiny"
+"""The ``--model`` value that selects the offline tiny model built in code."""
+
+Engine = Literal["batch", "generate"]
+DeviceChoice = Literal["auto", "cpu", "cuda"]
+DtypeChoice = Literal["auto", "float32", "float16", "bfloat16"]
+
+
+@dataclass(frozen=True)
+class TargetConfig:
+    """Everything the app factory needs; the CLI flags map one to one onto these fields."""
+
+    model: str = TINY_MODEL
+    device: DeviceChoice = "auto"
+    dtype: DtypeChoice = "auto"
+    engine: Engine = "batch"
+    naive: bool = False
+    max_concurrency: int = 64
+    heartbeat: float = 15.0
+    max_new_tokens_limit: int = 2000
+    allow_fault_knobs: bool = False
+    send_timeout: float = 10.0
+    max_backlog: int = 256
+    stream_timeout: float = 30.0
+    max_body_bytes: int = 1 << 20
+    seed: int = 0
+
+    def problems(self) -> list[str]:
+        """Return one message per invalid field, naming the flag and what it accepts."""
+        found: list[str] = []
+        if self.max_concurrency < 1:
+            found.append(f"--max-concurrency must be >= 1, got {self.max_concurrency}")
+        if self.heartbeat < 0:
+            found.append(f"--heartbeat must be >= 0 seconds (0 turns it off), got {self.heartbeat}")
+        if self.max_new_tokens_limit < 1:
+            found.append(f"--max-new-tokens-limit must be >= 1, got {self.max_new_tokens_limit}")
+        if self.send_timeout <= 0:
+            found.append(f"--send-timeout must be > 0 seconds, got {self.send_timeout}")
+        if self.max_backlog < 1:
+            found.append(f"--max-backlog must be >= 1 token, got {self.max_backlog}")
+        if self.stream_timeout <= 0:
+            found.append(f"--stream-timeout must be > 0 seconds, got {self.stream_timeout}")
+        if self.max_body_bytes < 1:
+            found.append(f"--max-body-bytes must be >= 1, got {self.max_body_bytes}")
+        return found

@@ -1,0 +1,32 @@
+"""Server-side fault knobs, per request, for reproducing incidents on purpose."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class FaultKnobs:
+    """What the request's ``"fault"`` object asked for (all off by default).
+
+    ``cold_start_s``: delay before the first token. ``stall_after``/``stall_s``: after the token
+    with index ``stall_after`` has been sent, pause ``stall_s`` seconds. ``raise_after``:
+    generation raises after that many tokens. ``accel_header`` false: omit
+    ``X-Accel-Buffering: no`` so a buffering ingress buffers the stream.
+    """
+
+    cold_start_s: float = 0.0
+    stall_after: int | None = None
+    stall_s: float = 0.0
+    raise_after: int | None = None
+    accel_header: bool = True
+
+
+NO_FAULTS = FaultKnobs()
+
+
+class InjectedFault(RuntimeError):
+    """The exception a ``raise_after`` knob raises inside generation."""
+
+    def __init__(self, after: int) -> None:
+        super().__init__(f"injected fault: generation raised after {after} tokens (raise_after)")

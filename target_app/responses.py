@@ -1,0 +1,302 @@
+"""The ASGI response of a generation request: admission, streaming, heartbeats, cleanup.
+
+One object per request owns the stream slot from admission to the end, so every way a request
+can end (done, error, disconnect, slow reader, stall, shutdown) releases it in one ``finally``
+that never awaits.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import time
+from collections.abc import Awaitable, Callable, MutableMapping
+from typing import TYPE_CHECKING, Any
+
+from .engines.base import GenerationRequest
+from .engines.naive import NaiveGeneration, NaiveStreamerTimeout
+from .faults import FaultKnobs
+from .formats import PING, StreamFormat
+from .stream import Done, StreamItem, Token, TokenStream, now_ns
+
+if TYPE_CHECKING:
+    from .app import TargetState
+
+Scope = MutableMapping[str, Any]
+Message = MutableMapping[str, Any]
+Receive = Callable[[], Awaitable[Message]]
+Send = Callable[[Message], Awaitable[None]]
+
+SLOW_READER_GOODBYE_S = 0.5
+"""How long the error event to a slow reader may take before the connection is dropped."""
+
+
+class _StreamerTimeout(Exception):
+    """No item from the engine for ``--stream-timeout`` seconds."""
+
+
+class _SlowReader(Exception):
+    """A write did not complete within ``--send-timeout`` seconds."""
+
+
+async def send_json(
+    send: Send, status: int, payload: object, headers: dict[str, str] | None = None
+) -> None:
+    """Send a complete JSON response."""
+    body = json.dumps(payload).encode()
+    raw_headers = [
+        (b"content-type", b"application/json"),
+        (b"content-length", str(len(body)).encode()),
+    ]
+    raw_headers += [(k.lower().encode(), v.encode()) for k, v in (headers or {}).items()]
+    await send({"type": "http.response.start", "status": status, "headers": raw_headers})
+    await send({"type": "http.response.body", "body": body, "more_body": False})
+
+
+async def _until_disconnect(receive: Receive) -> None:
+    while True:
+        message = await receive()
+        if message["type"] == "http.disconnect":
+            return
+
+
+class GenerationResponse:
+    """Streams (SSE) or collects (JSON) one generation, within the admission bound."""
+
+    def __init__(
+        self,
+        state: TargetState,
+        request: GenerationRequest,
+        fmt: StreamFormat,
+        *,
+        streaming: bool,
+        fault: FaultKnobs,
+        arrival: float,
+    ) -> None:
+        self._state = state
+        self._request = request
+        self._fmt = fmt
+        self._streaming = streaming
+        self._fault = fault
+        self._arrival = arrival
+        self._stream = TokenStream(request.request_id, state.config.max_backlog)
+        self._naive: NaiveGeneration | None = None
+        self._last_write = 0.0
+        self._last_token_at: float | None = None
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        """Admit, start generation, race the body against the client's disconnect, clean up."""
+        state = self._state
+        config = state.config
+        metrics = state.metrics
+        if state.active >= config.max_concurrency:
+            metrics.rejected.labels("busy").inc()
+            await send_json(
+                send,
+                503,
+                {
+                    "error": (
+                        f"server busy: {state.active} of {config.max_concurrency} streams active"
+                    ),
+                    "field": None,
+                    "accepted": f"at most {config.max_concurrency} concurrent streams "
+                    "(--max-concurrency); retry later",
+                },
+                {"Retry-After": "1"},
+            )
+            return
+        state.active += 1
+        metrics.active_streams.inc()
+        outcome = "shutdown"
+        try:
+            problem = self._start_generation()
+            if problem is not None:
+                metrics.rejected.labels("not_ready").inc()
+                outcome = "rejected"
+                await send_json(send, 503, {"error": problem}, {"Retry-After": "1"})
+                return
+            body = self._write_stream(send) if self._streaming else self._write_whole(send)
+            outcome = await self._race_disconnect(body, receive)
+        finally:
+            self._stream.cancel()
+            state.active -= 1
+            metrics.active_streams.dec()
+            self._count(outcome)
+
+    def _start_generation(self) -> str | None:
+        state = self._state
+        if state.naive is not None:
+            self._naive = state.naive.open(self._request)
+            return None
+        engine = state.engine
+        if engine is None:
+            return "model is not loaded"
+        failure = engine.failure()
+        if failure is not None:
+            return failure
+        engine.submit(self._request, self._stream)
+        return None
+
+    async def _race_disconnect(self, body: Awaitable[str], receive: Receive) -> str:
+        writer = asyncio.ensure_future(body)
+        listener = asyncio.ensure_future(_until_disconnect(receive))
+        try:
+            await asyncio.wait({writer, listener}, return_when=asyncio.FIRST_COMPLETED)
+            if writer.done():
+                return writer.result()
+            return "disconnect"
+        finally:
+            # No await here: this also runs when the server cancels the request task.
+            for task in (writer, listener):
+                if not task.done():
+                    task.cancel()
+
+    def _count(self, outcome: str) -> None:
+        metrics = self._state.metrics
+        if outcome == "completed":
+            metrics.completed.inc()
+        elif outcome in ("disconnect", "slow_reader", "shutdown"):
+            metrics.cancelled.labels(outcome).inc()
+        elif outcome == "streamer_timeout":
+            metrics.streamer_timeouts.inc()
+            metrics.failed.inc()
+        elif outcome == "failed":
+            metrics.failed.inc()
+
+    # -- streaming ---------------------------------------------------------------------------
+
+    async def _write_stream(self, send: Send) -> str:
+        loop = asyncio.get_running_loop()
+        headers = [
+            (b"content-type", b"text/event-stream; charset=utf-8"),
+            (b"cache-control", b"no-cache"),
+        ]
+        if self._fault.accel_header:
+            headers.append((b"x-accel-buffering", b"no"))
+        await send({"type": "http.response.start", "status": 200, "headers": headers})
+        self._last_write = loop.time()
+        try:
+            if self._fault.cold_start_s:
+                await self._hold(send, self._fault.cold_start_s)
+            while True:
+                item = await self._next_item(send)
+                if isinstance(item, Token):
+                    await self._write_token(send, item)
+                    if item.index == self._fault.stall_after:
+                        await self._hold(send, self._fault.stall_s)
+                elif isinstance(item, Done):
+                    await self._write(send, self._fmt.done(item), more=False)
+                    return "completed"
+                else:
+                    outcome = "slow_reader" if self._stream.overflowed else "failed"
+                    await self._write(send, self._fmt.error(item.message), more=False)
+                    return outcome
+        except _StreamerTimeout:
+            self._stream.cancel()
+            message = (
+                f"generation stalled: no token for {self._state.config.stream_timeout:g} s "
+                "(--stream-timeout)"
+            )
+            await self._write(send, self._fmt.error(message), more=False)
+            return "streamer_timeout"
+        except _SlowReader:
+            self._stream.cancel()
+            message = (
+                f"slow reader: a write did not complete within "
+                f"{self._state.config.send_timeout:g} s (--send-timeout)"
+            )
+            # If not even the goodbye fits, returning with the response unfinished makes the
+            # server drop the connection, which frees its write buffer.
+            with contextlib.suppress(_SlowReader):
+                await self._write(
+                    send, self._fmt.error(message), more=False, limit_s=SLOW_READER_GOODBYE_S
+                )
+            return "slow_reader"
+
+    async def _write_token(self, send: Send, token: Token) -> None:
+        await self._write(send, self._fmt.token(token))
+        metrics = self._state.metrics
+        written = time.perf_counter()
+        if self._last_token_at is None:
+            metrics.ttft.observe(written - self._arrival)
+        else:
+            metrics.inter_token.observe(written - self._last_token_at)
+        self._last_token_at = written
+        metrics.streamer_token_latency.observe(max(0, now_ns() - token.produced_ns) / 1e9)
+
+    async def _write(
+        self, send: Send, data: bytes, *, more: bool = True, limit_s: float | None = None
+    ) -> None:
+        self._stream.in_send = True
+        try:
+            async with asyncio.timeout(limit_s or self._state.config.send_timeout):
+                await send({"type": "http.response.body", "body": data, "more_body": more})
+        except TimeoutError:
+            raise _SlowReader from None
+        finally:
+            self._stream.in_send = False
+        self._last_write = asyncio.get_running_loop().time()
+
+    async def _next_item(self, send: Send | None) -> StreamItem:
+        """The next item, sending heartbeats while waiting; every wait has a deadline."""
+        if self._naive is not None:
+            try:
+                return self._naive.next_item()
+            except NaiveStreamerTimeout:
+                raise _StreamerTimeout from None
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + self._state.config.stream_timeout
+        beat = self._state.config.heartbeat if send is not None else 0.0
+        while True:
+            now = loop.time()
+            if now >= deadline:
+                raise _StreamerTimeout
+            wait = deadline - now
+            if beat > 0:
+                wait = min(wait, max(0.0, self._last_write + beat - now))
+            try:
+                return await self._stream.get(wait)
+            except TimeoutError:
+                if send is not None and beat > 0 and loop.time() >= self._last_write + beat:
+                    await self._write(send, PING)
+
+    async def _hold(self, send: Send | None, seconds: float) -> None:
+        """Pause the stream on purpose (fault knobs), still sending heartbeats."""
+        loop = asyncio.get_running_loop()
+        end = loop.time() + seconds
+        beat = self._state.config.heartbeat if send is not None else 0.0
+        while (now := loop.time()) < end:
+            wait = end - now
+            if beat > 0:
+                wait = min(wait, max(0.0, self._last_write + beat - now))
+            await asyncio.sleep(wait)
+            if send is not None and beat > 0 and loop.time() >= self._last_write + beat:
+                await self._write(send, PING)
+
+    # -- non-streaming -----------------------------------------------------------------------
+
+    async def _write_whole(self, send: Send) -> str:
+        if self._fault.cold_start_s:
+            await self._hold(None, self._fault.cold_start_s)
+        pieces: list[str] = []
+        try:
+            while True:
+                item = await self._next_item(None)
+                if isinstance(item, Token):
+                    pieces.append(item.text)
+                    if item.index == self._fault.stall_after:
+                        await self._hold(None, self._fault.stall_s)
+                elif isinstance(item, Done):
+                    await send_json(send, 200, self._fmt.complete("".join(pieces), item))
+                    return "completed"
+                else:
+                    await send_json(
+                        send, 500, {"error": {"message": item.message, "type": "server_error"}}
+                    )
+                    return "failed"
+        except _StreamerTimeout:
+            self._stream.cancel()
+            message = f"generation stalled: no token for {self._state.config.stream_timeout:g} s"
+            await send_json(send, 504, {"error": {"message": message, "type": "server_error"}})
+            return "streamer_timeout"
