@@ -1,0 +1,197 @@
+"""A small streaming app to try pytest-streamguard on: a fake LLM that streams numbered tokens.
+
+It stands in for "your app": Starlette on uvicorn, with an SSE endpoint, an OpenAI-style
+completions endpoint and an NDJSON endpoint. The request body sets the pace, so tests are
+deterministic::
+
+    {"prompt": "hi", "max_new_tokens": 16, "interval_s": 0.02, "first_token_s": 0.0,
+     "fail_after": null, "heartbeat_s": null, "pad": 0}
+
+Run it with ``python stream_app.py --port 0``: it binds 127.0.0.1 and prints
+``{"message": "streamguard target listening", "url": "http://127.0.0.1:<port>"}`` once bound.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import socket
+import sys
+from collections.abc import AsyncIterator
+from typing import Any
+
+import uvicorn
+from prometheus_client import CollectorRegistry, Counter, Gauge, generate_latest
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import JSONResponse, PlainTextResponse, Response, StreamingResponse
+from starlette.routing import Route
+
+REGISTRY = CollectorRegistry()
+ACTIVE = Gauge("stream_app_active_streams", "Streams being written now", registry=REGISTRY)
+STARTED = Counter("stream_app_streams", "Streams started", registry=REGISTRY)
+
+
+class Pace:
+    """How one request wants its tokens paced (validated request body)."""
+
+    def __init__(self, body: dict[str, Any]) -> None:
+        self.prompt = str(body.get("prompt", ""))
+        self.tokens = int(body.get("max_new_tokens", 16))
+        self.interval = float(body.get("interval_s", 0.02))
+        self.first = float(body.get("first_token_s", 0.0))
+        fail_after = body.get("fail_after")
+        self.fail_after = None if fail_after is None else int(fail_after)
+        heartbeat = body.get("heartbeat_s")
+        self.heartbeat = None if heartbeat is None else float(heartbeat)
+        self.pad = int(body.get("pad", 0))
+        if self.tokens < 0 or self.interval < 0 or self.first < 0 or self.pad < 0:
+            raise ValueError("max_new_tokens, interval_s, first_token_s and pad must be >= 0")
+
+    async def wait(self, seconds: float) -> AsyncIterator[None]:
+        """Sleep ``seconds``, yielding once per heartbeat interval on the way."""
+        if self.heartbeat is None or self.heartbeat <= 0:
+            await asyncio.sleep(seconds)
+            return
+        loop = asyncio.get_running_loop()
+        end = loop.time() + seconds
+        while (left := end - loop.time()) > 0:
+            await asyncio.sleep(min(self.heartbeat, left))
+            if end - loop.time() > 0:
+                yield None
+
+    def token(self, index: int) -> str:
+        return f"tok{index} " + "x" * self.pad
+
+
+async def _body(request: Request) -> Pace | Response:
+    try:
+        raw = await request.json() if await request.body() else {}
+        return Pace(raw if isinstance(raw, dict) else {})
+    except (ValueError, TypeError) as exc:
+        return JSONResponse({"error": f"bad request body: {exc}"}, status_code=400)
+
+
+async def _tokens(pace: Pace) -> AsyncIterator[tuple[int, str] | None]:
+    """Yield (index, token) on schedule, None for a heartbeat, raise RuntimeError to fail."""
+    ACTIVE.inc()
+    STARTED.inc()
+    try:
+        async for _ in pace.wait(pace.first):
+            yield None
+        for index in range(pace.tokens):
+            if pace.fail_after is not None and index >= pace.fail_after:
+                raise RuntimeError(f"generation failed after {index} tokens")
+            if index:
+                async for _ in pace.wait(pace.interval):
+                    yield None
+            yield index, pace.token(index)
+    finally:
+        ACTIVE.dec()
+
+
+async def generate(request: Request) -> Response:
+    """SSE: one ``data: {"index", "text"}`` event per token, ``event: done`` at the end."""
+    pace = await _body(request)
+    if isinstance(pace, Response):
+        return pace
+
+    async def events() -> AsyncIterator[bytes]:
+        count = 0
+        try:
+            async for item in _tokens(pace):
+                if item is None:
+                    yield b": ping\n\n"
+                    continue
+                index, text = item
+                count += 1
+                yield f"data: {json.dumps({'index': index, 'text': text})}\n\n".encode()
+        except RuntimeError as exc:
+            yield f"event: error\ndata: {json.dumps({'error': str(exc)})}\n\n".encode()
+            return
+        yield f"event: done\ndata: {json.dumps({'tokens': count})}\n\n".encode()
+
+    return StreamingResponse(
+        events(), media_type="text/event-stream", headers={"X-Accel-Buffering": "no"}
+    )
+
+
+async def completions(request: Request) -> Response:
+    """OpenAI-style streaming completions: a role-only chunk, JSON deltas, ``data: [DONE]``."""
+    pace = await _body(request)
+    if isinstance(pace, Response):
+        return pace
+
+    async def events() -> AsyncIterator[bytes]:
+        first = {"choices": [{"index": 0, "delta": {"role": "assistant"}}]}
+        yield f"data: {json.dumps(first)}\n\n".encode()
+        async for item in _tokens(pace):
+            if item is None:
+                continue
+            chunk = {"choices": [{"index": 0, "delta": {"content": item[1]}}]}
+            yield f"data: {json.dumps(chunk)}\n\n".encode()
+        yield b"data: [DONE]\n\n"
+
+    return StreamingResponse(events(), media_type="text/event-stream")
+
+
+async def ndjson(request: Request) -> Response:
+    """One JSON object per line: ``{"index", "text"}``."""
+    pace = await _body(request)
+    if isinstance(pace, Response):
+        return pace
+
+    async def lines() -> AsyncIterator[bytes]:
+        async for item in _tokens(pace):
+            if item is not None:
+                yield (json.dumps({"index": item[0], "text": item[1]}) + "\n").encode()
+
+    return StreamingResponse(lines(), media_type="application/x-ndjson")
+
+
+async def ready(request: Request) -> Response:
+    """Readiness: 200 once the app serves requests."""
+    return PlainTextResponse("ok")
+
+
+async def metrics(request: Request) -> Response:
+    """Prometheus text."""
+    return Response(generate_latest(REGISTRY), media_type="text/plain; version=0.0.4")
+
+
+app = Starlette(
+    routes=[
+        Route("/generate", generate, methods=["POST"]),
+        Route("/v1/completions", completions, methods=["POST"]),
+        Route("/ndjson", ndjson, methods=["POST"]),
+        Route("/readyz", ready),
+        Route("/healthz", ready),
+        Route("/metrics", metrics),
+    ]
+)
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Serve the app on 127.0.0.1; ``--port 0`` picks a free port and prints it."""
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--host", default="127.0.0.1")
+    parser.add_argument("--port", type=int, default=0)
+    args = parser.parse_args(argv)
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.bind((args.host, args.port))
+    sock.listen(128)
+    host, port = sock.getsockname()[:2]
+    config = uvicorn.Config(app, log_level="warning", lifespan="off")
+    server = uvicorn.Server(config)
+    print(
+        json.dumps({"message": "streamguard target listening", "url": f"http://{host}:{port}"}),
+        flush=True,
+    )
+    server.run(sockets=[sock])
+    sys.exit(0)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,272 @@
+"""The fault vocabulary of a test, each word mapped to Toxiproxy toxics or proxy state.
+
+Every fault applies when called and is removed when the test ends; each is recorded as a
+:class:`~pytest_streamguard.trace.FaultRecord` with its on/off ``perf_counter_ns`` stamps, which
+the test's traces carry. Where the network alone cannot express a fault, the client helps:
+``stall`` is triggered by the client after N data events, and ``slow_reader`` also makes the
+client read slowly through a small receive buffer.
+
+=================  =====================================================================
+word               what the proxy does
+=================  =====================================================================
+latency            ``latency`` toxic (latency ms, jitter ms) on the chosen stream
+stall              ``bandwidth`` rate 0 downstream after N data events, removed after S s
+                   (data is held, not dropped, and flows again)
+slow_reader        ``bandwidth`` downstream at the reader's rate + slow client reads
+bandwidth          ``bandwidth`` toxic downstream, KB/s (1 KB = 1000 bytes)
+slicer             ``slicer`` toxic downstream (average_size, size_variation, delay µs)
+cut                ``limit_data`` downstream: N bytes (headers included), then a FIN
+reset              ``reset_peer`` downstream: new connections lose their first response
+                   chunk and get an RST after ``after_ms``
+blackhole          ``timeout`` 0 both ways: data is dropped, the connection stays open
+down               the proxy is disabled: connections are closed, new ones refused
+=================  =====================================================================
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+import threading
+import time
+from typing import Any
+
+from toxiproxy.proxy import Proxy
+
+from pytest_streamguard.toxiproxy_client import ToxiproxyAPI, ToxiproxyError
+from pytest_streamguard.trace import FaultRecord, StreamTrace
+
+STREAMS = ("upstream", "downstream")
+
+
+def _number(fault: str, name: str, value: Any, *, minimum: float, integer: bool = False) -> float:
+    kind = "an integer" if integer else "a number"
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise ValueError(f"faults.{fault}({name}={value!r}): expected {kind} >= {minimum:g}")
+    if not math.isfinite(value) or value < minimum or (integer and value != int(value)):
+        raise ValueError(f"faults.{fault}({name}={value!r}): expected {kind} >= {minimum:g}")
+    return float(value)
+
+
+class _Stall:
+    """A bandwidth-0 toxic added once a stream has ``after_chunks`` data events."""
+
+    def __init__(
+        self, faults: Faults, record: FaultRecord, after_chunks: int, seconds: float
+    ) -> None:
+        self.faults = faults
+        self.record = record
+        self.after_chunks = after_chunks
+        self.seconds = seconds
+        self.fired = False
+        self.cancel = threading.Event()
+        self.error: BaseException | None = None
+        self.thread: threading.Thread | None = None
+
+    def on_chunk(self, trace: StreamTrace) -> None:
+        if self.fired or len(trace.chunks) < self.after_chunks:
+            return
+        self.fired = True
+        # A thread, so neither the sync reader nor an event loop blocks on the API calls.
+        self.thread = threading.Thread(target=self._run, name="streamguard-stall", daemon=True)
+        self.thread.start()
+
+    def _run(self) -> None:
+        name = self.record.toxics[0]
+        try:
+            self.faults.api.add_toxic(
+                self.faults.proxy, name, "bandwidth", "downstream", {"rate": 0}
+            )
+            self.record.on_ns = time.perf_counter_ns()
+            self.cancel.wait(self.seconds)
+            self.faults.api.remove_toxic(self.faults.proxy, name)
+            self.record.off_ns = time.perf_counter_ns()
+        except BaseException as exc:
+            self.error = exc
+
+    def stop(self) -> BaseException | None:
+        self.cancel.set()
+        if self.thread is not None:
+            self.thread.join(self.faults.api.timeout * 2 + 1)
+        return self.error
+
+
+class Faults:
+    """Faults for one test (``streamguard.faults``); all are undone when the test ends."""
+
+    def __init__(self, api: ToxiproxyAPI, proxy: Proxy) -> None:
+        self.api = api
+        self.proxy = proxy
+        self.records: list[FaultRecord] = []
+        self.slow_reader_bps: float | None = None
+        self._stalls: list[_Stall] = []
+        self._down = False
+        self._counter = 0
+
+    def _name(self, kind: str) -> str:
+        self._counter += 1
+        return f"streamguard_{kind}_{self._counter}"
+
+    def _toxics(
+        self, kind: str, params: dict[str, Any], toxics: list[tuple[str, str, dict[str, Any]]]
+    ) -> FaultRecord:
+        record = FaultRecord(kind=kind, params=params, toxics=[])
+        self.records.append(record)
+        for type_, stream, attributes in toxics:
+            name = self._name(type_)
+            self.api.add_toxic(self.proxy, name, type_, stream, attributes)
+            record.toxics.append(name)
+        record.on_ns = time.perf_counter_ns()
+        return record
+
+    def latency(self, ms: float, jitter: float = 0, stream: str = "downstream") -> FaultRecord:
+        """Delay every chunk by ``ms`` milliseconds (± ``jitter``) on ``stream``."""
+        _number("latency", "ms", ms, minimum=0)
+        _number("latency", "jitter", jitter, minimum=0)
+        if stream not in STREAMS:
+            raise ValueError(
+                f"faults.latency(stream={stream!r}): expected one of {', '.join(STREAMS)}"
+            )
+        return self._toxics(
+            "latency",
+            {"ms": ms, "jitter": jitter, "stream": stream},
+            [("latency", stream, {"latency": round(ms), "jitter": round(jitter)})],
+        )
+
+    def stall(self, after_chunks: int, seconds: float) -> FaultRecord:
+        """Pause an open stream for ``seconds`` once it has delivered ``after_chunks`` events."""
+        _number("stall", "after_chunks", after_chunks, minimum=1, integer=True)
+        _number("stall", "seconds", seconds, minimum=0)
+        if seconds <= 0:
+            raise ValueError(f"faults.stall(seconds={seconds!r}): expected a number > 0")
+        record = FaultRecord(
+            kind="stall",
+            params={"after_chunks": after_chunks, "seconds": seconds},
+            toxics=[self._name("stall")],
+        )
+        self.records.append(record)
+        self._stalls.append(_Stall(self, record, int(after_chunks), float(seconds)))
+        return record
+
+    def slow_reader(self, bytes_per_second: float) -> FaultRecord:
+        """Throttle the proxy and read slowly through a small receive buffer (backpressure)."""
+        _number("slow_reader", "bytes_per_second", bytes_per_second, minimum=1)
+        self.slow_reader_bps = float(bytes_per_second)
+        rate = max(1, math.ceil(bytes_per_second / 1000))
+        return self._toxics(
+            "slow_reader",
+            {"bytes_per_second": bytes_per_second},
+            [("bandwidth", "downstream", {"rate": rate})],
+        )
+
+    def bandwidth(self, kb_per_second: float) -> FaultRecord:
+        """Limit the downstream to ``kb_per_second`` KB/s (1 KB = 1000 bytes)."""
+        _number("bandwidth", "kb_per_second", kb_per_second, minimum=1, integer=True)
+        return self._toxics(
+            "bandwidth",
+            {"kb_per_second": kb_per_second},
+            [("bandwidth", "downstream", {"rate": int(kb_per_second)})],
+        )
+
+    def slicer(self, average_size: int, size_variation: int = 0, delay_us: int = 0) -> FaultRecord:
+        """Split response chunks into ~``average_size``-byte pieces, ``delay_us`` µs apart."""
+        _number("slicer", "average_size", average_size, minimum=1, integer=True)
+        _number("slicer", "size_variation", size_variation, minimum=0, integer=True)
+        _number("slicer", "delay_us", delay_us, minimum=0, integer=True)
+        if size_variation >= average_size:
+            raise ValueError(
+                f"faults.slicer(size_variation={size_variation!r}): expected less than "
+                f"average_size ({average_size!r})"
+            )
+        return self._toxics(
+            "slicer",
+            {"average_size": average_size, "size_variation": size_variation, "delay_us": delay_us},
+            [
+                (
+                    "slicer",
+                    "downstream",
+                    {
+                        "average_size": int(average_size),
+                        "size_variation": int(size_variation),
+                        "delay": int(delay_us),
+                    },
+                )
+            ],
+        )
+
+    def cut(self, after_bytes: int) -> FaultRecord:
+        """Close each connection after ``after_bytes`` response bytes (headers included)."""
+        _number("cut", "after_bytes", after_bytes, minimum=0, integer=True)
+        return self._toxics(
+            "cut",
+            {"after_bytes": after_bytes},
+            [("limit_data", "downstream", {"bytes": int(after_bytes)})],
+        )
+
+    def reset(self, after_ms: float = 0) -> FaultRecord:
+        """Reset (RST) each new connection ``after_ms`` ms after its first response chunk."""
+        _number("reset", "after_ms", after_ms, minimum=0)
+        return self._toxics(
+            "reset",
+            {"after_ms": after_ms},
+            [("reset_peer", "downstream", {"timeout": round(after_ms)})],
+        )
+
+    def blackhole(self) -> FaultRecord:
+        """Drop all data both ways while keeping connections open."""
+        return self._toxics(
+            "blackhole",
+            {},
+            [("timeout", "upstream", {"timeout": 0}), ("timeout", "downstream", {"timeout": 0})],
+        )
+
+    def down(self) -> FaultRecord:
+        """Disable the proxy: open connections are closed and new ones refused."""
+        record = FaultRecord(kind="down", params={}, toxics=[])
+        self.records.append(record)
+        self.api.set_enabled(self.proxy, False)
+        self._down = True
+        record.on_ns = time.perf_counter_ns()
+        return record
+
+    def on_chunk(self, trace: StreamTrace) -> None:
+        """Called by the client after each data event (drives client-triggered faults)."""
+        for stall in self._stalls:
+            stall.on_chunk(trace)
+
+    def clear(self) -> None:
+        """Undo every fault of this test; raise ToxiproxyError if any could not be undone."""
+        errors: list[str] = []
+        for stall in self._stalls:
+            error = stall.stop()
+            if error is not None:
+                errors.append(f"stall: {error}")
+        for record in reversed(self.records):
+            if record.kind == "stall":
+                continue
+            for name in reversed(record.toxics):
+                try:
+                    self.api.remove_toxic(self.proxy, name)
+                except ToxiproxyError as exc:
+                    errors.append(str(exc))
+            if record.off_ns is None and record.on_ns is not None and record.kind != "down":
+                record.off_ns = time.perf_counter_ns()
+        if self._down:
+            try:
+                self.api.set_enabled(self.proxy, True)
+            except ToxiproxyError as exc:
+                errors.append(str(exc))
+            for record in self.records:
+                if record.kind == "down" and record.off_ns is None:
+                    record.off_ns = time.perf_counter_ns()
+        self._stalls.clear()
+        if errors:
+            raise ToxiproxyError("could not undo every fault: " + "; ".join(errors))
+
+    def reset_proxy(self) -> None:
+        """Remove leftover toxics and re-enable the proxy (state from a test that crashed)."""
+        with contextlib.suppress(ToxiproxyError):
+            for name in self.api.toxic_names(self.proxy):
+                self.api.remove_toxic(self.proxy, name)
+        if not self.api.is_enabled(self.proxy):
+            self.api.set_enabled(self.proxy, True)

@@ -1,0 +1,128 @@
+"""``StreamGuard``: what the ``streamguard`` fixture gives a test.
+
+Streams are read through the session's Toxiproxy proxy, faults are added on that proxy, and
+every trace is kept so the plugin can check it against the test's ``token_deadline``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from toxiproxy.proxy import Proxy
+
+from pytest_streamguard.client import (
+    ReadLimits,
+    StreamRecorder,
+    StreamRequest,
+    aread_stream,
+    read_stream,
+)
+from pytest_streamguard.deadlines import Deadline
+from pytest_streamguard.faults import Faults
+from pytest_streamguard.target import Target
+from pytest_streamguard.toxiproxy_client import ToxiproxyAPI
+from pytest_streamguard.trace import StreamTrace
+
+
+class StreamGuard:
+    """Per-test handle: open streams through the proxy, add faults, read traces.
+
+    ``url`` is the base URL through the proxy, ``proxy`` the toxiproxy-python ``Proxy``,
+    ``target`` the app itself (direct URL, ``metrics()``), ``traces`` every stream of this
+    test, ``faults`` the fault vocabulary, ``deadline`` the test's marker (None if unmarked).
+    """
+
+    def __init__(
+        self,
+        *,
+        api: ToxiproxyAPI,
+        proxy: Proxy,
+        target: Target,
+        deadline: Deadline | None,
+    ) -> None:
+        self.api = api
+        self.proxy = proxy
+        self.target = target
+        self.deadline = deadline
+        self.url = "http://" + str(proxy.listen).replace("[::]", "127.0.0.1").replace(
+            "0.0.0.0", "127.0.0.1"
+        )
+        self.faults = Faults(api, proxy)
+        self.traces: list[StreamTrace] = []
+
+    def _prepare(
+        self,
+        path: str,
+        json: Any,
+        method: str,
+        headers: dict[str, str] | None,
+        format: str,
+        read_timeout: float | None,
+    ) -> StreamRecorder:
+        if not path.startswith("/"):
+            raise ValueError(f"stream path {path!r} must start with '/', such as /generate")
+        if read_timeout is not None:
+            if (
+                isinstance(read_timeout, bool)
+                or not isinstance(read_timeout, int | float)
+                or read_timeout <= 0
+            ):
+                raise ValueError(f"read_timeout={read_timeout!r}: expected a number of seconds > 0")
+            limits = ReadLimits(first=float(read_timeout), gap=float(read_timeout))
+        else:
+            limits = ReadLimits.for_deadline(self.deadline)
+        request = StreamRequest(
+            method=method.upper(),
+            url=self.url + path,
+            json_body=json,
+            headers=dict(headers or {}),
+            format=format,
+            limits=limits,
+            slow_reader_bps=self.faults.slow_reader_bps,
+        )
+        name = f"stream {len(self.traces) + 1} ({request.method} {path})"
+        return StreamRecorder(request, name, on_chunk=self.faults.on_chunk)
+
+    def _keep(self, trace: StreamTrace) -> StreamTrace:
+        end = trace.end_ns if trace.end_ns is not None else trace.request_ns
+        trace.faults = [f for f in self.faults.records if f.active_during(trace.request_ns, end)]
+        self.traces.append(trace)
+        return trace
+
+    def stream(
+        self,
+        path: str = "/generate",
+        json: Any = None,
+        method: str = "POST",
+        headers: dict[str, str] | None = None,
+        format: str = "sse",
+        *,
+        read_timeout: float | None = None,
+    ) -> StreamTrace:
+        """Send a request through the proxy and read the streamed answer into a StreamTrace.
+
+        ``format``: ``sse``, ``openai`` (SSE with JSON deltas and ``[DONE]``), ``ndjson`` or
+        ``raw``. ``read_timeout`` overrides how long the client waits for each data event
+        (default: from the test's deadline, or 30 s). Never raises for a failed stream: the
+        failure is on the trace (``error``, ``completed``).
+        """
+        recorder = self._prepare(path, json, method, headers, format, read_timeout)
+        return self._keep(read_stream(recorder))
+
+    async def astream(
+        self,
+        path: str = "/generate",
+        json: Any = None,
+        method: str = "POST",
+        headers: dict[str, str] | None = None,
+        format: str = "sse",
+        *,
+        read_timeout: float | None = None,
+    ) -> StreamTrace:
+        """The async twin of :meth:`stream`."""
+        recorder = self._prepare(path, json, method, headers, format, read_timeout)
+        return self._keep(await aread_stream(recorder))
+
+    def close(self) -> None:
+        """Undo this test's faults."""
+        self.faults.clear()

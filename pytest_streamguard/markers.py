@@ -1,0 +1,65 @@
+"""The ``token_deadline`` marker: registration line, validation and resolution to a Deadline."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import pytest
+
+from pytest_streamguard.deadlines import Deadline
+from pytest_streamguard.settings import Settings
+
+MARKER_NAME = "token_deadline"
+MARKER_LINE = (
+    "token_deadline(ttft=None, chunk=None, total=None, percentile=None): check every stream the "
+    "test reads through pytest-streamguard: ttft bounds request-to-first-token, chunk bounds every "
+    "gap between chunks (or the given percentile of gaps), total bounds the whole stream; seconds. "
+    "A bare marker uses --streamguard-ttft and --streamguard-chunk. Needs --streamguard."
+)
+ACCEPTED = (
+    "token_deadline accepts only keyword arguments ttft, chunk, total (seconds, > 0) and "
+    "percentile (0 < percentile <= 100, used with chunk)"
+)
+_KEYS = ("ttft", "chunk", "total", "percentile")
+
+
+def _check_value(key: str, value: Any) -> float | None:
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise ValueError(f"token_deadline({key}={value!r}) is not a number. {ACCEPTED}.")
+    number = float(value)
+    if not math.isfinite(number) or number <= 0:
+        raise ValueError(f"token_deadline({key}={value!r}) must be > 0. {ACCEPTED}.")
+    if key == "percentile" and number > 100:
+        raise ValueError(f"token_deadline(percentile={value!r}) must be <= 100. {ACCEPTED}.")
+    return number
+
+
+def resolve_deadline(item: pytest.Item, settings: Settings) -> Deadline | None:
+    """The merged deadline of ``item``'s markers (closest wins per key), or None if unmarked.
+
+    Raises ValueError naming what is accepted for positional or unknown arguments and bad values.
+    """
+    merged: dict[str, Any] = {}
+    seen = False
+    for mark in item.iter_markers(MARKER_NAME):
+        seen = True
+        if mark.args:
+            raise ValueError(f"token_deadline got positional arguments {mark.args!r}. {ACCEPTED}.")
+        unknown = sorted(set(mark.kwargs) - set(_KEYS))
+        if unknown:
+            raise ValueError(
+                f"token_deadline got unknown argument(s) {', '.join(unknown)}. {ACCEPTED}."
+            )
+        merged = dict(mark.kwargs) | merged
+    if not seen:
+        return None
+    values = {key: _check_value(key, merged.get(key)) for key in _KEYS}
+    if not merged:
+        values["ttft"] = settings.ttft
+        values["chunk"] = settings.chunk
+    if values["percentile"] is not None and values["chunk"] is None:
+        raise ValueError(f"token_deadline(percentile=...) needs chunk=... to bound. {ACCEPTED}.")
+    return Deadline(**values)

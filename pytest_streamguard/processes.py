@@ -1,0 +1,230 @@
+"""Child processes the plugin starts: the target app and the embedded Toxiproxy server.
+
+Each runs without a shell in its own process group, with its output drained into a ring buffer
+(the tail goes into the error when it fails to start). It is stopped at session end, on Ctrl-C
+(fixture teardown still runs), at interpreter exit (``atexit``), and on Linux also when pytest
+itself dies hard (``PR_SET_PDEATHSIG``, so the kernel signals the child).
+"""
+
+from __future__ import annotations
+
+import atexit
+import collections
+import contextlib
+import ctypes
+import json
+import os
+import re
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable, Sequence
+
+import httpx
+
+_TAIL_LINES = 40
+_STOP_GRACE = 5.0
+_PR_SET_PDEATHSIG = 1
+_URL_IN_LINE = re.compile(r"(https?://[0-9A-Za-z.\-\[\]:]+)")
+
+
+class StartupError(RuntimeError):
+    """A process exited or did not become ready in time; the message carries its output tail."""
+
+
+def _die_with_parent() -> None:
+    """preexec_fn: ask Linux to SIGTERM the child when the thread that started it dies."""
+    if sys.platform.startswith("linux"):
+        with contextlib.suppress(OSError, AttributeError):
+            libc = ctypes.CDLL(None, use_errno=True)
+            libc.prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)
+
+
+def free_port(host: str = "127.0.0.1") -> int:
+    """A port that was free a moment ago.
+
+    Only for commands whose port the plugin must choose (a user's ``{port}``); the bundled
+    target and the embedded server bind port 0 and report the real port themselves.
+    """
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind((host, 0))
+        return int(sock.getsockname()[1])
+
+
+class ManagedProcess:
+    """A started child with drained output, a way to wait for a line, and a sure stop."""
+
+    _live: set[ManagedProcess] = set()  # noqa: RUF012 -- process-wide registry for atexit
+    _live_lock = threading.Lock()
+
+    def __init__(self, name: str, argv: Sequence[str], env: dict[str, str] | None = None) -> None:
+        self.name = name
+        self.argv = list(argv)
+        self._lines: collections.deque[str] = collections.deque(maxlen=_TAIL_LINES)
+        self._new_line = threading.Condition()
+        self._seen: list[str] = []
+        full_env = dict(os.environ)
+        full_env["PYTHONUNBUFFERED"] = "1"
+        full_env.update(env or {})
+        try:
+            self.popen = subprocess.Popen(
+                self.argv,
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                env=full_env,
+                start_new_session=True,
+                preexec_fn=_die_with_parent,
+            )
+        except OSError as exc:
+            raise StartupError(f"{name}: could not start {self.argv!r}: {exc}") from None
+        with ManagedProcess._live_lock:
+            ManagedProcess._live.add(self)
+        self._readers = [
+            threading.Thread(target=self._drain, args=(stream, label), daemon=True)
+            for stream, label in ((self.popen.stdout, "out"), (self.popen.stderr, "err"))
+        ]
+        for reader in self._readers:
+            reader.start()
+
+    @property
+    def pid(self) -> int:
+        """The child's process id (also its process group id)."""
+        return self.popen.pid
+
+    def _drain(self, stream: object, label: str) -> None:
+        assert hasattr(stream, "readline")
+        for raw in iter(stream.readline, b""):
+            line = raw.decode("utf-8", "replace").rstrip("\n")
+            with self._new_line:
+                self._lines.append(f"[{label}] {line}")
+                self._seen.append(line)
+                self._new_line.notify_all()
+        with self._new_line:
+            self._new_line.notify_all()
+
+    def tail(self) -> str:
+        """The last lines of the child's stdout and stderr."""
+        with self._new_line:
+            lines = list(self._lines)
+        return "\n".join(lines) if lines else "(no output)"
+
+    def failure(self, what: str) -> StartupError:
+        """A StartupError naming the command, what went wrong and the output tail."""
+        code = self.popen.poll()
+        status = f"exit code {code}" if code is not None else "still running"
+        return StartupError(
+            f"{self.name} {what} ({status}); command: {self.argv!r}\n"
+            f"--- last output of {self.name} ---\n{self.tail()}"
+        )
+
+    def wait_for_line(self, match: Callable[[str], str | None], timeout: float) -> str:
+        """Wait until a line of output makes ``match`` return a value; return that value."""
+        deadline = time.monotonic() + timeout
+        checked = 0
+        with self._new_line:
+            while True:
+                while checked < len(self._seen):
+                    found = match(self._seen[checked])
+                    checked += 1
+                    if found is not None:
+                        return found
+                if self.popen.poll() is not None and not any(r.is_alive() for r in self._readers):
+                    raise self.failure("exited before printing its listening line")
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    raise self.failure(f"printed no listening line within {timeout:g} s")
+                self._new_line.wait(min(left, 0.2))
+
+    def wait_ready(self, url: str, timeout: float) -> None:
+        """Poll ``url`` until it answers 2xx; fail early if the process exits."""
+        deadline = time.monotonic() + timeout
+        last = "no answer yet"
+        with httpx.Client(timeout=2.0) as client:
+            while True:
+                if self.popen.poll() is not None:
+                    raise self.failure(f"exited before {url} answered 2xx (last: {last})")
+                try:
+                    response = client.get(url)
+                    if response.is_success:
+                        return
+                    last = f"HTTP {response.status_code}"
+                except httpx.HTTPError as exc:
+                    last = f"{type(exc).__name__}: {exc}"
+                if time.monotonic() >= deadline:
+                    raise self.failure(
+                        f"was not ready at {url} within {timeout:g} s (last: {last})"
+                    )
+                with self._new_line:
+                    # Wake early when the child prints or exits; otherwise poll every 50 ms.
+                    self._new_line.wait(0.05)
+
+    def stop(self) -> None:
+        """SIGTERM the process group, SIGKILL it after a grace period, and reap the child."""
+        try:
+            if self.popen.poll() is None:
+                with contextlib.suppress(ProcessLookupError, PermissionError):
+                    os.killpg(self.popen.pid, signal.SIGTERM)
+                try:
+                    self.popen.wait(_STOP_GRACE)
+                except subprocess.TimeoutExpired:
+                    with contextlib.suppress(ProcessLookupError, PermissionError):
+                        os.killpg(self.popen.pid, signal.SIGKILL)
+                    self.popen.wait(_STOP_GRACE)
+            # The group may hold grandchildren that outlive the leader.
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(self.popen.pid, signal.SIGKILL)
+        finally:
+            for reader in self._readers:
+                reader.join(1.0)
+            for stream in (self.popen.stdout, self.popen.stderr):
+                if stream is not None:
+                    stream.close()
+            with ManagedProcess._live_lock:
+                ManagedProcess._live.discard(self)
+
+    @classmethod
+    def stop_all(cls) -> None:
+        """Stop every process still running (atexit backstop)."""
+        with cls._live_lock:
+            live = list(cls._live)
+        for process in live:
+            process.stop()
+
+
+atexit.register(ManagedProcess.stop_all)
+
+
+def listening_url(line: str) -> str | None:
+    """The URL in a listening line: the JSON ``url`` field, or uvicorn's "running on" line."""
+    stripped = line.strip()
+    if stripped.startswith("{"):
+        try:
+            parsed = json.loads(stripped)
+        except ValueError:
+            parsed = None
+        if isinstance(parsed, dict) and isinstance(parsed.get("url"), str):
+            return str(parsed["url"]).rstrip("/")
+    if "running on" in stripped.lower():
+        found = _URL_IN_LINE.search(stripped)
+        if found:
+            return found.group(1).rstrip("/")
+    return None
+
+
+def toxiproxy_listening(line: str) -> str | None:
+    """The API URL in toxiproxy's zerolog startup line (host and port fields)."""
+    stripped = line.strip()
+    if not stripped.startswith("{") or "Starting Toxiproxy HTTP server" not in stripped:
+        return None
+    try:
+        parsed = json.loads(stripped)
+    except ValueError:
+        return None
+    host, port = parsed.get("host"), parsed.get("port")
+    if not host or not port:
+        return None
+    return f"http://{host}:{port}"

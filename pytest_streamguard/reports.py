@@ -1,0 +1,153 @@
+"""Per-test result records and the reports built from them.
+
+A :class:`TestRecord` is builtin-typed through ``to_dict``/``from_dict`` so it can cross from a
+pytest-xdist worker (``config.workeroutput``) and feed the JSON and HTML reports unchanged.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from pytest_streamguard.deadlines import Deadline
+from pytest_streamguard.stats import percentile
+from pytest_streamguard.trace import StreamTrace
+
+JSON_FORMAT = "pytest-streamguard"
+JSON_VERSION = 1
+
+
+@dataclass
+class TestRecord:
+    """What one test did with streams: its deadline, traces, violations and verdict."""
+
+    __test__ = False  # not a test class, despite the name
+
+    nodeid: str
+    deadline: Deadline | None
+    traces: list[StreamTrace] = field(default_factory=list)
+    violations: list[str] = field(default_factory=list)
+    verdict: str = "unchecked"
+
+    def gaps(self) -> list[float]:
+        """Every gap of every stream of the test (raw samples, for percentiles)."""
+        return [g for t in self.traces for g in t.gaps]
+
+    def worst_ttft(self) -> float | None:
+        """The largest TTFT among the test's streams."""
+        values = [t.ttft for t in self.traces if t.ttft is not None]
+        return max(values) if values else None
+
+    def max_gap(self) -> float | None:
+        """The largest gap among the test's streams."""
+        gaps = self.gaps()
+        return max(gaps) if gaps else None
+
+    def fault_names(self) -> list[str]:
+        """Distinct faults active during any stream of the test, in order."""
+        names: list[str] = []
+        for trace in self.traces:
+            for fault in trace.faults:
+                if fault.describe() not in names:
+                    names.append(fault.describe())
+        return names
+
+    def to_dict(self) -> dict[str, Any]:
+        """Builtin-typed form."""
+        return {
+            "nodeid": self.nodeid,
+            "deadline": self.deadline.to_dict() if self.deadline is not None else None,
+            "traces": [t.to_dict() for t in self.traces],
+            "violations": list(self.violations),
+            "verdict": self.verdict,
+        }
+
+    @classmethod
+    def from_dict(cls, raw: dict[str, Any]) -> TestRecord:
+        """Inverse of :meth:`to_dict`."""
+        deadline = raw.get("deadline")
+        return cls(
+            nodeid=str(raw["nodeid"]),
+            deadline=Deadline.from_dict(deadline) if deadline is not None else None,
+            traces=[StreamTrace.from_dict(t) for t in raw.get("traces", [])],
+            violations=list(raw.get("violations", [])),
+            verdict=str(raw.get("verdict", "unchecked")),
+        )
+
+
+def _fmt(seconds: float | None) -> str:
+    return "-" if seconds is None else f"{seconds * 1e3:.1f}"
+
+
+def summary_lines(records: list[TestRecord]) -> list[str]:
+    """The terminal table: one row per test that read streams (times in ms)."""
+    header = ("test", "ttft", "gap p50", "gap p95", "gap max", "chunks", "verdict", "faults")
+    rows = []
+    for record in records:
+        gaps = record.gaps()
+        rows.append(
+            (
+                record.nodeid,
+                _fmt(record.worst_ttft()),
+                _fmt(percentile(gaps, 50)),
+                _fmt(percentile(gaps, 95)),
+                _fmt(max(gaps) if gaps else None),
+                str(sum(len(t.chunks) for t in record.traces)),
+                record.verdict,
+                ", ".join(record.fault_names()) or "-",
+            )
+        )
+    widths = [max(len(r[i]) for r in [header, *rows]) for i in range(len(header) - 1)]
+    lines = []
+    for row in [header, *rows]:
+        cells = [
+            row[0].ljust(widths[0]),
+            *(row[i].rjust(widths[i]) for i in range(1, len(widths))),
+            row[-1],
+        ]
+        lines.append("  ".join(cells))
+    lines.insert(
+        1, "(times in ms; ttft is the worst stream's, gaps are pooled over the test's streams)"
+    )
+    return lines
+
+
+def json_document(records: list[TestRecord], meta: dict[str, Any]) -> dict[str, Any]:
+    """The versioned JSON report."""
+    return {
+        "format": JSON_FORMAT,
+        "version": JSON_VERSION,
+        "created_unix": time.time(),
+        "clock": "time.perf_counter_ns (monotonic, ns)",
+        "percentile_method": "nearest-rank",
+        **meta,
+        "tests": [r.to_dict() for r in records],
+    }
+
+
+def write_json(path: Path, records: list[TestRecord], meta: dict[str, Any]) -> None:
+    """Write the JSON report atomically (a reader never sees half a file)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    tmp.write_text(json.dumps(json_document(records, meta), indent=1) + "\n", encoding="utf-8")
+    tmp.replace(path)
+
+
+def load_json(path: Path) -> tuple[dict[str, Any], list[TestRecord]]:
+    """Read a JSON report back: its metadata and records."""
+    raw = json.loads(path.read_text(encoding="utf-8"))
+    if raw.get("format") != JSON_FORMAT:
+        raise ValueError(
+            f"{path} is not a pytest-streamguard report (format={raw.get('format')!r})"
+        )
+    if int(raw.get("version", 0)) > JSON_VERSION:
+        raise ValueError(
+            f"{path} is report version {raw.get('version')}; this plugin reads up to {JSON_VERSION}"
+        )
+    records = [TestRecord.from_dict(t) for t in raw.get("tests", [])]
+    meta = {k: v for k, v in raw.items() if k != "tests"}
+    return meta, records

@@ -1,0 +1,113 @@
+"""The runtime side of the plugin, registered only when ``--streamguard`` is on.
+
+:class:`StreamGuardSession` validates each test's marker at setup, checks the test's streams
+after its body (a violation fails the test as an assertion failure), keeps one
+:class:`~pytest_streamguard.reports.TestRecord` per test, adds JUnit properties, and writes the
+terminal summary and the JSON report.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Generator
+from typing import Any
+
+import pytest
+
+from pytest_streamguard.deadlines import Deadline, DeadlineViolation, check_trace
+from pytest_streamguard.guard import StreamGuard
+from pytest_streamguard.markers import resolve_deadline
+from pytest_streamguard.reports import TestRecord, summary_lines, write_json
+from pytest_streamguard.settings import Settings
+
+SETTINGS_KEY = pytest.StashKey[Settings]()
+SESSION_KEY = pytest.StashKey["StreamGuardSession"]()
+DEADLINE_KEY = pytest.StashKey[Deadline | None]()
+GUARD_KEY = pytest.StashKey[StreamGuard]()
+PLUGIN_NAME = "streamguard-session"
+
+
+class StreamGuardSession:
+    """Per-session state and the hooks that only run when the plugin is on."""
+
+    def __init__(self, config: pytest.Config, settings: Settings) -> None:
+        self.config = config
+        self.settings = settings
+        self.records: list[TestRecord] = []
+        # Filled by the session fixtures once they start things; reported at the end.
+        self.meta: dict[str, Any] = {
+            "target": settings.target_description,
+            "toxiproxy": settings.toxiproxy_description,
+        }
+
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_runtest_setup(self, item: pytest.Item) -> None:
+        """Validate the marker before any fixture starts a process."""
+        item.stash[DEADLINE_KEY] = resolve_deadline(item, self.settings)
+
+    @pytest.hookimpl(wrapper=True)
+    def pytest_runtest_call(self, item: pytest.Item) -> Generator[None, object, object]:
+        """After the test body, check every stream it read against its deadline."""
+        try:
+            result = yield
+        except BaseException:
+            self._record(item, body_failed=True)
+            raise
+        record = self._record(item, body_failed=False)
+        if record is not None and record.verdict == "FAIL":
+            guard = item.stash[GUARD_KEY]
+            deadline = item.stash[DEADLINE_KEY]
+            assert deadline is not None
+            violations = [v for t in guard.traces for v in check_trace(t, deadline)]
+            __tracebackhide__ = True
+            raise DeadlineViolation(violations)
+        return result
+
+    def _record(self, item: pytest.Item, *, body_failed: bool) -> TestRecord | None:
+        guard = item.stash.get(GUARD_KEY, None)
+        if guard is None or not guard.traces:
+            return None
+        deadline = item.stash.get(DEADLINE_KEY, None)
+        record = TestRecord(nodeid=item.nodeid, deadline=deadline, traces=list(guard.traces))
+        if deadline is not None:
+            violations = [v for t in guard.traces for v in check_trace(t, deadline)]
+            record.violations = [v.headline() for v in violations]
+            record.verdict = "FAIL" if violations else "pass"
+        if body_failed:
+            record.verdict = "error"
+        self.records.append(record)
+        ttft, max_gap = record.worst_ttft(), record.max_gap()
+        if ttft is not None:
+            item.user_properties.append(("streamguard_ttft_s", f"{ttft:.6f}"))
+        if max_gap is not None:
+            item.user_properties.append(("streamguard_max_gap_s", f"{max_gap:.6f}"))
+        item.user_properties.append(("streamguard_verdict", record.verdict))
+        return record
+
+    def pytest_terminal_summary(self, terminalreporter: pytest.TerminalReporter) -> None:
+        """The streamguard section: one row per test that read streams; quiet with -q."""
+        verbosity = self.config.get_verbosity()
+        if verbosity < 0:
+            if verbosity == -1 and self.records:
+                failed = sum(r.verdict == "FAIL" for r in self.records)
+                terminalreporter.write_line(
+                    f"streamguard: {len(self.records)} test(s) read streams, "
+                    f"{failed} violated a deadline"
+                )
+            return
+        terminalreporter.section("streamguard")
+        terminalreporter.write_line(
+            f"target: {self.meta.get('target_url', self.meta['target'])}; "
+            f"toxiproxy: {self.meta['toxiproxy']} {self.meta.get('toxiproxy_version', '')}".rstrip()
+        )
+        if not self.records:
+            terminalreporter.write_line("no test read a stream")
+            return
+        for line in summary_lines(self.records):
+            terminalreporter.write_line(line)
+        if self.settings.json_path is not None:
+            terminalreporter.write_line(f"JSON report: {self.settings.json_path}")
+
+    def pytest_sessionfinish(self, session: pytest.Session) -> None:
+        """Write the JSON report."""
+        if self.settings.json_path is not None:
+            write_json(self.settings.json_path, self.records, self.meta)

@@ -1,0 +1,103 @@
+"""The app under test: a running URL, a user command the plugin starts, or the bundled target."""
+
+from __future__ import annotations
+
+import sys
+import time
+from dataclasses import dataclass, field
+
+import httpx
+from prometheus_client.metrics_core import Metric
+from prometheus_client.parser import text_string_to_metric_families
+
+from pytest_streamguard.processes import ManagedProcess, StartupError, free_port, listening_url
+from pytest_streamguard.settings import Settings
+
+BUNDLED_TARGET_HINT = (
+    "the bundled target needs the 'target' extra (pip install 'pytest-streamguard[target]'); "
+    "or test your own app with --streamguard-target-cmd or --streamguard-target-url"
+)
+
+
+@dataclass
+class Target:
+    """The target app as the test sees it: its direct URL (not through the proxy)."""
+
+    url: str
+    kind: str
+    description: str
+    process: ManagedProcess | None = field(default=None, repr=False)
+
+    @property
+    def pid(self) -> int | None:
+        """Process id of a target the plugin started; None for one given by URL."""
+        return self.process.pid if self.process is not None else None
+
+    @property
+    def address(self) -> str:
+        """``host:port`` of the target, as a Toxiproxy upstream."""
+        return self.url.split("://", 1)[1].split("/", 1)[0]
+
+    def metrics(self, path: str = "/metrics") -> dict[str, Metric]:
+        """The target's Prometheus metrics (``GET /metrics``), parsed by prometheus_client."""
+        response = httpx.get(self.url + path, timeout=10.0)
+        response.raise_for_status()
+        return {family.name: family for family in text_string_to_metric_families(response.text)}
+
+    def stop(self) -> None:
+        """Stop the target if the plugin started it."""
+        if self.process is not None:
+            self.process.stop()
+
+
+def _wait_url_ready(url: str, timeout: float) -> None:
+    deadline = time.monotonic() + timeout
+    last = "no answer"
+    with httpx.Client(timeout=2.0) as client:
+        while True:
+            try:
+                response = client.get(url)
+                if response.is_success:
+                    return
+                last = f"HTTP {response.status_code}"
+            except httpx.HTTPError as exc:
+                last = f"{type(exc).__name__}: {exc}"
+            if time.monotonic() >= deadline:
+                raise StartupError(
+                    f"target at {url} (--streamguard-target-url) did not answer 2xx within "
+                    f"{timeout:g} s (last: {last})"
+                )
+            time.sleep(0.05)
+
+
+def start_target(settings: Settings) -> Target:
+    """Point at, or start, the target the settings name, and wait until it is ready."""
+    if settings.target_url is not None:
+        _wait_url_ready(settings.target_url + settings.ready_path, settings.startup_timeout)
+        return Target(settings.target_url, "url", settings.target_description)
+    if settings.target_cmd is not None:
+        argv = list(settings.target_cmd)
+        fixed_url = None
+        if any("{port}" in arg for arg in argv):
+            port = free_port()
+            argv = [arg.replace("{port}", str(port)) for arg in argv]
+            fixed_url = f"http://127.0.0.1:{port}"
+        process = ManagedProcess("target", argv)
+        kind = "command"
+    else:
+        argv = [sys.executable, "-m", "target_app", "--host", "127.0.0.1", "--port", "0"]
+        fixed_url = None
+        process = ManagedProcess("bundled target_app", argv)
+        kind = "bundled"
+    try:
+        url = fixed_url or process.wait_for_line(listening_url, settings.startup_timeout)
+        process.wait_ready(url + settings.ready_path, settings.startup_timeout)
+    except StartupError as exc:
+        process.stop()
+        if kind == "bundled":
+            raise StartupError(f"{exc}\nhint: {BUNDLED_TARGET_HINT}") from None
+        raise
+    except BaseException:
+        process.stop()
+        raise
+    return Target(url, kind, settings.target_description, process)

@@ -1,0 +1,228 @@
+"""Driving a Toxiproxy server's API through toxiproxy-python 0.1.1, safely.
+
+toxiproxy-python keeps the API host and port in class attributes of ``APIConsumer`` (process
+global), has no request timeout, and turns an HTTP 500 into a ``KeyError``. :class:`ToxiproxyAPI`
+works around all three without patching the library: every call runs with the host and port of
+*its* server set under a process-wide lock and restored afterwards, runs in a worker thread with
+a deadline (a hung server fails the call with a clear error instead of hanging the test), and
+library errors are re-raised as :class:`ToxiproxyError` naming the server and the operation.
+
+Also here: :class:`ToxiproxyServer`, the session's server (the embedded one started as a child
+process, or a real ``toxiproxy-server`` given by URL).
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import json
+import sys
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, TypeVar
+from urllib.parse import urlsplit
+
+import httpx
+from toxiproxy.api import APIConsumer
+from toxiproxy.exceptions import InvalidToxic, NotFound, ProxyExists
+from toxiproxy.proxy import Proxy
+from toxiproxy.server import Toxiproxy
+
+from pytest_streamguard.processes import ManagedProcess, StartupError, toxiproxy_listening
+
+T = TypeVar("T")
+
+API_TIMEOUT = 10.0
+# toxiproxy-python reads APIConsumer.host/port at call time; one lock serialises every binding.
+_BINDING_LOCK = threading.RLock()
+
+
+class ToxiproxyError(RuntimeError):
+    """A Toxiproxy API call failed or timed out; the message names the server and operation."""
+
+
+class ToxiproxyAPI:
+    """toxiproxy-python calls bound to one server, with a deadline and clear errors."""
+
+    def __init__(self, url: str, timeout: float = API_TIMEOUT) -> None:
+        parts = urlsplit(url)
+        if parts.hostname is None or parts.port is None:
+            raise ValueError(f"toxiproxy URL {url!r} needs a host and a port")
+        self.url = url.rstrip("/")
+        self.host = parts.hostname
+        self.port = parts.port
+        self.timeout = timeout
+        self.client = Toxiproxy()
+        self._executor = concurrent.futures.ThreadPoolExecutor(
+            max_workers=1, thread_name_prefix="streamguard-toxiproxy"
+        )
+
+    def _bound(self, fn: Callable[[], T]) -> T:
+        with _BINDING_LOCK:
+            saved = (APIConsumer.host, APIConsumer.port)
+            APIConsumer.host, APIConsumer.port = self.host, self.port
+            try:
+                return fn()
+            finally:
+                APIConsumer.host, APIConsumer.port = saved
+
+    def call(self, what: str, fn: Callable[[], T]) -> T:
+        """Run ``fn`` (a toxiproxy-python call) against this server; ``what`` names it in errors."""
+        future = self._executor.submit(self._bound, fn)
+        try:
+            return future.result(self.timeout)
+        except concurrent.futures.TimeoutError:
+            raise ToxiproxyError(
+                f"toxiproxy API at {self.url} did not answer {what} within {self.timeout:g} s "
+                "(is the server hung?)"
+            ) from None
+        except (ProxyExists, NotFound, InvalidToxic) as exc:
+            detail = exc.args[0] if exc.args else ""
+            if isinstance(detail, bytes):
+                detail = detail.decode("utf-8", "replace").strip()
+            raise ToxiproxyError(
+                f"toxiproxy API at {self.url}: {what} failed: {type(exc).__name__}: {detail}"
+            ) from exc
+        except KeyError as exc:
+            # toxiproxy-python builds a Proxy from any body; an error body lacks its fields.
+            raise ToxiproxyError(
+                f"toxiproxy API at {self.url}: {what} failed: the server answered an error "
+                f"(HTTP 5xx, e.g. listen address in use) that toxiproxy-python reads as "
+                f"KeyError {exc}"
+            ) from exc
+        except (OSError, ValueError) as exc:
+            raise ToxiproxyError(f"toxiproxy API at {self.url}: {what} failed: {exc}") from exc
+
+    def version(self) -> str:
+        """The server's version string (from ``GET /version``)."""
+        raw: bytes = self.call("GET /version", lambda: APIConsumer.get("/version").content)
+        text = raw.decode("utf-8", "replace").strip()
+        try:
+            parsed = json.loads(text)
+        except ValueError:
+            return text
+        return str(parsed.get("version", text)) if isinstance(parsed, dict) else text
+
+    def create_proxy(self, name: str, upstream: str) -> Proxy:
+        """Create a proxy listening on a free loopback port."""
+        return self.call(
+            f"create proxy {name!r}",
+            lambda: self.client.create(upstream=upstream, name=name, listen="127.0.0.1:0"),
+        )
+
+    def get_proxy(self, name: str) -> Proxy:
+        """The proxy called ``name``; ToxiproxyError if it does not exist."""
+        proxy = self.call(f"get proxy {name!r}", lambda: self.client.get_proxy(name))
+        if proxy is None:
+            raise ToxiproxyError(f"toxiproxy API at {self.url}: no proxy named {name!r}")
+        return proxy
+
+    def destroy_proxy(self, proxy: Proxy) -> None:
+        """Delete ``proxy``."""
+        self.call(f"delete proxy {proxy.name!r}", proxy.destroy)
+
+    def add_toxic(
+        self, proxy: Proxy, name: str, type_: str, stream: str, attributes: dict[str, Any]
+    ) -> None:
+        """Add one toxic to ``proxy``."""
+        self.call(
+            f"add toxic {name!r} ({type_}, {stream}) to proxy {proxy.name!r}",
+            lambda: proxy.add_toxic(name=name, type=type_, stream=stream, attributes=attributes),
+        )
+
+    def remove_toxic(self, proxy: Proxy, name: str) -> None:
+        """Remove the toxic called ``name`` from ``proxy``."""
+        self.call(
+            f"remove toxic {name!r} from proxy {proxy.name!r}", lambda: proxy.destroy_toxic(name)
+        )
+
+    def toxic_names(self, proxy: Proxy) -> list[str]:
+        """Names of the toxics currently on ``proxy``."""
+        return list(self.call(f"list toxics of proxy {proxy.name!r}", proxy.toxics))
+
+    def set_enabled(self, proxy: Proxy, enabled: bool) -> None:
+        """Enable or disable ``proxy`` (disabled: listener closed, connections dropped)."""
+        action = proxy.enable if enabled else proxy.disable
+        self.call(f"{'enable' if enabled else 'disable'} proxy {proxy.name!r}", action)
+
+    def is_enabled(self, proxy: Proxy) -> bool:
+        """Whether the server reports ``proxy`` as enabled."""
+        return bool(self.get_proxy(proxy.name).enabled)
+
+    def close(self) -> None:
+        """Release the worker thread (a call hung on a dead server is abandoned)."""
+        self._executor.shutdown(wait=False, cancel_futures=True)
+
+
+@dataclass
+class ToxiproxyServer:
+    """The session's Toxiproxy server: where its API is, what kind it is, and its version."""
+
+    url: str
+    kind: str
+    version: str
+    process: ManagedProcess | None = None
+
+    @property
+    def pid(self) -> int | None:
+        """The process id of the embedded server; None for an external one."""
+        return self.process.pid if self.process is not None else None
+
+    def api(self) -> ToxiproxyAPI:
+        """A bound API client for this server."""
+        return ToxiproxyAPI(self.url)
+
+    def stop(self) -> None:
+        """Stop the embedded server (an external one is left running)."""
+        if self.process is not None:
+            self.process.stop()
+
+    @classmethod
+    def external(cls, url: str) -> ToxiproxyServer:
+        """Use a running toxiproxy-server; fail clearly if its API does not answer."""
+        try:
+            response = httpx.get(f"{url}/version", timeout=5.0)
+        except httpx.HTTPError as exc:
+            raise StartupError(
+                f"toxiproxy-server at {url} (--streamguard-toxiproxy) did not answer "
+                f"GET /version: {exc}"
+            ) from None
+        if not response.is_success:
+            raise StartupError(
+                f"toxiproxy-server at {url} (--streamguard-toxiproxy) answered GET /version with "
+                f"HTTP {response.status_code}; is it a Toxiproxy API?"
+            )
+        api = ToxiproxyAPI(url)
+        try:
+            version = api.version()
+        finally:
+            api.close()
+        return cls(url=url, kind="external", version=version)
+
+    @classmethod
+    def embedded(cls, startup_timeout: float) -> ToxiproxyServer:
+        """Start ``python -m pytest_streamguard.toxiproxy_server`` on a free loopback port."""
+        process = ManagedProcess(
+            "embedded toxiproxy server",
+            [
+                sys.executable,
+                "-m",
+                "pytest_streamguard.toxiproxy_server",
+                "-host",
+                "127.0.0.1",
+                "-port",
+                "0",
+            ],
+        )
+        try:
+            url = process.wait_for_line(toxiproxy_listening, startup_timeout)
+            process.wait_ready(f"{url}/version", startup_timeout)
+            api = ToxiproxyAPI(url)
+            try:
+                version = api.version()
+            finally:
+                api.close()
+        except BaseException:
+            process.stop()
+            raise
+        return cls(url=url, kind="embedded", version=version, process=process)

@@ -1,0 +1,239 @@
+"""What one stream looked like on the wire: chunks with their arrival stamps, and the outcome.
+
+All stamps are ``time.perf_counter_ns()`` values (monotonic, comparable across processes on one
+Linux machine); durations are reported in seconds. A trace is plain data: it converts to and
+from builtin-typed dicts for the JSON report and for pytest-xdist's ``workeroutput``.
+"""
+
+from __future__ import annotations
+
+import itertools
+from dataclasses import dataclass, field
+from typing import Any
+
+from pytest_streamguard.stats import ns_to_s, percentile
+
+
+@dataclass
+class Chunk:
+    """One non-empty data event (or one raw read, for the ``raw`` format).
+
+    ``stamp_ns`` is when the byte that completed the event arrived; ``first_byte_ns`` when its
+    first byte arrived (they differ when the network splits an event across reads).
+    """
+
+    index: int
+    stamp_ns: int
+    first_byte_ns: int
+    nbytes: int
+    text: str
+    data: Any = None
+
+    def to_dict(self) -> dict[str, Any]:
+        """Builtin-typed form."""
+        return {
+            "index": self.index,
+            "stamp_ns": self.stamp_ns,
+            "first_byte_ns": self.first_byte_ns,
+            "nbytes": self.nbytes,
+            "text": self.text,
+            "data": self.data,
+        }
+
+    @classmethod
+    def from_dict(cls, raw: dict[str, Any]) -> Chunk:
+        """Inverse of :meth:`to_dict`."""
+        return cls(
+            index=int(raw["index"]),
+            stamp_ns=int(raw["stamp_ns"]),
+            first_byte_ns=int(raw.get("first_byte_ns", raw["stamp_ns"])),
+            nbytes=int(raw["nbytes"]),
+            text=str(raw["text"]),
+            data=raw.get("data"),
+        )
+
+
+@dataclass
+class FaultRecord:
+    """A fault as applied: its vocabulary word, arguments, toxics and on/off stamps."""
+
+    kind: str
+    params: dict[str, Any]
+    toxics: list[str]
+    on_ns: int | None = None
+    off_ns: int | None = None
+
+    def describe(self) -> str:
+        """``kind(arg=value, ...)`` as a test would have written it."""
+        args = ", ".join(f"{k}={v!r}" for k, v in self.params.items())
+        return f"{self.kind}({args})"
+
+    def active_during(self, start_ns: int, end_ns: int) -> bool:
+        """Whether this fault was on at any time in ``[start_ns, end_ns]``."""
+        if self.on_ns is None or self.on_ns > end_ns:
+            return False
+        return self.off_ns is None or self.off_ns >= start_ns
+
+    def to_dict(self) -> dict[str, Any]:
+        """Builtin-typed form."""
+        return {
+            "kind": self.kind,
+            "params": dict(self.params),
+            "toxics": list(self.toxics),
+            "on_ns": self.on_ns,
+            "off_ns": self.off_ns,
+        }
+
+    @classmethod
+    def from_dict(cls, raw: dict[str, Any]) -> FaultRecord:
+        """Inverse of :meth:`to_dict`."""
+        return cls(
+            kind=str(raw["kind"]),
+            params=dict(raw.get("params", {})),
+            toxics=list(raw.get("toxics", [])),
+            on_ns=raw.get("on_ns"),
+            off_ns=raw.get("off_ns"),
+        )
+
+
+@dataclass
+class StreamTrace:
+    """The record of one stream read through the plugin.
+
+    ``ttft``, ``gaps``, ``max_gap`` and ``total`` follow the README's metric definitions:
+    TTFT is request sent to the first non-empty data event; a gap is the time between two
+    consecutive data events; a stream that errors, is cut or stops is kept, with ``error`` set
+    and ``completed`` false.
+    """
+
+    name: str
+    method: str
+    url: str
+    format: str
+    request_ns: int
+    status_code: int | None = None
+    response_ns: int | None = None
+    end_ns: int | None = None
+    chunks: list[Chunk] = field(default_factory=list)
+    reads: list[tuple[int, int]] = field(default_factory=list)
+    heartbeats: int = 0
+    completed: bool = False
+    error: str | None = None
+    error_kind: str | None = None
+    faults: list[FaultRecord] = field(default_factory=list)
+
+    @property
+    def ttft(self) -> float | None:
+        """Seconds from the request being sent to the first data event; None if none came."""
+        if not self.chunks:
+            return None
+        return ns_to_s(self.chunks[0].stamp_ns - self.request_ns)
+
+    @property
+    def gaps(self) -> list[float]:
+        """Seconds between each pair of consecutive data events."""
+        stamps = [c.stamp_ns for c in self.chunks]
+        return [ns_to_s(b - a) for a, b in itertools.pairwise(stamps)]
+
+    @property
+    def max_gap(self) -> float | None:
+        """The largest gap; None with fewer than two data events."""
+        gaps = self.gaps
+        return max(gaps) if gaps else None
+
+    @property
+    def total(self) -> float | None:
+        """Seconds from the request being sent to the end of the stream (clean or not)."""
+        if self.end_ns is None:
+            return None
+        return ns_to_s(self.end_ns - self.request_ns)
+
+    @property
+    def text(self) -> str:
+        """The concatenated text of every data event."""
+        return "".join(c.text for c in self.chunks)
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes of response body received."""
+        return sum(n for _, n in self.reads)
+
+    def percentile(self, q: float) -> float | None:
+        """The nearest-rank ``q``-th percentile of the gaps (see :mod:`.stats`)."""
+        return percentile(self.gaps, q)
+
+    def assert_deadline(
+        self,
+        ttft: float | None = None,
+        chunk: float | None = None,
+        total: float | None = None,
+        percentile: float | None = None,
+    ) -> None:
+        """Raise :class:`~pytest_streamguard.deadlines.DeadlineViolation` if a bound is broken.
+
+        A stream that did not complete always violates.
+        """
+        from pytest_streamguard.deadlines import Deadline, DeadlineViolation, check_trace
+
+        deadline = Deadline(ttft=ttft, chunk=chunk, total=total, percentile=percentile)
+        violations = check_trace(self, deadline)
+        if violations:
+            raise DeadlineViolation(violations)
+
+    def summary(self) -> dict[str, Any]:
+        """The derived statistics, in seconds."""
+        gaps = self.gaps
+        return {
+            "ttft_s": self.ttft,
+            "total_s": self.total,
+            "chunks": len(self.chunks),
+            "bytes": self.nbytes,
+            "gap_p50_s": percentile(gaps, 50),
+            "gap_p95_s": percentile(gaps, 95),
+            "gap_p99_s": percentile(gaps, 99),
+            "max_gap_s": max(gaps) if gaps else None,
+            "completed": self.completed,
+            "error": self.error,
+        }
+
+    def to_dict(self) -> dict[str, Any]:
+        """Builtin-typed form with raw stamps and derived stats."""
+        return {
+            "name": self.name,
+            "method": self.method,
+            "url": self.url,
+            "format": self.format,
+            "request_ns": self.request_ns,
+            "status_code": self.status_code,
+            "response_ns": self.response_ns,
+            "end_ns": self.end_ns,
+            "chunks": [c.to_dict() for c in self.chunks],
+            "reads": [[stamp, n] for stamp, n in self.reads],
+            "heartbeats": self.heartbeats,
+            "completed": self.completed,
+            "error": self.error,
+            "error_kind": self.error_kind,
+            "faults": [f.to_dict() for f in self.faults],
+            "stats": self.summary(),
+        }
+
+    @classmethod
+    def from_dict(cls, raw: dict[str, Any]) -> StreamTrace:
+        """Inverse of :meth:`to_dict` (derived stats are recomputed, not read)."""
+        return cls(
+            name=str(raw["name"]),
+            method=str(raw["method"]),
+            url=str(raw["url"]),
+            format=str(raw["format"]),
+            request_ns=int(raw["request_ns"]),
+            status_code=raw.get("status_code"),
+            response_ns=raw.get("response_ns"),
+            end_ns=raw.get("end_ns"),
+            chunks=[Chunk.from_dict(c) for c in raw.get("chunks", [])],
+            reads=[(int(s), int(n)) for s, n in raw.get("reads", [])],
+            heartbeats=int(raw.get("heartbeats", 0)),
+            completed=bool(raw.get("completed", False)),
+            error=raw.get("error"),
+            error_kind=raw.get("error_kind"),
+            faults=[FaultRecord.from_dict(f) for f in raw.get("faults", [])],
+        )

@@ -1,0 +1,55 @@
+"""Fixtures for the plugin's own tests: the example app served by real uvicorn on port 0."""
+
+from __future__ import annotations
+
+import importlib.util
+import socket
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from types import ModuleType
+
+import pytest
+import uvicorn
+
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
+STREAM_APP = EXAMPLES / "stream_app.py"
+
+
+def _load_stream_app() -> ModuleType:
+    spec = importlib.util.spec_from_file_location("streamguard_example_stream_app", STREAM_APP)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.fixture(scope="session")
+def app_url() -> Iterator[str]:
+    """The example streaming app, served in a thread by real uvicorn on a port-0 socket."""
+    module = _load_stream_app()
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.bind(("127.0.0.1", 0))
+    port = sock.getsockname()[1]
+    server = uvicorn.Server(uvicorn.Config(module.app, log_level="warning", lifespan="off"))
+    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 15
+    while not server.started:
+        assert thread.is_alive(), "uvicorn thread exited during startup"
+        assert time.monotonic() < deadline, "uvicorn did not start within 15 s"
+        time.sleep(0.01)
+    try:
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        server.should_exit = True
+        thread.join(10)
+        sock.close()
+
+
+@pytest.fixture(scope="session")
+def app_cmd() -> str:
+    """A --streamguard-target-cmd that starts the example app on the plugin's chosen port."""
+    return f"{sys.executable} {STREAM_APP} --port {{port}}"
