@@ -1,0 +1,58 @@
+"""Prometheus metrics in the real server's names (``toxiproxy_proxy_*_bytes_total``)."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Final
+
+from prometheus_client import (
+    CollectorRegistry,
+    Counter,
+    disable_created_metrics,
+    generate_latest,
+)
+from prometheus_client.exposition import CONTENT_TYPE_PLAIN_0_0_4
+from prometheus_client.gc_collector import GCCollector
+from prometheus_client.platform_collector import PlatformCollector
+from prometheus_client.process_collector import ProcessCollector
+
+if TYPE_CHECKING:
+    from .proxy import Proxy
+    from .toxics import Direction
+
+CONTENT_TYPE: Final = CONTENT_TYPE_PLAIN_0_0_4
+_LABELS: Final = ("direction", "proxy", "listener", "upstream")
+
+
+class Metrics:
+    """Byte counters per proxy and direction, updated when a link ends (as in Toxiproxy)."""
+
+    def __init__(self, runtime: bool) -> None:
+        # Go's client has no *_created series; this process only serves these metrics.
+        disable_created_metrics()
+        self.registry = CollectorRegistry()
+        self.received = Counter(
+            "toxiproxy_proxy_received_bytes_total",
+            "Bytes read from the source socket of a link.",
+            _LABELS,
+            registry=self.registry,
+        )
+        self.sent = Counter(
+            "toxiproxy_proxy_sent_bytes_total",
+            "Bytes written to the destination socket of a link.",
+            _LABELS,
+            registry=self.registry,
+        )
+        if runtime:
+            ProcessCollector(registry=self.registry)
+            PlatformCollector(registry=self.registry)
+            GCCollector(registry=self.registry)
+
+    def count(self, proxy: Proxy, direction: Direction, received: int, sent: int) -> None:
+        """Add one finished link's byte counts."""
+        labels = (direction.value, proxy.name, proxy.listen, proxy.upstream)
+        self.received.labels(*labels).inc(received)
+        self.sent.labels(*labels).inc(sent)
+
+    def render(self) -> bytes:
+        """The Prometheus text exposition."""
+        return generate_latest(self.registry)

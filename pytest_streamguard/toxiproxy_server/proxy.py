@@ -1,0 +1,366 @@
+"""A proxy: its listener, its toxics and the connections through it.
+
+Per accepted client the proxy dials the upstream (an unreachable upstream: the client is
+accepted, then closed) and starts two links: ``upstream`` (client to server) and
+``downstream`` (server to client). Each socket reads at most 32 KiB at a time, like Go's
+``io.Copy``, so a chunk is what Toxiproxy calls a chunk.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import random
+import socket
+import struct
+from collections.abc import Callable
+from typing import Any, Final, cast
+
+from .channels import Sink
+from .errors import TOXIC_EXISTS, TOXIC_NOT_FOUND, ApiError, invalid_input
+from .link import Link
+from .logs import log
+from .metrics import Metrics
+from .toxics import Direction, Toxic, updated_toxic
+
+READ_SIZE: Final = 32 * 1024
+DIAL_TIMEOUT_S: Final = 30.0
+_WILDCARDS: Final = ("", "0.0.0.0", "::")
+
+
+def split_host_port(address: str) -> tuple[str, int]:
+    """Split ``host:port`` or ``[v6]:port`` like Go's ``net.SplitHostPort``, or raise ValueError."""
+    if address.startswith("["):
+        host, sep, rest = address[1:].partition("]")
+        if not sep or not rest.startswith(":"):
+            raise ValueError(f"address {address}: missing port in address")
+        port_text = rest[1:]
+    else:
+        host, sep, port_text = address.rpartition(":")
+        if not sep:
+            raise ValueError(f"address {address}: missing port in address")
+        if ":" in host:
+            raise ValueError(f"address {address}: too many colons in address")
+    if not port_text.isdigit() or int(port_text) > 65535:
+        raise ValueError(f"address {address}: invalid port")
+    return host, int(port_text)
+
+
+def check_upstream(upstream: str) -> None:
+    """Reject an upstream that can never be dialled (the real server accepts it silently)."""
+    try:
+        host, port = split_host_port(upstream)
+    except ValueError as exc:
+        raise invalid_input(f"invalid upstream {upstream!r}: {exc}; expected host:port") from None
+    if not host or port == 0:
+        raise invalid_input(
+            f"invalid upstream {upstream!r}: expected host:port with a host and a port 1-65535"
+        )
+
+
+def format_address(sockaddr: Any, family: int) -> str:
+    """Go's ``Addr.String()``: ``ip:port``, IPv6 in brackets."""
+    host, port = sockaddr[0], sockaddr[1]
+    return f"[{host}]:{port}" if family == socket.AF_INET6 else f"{host}:{port}"
+
+
+async def bind_listener(listen: str) -> socket.socket:
+    """Bind and listen on ``listen``; errors carry the real server's 500 texts."""
+    try:
+        host, port = split_host_port(listen)
+    except ValueError as exc:
+        raise ApiError(f"listen tcp: {exc}", 500) from None
+    sockaddr: tuple[str, int] | tuple[str, int, int, int]
+    if host in _WILDCARDS and socket.has_ipv6:
+        # Go listens dual-stack on a wildcard address and reports it as [::]:port.
+        family, sockaddr = socket.AF_INET6, ("::", port, 0, 0)
+    else:
+        loop = asyncio.get_running_loop()
+        try:
+            infos = await loop.getaddrinfo(host or "0.0.0.0", port, type=socket.SOCK_STREAM)
+        except OSError:
+            raise ApiError(f"listen tcp: lookup {host}: no such host", 500) from None
+        infos.sort(key=lambda info: info[0] != socket.AF_INET)
+        family, address = infos[0][0], infos[0][4]
+        sockaddr = (str(address[0]), int(address[1]))
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        if family == socket.AF_INET6:
+            sock.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 0)
+        sock.bind(sockaddr)
+        sock.listen(socket.SOMAXCONN)
+        sock.setblocking(False)
+    except OSError as exc:
+        sock.close()
+        reason = (exc.strerror or str(exc)).lower()
+        shown = format_address(sockaddr, family)
+        raise ApiError(f"listen tcp {shown}: bind: {reason}", 500) from None
+    return sock
+
+
+class Side(asyncio.BufferedProtocol):
+    """One socket of a proxied connection: the source of one link and the sink of the other."""
+
+    def __init__(self, on_made: Callable[[Side], None] | None = None) -> None:
+        self._buffer = bytearray(READ_SIZE)
+        self._view = memoryview(self._buffer)
+        self._on_made = on_made
+        self.transport: asyncio.Transport | None = None
+        self.reader: Link | None = None
+        self.sink: Sink | None = None
+        self.lost = False
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        """Hold reading until the connection is wired to its links."""
+        # uvloop's transports implement asyncio.Transport without subclassing it.
+        transport = cast(asyncio.Transport, transport)
+        self.transport = transport
+        sock = transport.get_extra_info("socket")
+        if sock is not None:
+            with contextlib.suppress(OSError):
+                sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        transport.pause_reading()
+        if self._on_made is not None:
+            self._on_made(self)
+
+    def get_buffer(self, sizehint: int) -> memoryview:
+        """Reads land in one reused 32 KiB buffer."""
+        return self._view
+
+    def buffer_updated(self, nbytes: int) -> None:
+        """A read completed: hand a copy to the link that reads this socket."""
+        if self.reader is not None:
+            self.reader.feed(bytes(self._view[:nbytes]))
+
+    def eof_received(self) -> bool:
+        """The peer half-closed: end the link reading this socket, keep writing to it."""
+        if self.reader is not None:
+            self.reader.feed_eof()
+        return True
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        """The socket is gone: no more input, and nothing waits on its write buffer."""
+        self.lost = True
+        if self.reader is not None:
+            self.reader.feed_eof()
+        if self.sink is not None:
+            self.sink.resume()
+
+    def pause_writing(self) -> None:
+        """The write buffer is full: the link writing here must wait."""
+        if self.sink is not None:
+            self.sink.pause()
+
+    def resume_writing(self) -> None:
+        """The write buffer drained."""
+        if self.sink is not None:
+            self.sink.resume()
+
+
+class Connection:
+    """A client connection and its upstream connection, joined by two links."""
+
+    def __init__(self, proxy: Proxy, client: Side) -> None:
+        self.proxy = proxy
+        self.client = client
+        self.upstream: Side | None = None
+        self.links: dict[Direction, Link] = {}
+        self.closed = False
+
+    async def open(self) -> None:
+        """Dial the upstream and start both links, or close the client."""
+        proxy = self.proxy
+        loop = asyncio.get_running_loop()
+        try:
+            host, port = split_host_port(proxy.upstream)
+            _, upstream = await asyncio.wait_for(
+                loop.create_connection(Side, host, port), DIAL_TIMEOUT_S
+            )
+        except (OSError, ValueError, TimeoutError) as exc:
+            log(
+                "error",
+                "Unable to open connection to upstream",
+                name=proxy.name,
+                upstream=proxy.upstream,
+                err=str(exc),
+            )
+            self.abort()
+            return
+        self.upstream = upstream
+        if self.closed:
+            self.abort()
+            return
+        client_t, upstream_t = self.client.transport, upstream.transport
+        assert client_t is not None
+        assert upstream_t is not None
+        if any(toxic.type.name == "reset_peer" for toxic in proxy.toxics):
+            # Like Toxiproxy's ToxicLink.Start: linger 0 on both sockets when a reset_peer
+            # toxic exists at connect time, so every close of this connection is an RST.
+            for transport in (client_t, upstream_t):
+                sock = transport.get_extra_info("socket")
+                if sock is not None:
+                    sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+        up = Link(Direction.UPSTREAM, client_t, upstream_t, proxy.rng, self._link_finished)
+        down = Link(Direction.DOWNSTREAM, upstream_t, client_t, proxy.rng, self._link_finished)
+        self.links = {Direction.UPSTREAM: up, Direction.DOWNSTREAM: down}
+        self.client.reader, self.client.sink = up, down.sink
+        upstream.reader, upstream.sink = down, up.sink
+        for link in (up, down):
+            link.configure(proxy.toxics_for(link.direction))
+        for side, link in ((self.client, up), (upstream, down)):
+            if side.lost:
+                link.feed_eof()
+            elif not link.paused and not link.eof:
+                link.source.resume_reading()
+
+    def _link_finished(self, link: Link) -> None:
+        # Go closes the destination when a link ends; the other link's source is that same
+        # socket, so it ends too once its chain has drained.
+        link.sink.transport.close()
+        for other in self.links.values():
+            if other is not link:
+                other.feed_eof()
+        if all(each.finished for each in self.links.values()):
+            self._done()
+
+    def abort(self) -> None:
+        """Close both sockets now (proxy disabled or deleted)."""
+        for link in self.links.values():
+            link.stop()
+        for side in (self.client, self.upstream):
+            if side is not None and side.transport is not None:
+                side.transport.abort()
+        self._done()
+
+    def _done(self) -> None:
+        if self.closed:
+            return
+        self.closed = True
+        self.proxy.connections.discard(self)
+        for link in self.links.values():
+            self.proxy.metrics.count(self.proxy, link.direction, link.received, link.sink.sent)
+
+
+class Proxy:
+    """A named proxy: listen address, upstream, enabled state and its toxics."""
+
+    def __init__(
+        self, name: str, listen: str, upstream: str, rng: random.Random, metrics: Metrics
+    ) -> None:
+        self.name = name
+        self.listen = listen
+        self.upstream = upstream
+        self.enabled = False
+        self.rng = rng
+        self.metrics = metrics
+        self.toxics: list[Toxic] = []
+        self.connections: set[Connection] = set()
+        self._server: asyncio.AbstractServer | None = None
+        self._tasks: set[asyncio.Task[None]] = set()
+
+    def to_json(self) -> dict[str, Any]:
+        """The proxy object of the API, ``Logger`` and ``toxics`` included."""
+        return {
+            "name": self.name,
+            "listen": self.listen,
+            "upstream": self.upstream,
+            "enabled": self.enabled,
+            "Logger": {},
+            "toxics": self.toxic_array(),
+        }
+
+    def toxic_array(self) -> list[dict[str, Any]]:
+        """Upstream toxics first, then downstream, each in the order they were added."""
+        ordered = self.toxics_for(Direction.UPSTREAM) + self.toxics_for(Direction.DOWNSTREAM)
+        return [toxic.to_json() for toxic in ordered]
+
+    def toxics_for(self, direction: Direction) -> list[Toxic]:
+        """This direction's toxics, in chain order."""
+        return [toxic for toxic in self.toxics if toxic.direction is direction]
+
+    async def start(self) -> None:
+        """Bind the listener and accept connections; ``listen`` becomes the bound address."""
+        if self.enabled:
+            return
+        sock = await bind_listener(self.listen)
+        loop = asyncio.get_running_loop()
+        self._server = await loop.create_server(lambda: Side(self._accepted), sock=sock)
+        self.listen = format_address(sock.getsockname(), sock.family)
+        self.enabled = True
+        log("info", "Started proxy", name=self.name, proxy=self.listen, upstream=self.upstream)
+
+    def stop(self) -> None:
+        """Close the listener and every connection through the proxy."""
+        if not self.enabled:
+            return
+        self.enabled = False
+        if self._server is not None:
+            self._server.close()
+            self._server = None
+        for connection in list(self.connections):
+            connection.abort()
+        log("info", "Terminated proxy", name=self.name, proxy=self.listen, upstream=self.upstream)
+
+    async def update(self, listen: str, upstream: str, enabled: bool) -> None:
+        """Go's ``Proxy.Update``: restart on a new address, then follow ``enabled``."""
+        if listen != self.listen or upstream != self.upstream:
+            self.stop()
+            self.listen = listen
+            self.upstream = upstream
+        if enabled and not self.enabled:
+            await self.start()
+        elif not enabled:
+            self.stop()
+
+    def _accepted(self, side: Side) -> None:
+        connection = Connection(self, side)
+        self.connections.add(connection)
+        task = asyncio.get_running_loop().create_task(connection.open())
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    def find_toxic(self, name: str) -> Toxic | None:
+        """The toxic called ``name`` in either direction."""
+        for toxic in self.toxics:
+            if toxic.name == name:
+                return toxic
+        return None
+
+    def add_toxic(self, toxic: Toxic) -> None:
+        """Append a toxic and re-wire every open connection before returning."""
+        if self.find_toxic(toxic.name) is not None:
+            raise TOXIC_EXISTS
+        self.toxics.append(toxic)
+        self._rewire(toxic.direction, toxic.name)
+
+    def update_toxic(self, name: str, body: object) -> Toxic:
+        """Apply a PATCH body to a toxic and restart it on every open connection."""
+        current = self.find_toxic(name)
+        if current is None:
+            raise TOXIC_NOT_FOUND
+        new = updated_toxic(current, body)
+        self.toxics[self.toxics.index(current)] = new
+        self._rewire(new.direction, new.name)
+        return new
+
+    def remove_toxic(self, name: str) -> None:
+        """Remove a toxic; its buffered data is flushed (a removed timeout closes)."""
+        toxic = self.find_toxic(name)
+        if toxic is None:
+            raise TOXIC_NOT_FOUND
+        self.toxics.remove(toxic)
+        self._rewire(toxic.direction, None)
+
+    def reset_toxics(self) -> None:
+        """Remove every toxic."""
+        self.toxics = []
+        for direction in Direction:
+            self._rewire(direction, None)
+
+    def _rewire(self, direction: Direction, redraw: str | None) -> None:
+        toxics = self.toxics_for(direction)
+        for connection in list(self.connections):
+            link = connection.links.get(direction)
+            if link is not None:
+                link.configure(toxics, redraw)

@@ -1,0 +1,125 @@
+"""Runs the API server and every proxy in one asyncio loop until SIGTERM or SIGINT."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import random
+import signal
+import socket
+from collections.abc import Generator
+from dataclasses import dataclass
+from pathlib import Path
+
+import uvicorn
+
+from .api import VERSION, Api
+from .collection import Collection
+from .decode import parse_body
+from .errors import ApiError
+from .logs import log, log_now
+from .metrics import Metrics
+
+
+@dataclass(frozen=True)
+class Settings:
+    """What the command line chose."""
+
+    host: str = "127.0.0.1"
+    port: int = 8474
+    config: Path | None = None
+    seed: int | None = None
+    runtime_metrics: bool = False
+
+
+class StartupError(Exception):
+    """The server cannot start (bad config file, API port unavailable)."""
+
+
+class _Uvicorn(uvicorn.Server):
+    @contextlib.contextmanager
+    def capture_signals(self) -> Generator[None, None, None]:
+        # Our own handlers stop the loop; uvicorn's would re-raise the signal at exit and
+        # turn a clean SIGTERM shutdown into death by signal.
+        yield
+
+
+def bind_api(host: str, port: int) -> socket.socket:
+    """Bind and listen on the API address; port 0 picks a free port."""
+    try:
+        infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
+    except OSError as exc:
+        raise StartupError(f"cannot resolve -host {host!r}: {exc}") from None
+    infos.sort(key=lambda info: info[0] != socket.AF_INET)
+    family, _, _, _, sockaddr = infos[0]
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind(sockaddr)
+        sock.listen(socket.SOMAXCONN)
+    except OSError as exc:
+        sock.close()
+        raise StartupError(f"cannot listen on {host}:{port}: {exc.strerror or exc}") from None
+    return sock
+
+
+async def populate_file(collection: Collection, path: Path) -> int:
+    """Populate from a ``-config`` file; any problem stops the start with a clear message."""
+    try:
+        data = await asyncio.to_thread(path.read_bytes)
+    except OSError as exc:
+        raise StartupError(f"cannot read -config file {path}: {exc.strerror or exc}") from None
+    try:
+        proxies = await collection.populate(parse_body(data))
+    except ApiError as exc:
+        raise StartupError(
+            f"-config file {path} is not a valid Toxiproxy populate file (a JSON array of "
+            f"{{name, listen, upstream, enabled}} objects): {exc.message}"
+        ) from None
+    return len(proxies)
+
+
+async def serve(settings: Settings) -> None:
+    """Start everything, print the startup line, and run until a stop signal."""
+    rng = random.Random(settings.seed)
+    metrics = Metrics(runtime=settings.runtime_metrics)
+    collection = Collection(rng, metrics)
+    try:
+        if settings.config is not None:
+            count = await populate_file(collection, settings.config)
+            log("info", "Populated proxies from file", config=str(settings.config), proxies=count)
+        sock = bind_api(settings.host, settings.port)
+    except BaseException:
+        collection.close()
+        raise
+    config = uvicorn.Config(
+        Api(collection, metrics),
+        lifespan="off",
+        log_config=None,
+        access_log=False,
+        server_header=False,
+        timeout_graceful_shutdown=2,
+        timeout_keep_alive=60,
+    )
+    server = _Uvicorn(config)
+    loop = asyncio.get_running_loop()
+
+    def stop() -> None:
+        server.should_exit = True
+
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(signum, stop)
+    log_now(
+        "info",
+        "Starting Toxiproxy HTTP server",
+        host=settings.host,
+        port=str(sock.getsockname()[1]),
+        version=VERSION,
+    )
+    try:
+        await server.serve(sockets=[sock])
+    finally:
+        collection.close()
+        sock.close()
+        for signum in (signal.SIGTERM, signal.SIGINT):
+            loop.remove_signal_handler(signum)

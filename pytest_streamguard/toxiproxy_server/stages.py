@@ -1,0 +1,269 @@
+"""The per-connection runtime of each toxic type: one asyncio task per active toxic and link.
+
+Each stage reads chunks from its input channel and writes to its outlet, following the Go
+source of the toxic (``toxics/*.go``). The chunk a stage is working on is kept in
+``pending`` (what is left of it), and every hand-off to the outlet happens synchronously
+after the wait, so a stage task can be cancelled at any await without losing or repeating
+bytes: the link re-feeds ``pending`` to the re-wired chain.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+import time
+from dataclasses import dataclass
+
+from .channels import EOF, Channel, Item, Outlet
+from .toxics import Toxic
+
+_MS: int = 1_000_000
+
+
+@dataclass
+class ToxicState:
+    """What one toxic keeps per link across re-wirings (Go's stub state plus the draw)."""
+
+    toxic: Toxic
+    active: bool
+    closed: bool = False
+    transmitted: int = 0
+    idle_since: int = 0
+    reset_at: int | None = None
+
+
+class Stage:
+    """The task running one active toxic on one link."""
+
+    def __init__(self, state: ToxicState, outlet: Outlet, rng: random.Random) -> None:
+        self.state = state
+        self.toxic = state.toxic
+        self.inp = Channel(state.toxic.type.buffer_size)
+        self.out: Outlet = outlet
+        self.rng = rng
+        self.pending: Item | None = None
+        self.task: asyncio.Task[None] | None = None
+
+    def start(self) -> None:
+        """Start the stage's task."""
+        self.task = asyncio.get_running_loop().create_task(self._run())
+
+    def stop(self) -> None:
+        """Cancel the stage's task; in-flight data stays in ``pending`` and ``inp``."""
+        if self.task is not None:
+            self.task.cancel()
+
+    async def _run(self) -> None:
+        if self.state.closed:
+            await asyncio.get_running_loop().create_future()
+        await self.pipe()
+
+    async def pipe(self) -> None:
+        """Move chunks from ``inp`` to ``out``, applying the toxic."""
+        while True:
+            item = await self.next_item()
+            await self.emit(item)
+            if item is EOF:
+                return
+
+    async def next_item(self) -> Item:
+        """The chunk in hand, or the next one from the input channel."""
+        if self.pending is None:
+            inp = self.inp
+            if not len(inp):
+                await inp.wait_readable()
+            self.pending = inp.pop()
+        return self.pending
+
+    async def emit(self, item: Item, rest: Item | None = None) -> None:
+        """Hand ``item`` on once the outlet has room; ``rest`` is what is still in hand."""
+        out = self.out
+        if not out.writable():
+            await out.wait_writable()
+        self.pending = rest
+        out.push(item)
+
+    async def close_output(self) -> None:
+        """End the stream here (Go's ``stub.Close()``): later input is never read."""
+        await self.emit(EOF, self.pending)
+        self.state.closed = True
+        await asyncio.get_running_loop().create_future()
+
+
+class LatencyStage(Stage):
+    """Each chunk leaves at its read time + latency ± jitter; the stream is shifted."""
+
+    async def pipe(self) -> None:
+        """Delay every chunk relative to its own timestamp, never reordering."""
+        latency = self.toxic.attr("latency") * _MS
+        jitter = self.toxic.attr("jitter")
+        while True:
+            item = await self.next_item()
+            if item is EOF:
+                await self.emit(item)
+                return
+            delay = latency
+            if jitter > 0:
+                delay += (self.rng.randrange(2 * jitter) - jitter) * _MS
+            due = item[1] + delay
+            wait = due - time.monotonic_ns()
+            if wait > 0:
+                await asyncio.sleep(wait / 1e9)
+            # Moving the timestamp makes stacked latency toxics add up (Toxiproxy PR #94).
+            await self.emit((item[0], due))
+
+
+class BandwidthStage(Stage):
+    """Throttle to ``rate`` KB/s by sleeping before hand-off, so backpressure reaches the sender."""
+
+    async def pipe(self) -> None:
+        """Go's bandwidth toxic: a sleep debt per chunk, big chunks cut into 100 ms pieces."""
+        rate = self.toxic.attr("rate")
+        debt = 0
+        while True:
+            item = await self.next_item()
+            if item is EOF:
+                await self.emit(item)
+                return
+            if rate <= 0:
+                # rate 0 holds the data until the toxic is changed or removed.
+                await asyncio.get_running_loop().create_future()
+            data, stamp = item
+            debt += len(data) * _MS // rate
+            piece = rate * 100
+            while len(data) > piece:
+                await asyncio.sleep(0.1)
+                await self.emit((data[:piece], stamp), (data[piece:], stamp))
+                data = data[piece:]
+                debt -= 100 * _MS
+            started = time.monotonic_ns()
+            if debt > 0:
+                await asyncio.sleep(debt / 1e9)
+            debt -= time.monotonic_ns() - started
+            await self.emit((data, stamp))
+
+
+class SlowCloseStage(Stage):
+    """Pass data through; hold the end of the stream for ``delay`` ms."""
+
+    async def pipe(self) -> None:
+        """Forward chunks; sleep before forwarding EOF."""
+        delay = self.toxic.attr("delay") / 1000
+        while True:
+            item = await self.next_item()
+            if item is EOF:
+                await asyncio.sleep(delay)
+                await self.emit(item)
+                return
+            await self.emit(item)
+
+
+class TimeoutStage(Stage):
+    """Drop every chunk; close after ``timeout`` ms without input (0: never close)."""
+
+    async def pipe(self) -> None:
+        """An idle timer re-armed by every chunk that arrives (and is dropped)."""
+        timeout = self.toxic.attr("timeout") * _MS
+        while True:
+            if timeout > 0 and self.pending is None and not len(self.inp):
+                left = self.state.idle_since + timeout - time.monotonic_ns()
+                try:
+                    async with asyncio.timeout(max(left, 0) / 1e9):
+                        await self.inp.wait_readable()
+                except TimeoutError:
+                    await self.close_output()
+            item = await self.next_item()
+            self.pending = None
+            self.state.idle_since = time.monotonic_ns()
+            if item is EOF:
+                await self.close_output()
+
+
+class ResetPeerStage(Stage):
+    """Drop the first chunk, wait ``timeout`` ms, then end the stream (an RST with linger 0)."""
+
+    async def pipe(self) -> None:
+        """Once triggered the reset happens even if the chain is re-wired meanwhile."""
+        if self.state.reset_at is None:
+            await self.next_item()
+            self.pending = None
+            self.state.reset_at = time.monotonic_ns() + self.toxic.attr("timeout") * _MS
+        wait = self.state.reset_at - time.monotonic_ns()
+        if wait > 0:
+            await asyncio.sleep(wait / 1e9)
+        await self.close_output()
+
+
+class SlicerStage(Stage):
+    """Cut each chunk into pieces around ``average_size`` bytes, ``delay`` µs after each."""
+
+    def cuts(self, size: int) -> list[int]:
+        """End offsets of the pieces, by Go's jittered recursive bisection."""
+        average = self.toxic.attr("average_size")
+        variation = self.toxic.attr("size_variation")
+        ends: list[int] = []
+        spans = [(0, size)]
+        while spans:
+            start, end = spans.pop()
+            if (end - start) - average <= variation:
+                ends.append(end)
+                continue
+            mid = start + (end - start) // 2
+            if variation > 0:
+                mid += self.rng.randrange(2 * variation) - variation
+            mid = min(max(mid, start + 1), end - 1)
+            spans.append((mid, end))
+            spans.append((start, mid))
+        return ends
+
+    async def pipe(self) -> None:
+        """Emit the pieces one by one with the delay after every piece."""
+        delay = self.toxic.attr("delay") / 1e6
+        while True:
+            item = await self.next_item()
+            if item is EOF:
+                await self.emit(item)
+                return
+            data, stamp = item
+            start = 0
+            for end in self.cuts(len(data)):
+                rest = (data[end:], stamp) if end < len(data) else None
+                await self.emit((data[start:end], stamp), rest)
+                start = end
+                if delay > 0:
+                    await asyncio.sleep(delay)
+
+
+class LimitDataStage(Stage):
+    """Forward at most ``bytes`` bytes on this link, then end the stream (a FIN)."""
+
+    async def pipe(self) -> None:
+        """The count lives in the link's toxic state, so it survives updates."""
+        limit = self.toxic.attr("bytes")
+        state = self.state
+        while True:
+            item = await self.next_item()
+            if item is EOF:
+                await self.emit(item)
+                return
+            data = item[0][: max(limit - state.transmitted, 0)]
+            if data:
+                await self.emit((data, item[1]))
+                state.transmitted += len(data)
+            else:
+                self.pending = None
+            if limit - state.transmitted <= 0:
+                await self.close_output()
+
+
+STAGES: dict[str, type[Stage]] = {
+    "noop": Stage,
+    "latency": LatencyStage,
+    "bandwidth": BandwidthStage,
+    "slow_close": SlowCloseStage,
+    "timeout": TimeoutStage,
+    "reset_peer": ResetPeerStage,
+    "slicer": SlicerStage,
+    "limit_data": LimitDataStage,
+}
+"""The stage class for each toxic type name."""
