@@ -129,7 +129,7 @@ def timeline(trace: StreamTrace, marks: dict[int, str] | None = None) -> str:
     for fault in trace.faults:
         if fault.on_ns is not None:
             events.append((fault.on_ns, 1, f"fault on: {fault.describe()}"))
-        if fault.off_ns is not None and (trace.end_ns is None or fault.off_ns <= trace.end_ns):
+        if fault.off_ns is not None:
             events.append((fault.off_ns, 1, f"fault off: {fault.kind}"))
     if trace.end_ns is not None:
         outcome = "completed" if trace.completed else f"stopped: {trace.error or 'incomplete'}"

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import importlib.util
+import json
 import socket
+import subprocess
 import sys
 import threading
 import time
@@ -11,8 +13,13 @@ from collections.abc import Iterator
 from pathlib import Path
 from types import ModuleType
 
+import httpcore  # noqa: F401 -- see below
 import pytest
 import uvicorn
+
+# httpx imports httpcore lazily and caches its exception classes on first use. pytester's
+# in-process runs drop modules first imported inside them, so a later run would get new
+# httpcore classes that httpx no longer maps; importing httpcore here keeps one copy.
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 STREAM_APP = EXAMPLES / "stream_app.py"
@@ -20,7 +27,8 @@ STREAM_APP = EXAMPLES / "stream_app.py"
 
 def _load_stream_app() -> ModuleType:
     spec = importlib.util.spec_from_file_location("streamguard_example_stream_app", STREAM_APP)
-    assert spec is not None and spec.loader is not None
+    assert spec is not None
+    assert spec.loader is not None
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
@@ -53,3 +61,43 @@ def app_url() -> Iterator[str]:
 def app_cmd() -> str:
     """A --streamguard-target-cmd that starts the example app on the plugin's chosen port."""
     return f"{sys.executable} {STREAM_APP} --port {{port}}"
+
+
+from plugin_helpers import INI
+
+
+@pytest.fixture(autouse=True)
+def _quiet_inner_asyncio(request: pytest.FixtureRequest) -> None:
+    """Give pytester runs an ini that pytest-asyncio does not warn about."""
+    if "pytester" in request.fixturenames:
+        request.getfixturevalue("pytester").makeini(INI)
+
+
+@pytest.fixture(scope="session")
+def toxiproxy_url() -> Iterator[str]:
+    """One embedded Toxiproxy server for the whole run, started like a real toxiproxy-server
+    (its own process, port 0, startup line on stdout); pytester runs reach it by URL."""
+    process = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "pytest_streamguard.toxiproxy_server",
+            "-host",
+            "127.0.0.1",
+            "-port",
+            "0",
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+    )
+    try:
+        assert process.stdout is not None
+        line = process.stdout.readline()
+        assert "Starting Toxiproxy HTTP server" in line, line
+        yield f"http://127.0.0.1:{json.loads(line)['port']}"
+    finally:
+        process.terminate()
+        process.wait(10)
+        if process.stdout is not None:
+            process.stdout.close()

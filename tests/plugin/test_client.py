@@ -39,8 +39,10 @@ def test_sse_stream_is_stamped_per_event(app_url: str) -> None:
     assert all(c.first_byte_ns <= c.stamp_ns for c in trace.chunks)
     # Paced 50 ms apart by the app; a 2-core CI box may add scheduling noise (tolerance 40 ms).
     assert all(0.03 <= gap <= 0.09 for gap in trace.gaps), trace.gaps
-    assert trace.ttft is not None and trace.ttft < 1.0
-    assert trace.end_ns is not None and trace.end_ns >= stamps[-1]
+    assert trace.ttft is not None
+    assert trace.ttft < 1.0
+    assert trace.end_ns is not None
+    assert trace.end_ns >= stamps[-1]
 
 
 def test_heartbeats_are_not_tokens(app_url: str) -> None:
@@ -51,7 +53,8 @@ def test_heartbeats_are_not_tokens(app_url: str) -> None:
     assert len(trace.chunks) == 2
     assert trace.heartbeats >= 3
     # TTFT counts from the request to the first data event, not to the first heartbeat.
-    assert trace.ttft is not None and trace.ttft >= 0.29
+    assert trace.ttft is not None
+    assert trace.ttft >= 0.29
 
 
 def test_openai_format_skips_role_only_delta(app_url: str) -> None:
@@ -86,7 +89,8 @@ def test_http_error_is_recorded(app_url: str) -> None:
     trace = run(app_url, "/generate", {"max_new_tokens": -1})
     assert trace.status_code == 400
     assert trace.error_kind == "http"
-    assert "HTTP 400" in (trace.error or "") and "must be >= 0" in (trace.error or "")
+    assert "HTTP 400" in (trace.error or "")
+    assert "must be >= 0" in (trace.error or "")
 
 
 def test_connection_refused_is_recorded() -> None:
@@ -104,7 +108,8 @@ def test_silent_stream_is_abandoned_at_the_read_limit(app_url: str) -> None:
     )
     assert trace.error_kind == "timeout"
     assert len(trace.chunks) == 1
-    assert trace.total is not None and trace.total < 3
+    assert trace.total is not None
+    assert trace.total < 3
 
 
 def test_heartbeats_do_not_keep_a_stalled_stream_alive(app_url: str) -> None:
@@ -112,7 +117,8 @@ def test_heartbeats_do_not_keep_a_stalled_stream_alive(app_url: str) -> None:
     trace = run(app_url, "/generate", body, limits=ReadLimits(first=2, gap=0.4))
     assert trace.error_kind == "timeout"
     assert "no data event for" in (trace.error or "")
-    assert trace.total is not None and trace.total < 3
+    assert trace.total is not None
+    assert trace.total < 3
 
 
 def test_bad_format_is_rejected() -> None:

@@ -1,0 +1,25 @@
+"""Helpers shared by the plugin's tests."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+
+INI = "[pytest]\nasyncio_default_fixture_loop_scope = function\n"
+
+
+def pid_alive(pid: int) -> bool:
+    """Whether ``pid`` is a live (not zombie) process."""
+    try:
+        with open(f"/proc/{pid}/stat", encoding="ascii") as stat:
+            return stat.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except FileNotFoundError:
+        return False
+
+
+def wait_until(condition: Callable[[], bool], timeout: float, what: str) -> None:
+    """Poll ``condition`` until true; fail naming ``what`` after ``timeout`` seconds."""
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, f"timed out after {timeout} s waiting for {what}"
+        time.sleep(0.02)

@@ -1,0 +1,430 @@
+"""The plugin end to end through pytester: real target, real embedded Toxiproxy server.
+
+Most runs reach one embedded server started for the whole test session by URL
+(``--streamguard-toxiproxy``, i.e. addressed as if it were a real toxiproxy-server) and the
+example app served by uvicorn (``--streamguard-target-url``), so each run costs a fraction of a
+second. Runs that exercise process management start their own.
+"""
+
+from __future__ import annotations
+
+import json
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+import pytest
+from plugin_helpers import pid_alive, wait_until
+
+
+@pytest.fixture
+def run(pytester: pytest.Pytester, app_url: str, toxiproxy_url: str):  # type: ignore[no-untyped-def]
+    """Run pytest in-process with the plugin on, against the shared app and server."""
+
+    def run_pytest(*args: str) -> pytest.RunResult:
+        return pytester.runpytest(
+            "--streamguard",
+            "--streamguard-toxiproxy",
+            toxiproxy_url,
+            "--streamguard-target-url",
+            app_url,
+            "-p",
+            "no:cacheprovider",
+            *args,
+        )
+
+    return run_pytest
+
+
+def test_passing_stream_and_summary_row(pytester: pytest.Pytester, run) -> None:  # type: ignore[no-untyped-def]
+    pytester.makepyfile(
+        """
+        import pytest
+
+        @pytest.mark.token_deadline(ttft=0.5, chunk=0.2)
+        def test_fast(streamguard):
+            trace = streamguard.stream("/generate", json={"max_new_tokens": 5, "interval_s": 0.02})
+            assert trace.completed
+            assert trace.text == "tok0 tok1 tok2 tok3 tok4 "
+            assert streamguard.traces == [trace]
+            assert streamguard.url.startswith("http://127.0.0.1:")
+            assert trace.url.startswith(streamguard.url)
+        """
+    )
+    result = run()
+    result.assert_outcomes(passed=1)
+    result.stdout.fnmatch_lines(
+        [
+            "*= streamguard =*",
+            "target: http://127.0.0.1:*; toxiproxy: external http://127.0.0.1:* 2.12.0",
+            "test * ttft * gap p50 * gap p95 * gap max * chunks * verdict * faults",
+            "test_passing_stream_and_summary_row.py::test_fast * 5 * pass  -",
+        ]
+    )
+
+
+def test_violation_fails_with_message_and_timeline(pytester: pytest.Pytester, run) -> None:  # type: ignore[no-untyped-def]
+    pytester.makepyfile(
+        """
+        import pytest
+
+        @pytest.mark.token_deadline(ttft=0.5, chunk=0.2)
+        def test_stalled(streamguard):
+            streamguard.faults.stall(after_chunks=2, seconds=0.6)
+            streamguard.stream(json={"max_new_tokens": 4, "interval_s": 0.02})
+        """
+    )
+    result = run()
+    # An assertion failure in the call phase, not a setup/teardown error.
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(
+        [
+            "*DeadlineViolation: token deadline violated (1 in 1 stream(s)):",
+            "*stream 1 (POST /generate): gap before chunk 2 = 0.* s > chunk deadline 0.200 s "
+            "(1 of 3 gaps over); active faults: stall(after_chunks=2, seconds=0.6)",
+            "*timeline of stream 1 (POST /generate) (ms since request sent):",
+            "*fault on: stall(after_chunks=2, seconds=0.6)",
+            "*chunk 2 (* B) +* <-- over 200.0 ms",
+            "*end: completed",
+        ]
+    )
+    result.stdout.fnmatch_lines(["*test_stalled * FAIL  stall(after_chunks=2, seconds=0.6)"])
+
+
+def test_bare_marker_uses_configured_defaults(pytester: pytest.Pytester, run) -> None:  # type: ignore[no-untyped-def]
+    pytester.makepyfile(
+        """
+        import pytest
+
+        @pytest.mark.token_deadline
+        def test_slow_first_token(streamguard):
+            streamguard.stream(json={"max_new_tokens": 2, "first_token_s": 0.7, "interval_s": 0.01})
+        """
+    )
+    result = run()
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(["*ttft 0.7* s > deadline 0.500 s*"])
+    result = run("--streamguard-ttft", "2.0")
+    result.assert_outcomes(passed=1)
+
+
+def test_explicit_assert_deadline_and_async_twin(pytester: pytest.Pytester, run) -> None:  # type: ignore[no-untyped-def]
+    pytester.makepyfile(
+        """
+        import pytest
+        from pytest_streamguard import DeadlineViolation
+
+        def test_explicit(streamguard):
+            trace = streamguard.stream(json={"max_new_tokens": 3, "first_token_s": 0.3})
+            trace.assert_deadline(ttft=1.0)
+            with pytest.raises(DeadlineViolation, match="ttft 0.3.* s > deadline 0.100 s"):
+                trace.assert_deadline(ttft=0.1)
+
+        @pytest.mark.asyncio
+        @pytest.mark.token_deadline(ttft=0.5, chunk=0.2)
+        async def test_async(streamguard):
+            trace = await streamguard.astream(json={"max_new_tokens": 3, "interval_s": 0.02})
+            assert trace.completed
+            assert len(trace.chunks) == 3
+        """
+    )
+    run().assert_outcomes(passed=2)
+
+
+def test_formats_through_the_proxy(pytester: pytest.Pytester, run) -> None:  # type: ignore[no-untyped-def]
+    pytester.makepyfile(
+        """
+        import pytest
+
+        @pytest.mark.token_deadline(ttft=0.5, chunk=0.2)
+        @pytest.mark.parametrize(("path", "fmt"), [("/generate", "sse"), ("/v1/completions", "openai"), ("/ndjson", "ndjson"), ("/generate", "raw")])
+        def test_format(streamguard, path, fmt):
+            trace = streamguard.stream(path, json={"max_new_tokens": 3, "interval_s": 0.02}, format=fmt)
+            assert trace.completed
+            assert "tok2" in trace.text
+        """
+    )
+    run().assert_outcomes(passed=4)
+
+
+def test_a_stream_error_is_a_violation(pytester: pytest.Pytester, run) -> None:  # type: ignore[no-untyped-def]
+    pytester.makepyfile(
+        """
+        import pytest
+
+        @pytest.mark.token_deadline(ttft=1.0, chunk=1.0)
+        def test_generation_fails(streamguard):
+            streamguard.stream(json={"max_new_tokens": 5, "interval_s": 0.01, "fail_after": 2})
+        """
+    )
+    result = run()
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(
+        [
+            "*stream did not complete (server sent event: error: generation failed after 2 tokens) after 2 chunk(s)*"
+        ]
+    )
+
+
+FAULT_TESTS = """
+import pytest
+
+BODY = {"max_new_tokens": 6, "interval_s": 0.03}
+
+def test_latency(streamguard):
+    record = streamguard.faults.latency(300)
+    trace = streamguard.stream(json=BODY)
+    assert trace.completed
+    # 300 ms toxic on a stream whose first token is immediate (tolerance: +/- 60 ms below, any above).
+    assert trace.ttft >= 0.24
+    assert trace.max_gap < 0.25  # latency shifts the stream, it does not stretch the gaps
+    assert trace.faults == [record]
+
+def test_stall(streamguard):
+    streamguard.faults.stall(after_chunks=3, seconds=0.5)
+    trace = streamguard.stream(json=BODY)
+    assert trace.completed
+    assert trace.text.count("tok") == 6
+    gaps = trace.gaps
+    assert gaps.index(max(gaps)) == 2  # the gap before chunk 3
+    assert max(gaps) >= 0.4
+    (record,) = trace.faults
+    assert trace.chunks[2].stamp_ns < record.on_ns < trace.chunks[3].stamp_ns
+
+def test_slow_reader(streamguard):
+    streamguard.faults.slow_reader(bytes_per_second=5000)
+    trace = streamguard.stream(json={"max_new_tokens": 10, "interval_s": 0, "pad": 500})
+    assert trace.completed
+    # ~5.4 kB at 5 kB/s: at least 0.8 s even with generous rounding.
+    assert trace.total >= 0.8
+
+def test_bandwidth(streamguard):
+    streamguard.faults.bandwidth(kb_per_second=5)
+    trace = streamguard.stream(json={"max_new_tokens": 10, "interval_s": 0, "pad": 500})
+    assert trace.completed
+    assert trace.total >= 0.8
+
+def test_slicer(streamguard):
+    streamguard.faults.slicer(average_size=8, delay_us=5000)
+    trace = streamguard.stream(json={"max_new_tokens": 4, "interval_s": 0})
+    assert trace.completed
+    assert len(trace.reads) >= 3 * len(trace.chunks)
+    assert any(c.first_byte_ns < c.stamp_ns for c in trace.chunks)
+
+def test_cut(streamguard):
+    streamguard.faults.cut(after_bytes=400)
+    trace = streamguard.stream(json={"max_new_tokens": 50, "interval_s": 0.005})
+    assert not trace.completed
+    assert trace.error_kind == "cut"
+    assert 0 < len(trace.chunks) < 50
+
+def test_reset(streamguard):
+    streamguard.faults.reset(after_ms=100)
+    trace = streamguard.stream(json=BODY)
+    assert not trace.completed
+    assert trace.error_kind == "reset", trace.error
+    assert trace.chunks == []
+
+def test_blackhole(streamguard):
+    streamguard.faults.blackhole()
+    trace = streamguard.stream(json=BODY, read_timeout=0.5)
+    assert not trace.completed
+    assert trace.error_kind == "timeout"
+    assert trace.chunks == []
+    assert trace.total < 5
+
+def test_down(streamguard):
+    streamguard.faults.down()
+    trace = streamguard.stream(json=BODY)
+    assert trace.error_kind == "connect"
+
+def test_faults_are_undone_between_tests(streamguard, toxiproxy):
+    proxy = toxiproxy.get_proxy(streamguard.proxy.name)
+    assert proxy.enabled
+    assert proxy.toxics() == {}
+    assert streamguard.stream(json=BODY).completed
+
+@pytest.mark.parametrize(("call", "message"), [
+    ("latency(-1)", "faults.latency(ms=-1): expected a number >= 0"),
+    ("latency(10, stream='sideways')", "expected one of upstream, downstream"),
+    ("stall(0, 1)", "faults.stall(after_chunks=0): expected an integer >= 1"),
+    ("slicer(10, size_variation=10)", "expected less than average_size"),
+    ("cut(1.5)", "faults.cut(after_bytes=1.5): expected an integer >= 0"),
+    ("bandwidth(True)", "faults.bandwidth(kb_per_second=True)"),
+])
+def test_bad_fault_arguments(streamguard, call, message):
+    with pytest.raises(ValueError, match=message.replace("(", "[(]").replace(")", "[)]")):
+        eval("streamguard.faults." + call)
+"""
+
+
+def test_each_fault_has_its_effect(pytester: pytest.Pytester, run) -> None:  # type: ignore[no-untyped-def]
+    pytester.makepyfile(test_faults=FAULT_TESTS)
+    result = run("-v")
+    result.assert_outcomes(passed=16)
+
+
+def test_json_report_and_junit_properties(pytester: pytest.Pytester, run) -> None:  # type: ignore[no-untyped-def]
+    pytester.makepyfile(
+        """
+        import pytest
+
+        @pytest.mark.token_deadline(ttft=0.5, chunk=0.2)
+        def test_one(streamguard):
+            streamguard.faults.latency(50)
+            streamguard.stream(json={"max_new_tokens": 3, "interval_s": 0.02})
+            streamguard.stream(json={"max_new_tokens": 2, "interval_s": 0.02})
+        """
+    )
+    result = run("--streamguard-json", "out/sg.json", "--junitxml", "junit.xml")
+    result.assert_outcomes(passed=1)
+    report = json.loads(Path(pytester.path, "out", "sg.json").read_text())
+    assert report["format"] == "pytest-streamguard"
+    assert report["version"] == 1
+    assert report["toxiproxy_version"] == "2.12.0"
+    (test,) = report["tests"]
+    assert test["verdict"] == "pass"
+    assert test["deadline"] == {"ttft": 0.5, "chunk": 0.2, "total": None, "percentile": None}
+    first, second = test["traces"]
+    assert len(first["chunks"]) == 3
+    assert len(second["chunks"]) == 2
+    assert all(isinstance(c["stamp_ns"], int) for c in first["chunks"])
+    assert first["stats"]["ttft_s"] >= 0.04
+    (fault,) = first["faults"]
+    assert fault["kind"] == "latency"
+    assert fault["off_ns"] > fault["on_ns"]
+    properties = {
+        p.get("name"): p.get("value")
+        for p in ET.parse(pytester.path / "junit.xml").iter("property")
+    }
+    assert float(properties["streamguard_ttft_s"]) >= 0.04
+    assert float(properties["streamguard_max_gap_s"]) > 0
+    assert properties["streamguard_verdict"] == "pass"
+
+
+def test_quiet_summary(pytester: pytest.Pytester, run) -> None:  # type: ignore[no-untyped-def]
+    pytester.makepyfile(
+        """
+        import pytest
+
+        @pytest.mark.token_deadline(ttft=0.5, chunk=0.2)
+        def test_one(streamguard):
+            streamguard.stream(json={"max_new_tokens": 2})
+        """
+    )
+    result = run("-q")
+    result.assert_outcomes(passed=1)
+    result.stdout.no_fnmatch_line("*= streamguard =*")
+    result.stdout.fnmatch_lines(["streamguard: 1 test(s) read streams, 0 violated a deadline"])
+
+
+def test_toxiproxy_fixture_and_target_metrics(pytester: pytest.Pytester, run) -> None:  # type: ignore[no-untyped-def]
+    pytester.makepyfile(
+        """
+        def test_bound(toxiproxy, streamguard):
+            assert streamguard.proxy.name in toxiproxy.proxies()
+            assert toxiproxy.version() is not None
+            before = streamguard.target.metrics()["stream_app_streams"].samples[0].value
+            streamguard.stream(json={"max_new_tokens": 1})
+            after = streamguard.target.metrics()["stream_app_streams"].samples[0].value
+            assert after == before + 1
+        """
+    )
+    run().assert_outcomes(passed=1)
+
+
+def test_target_cmd_and_embedded_server_are_started_and_stopped(
+    pytester: pytest.Pytester, app_cmd: str
+) -> None:
+    pids = pytester.path / "pids.json"
+    pytester.makepyfile(
+        f"""
+        import json
+        import pytest
+
+        @pytest.mark.token_deadline(ttft=0.5, chunk=0.2)
+        def test_started(streamguard, streamguard_toxiproxy_server):
+            trace = streamguard.stream(json={{"max_new_tokens": 3, "interval_s": 0.02}})
+            assert trace.completed
+            assert streamguard_toxiproxy_server.kind == "embedded"
+            with open({str(pids)!r}, "w") as f:
+                json.dump([streamguard.target.pid, streamguard_toxiproxy_server.pid], f)
+        """
+    )
+    result = pytester.runpytest(
+        "--streamguard", "--streamguard-target-cmd", app_cmd, "-p", "no:cacheprovider"
+    )
+    result.assert_outcomes(passed=1)
+    result.stdout.fnmatch_lines(
+        ["target: http://127.0.0.1:*; toxiproxy: embedded http://127.0.0.1:* 2.12.0"]
+    )
+    for pid in json.loads(pids.read_text()):
+        assert not pid_alive(pid), f"process {pid} outlived the session"
+
+
+def test_target_that_fails_to_start_errors_its_tests(
+    pytester: pytest.Pytester, toxiproxy_url: str
+) -> None:
+    pytester.makepyfile(
+        """
+        def test_a(streamguard):
+            pass
+
+        def test_b(streamguard):
+            pass
+
+        def test_c():
+            pass
+        """
+    )
+    crash = "python3 -c \"import sys; print('loading model...'); print('boom: no such model', file=sys.stderr); sys.exit(3)\""
+    result = pytester.runpytest(
+        "--streamguard", "--streamguard-toxiproxy", toxiproxy_url, "--streamguard-target-cmd", crash
+    )
+    result.assert_outcomes(passed=1, errors=2)
+    result.stdout.fnmatch_lines(
+        [
+            "*streamguard target failed to start: target exited before printing its listening line (exit code 3)*",
+            "*--- last output of target ---",
+            "*boom: no such model",
+        ]
+    )
+
+
+def test_target_that_never_gets_ready_times_out_with_its_output(
+    pytester: pytest.Pytester, toxiproxy_url: str, app_cmd: str
+) -> None:
+    pytester.makepyfile("def test_a(streamguard):\n    pass\n")
+    result = pytester.runpytest(
+        "--streamguard",
+        "--streamguard-toxiproxy",
+        toxiproxy_url,
+        "--streamguard-target-cmd",
+        app_cmd,
+        "--streamguard-ready-path",
+        "/missing",
+        "--streamguard-startup-timeout",
+        "2",
+    )
+    result.assert_outcomes(errors=1)
+    result.stdout.fnmatch_lines(
+        ["*was not ready at http://127.0.0.1:*/missing within 2 s (last: HTTP 404)*"]
+    )
+
+
+def test_unreachable_toxiproxy_url_is_a_clear_error(
+    pytester: pytest.Pytester, app_url: str
+) -> None:
+    pytester.makepyfile("def test_a(streamguard):\n    pass\n")
+    result = pytester.runpytest(
+        "--streamguard",
+        "--streamguard-toxiproxy",
+        "http://127.0.0.1:9",
+        "--streamguard-target-url",
+        app_url,
+    )
+    result.assert_outcomes(errors=1)
+    result.stdout.fnmatch_lines(
+        [
+            "*toxiproxy-server at http://127.0.0.1:9 (--streamguard-toxiproxy) did not answer GET /version*"
+        ]
+    )
