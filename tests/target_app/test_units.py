@@ -1,0 +1,122 @@
+"""Pure parts without a server: device selection, config checks, CLI flags, the tiny model."""
+
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+
+import pytest
+import torch
+
+from target_app.cli import build_parser, config_from_args, main
+from target_app.config import TargetConfig
+from target_app.device import DeviceSelectionError, select_device, select_dtype
+from target_app.engines.batch import cache_sizing
+from target_app.tiny_model import ensure_tiny_model, tiny_model_dir, vocabulary_words
+
+
+@pytest.mark.parametrize(
+    ("requested", "cuda", "expected"),
+    [("auto", True, "cuda"), ("auto", False, "cpu"), ("cpu", True, "cpu"), ("cuda", True, "cuda")],
+)
+def test_select_device(requested: str, cuda: bool, expected: str) -> None:
+    assert select_device(requested, cuda_available=cuda) == expected  # type: ignore[arg-type]
+
+
+def test_cuda_without_a_gpu_is_a_clear_error() -> None:
+    with pytest.raises(DeviceSelectionError, match=r"--device cuda .*is_available\(\) is False"):
+        select_device("cuda", cuda_available=False)
+
+
+@pytest.mark.parametrize(
+    ("requested", "device", "bf16", "expected"),
+    [
+        ("auto", "cpu", False, torch.float32),
+        ("auto", "cuda", True, torch.bfloat16),
+        ("auto", "cuda", False, torch.float16),
+        ("float16", "cuda", True, torch.float16),
+        ("bfloat16", "cpu", False, torch.bfloat16),
+        ("float32", "cuda", True, torch.float32),
+    ],
+)
+def test_select_dtype(requested: str, device: str, bf16: bool, expected: torch.dtype) -> None:
+    assert select_dtype(requested, device=device, bf16_supported=bf16) == expected  # type: ignore[arg-type]
+
+
+def test_bfloat16_on_a_gpu_without_it_is_an_error() -> None:
+    with pytest.raises(DeviceSelectionError, match="does not support it"):
+        select_dtype("bfloat16", device="cuda", bf16_supported=False)
+
+
+def test_config_problems_name_the_flag() -> None:
+    problems = TargetConfig(max_concurrency=0, heartbeat=-1, send_timeout=0).problems()
+    assert any("--max-concurrency" in p for p in problems)
+    assert any("--heartbeat" in p for p in problems)
+    assert any("--send-timeout" in p for p in problems)
+    assert TargetConfig().problems() == []
+
+
+def test_cli_maps_flags_and_rejects_bad_values(capsys: pytest.CaptureFixture[str]) -> None:
+    args = build_parser().parse_args(
+        ["--engine", "generate", "--max-concurrency", "8", "--heartbeat", "0", "--naive"]
+    )
+    config = config_from_args(args)
+    assert (config.engine, config.max_concurrency, config.heartbeat, config.naive) == (
+        "generate",
+        8,
+        0.0,
+        True,
+    )
+    assert config.max_new_tokens_limit == 2000
+    with pytest.raises(SystemExit) as exit_info:
+        main(["--max-concurrency", "0"])
+    assert exit_info.value.code == 2
+    assert "--max-concurrency must be >= 1" in capsys.readouterr().err
+
+
+def test_cache_is_sized_for_the_admission_bound() -> None:
+    sizing = cache_sizing(max_concurrency=64, context_length=2048)
+    blocks_per_request = 2048 // sizing["page_size"]
+    assert sizing["num_blocks"] >= 65 * blocks_per_request
+    assert sizing["max_batch_tokens"] >= 64
+
+
+def test_tiny_model_builds_once_and_concurrent_builds_agree(tmp_path: Path) -> None:
+    errors: list[BaseException] = []
+
+    def build() -> None:
+        try:
+            ensure_tiny_model(tmp_path)
+        except BaseException as exc:
+            errors.append(exc)
+
+    builders = [threading.Thread(target=build) for _ in range(2)]
+    for thread in builders:
+        thread.start()
+    for thread in builders:
+        thread.join()
+    assert errors == []
+    built = tiny_model_dir(tmp_path)
+    assert {p.name for p in built.iterdir()} >= {
+        "config.json",
+        "model.safetensors",
+        "tokenizer.json",
+    }
+    assert [p.name for p in tmp_path.iterdir()] == [built.name], "no staging directory left"
+    stamp = (built / "model.safetensors").stat().st_mtime_ns
+    assert ensure_tiny_model(tmp_path) == built
+    assert (built / "model.safetensors").stat().st_mtime_ns == stamp
+
+
+def test_tiny_model_loads_through_from_pretrained(tiny_cache: Path) -> None:
+    from transformers import AutoConfig, AutoTokenizer
+
+    directory = tiny_model_dir(tiny_cache)
+    config = AutoConfig.from_pretrained(directory)
+    assert config.max_position_embeddings >= 2048
+    tokenizer = AutoTokenizer.from_pretrained(directory)
+    words = vocabulary_words()
+    assert len(set(words)) == len(words)
+    assert all(w.isalpha() for w in words)
+    ids = tokenizer(" ".join(words[:5]), add_special_tokens=False)["input_ids"]
+    assert tokenizer.decode(ids) == " ".join(words[:5])
