@@ -28,7 +28,7 @@ class Metrics:
 
     def __init__(self, runtime: bool) -> None:
         # Go's client has no *_created series; this process only serves these metrics.
-        disable_created_metrics()
+        disable_created_metrics()  # type: ignore[no-untyped-call]
         self.registry = CollectorRegistry()
         self.received = Counter(
             "toxiproxy_proxy_received_bytes_total",

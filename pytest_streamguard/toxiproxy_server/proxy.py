@@ -110,6 +110,8 @@ class Side(asyncio.BufferedProtocol):
         self.reader: Link | None = None
         self.sink: Sink | None = None
         self.lost = False
+        self.early: list[bytes] = []
+        self.early_eof = False
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         """Hold reading until the connection is wired to its links."""
@@ -132,11 +134,16 @@ class Side(asyncio.BufferedProtocol):
         """A read completed: hand a copy to the link that reads this socket."""
         if self.reader is not None:
             self.reader.feed(bytes(self._view[:nbytes]))
+        else:
+            # uvloop may start reading before our pause takes effect; keep it for the link.
+            self.early.append(bytes(self._view[:nbytes]))
 
     def eof_received(self) -> bool:
         """The peer half-closed: end the link reading this socket, keep writing to it."""
         if self.reader is not None:
             self.reader.feed_eof()
+        else:
+            self.early_eof = True
         return True
 
     def connection_lost(self, exc: Exception | None) -> None:
@@ -144,6 +151,8 @@ class Side(asyncio.BufferedProtocol):
         self.lost = True
         if self.reader is not None:
             self.reader.feed_eof()
+        else:
+            self.early_eof = True
         if self.sink is not None:
             self.sink.resume()
 
@@ -209,7 +218,10 @@ class Connection:
         for link in (up, down):
             link.configure(proxy.toxics_for(link.direction))
         for side, link in ((self.client, up), (upstream, down)):
-            if side.lost:
+            for data in side.early:
+                link.feed(data)
+            side.early.clear()
+            if side.early_eof or side.lost:
                 link.feed_eof()
             elif not link.paused and not link.eof:
                 link.source.resume_reading()
