@@ -1,0 +1,145 @@
+"""toxiproxy-python 0.1.1, unchanged, drives every feature it has against the embedded server.
+
+The client keeps host and port in class attributes; the fixture restores them. Its known
+bugs (reference §4.4) are asserted as they really behave, not worked around.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+
+import pytest
+from toxiproxy.api import APIConsumer
+from toxiproxy.exceptions import InvalidToxic, NotFound, ProxyExists
+from toxiproxy_helpers import ServerProcess, Upstream, connect, recv_all, recv_exactly
+
+from toxiproxy import Toxiproxy
+
+
+@pytest.fixture
+def client(server: ServerProcess) -> Iterator[Toxiproxy]:
+    """A client bound to the test server; class attributes restored and proxies removed."""
+    saved = (APIConsumer.host, APIConsumer.port)
+    toxiproxy = Toxiproxy()
+    toxiproxy.update_api_consumer("127.0.0.1", server.port)
+    try:
+        yield toxiproxy
+        toxiproxy.destroy_all()
+    finally:
+        APIConsumer.host, APIConsumer.port = saved
+
+
+def test_version_running_and_reset(client: Toxiproxy) -> None:
+    assert client.running() is True
+    assert client.version() == b'{"version": "2.12.0"}\n'
+    assert client.reset() is True
+
+
+def test_create_list_get_destroy(client: Toxiproxy, upstream: Callable[..., Upstream]) -> None:
+    target = upstream()
+    proxy = client.create(upstream=target.address, name="svc")
+    assert proxy.name == "svc"
+    assert proxy.enabled is True
+    assert proxy.listen.startswith("127.0.0.1:")
+    assert not proxy.listen.endswith(":0")
+    assert set(client.proxies()) == {"svc"}
+    assert client.get_proxy("svc").listen == proxy.listen
+    assert client.get_proxy("missing") is None
+    with pytest.raises(ProxyExists):
+        client.create(upstream=target.address, name="svc")
+    # destroy() with a name string is a no-op in 0.1.1; only a Proxy object works.
+    assert client.destroy("svc") is False
+    assert client.destroy(proxy) is True
+    assert client.proxies() == {}
+    with pytest.raises(NotFound):
+        proxy.destroy()
+
+
+def test_populate_creates_only_new_proxies(
+    client: Toxiproxy, upstream: Callable[..., Upstream]
+) -> None:
+    target = upstream()
+    spec = [{"name": "pop", "upstream": target.address, "listen": "127.0.0.1:0"}]
+    created = client.populate(spec)
+    assert [p.name for p in created] == ["pop"]
+    first_listen = created[0].listen
+    # 0.1.1 compares listen strings unresolved: "127.0.0.1:0" never equals the bound port,
+    # so a second populate deletes and recreates the proxy (on a new port).
+    again = client.populate(spec)
+    assert [p.name for p in again] == ["pop"]
+    assert again[0].listen != first_listen
+    exact = [{"name": "pop", "upstream": target.address, "listen": again[0].listen}]
+    assert client.populate(exact) == []
+
+
+def test_enable_disable_and_down(client: Toxiproxy, upstream: Callable[..., Upstream]) -> None:
+    proxy = client.create(upstream=upstream().address, name="flaky")
+    proxy.disable()
+    assert client.get_proxy("flaky").enabled is False
+    with pytest.raises(ConnectionRefusedError):
+        connect(proxy.listen)
+    proxy.enable()
+    assert client.get_proxy("flaky").enabled is True
+    with proxy.down():
+        assert client.get_proxy("flaky").enabled is False
+    with connect(proxy.listen) as sock:
+        sock.sendall(b"up")
+        assert recv_exactly(sock, 2) == b"up"
+
+
+@pytest.mark.parametrize(
+    ("toxic_type", "attributes"),
+    [
+        ("latency", {"latency": 50, "jitter": 5}),
+        ("bandwidth", {"rate": 100}),
+        ("slow_close", {"delay": 10}),
+        ("timeout", {"timeout": 100}),
+        ("reset_peer", {"timeout": 10}),
+        ("slicer", {"average_size": 10, "size_variation": 2, "delay": 10}),
+        ("limit_data", {"bytes": 100}),
+        ("noop", {}),
+    ],
+)
+def test_add_list_destroy_each_toxic(
+    client: Toxiproxy,
+    upstream: Callable[..., Upstream],
+    toxic_type: str,
+    attributes: dict[str, int],
+) -> None:
+    proxy = client.create(upstream=upstream().address, name="tox")
+    assert proxy.add_toxic(type=toxic_type, attributes=attributes, toxicity=0.5) is None
+    toxics = proxy.toxics()
+    name = f"{toxic_type}_downstream"
+    assert set(toxics) == {name}
+    toxic = proxy.get_toxic(name)
+    assert (toxic.type, toxic.stream, toxic.toxicity) == (toxic_type, "downstream", 0.5)
+    assert toxic.attributes == attributes
+    proxy.add_toxic(type=toxic_type, stream="upstream", attributes=attributes)
+    assert set(proxy.toxics()) == {name, f"{toxic_type}_upstream"}
+    assert proxy.destroy_toxic(name) is True
+    assert set(proxy.toxics()) == {f"{toxic_type}_upstream"}
+
+
+def test_client_exceptions(client: Toxiproxy, upstream: Callable[..., Upstream]) -> None:
+    proxy = client.create(upstream=upstream().address, name="errs")
+    with pytest.raises(InvalidToxic):
+        proxy.add_toxic(type="explode")
+    with pytest.raises(InvalidToxic):
+        proxy.add_toxic(type="latency", stream="sideways")
+    proxy.add_toxic(type="latency", attributes={"latency": 1})
+    # A toxic-name conflict is a 409, which 0.1.1 reports as ProxyExists.
+    with pytest.raises(ProxyExists):
+        proxy.add_toxic(type="latency", attributes={"latency": 1})
+    with pytest.raises(NotFound):
+        proxy.destroy_toxic("nope")
+
+
+def test_client_toxic_cuts_the_stream(client: Toxiproxy, upstream: Callable[..., Upstream]) -> None:
+    target = upstream(lambda conn: conn.sendall(conn.recv(8) and b"t" * 1000) or conn.recv(8))
+    proxy = client.create(upstream=target.address, name="cut")
+    proxy.add_toxic(type="limit_data", attributes={"bytes": 300})
+    with connect(proxy.listen) as sock:
+        sock.sendall(b"go")
+        assert recv_all(sock) == b"t" * 300
+    assert client.reset() is True
+    assert proxy.toxics() == {}
