@@ -20,6 +20,7 @@ from pytest_streamguard.fixtures import (
 from pytest_streamguard.markers import MARKER_LINE, MARKER_NAME
 from pytest_streamguard.session import PLUGIN_NAME, SESSION_KEY, SETTINGS_KEY, StreamGuardSession
 from pytest_streamguard.settings import add_options, resolve_settings
+from pytest_streamguard.toxiproxy_client import ToxiproxyServer
 
 __all__ = [
     "make_streamguard",
@@ -51,13 +52,17 @@ def pytest_configure(config: pytest.Config) -> None:
 
 
 def pytest_report_header(config: pytest.Config) -> list[str]:
-    """One line when enabled: where the target and the Toxiproxy server come from."""
+    """One line when enabled: the target, and the Toxiproxy server's kind and version."""
     settings = config.stash[SETTINGS_KEY]
     if not settings.enabled:
         return []
+    if settings.toxiproxy_url is not None:
+        version = ToxiproxyServer.probe_version(settings.toxiproxy_url)
+        toxiproxy = f"{settings.toxiproxy_description} (version {version})"
+    else:
+        toxiproxy = f"{settings.toxiproxy_description} (started on first use)"
     return [
-        f"streamguard: target={settings.target_description}, "
-        f"toxiproxy={settings.toxiproxy_description}, "
+        f"streamguard: target={settings.target_description}, toxiproxy={toxiproxy}, "
         f"default deadline ttft={settings.ttft:g}s chunk={settings.chunk:g}s"
     ]
 

@@ -177,6 +177,19 @@ class ToxiproxyServer:
         if self.process is not None:
             self.process.stop()
 
+    @staticmethod
+    def probe_version(url: str) -> str:
+        """The version a running server reports, or why it could not be read (for the header)."""
+        try:
+            response = httpx.get(f"{url}/version", timeout=2.0)
+        except httpx.HTTPError as exc:
+            return f"unreachable ({type(exc).__name__})"
+        try:
+            parsed = response.json()
+        except ValueError:
+            return response.text.strip()
+        return str(parsed.get("version")) if isinstance(parsed, dict) else str(parsed)
+
     @classmethod
     def external(cls, url: str) -> ToxiproxyServer:
         """Use a running toxiproxy-server; fail clearly if its API does not answer."""

@@ -10,19 +10,16 @@ import sys
 import threading
 import time
 from collections.abc import Iterator
-from pathlib import Path
 from types import ModuleType
 
 import httpcore  # noqa: F401 -- see below
 import pytest
 import uvicorn
+from plugin_helpers import INI, STREAM_APP
 
 # httpx imports httpcore lazily and caches its exception classes on first use. pytester's
 # in-process runs drop modules first imported inside them, so a later run would get new
 # httpcore classes that httpx no longer maps; importing httpcore here keeps one copy.
-
-EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
-STREAM_APP = EXAMPLES / "stream_app.py"
 
 
 def _load_stream_app() -> ModuleType:
@@ -61,9 +58,6 @@ def app_url() -> Iterator[str]:
 def app_cmd() -> str:
     """A --streamguard-target-cmd that starts the example app on the plugin's chosen port."""
     return f"{sys.executable} {STREAM_APP} --port {{port}}"
-
-
-from plugin_helpers import INI
 
 
 @pytest.fixture(autouse=True)

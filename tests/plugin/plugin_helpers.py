@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from pathlib import Path
 
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
+STREAM_APP = EXAMPLES / "stream_app.py"
 INI = "[pytest]\nasyncio_default_fixture_loop_scope = function\n"
 
 

@@ -59,7 +59,8 @@ def test_target_cmd_is_split_without_a_shell(pytester: pytest.Pytester) -> None:
     [
         (
             ["--streamguard-ttft", "fast"],
-            "'fast' from --streamguard-ttft is not a valid streamguard_ttft: expected a positive number of seconds",
+            "'fast' from --streamguard-ttft is not a valid streamguard_ttft: "
+            "expected a positive number of seconds",
         ),
         (
             ["--streamguard-chunk", "-1"],
@@ -71,7 +72,8 @@ def test_target_cmd_is_split_without_a_shell(pytester: pytest.Pytester) -> None:
         ),
         (
             ["--streamguard-target-url", "localhost:8000"],
-            "'localhost:8000' from --streamguard-target-url is not a valid*expected an http(s) URL*",
+            "'localhost:8000' from --streamguard-target-url is not a valid*"
+            "expected an http(s) URL*",
         ),
         (["--streamguard-toxiproxy", "https://127.0.0.1:8474"], "*toxiproxy's API is plain http*"),
         (
@@ -130,7 +132,8 @@ def test_marker_and_options_are_documented(pytester: pytest.Pytester) -> None:
     [
         (
             "token_deadline(0.5)",
-            "token_deadline got positional arguments (0.5,). token_deadline accepts only keyword arguments ttft, chunk, total*",
+            "token_deadline got positional arguments (0.5,). "
+            "token_deadline accepts only keyword arguments ttft, chunk, total*",
         ),
         (
             "token_deadline(ttft=0.5, chunks=0.1)",
@@ -171,7 +174,9 @@ def test_header_when_enabled(pytester: pytest.Pytester) -> None:
     result = pytester.runpytest("--streamguard", "--streamguard-target-url", "http://127.0.0.1:1")
     result.stdout.fnmatch_lines(
         [
-            "streamguard: target=url http://127.0.0.1:1, toxiproxy=embedded, default deadline ttft=0.5s chunk=0.2s"
+            "streamguard: target=url http://127.0.0.1:1, "
+            "toxiproxy=embedded (started on first use), "
+            "default deadline ttft=0.5s chunk=0.2s"
         ]
     )
     result = pytester.runpytest()
