@@ -182,7 +182,7 @@ def main() -> int:
                         f"{engine:<9}{streams:>8}{len(ok):>5}"
                         f"{percentile(ttfts, 50):>10.3f}{t95:>8.3f}{max(ttfts, default=0):>8.3f}"
                         f"{percentile(gaps, 50):>9.3f}{g95:>8.3f}{max(gaps, default=0):>8.3f}"
-                        f"{total / wall:>8.0f}{lag:>10.3f}  {meets}",
+                        f"{total / wall:>8.0f}{lag:>10.3f}  {meets}".rstrip(),
                         flush=True,
                     )
         finally:
