@@ -286,3 +286,40 @@ def test_unreachable_upstream_accepts_then_closes(api: httpx.Client) -> None:
     listen = api.post("/proxies", json=body).json()["listen"]
     with connect(listen) as sock:
         assert recv_all(sock) == b""
+
+
+def test_no_data_lost_while_toxics_change_under_traffic(
+    api: httpx.Client, proxy: Callable[..., str]
+) -> None:
+    listen = proxy()
+    payload = bytes(range(256)) * 400
+    with connect(listen, timeout=20) as sock:
+        received: list[bytes] = []
+
+        def reader() -> None:
+            size = 0
+            while size < len(payload):
+                chunk = sock.recv(65536)
+                if not chunk:
+                    return
+                received.append(chunk)
+                size += len(chunk)
+
+        thread = threading.Thread(target=reader)
+        thread.start()
+        toxics = [
+            {"type": "latency", "name": "lat", "attributes": {"latency": 5}},
+            {"type": "slicer", "name": "sl", "attributes": {"average_size": 500, "delay": 10}},
+            {"type": "noop", "name": "up", "stream": "upstream"},
+            {"type": "bandwidth", "name": "bw", "attributes": {"rate": 5000}},
+        ]
+        for index in range(0, len(payload), 1000):
+            sock.sendall(payload[index : index + 1000])
+            step = index // 1000
+            toxic = toxics[(step // 2) % len(toxics)]
+            if step % 2 == 0:
+                assert api.post("/proxies/p/toxics", json=toxic).status_code == 200
+            else:
+                assert api.delete(f"/proxies/p/toxics/{toxic['name']}").status_code == 204
+        thread.join(20)
+    assert b"".join(received) == payload
