@@ -8,6 +8,7 @@ that puts a proxy between them (``make_streamguard``). ``streamguard`` is the pe
 
 from __future__ import annotations
 
+import contextlib
 import os
 import secrets
 from collections.abc import Callable, Iterator
@@ -21,7 +22,7 @@ from pytest_streamguard.processes import StartupError
 from pytest_streamguard.session import DEADLINE_KEY, GUARD_KEY, SESSION_KEY, SETTINGS_KEY
 from pytest_streamguard.settings import Settings
 from pytest_streamguard.target import Target, start_target
-from pytest_streamguard.toxiproxy_client import ToxiproxyError, ToxiproxyServer
+from pytest_streamguard.toxiproxy_client import ToxiproxyError, ToxiproxyServer, _Binding
 
 SKIP_REASON = (
     "pytest-streamguard is off: run pytest with --streamguard to read streams and check deadlines"
@@ -90,14 +91,16 @@ def toxiproxy(streamguard_toxiproxy_server: ToxiproxyServer) -> Iterator[Toxipro
     toxiproxy-python keeps its server address process-wide; it points at the session's server
     for the whole session and is restored afterwards.
     """
-    saved = (APIConsumer.host, APIConsumer.port)
     api = streamguard_toxiproxy_server.api()
-    APIConsumer.host, APIConsumer.port = api.host, api.port
     api.close()
+    with _Binding.lock:
+        saved = (APIConsumer.host, APIConsumer.port)
+        APIConsumer.host, APIConsumer.port = api.host, api.port
     try:
         yield Toxiproxy()
     finally:
-        APIConsumer.host, APIConsumer.port = saved
+        with _Binding.lock:
+            APIConsumer.host, APIConsumer.port = saved
 
 
 @pytest.fixture(scope="session")
@@ -128,12 +131,10 @@ def make_streamguard(
     try:
         yield make
     finally:
-        try:
+        # A server that died with the session leaves no proxy to delete.
+        with contextlib.suppress(ToxiproxyError):
             api.destroy_proxy(proxy)
-        except ToxiproxyError:
-            pass  # the server may already be gone at interpreter shutdown; nothing to undo then
-        finally:
-            api.close()
+        api.close()
 
 
 @pytest.fixture

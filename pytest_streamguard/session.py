@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from pytest_streamguard.deadlines import Deadline, DeadlineViolation, check_trace
+from pytest_streamguard.deadlines import Deadline, DeadlineViolation, Violation, check_trace
 from pytest_streamguard.guard import StreamGuard
 from pytest_streamguard.markers import resolve_deadline
 from pytest_streamguard.reports import TestRecord, summary_lines, write_json
@@ -52,22 +52,20 @@ class StreamGuardSession:
         except BaseException:
             self._record(item, body_failed=True)
             raise
-        record = self._record(item, body_failed=False)
-        if record is not None and record.verdict == "FAIL":
-            guard = item.stash[GUARD_KEY]
-            deadline = item.stash[DEADLINE_KEY]
-            assert deadline is not None
-            violations = [v for t in guard.traces for v in check_trace(t, deadline)]
+        violations = self._record(item, body_failed=False)
+        if violations:
             __tracebackhide__ = True
             raise DeadlineViolation(violations)
         return result
 
-    def _record(self, item: pytest.Item, *, body_failed: bool) -> TestRecord | None:
+    def _record(self, item: pytest.Item, *, body_failed: bool) -> list[Violation]:
+        """Keep the test's record and JUnit properties; return its deadline violations."""
         guard = item.stash.get(GUARD_KEY, None)
         if guard is None or not guard.traces:
-            return None
+            return []
         deadline = item.stash.get(DEADLINE_KEY, None)
         record = TestRecord(nodeid=item.nodeid, deadline=deadline, traces=list(guard.traces))
+        violations: list[Violation] = []
         if deadline is not None:
             violations = [v for t in guard.traces for v in check_trace(t, deadline)]
             record.violations = [v.headline() for v in violations]
@@ -81,7 +79,7 @@ class StreamGuardSession:
         if max_gap is not None:
             item.user_properties.append(("streamguard_max_gap_s", f"{max_gap:.6f}"))
         item.user_properties.append(("streamguard_verdict", record.verdict))
-        return record
+        return violations
 
     def pytest_terminal_summary(self, terminalreporter: pytest.TerminalReporter) -> None:
         """The streamguard section: one row per test that read streams; quiet with -q."""

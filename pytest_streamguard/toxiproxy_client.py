@@ -33,8 +33,14 @@ from pytest_streamguard.processes import ManagedProcess, StartupError, toxiproxy
 T = TypeVar("T")
 
 API_TIMEOUT = 10.0
-# toxiproxy-python reads APIConsumer.host/port at call time; one lock serialises every binding.
-_BINDING_LOCK = threading.RLock()
+
+
+class _Binding:
+    """toxiproxy-python reads ``APIConsumer.host``/``port`` (process-wide) at call time, so one
+    lock serialises every call; ``holder`` names the call holding it, for error messages."""
+
+    lock = threading.Lock()
+    holder = ""
 
 
 class ToxiproxyError(RuntimeError):
@@ -57,18 +63,27 @@ class ToxiproxyAPI:
             max_workers=1, thread_name_prefix="streamguard-toxiproxy"
         )
 
-    def _bound(self, fn: Callable[[], T]) -> T:
-        with _BINDING_LOCK:
+    def _bound(self, what: str, fn: Callable[[], T]) -> T:
+        # Half the call's deadline, so this specific error reaches the caller first.
+        if not _Binding.lock.acquire(timeout=self.timeout / 2):
+            raise ToxiproxyError(
+                f"toxiproxy API at {self.url}: could not {what}: toxiproxy-python's process-wide "
+                f"server address is still held by {_Binding.holder}, which has not returned"
+            )
+        try:
+            _Binding.holder = f"{what} at {self.url}"
             saved = (APIConsumer.host, APIConsumer.port)
             APIConsumer.host, APIConsumer.port = self.host, self.port
             try:
                 return fn()
             finally:
                 APIConsumer.host, APIConsumer.port = saved
+        finally:
+            _Binding.lock.release()
 
     def call(self, what: str, fn: Callable[[], T]) -> T:
         """Run ``fn`` (a toxiproxy-python call) against this server; ``what`` names it in errors."""
-        future = self._executor.submit(self._bound, fn)
+        future = self._executor.submit(self._bound, what, fn)
         try:
             return future.result(self.timeout)
         except concurrent.futures.TimeoutError:
