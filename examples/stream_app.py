@@ -62,6 +62,7 @@ class Pace:
                 yield None
 
     def token(self, index: int) -> str:
+        """The text of token ``index``, padded to make events bigger when asked."""
         return f"tok{index} " + "x" * self.pad
 
 
