@@ -398,40 +398,55 @@ def read_stream(recorder: StreamRecorder) -> StreamTrace:
     return recorder.trace
 
 
-async def aread_stream(recorder: StreamRecorder) -> StreamTrace:
-    """The async twin of :func:`read_stream`."""
+async def aread_stream(
+    recorder: StreamRecorder, client: httpx.AsyncClient | None = None
+) -> StreamTrace:
+    """The async twin of :func:`read_stream`.
+
+    ``client``: a shared ``httpx.AsyncClient`` (many concurrent streams share one connection
+    pool, see :mod:`pytest_streamguard.load`); by default the stream gets its own.
+    """
+    if client is not None:
+        return await _aread(client, recorder)
     request = recorder.request
     transport = httpx.AsyncHTTPTransport(socket_options=request.socket_options())
-    async with httpx.AsyncClient(transport=transport, timeout=_timeout(request.limits)) as client:
-        recorder.start()
-        try:
-            async with client.stream(
-                request.method,
-                request.url,
-                json=request.json_body,
-                headers=request.request_headers(),
-            ) as response:
-                recorder.response(response.status_code)
-                if not response.is_success:
-                    body = b""
-                    async for data in response.aiter_bytes():
-                        body += data
-                        if len(body) >= _ERROR_BODY_LIMIT:
-                            break
-                    recorder.fail("http", _http_error(response.status_code, body))
-                else:
-                    async for data in response.aiter_bytes():
-                        recorder.feed(data, time.perf_counter_ns())
-                        if recorder.stopped:
-                            break
-                        wait = _pace(recorder, recorder.trace.request_ns)
-                        if wait > 0:
-                            left = max(recorder.seconds_left(time.perf_counter_ns()), 0)
-                            await asyncio.sleep(min(wait, left))
-                    if not recorder.stopped:
-                        recorder.eof()
-        except httpx.HTTPError as exc:
-            recorder.fail(*_classify(exc))
-        finally:
-            recorder.finish()
+    async with httpx.AsyncClient(transport=transport, timeout=_timeout(request.limits)) as own:
+        return await _aread(own, recorder)
+
+
+async def _aread(client: httpx.AsyncClient, recorder: StreamRecorder) -> StreamTrace:
+    """Read one stream with ``client`` (its timeouts come from the request's limits)."""
+    request = recorder.request
+    recorder.start()
+    try:
+        async with client.stream(
+            request.method,
+            request.url,
+            json=request.json_body,
+            headers=request.request_headers(),
+            timeout=_timeout(request.limits),
+        ) as response:
+            recorder.response(response.status_code)
+            if not response.is_success:
+                body = b""
+                async for data in response.aiter_bytes():
+                    body += data
+                    if len(body) >= _ERROR_BODY_LIMIT:
+                        break
+                recorder.fail("http", _http_error(response.status_code, body))
+            else:
+                async for data in response.aiter_bytes():
+                    recorder.feed(data, time.perf_counter_ns())
+                    if recorder.stopped:
+                        break
+                    wait = _pace(recorder, recorder.trace.request_ns)
+                    if wait > 0:
+                        left = max(recorder.seconds_left(time.perf_counter_ns()), 0)
+                        await asyncio.sleep(min(wait, left))
+                if not recorder.stopped:
+                    recorder.eof()
+    except httpx.HTTPError as exc:
+        recorder.fail(*_classify(exc))
+    finally:
+        recorder.finish()
     return recorder.trace

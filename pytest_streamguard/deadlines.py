@@ -256,3 +256,46 @@ def check_trace(trace: StreamTrace, deadline: Deadline) -> list[Violation]:
         )
         for bound, measured, limit, index, detail in found
     ]
+
+
+def check_traces(traces: list[StreamTrace], deadline: Deadline) -> list[Violation]:
+    """Every way the streams of one test (or one load) break ``deadline``.
+
+    Without ``percentile`` each stream is checked on its own (:func:`check_trace`). With it,
+    ``chunk`` bounds that percentile of the gaps pooled over every stream, so a load of many
+    streams is judged on its tail rather than on its single worst gap; ``ttft`` and ``total``
+    still bound each stream, and a stream that errored or was cut is still a violation.
+    """
+    if deadline.percentile is None or deadline.chunk is None:
+        return [v for trace in traces for v in check_trace(trace, deadline)]
+    per_stream = Deadline(ttft=deadline.ttft, total=deadline.total)
+    found = [v for trace in traces for v in check_trace(trace, per_stream)]
+    pooled = [(gap, trace, i) for trace in traces for i, gap in enumerate(trace.gaps)]
+    if not pooled:
+        return found
+    value = percentile([gap for gap, _, _ in pooled], deadline.percentile)
+    assert value is not None
+    if value <= deadline.chunk:
+        return found
+    over = [(gap, trace, i) for gap, trace, i in pooled if gap > deadline.chunk]
+    worst_gap, worst, worst_index = max(over, key=lambda entry: entry[0])
+    marks = {i + 1: "gap over chunk deadline" for gap, trace, i in over if trace is worst}
+    streams = len({id(trace) for _, trace, _ in over})
+    found.append(
+        Violation(
+            stream=f"{len(traces)} stream(s) pooled",
+            bound="chunk",
+            measured=value,
+            limit=deadline.chunk,
+            chunk_index=worst_index + 1,
+            detail=(
+                f"p{deadline.percentile:g} gap {value:.3f} s > chunk deadline "
+                f"{deadline.chunk:.3f} s ({len(over)} of {len(pooled)} gaps over, in {streams} "
+                f"stream(s); worst {worst_gap:.3f} s before chunk {worst_index + 1} of "
+                f"{worst.name})"
+            ),
+            faults=_fault_names(worst),
+            timeline=timeline(worst, marks),
+        )
+    )
+    return found

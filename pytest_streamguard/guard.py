@@ -6,6 +6,7 @@ every trace is kept so the plugin can check it against the test's ``token_deadli
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from toxiproxy.proxy import Proxy
@@ -19,6 +20,7 @@ from pytest_streamguard.client import (
 )
 from pytest_streamguard.deadlines import Deadline
 from pytest_streamguard.faults import Faults
+from pytest_streamguard.load import LoadPlan, LoadResult, arun, run
 from pytest_streamguard.target import Target
 from pytest_streamguard.toxiproxy_client import ToxiproxyAPI
 from pytest_streamguard.trace import StreamTrace
@@ -122,6 +124,79 @@ class StreamGuard:
         """The async twin of :meth:`stream`."""
         recorder = self._prepare(path, json, method, headers, format, read_timeout)
         return self._keep(await aread_stream(recorder))
+
+    def load(
+        self,
+        n: int,
+        path: str = "/generate",
+        json: Any = None,
+        *,
+        rate: float | None = None,
+        duration: float | None = None,
+        arrival: str = "constant",
+        seed: int | None = None,
+        method: str = "POST",
+        headers: dict[str, str] | None = None,
+        format: str = "sse",
+        read_timeout: float | None = None,
+    ) -> LoadResult:
+        """Read many streams at once through the proxy and return a :class:`LoadResult`.
+
+        Closed loop (default): ``n`` concurrent streams; with ``duration`` each of the ``n``
+        keeps sending a new request as its stream ends until ``duration`` seconds are over.
+        Open loop (``rate`` requests/s, ``arrival`` ``constant`` or ``poisson`` with ``seed``):
+        up to ``n`` requests, stopping early when ``duration`` is over. Every stream's trace is
+        also added to :attr:`traces`, so the test's ``token_deadline`` checks them (with
+        ``percentile``, on the pooled gaps). Runs on a private event loop; in an async test
+        use :meth:`aload`.
+        """
+        plan = LoadPlan(n=n, rate=rate, duration=duration, arrival=arrival, seed=seed)
+        make = self._load_recorders(path, json, method, headers, format, read_timeout)
+        return self._keep_load(run(plan, make, make(-1).request.socket_options()))
+
+    async def aload(
+        self,
+        n: int,
+        path: str = "/generate",
+        json: Any = None,
+        *,
+        rate: float | None = None,
+        duration: float | None = None,
+        arrival: str = "constant",
+        seed: int | None = None,
+        method: str = "POST",
+        headers: dict[str, str] | None = None,
+        format: str = "sse",
+        read_timeout: float | None = None,
+    ) -> LoadResult:
+        """The async twin of :meth:`load`, on the test's own event loop."""
+        plan = LoadPlan(n=n, rate=rate, duration=duration, arrival=arrival, seed=seed)
+        make = self._load_recorders(path, json, method, headers, format, read_timeout)
+        return self._keep_load(await arun(plan, make, make(-1).request.socket_options()))
+
+    def _load_recorders(
+        self,
+        path: str,
+        json: Any,
+        method: str,
+        headers: dict[str, str] | None,
+        format: str,
+        read_timeout: float | None,
+    ) -> Callable[[int], StreamRecorder]:
+        """A recorder factory for a load; calling it once up front validates the arguments."""
+        base = len(self.traces)
+
+        def make(index: int) -> StreamRecorder:
+            recorder = self._prepare(path, json, method, headers, format, read_timeout)
+            recorder.trace.name = f"stream {base + index + 1} ({recorder.request.method} {path})"
+            return recorder
+
+        return make
+
+    def _keep_load(self, result: LoadResult) -> LoadResult:
+        for trace in result.traces:
+            self._keep(trace)
+        return result
 
     def close(self) -> None:
         """Undo this test's faults."""

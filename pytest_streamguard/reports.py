@@ -32,6 +32,7 @@ class TestRecord:
     traces: list[StreamTrace] = field(default_factory=list)
     violations: list[str] = field(default_factory=list)
     verdict: str = "unchecked"
+    worker: str | None = None
 
     def gaps(self) -> list[float]:
         """Every gap of every stream of the test (raw samples, for percentiles)."""
@@ -64,6 +65,7 @@ class TestRecord:
             "traces": [t.to_dict() for t in self.traces],
             "violations": list(self.violations),
             "verdict": self.verdict,
+            "worker": self.worker,
         }
 
     @classmethod
@@ -76,6 +78,7 @@ class TestRecord:
             traces=[StreamTrace.from_dict(t) for t in raw.get("traces", [])],
             violations=list(raw.get("violations", [])),
             verdict=str(raw.get("verdict", "unchecked")),
+            worker=raw.get("worker"),
         )
 
 
@@ -83,8 +86,27 @@ def _fmt(seconds: float | None) -> str:
     return "-" if seconds is None else f"{seconds * 1e3:.1f}"
 
 
+def pooled_stats(records: list[TestRecord]) -> dict[str, Any]:
+    """TTFT and gap percentiles over the raw samples of every stream of every test (seconds).
+
+    Under pytest-xdist these are computed on the controller from the merged samples.
+    """
+    ttfts = [t.ttft for r in records for t in r.traces if t.ttft is not None]
+    gaps = [g for r in records for g in r.gaps()]
+    figures: dict[str, Any] = {
+        "tests": len(records),
+        "streams": sum(len(r.traces) for r in records),
+    }
+    for name, samples in (("ttft", ttfts), ("gap", gaps)):
+        for q in (50, 95, 99):
+            figures[f"{name}_p{q}_s"] = percentile(samples, q)
+        figures[f"{name}_max_s"] = max(samples) if samples else None
+    return figures
+
+
 def summary_lines(records: list[TestRecord]) -> list[str]:
-    """The terminal table: one row per test that read streams (times in ms)."""
+    """The terminal table: one row per test that read streams (times in ms), and with more
+    than one test an ``all tests`` row pooled over every stream."""
     header = ("test", "ttft", "gap p50", "gap p95", "gap max", "chunks", "verdict", "faults")
     rows = []
     for record in records:
@@ -99,6 +121,20 @@ def summary_lines(records: list[TestRecord]) -> list[str]:
                 str(sum(len(t.chunks) for t in record.traces)),
                 record.verdict,
                 ", ".join(record.fault_names()) or "-",
+            )
+        )
+    if len(records) > 1:
+        pooled = pooled_stats(records)
+        rows.append(
+            (
+                f"all {pooled['tests']} tests ({pooled['streams']} streams)",
+                _fmt(pooled["ttft_max_s"]),
+                _fmt(pooled["gap_p50_s"]),
+                _fmt(pooled["gap_p95_s"]),
+                _fmt(pooled["gap_max_s"]),
+                str(sum(len(t.chunks) for r in records for t in r.traces)),
+                f"{sum(r.verdict == 'FAIL' for r in records)} FAIL",
+                "-",
             )
         )
     widths = [max(len(r[i]) for r in [header, *rows]) for i in range(len(header) - 1)]
@@ -125,6 +161,7 @@ def json_document(records: list[TestRecord], meta: dict[str, Any]) -> dict[str, 
         "clock": "time.perf_counter_ns (monotonic, ns)",
         "percentile_method": "nearest-rank",
         **meta,
+        "pooled": pooled_stats(records),
         "tests": [r.to_dict() for r in records],
     }
 

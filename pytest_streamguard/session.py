@@ -3,7 +3,7 @@
 :class:`StreamGuardSession` validates each test's marker at setup, checks the test's streams
 after its body (a violation fails the test as an assertion failure), keeps one
 :class:`~pytest_streamguard.reports.TestRecord` per test, adds JUnit properties, and writes the
-terminal summary and the JSON report.
+terminal summary and the JSON and HTML reports.
 """
 
 from __future__ import annotations
@@ -13,10 +13,12 @@ from typing import Any
 
 import pytest
 
-from pytest_streamguard.deadlines import Deadline, DeadlineViolation, Violation, check_trace
+from pytest_streamguard import xdist
+from pytest_streamguard.deadlines import Deadline, DeadlineViolation, Violation, check_traces
 from pytest_streamguard.guard import StreamGuard
 from pytest_streamguard.markers import resolve_deadline
-from pytest_streamguard.reports import TestRecord, summary_lines, write_json
+from pytest_streamguard.html_report import write_html
+from pytest_streamguard.reports import TestRecord, json_document, summary_lines, write_json
 from pytest_streamguard.settings import Settings
 
 SETTINGS_KEY = pytest.StashKey[Settings]()
@@ -38,6 +40,31 @@ class StreamGuardSession:
             "target": settings.target_description,
             "toxiproxy": settings.toxiproxy_description,
         }
+        # Under pytest-xdist (controller only): what each worker sent, and who sent nothing.
+        self.workers: dict[str, dict[str, Any]] = {}
+        self.missing_workers: list[dict[str, str]] = []
+
+    def pytest_configure(self, config: pytest.Config) -> None:
+        """Merge pytest-xdist workers' results on the controller (when xdist is loaded)."""
+        xdist.register(config, self)
+
+    def merge_worker(self, sent: dict[str, Any]) -> None:
+        """Add the records a pytest-xdist worker sent (see :mod:`pytest_streamguard.xdist`)."""
+        name = str(sent.get("worker"))
+        records = [TestRecord.from_dict(raw) for raw in sent.get("tests", [])]
+        for record in records:
+            record.worker = name
+        self.records.extend(records)
+        self.workers[name] = {**sent.get("meta", {}), "tests": len(records)}
+
+    def worker_missing(self, name: str, reason: str) -> None:
+        """A pytest-xdist worker sent nothing (it crashed): say so in the reports."""
+        self.missing_workers.append({"worker": name, "reason": reason})
+
+    def _report_meta(self) -> dict[str, Any]:
+        if not self.workers and not self.missing_workers:
+            return self.meta
+        return {**self.meta, "workers": self.workers, "missing_workers": self.missing_workers}
 
     @pytest.hookimpl(tryfirst=True)
     def pytest_runtest_setup(self, item: pytest.Item) -> None:
@@ -67,7 +94,7 @@ class StreamGuardSession:
         record = TestRecord(nodeid=item.nodeid, deadline=deadline, traces=list(guard.traces))
         violations: list[Violation] = []
         if deadline is not None:
-            violations = [v for t in guard.traces for v in check_trace(t, deadline)]
+            violations = check_traces(guard.traces, deadline)
             record.violations = [v.headline() for v in violations]
             record.verdict = "FAIL" if violations else "pass"
         if body_failed:
@@ -83,6 +110,8 @@ class StreamGuardSession:
 
     def pytest_terminal_summary(self, terminalreporter: pytest.TerminalReporter) -> None:
         """The streamguard section: one row per test that read streams; quiet with -q."""
+        if xdist.is_worker(self.config):
+            return
         verbosity = self.config.get_verbosity()
         if verbosity < 0:
             if verbosity == -1 and self.records:
@@ -93,10 +122,15 @@ class StreamGuardSession:
                 )
             return
         terminalreporter.section("streamguard")
-        terminalreporter.write_line(
-            f"target: {self.meta.get('target_url', self.meta['target'])}; "
-            f"toxiproxy: {self.meta['toxiproxy']} {self.meta.get('toxiproxy_version', '')}".rstrip()
-        )
+        if self.workers or self.missing_workers:
+            for line in self._worker_lines():
+                terminalreporter.write_line(line)
+        else:
+            terminalreporter.write_line(
+                f"target: {self.meta.get('target_url', self.meta['target'])}; "
+                f"toxiproxy: {self.meta['toxiproxy']} "
+                f"{self.meta.get('toxiproxy_version', '')}".rstrip()
+            )
         if not self.records:
             terminalreporter.write_line("no test read a stream")
             return
@@ -104,8 +138,29 @@ class StreamGuardSession:
             terminalreporter.write_line(line)
         if self.settings.json_path is not None:
             terminalreporter.write_line(f"JSON report: {self.settings.json_path}")
+        if self.settings.html_path is not None:
+            terminalreporter.write_line(f"HTML report: {self.settings.html_path}")
+
+    def _worker_lines(self) -> list[str]:
+        lines = [f"merged {len(self.records)} test record(s) from {len(self.workers)} worker(s)"]
+        for name, meta in sorted(self.workers.items()):
+            lines.append(
+                f"  {name}: {meta['tests']} test(s); target: "
+                f"{meta.get('target_url', meta.get('target'))}; toxiproxy: {meta.get('toxiproxy')}"
+            )
+        for missing in self.missing_workers:
+            lines.append(
+                f"  MISSING {missing['worker']}: {missing['reason']}; "
+                "its tests' streams are not in this report"
+            )
+        return lines
 
     def pytest_sessionfinish(self, session: pytest.Session) -> None:
-        """Write the JSON report."""
+        """Write the JSON report; on a pytest-xdist worker, send the records instead."""
+        if xdist.is_worker(self.config):
+            xdist.send(self.config, self.records, self.meta)
+            return
         if self.settings.json_path is not None:
-            write_json(self.settings.json_path, self.records, self.meta)
+            write_json(self.settings.json_path, self.records, self._report_meta())
+        if self.settings.html_path is not None:
+            write_html(self.settings.html_path, json_document(self.records, self._report_meta()))

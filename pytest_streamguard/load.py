@@ -1,0 +1,308 @@
+"""Many concurrent streams in one test: closed-loop and open-loop load, with pooled statistics.
+
+Two load models (the words are the benchmarking tools' own, see GuideLLM and vLLM's
+``bench serve``):
+
+- **closed loop** (``rate=None``): ``n`` streams at once. With ``duration``, each of the ``n``
+  workers sends its next request as soon as its previous stream ends, until the duration is
+  over (no new request starts after that; the ones in flight finish).
+- **open loop** (``rate`` requests/s): requests start on a schedule that does not wait for
+  answers, evenly spaced (``arrival="constant"``) or with exponential gaps
+  (``arrival="poisson"``, seeded), until ``n`` have started or ``duration`` is over.
+
+Every stream is read by the plugin's async client (:func:`~pytest_streamguard.client.aread_stream`)
+over one shared ``httpx.AsyncClient``: one connection pool sized for the load, ``TCP_NODELAY``,
+and no per-chunk work beyond stamping and parsing, so hundreds of streams are stamped within a
+millisecond of their arrival (``benchmarks/run.py`` measures how many). The sync entry point runs
+the load on a private event loop (uvloop when installed), so it works in plain sync tests.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import math
+import random
+import socket
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import httpx
+
+from pytest_streamguard.client import CONNECT_TIMEOUT, StreamRecorder, aread_stream
+from pytest_streamguard.deadlines import Deadline, DeadlineViolation, check_traces
+from pytest_streamguard.stats import percentile
+from pytest_streamguard.trace import StreamTrace
+
+MAX_STREAMS = 5000
+MAX_RATE = 10_000.0
+MAX_DURATION = 3600.0
+ARRIVALS = ("constant", "poisson")
+METRICS = ("gap", "ttft", "total", "delivery")
+# Error kinds that mean the connection was cut under the stream (client.py's _classify).
+CUT_KINDS = frozenset({"cut", "reset"})
+
+
+@dataclass(frozen=True)
+class LoadPlan:
+    """A validated load: how many streams, and when each one starts."""
+
+    n: int
+    rate: float | None = None
+    duration: float | None = None
+    arrival: str = "constant"
+    seed: int | None = None
+
+    def __post_init__(self) -> None:
+        if (
+            isinstance(self.n, bool)
+            or not isinstance(self.n, int)
+            or not 1 <= self.n <= MAX_STREAMS
+        ):
+            raise ValueError(
+                f"load n={self.n!r} is not accepted: expected an int from 1 to {MAX_STREAMS} "
+                "(concurrent streams, or with rate= the number of requests to send)"
+            )
+        for name, value, top in (
+            ("rate", self.rate, MAX_RATE),
+            ("duration", self.duration, MAX_DURATION),
+        ):
+            if value is None:
+                continue
+            if (
+                isinstance(value, bool)
+                or not isinstance(value, int | float)
+                or not math.isfinite(value)
+                or not 0 < value <= top
+            ):
+                unit = "requests per second" if name == "rate" else "seconds"
+                raise ValueError(
+                    f"load {name}={value!r} is not accepted: expected a number of {unit}, "
+                    f"> 0 and <= {top:g}, or None"
+                )
+        if self.arrival not in ARRIVALS:
+            raise ValueError(
+                f"load arrival={self.arrival!r} is not accepted: expected one of "
+                f"{', '.join(ARRIVALS)}"
+            )
+        if self.arrival != "constant" and self.rate is None:
+            raise ValueError(
+                f"load arrival={self.arrival!r} needs rate= (requests per second): arrivals "
+                "only apply to an open-loop load"
+            )
+        if self.seed is not None and (
+            isinstance(self.seed, bool) or not isinstance(self.seed, int)
+        ):
+            raise ValueError(f"load seed={self.seed!r} is not accepted: expected an int or None")
+
+    @property
+    def mode(self) -> str:
+        """``closed`` (n at once) or ``open`` (arrivals at a rate)."""
+        return "closed" if self.rate is None else "open"
+
+    def describe(self) -> str:
+        """``closed loop, 30 streams for 5 s`` or ``open loop, 20/s poisson (seed 1), ...``."""
+        if self.rate is None:
+            text = f"closed loop, {self.n} concurrent stream(s)"
+        else:
+            seed = f" (seed {self.seed})" if self.seed is not None else ""
+            text = f"open loop, {self.rate:g}/s {self.arrival}{seed}, up to {self.n} request(s)"
+        if self.duration is not None:
+            text += f" for {self.duration:g} s"
+        return text
+
+    def start_offsets(self) -> list[float]:
+        """Open loop: seconds after the start at which each request is sent."""
+        assert self.rate is not None
+        rng = random.Random(self.seed)
+        offsets: list[float] = []
+        at = 0.0
+        while len(offsets) < self.n and (self.duration is None or at < self.duration):
+            offsets.append(at)
+            at += rng.expovariate(self.rate) if self.arrival == "poisson" else 1 / self.rate
+        return offsets
+
+
+@dataclass
+class LoadResult:
+    """What a load measured: every stream's trace (in the order they were sent) and pooled
+    statistics over them. Streams that errored or were cut stay in the statistics and count
+    as violations in :meth:`assert_deadline`."""
+
+    plan: LoadPlan
+    traces: list[StreamTrace] = field(default_factory=list)
+    wall_s: float = 0.0
+
+    @property
+    def ttft(self) -> list[float]:
+        """Every stream's TTFT (seconds; streams without a data event have none)."""
+        return [t.ttft for t in self.traces if t.ttft is not None]
+
+    @property
+    def gaps(self) -> list[float]:
+        """Every gap of every stream, pooled (seconds)."""
+        return [g for t in self.traces for g in t.gaps]
+
+    @property
+    def totals(self) -> list[float]:
+        """Every stream's total time (seconds)."""
+        return [t.total for t in self.traces if t.total is not None]
+
+    @property
+    def delivery(self) -> list[float]:
+        """Seconds from the server's send stamp to the client's stamp, per data event.
+
+        Only for events that carry ``sent_ns`` (``time.perf_counter_ns()`` just before the
+        server's write, as the bundled target sends): on one machine it is the same monotonic
+        clock, so this is the network hop plus how late the client stamped the event.
+        """
+        return [
+            (chunk.stamp_ns - chunk.data["sent_ns"]) / 1e9
+            for trace in self.traces
+            for chunk in trace.chunks
+            if isinstance(chunk.data, dict) and isinstance(chunk.data.get("sent_ns"), int)
+        ]
+
+    @property
+    def completed(self) -> int:
+        """Streams that ended cleanly."""
+        return sum(t.completed for t in self.traces)
+
+    @property
+    def cut(self) -> int:
+        """Streams whose connection was cut or reset under them."""
+        return sum(not t.completed and t.error_kind in CUT_KINDS for t in self.traces)
+
+    @property
+    def errored(self) -> int:
+        """Streams that failed any other way (HTTP error, server error event, timeout, ...)."""
+        return len(self.traces) - self.completed - self.cut
+
+    def samples(self, metric: str = "gap") -> list[float]:
+        """The pooled samples of ``metric``: gap, ttft, total or delivery (seconds)."""
+        if metric not in METRICS:
+            raise ValueError(
+                f"metric={metric!r} is not known: expected one of {', '.join(METRICS)}"
+            )
+        if metric == "gap":
+            return self.gaps
+        if metric == "ttft":
+            return self.ttft
+        if metric == "total":
+            return self.totals
+        return self.delivery
+
+    def percentile(self, q: float, metric: str = "gap") -> float | None:
+        """The nearest-rank ``q``-th percentile of the pooled ``metric`` samples."""
+        return percentile(self.samples(metric), q)
+
+    def assert_deadline(
+        self,
+        ttft: float | None = None,
+        chunk: float | None = None,
+        total: float | None = None,
+        percentile: float | None = None,
+    ) -> None:
+        """Raise :class:`~pytest_streamguard.deadlines.DeadlineViolation` if a bound is broken.
+
+        ``chunk`` with ``percentile`` bounds that percentile of the pooled gaps; without it,
+        every gap. ``ttft`` and ``total`` bound every stream. A stream that did not complete
+        always violates.
+        """
+        deadline = Deadline(ttft=ttft, chunk=chunk, total=total, percentile=percentile)
+        violations = check_traces(self.traces, deadline)
+        if violations:
+            raise DeadlineViolation(violations)
+
+    def summary(self) -> dict[str, Any]:
+        """Counts and pooled percentiles, in seconds."""
+        figures: dict[str, Any] = {
+            "load": self.plan.describe(),
+            "streams": len(self.traces),
+            "completed": self.completed,
+            "errored": self.errored,
+            "cut": self.cut,
+            "wall_s": self.wall_s,
+        }
+        for metric in ("ttft", "gap"):
+            for q in (50, 95, 99):
+                figures[f"{metric}_p{q}_s"] = self.percentile(q, metric)
+        return figures
+
+
+def shared_client(
+    max_streams: int, socket_options: list[tuple[int, int, int]]
+) -> httpx.AsyncClient:
+    """One client for a whole load: a pool with a connection per stream, ``TCP_NODELAY``."""
+    options = [(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1), *socket_options]
+    limits = httpx.Limits(max_connections=max_streams, max_keepalive_connections=max_streams)
+    transport = httpx.AsyncHTTPTransport(socket_options=options, limits=limits)
+    # Per-request timeouts come from each stream's read limits; this one covers the pool.
+    return httpx.AsyncClient(transport=transport, timeout=httpx.Timeout(CONNECT_TIMEOUT))
+
+
+async def arun(
+    plan: LoadPlan,
+    make_recorder: Callable[[int], StreamRecorder],
+    socket_options: list[tuple[int, int, int]] | None = None,
+) -> LoadResult:
+    """Run ``plan`` on the running event loop; ``make_recorder(i)`` prepares the i-th stream."""
+    result = LoadResult(plan)
+    async with shared_client(plan.n, socket_options or []) as client:
+
+        def recorder() -> StreamRecorder:
+            made = make_recorder(len(result.traces))
+            result.traces.append(made.trace)
+            return made
+
+        started = time.perf_counter()
+        loop = asyncio.get_running_loop()
+        if plan.rate is None:
+            stop_at = None if plan.duration is None else loop.time() + plan.duration
+
+            async def worker() -> None:
+                while True:
+                    await aread_stream(recorder(), client)
+                    if stop_at is None or loop.time() >= stop_at:
+                        return
+
+            await asyncio.gather(*(worker() for _ in range(plan.n)))
+        else:
+            origin = loop.time()
+            tasks: list[asyncio.Task[StreamTrace]] = []
+            for offset in plan.start_offsets():
+                wait = origin + offset - loop.time()
+                if wait > 0:
+                    await asyncio.sleep(wait)
+                tasks.append(asyncio.ensure_future(aread_stream(recorder(), client)))
+            await asyncio.gather(*tasks)
+        result.wall_s = time.perf_counter() - started
+    return result
+
+
+def _loop_factory() -> Callable[[], asyncio.AbstractEventLoop] | None:
+    try:
+        import uvloop
+    except ImportError:
+        return None
+    return uvloop.new_event_loop
+
+
+def run(
+    plan: LoadPlan,
+    make_recorder: Callable[[int], StreamRecorder],
+    socket_options: list[tuple[int, int, int]] | None = None,
+) -> LoadResult:
+    """Run ``plan`` to the end on a private event loop (for sync tests)."""
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        pass
+    else:
+        raise RuntimeError(
+            "streamguard.load() was called while an event loop is running in this thread; "
+            "in an async test use 'await streamguard.aload(...)'"
+        )
+    with asyncio.Runner(loop_factory=_loop_factory()) as runner:
+        return runner.run(arun(plan, make_recorder, socket_options))

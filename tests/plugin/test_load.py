@@ -1,0 +1,247 @@
+"""``streamguard.load``: many concurrent streams in one test, pooled statistics and deadlines.
+
+Runs reach the example app (real uvicorn on a port-0 socket) and the session's embedded
+Toxiproxy server by URL, as in ``test_plugin_runs.py``; one run starts the bundled target and
+reads 30 concurrent streams from it.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import statistics
+
+import pytest
+
+from pytest_streamguard.load import LoadPlan
+
+
+@pytest.fixture
+def run(pytester: pytest.Pytester, app_url: str, toxiproxy_url: str):  # type: ignore[no-untyped-def]
+    """Run pytest in-process with the plugin on, against the shared app and server."""
+
+    def run_pytest(*args: str) -> pytest.RunResult:
+        return pytester.runpytest(
+            "--streamguard",
+            "--streamguard-toxiproxy",
+            toxiproxy_url,
+            "--streamguard-target-url",
+            app_url,
+            "-p",
+            "no:cacheprovider",
+            *args,
+        )
+
+    return run_pytest
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"n": 0}, "load n=0 is not accepted: expected an int from 1 to 5000"),
+        ({"n": 5001}, "load n=5001 is not accepted"),
+        ({"n": 2.0}, "load n=2.0 is not accepted"),
+        ({"n": True}, "load n=True is not accepted"),
+        ({"n": 5, "rate": 0}, "load rate=0 is not accepted: expected a number of requests per"),
+        ({"n": 5, "rate": float("inf")}, "load rate=inf is not accepted"),
+        ({"n": 5, "duration": -1}, "load duration=-1 is not accepted: expected a number of sec"),
+        ({"n": 5, "duration": "5"}, "load duration='5' is not accepted"),
+        ({"n": 5, "rate": 5, "arrival": "burst"}, "load arrival='burst' is not accepted: expected"),
+        ({"n": 5, "arrival": "poisson"}, "load arrival='poisson' needs rate="),
+        ({"n": 5, "rate": 5, "seed": "x"}, "load seed='x' is not accepted"),
+    ],
+)
+def test_bad_load_arguments_name_what_is_accepted(kwargs: dict[str, object], message: str) -> None:
+    with pytest.raises(ValueError, match="^" + message.replace("(", r"\(").replace(".", r"\.")):
+        LoadPlan(**kwargs)  # type: ignore[arg-type]
+
+
+def test_open_loop_arrivals_constant_and_seeded_poisson() -> None:
+    constant = LoadPlan(n=100, rate=20.0, duration=1.0).start_offsets()
+    assert constant == pytest.approx([i / 20 for i in range(20)])
+    assert len(LoadPlan(n=5, rate=20.0).start_offsets()) == 5
+    poisson = LoadPlan(n=2000, rate=50.0, arrival="poisson", seed=7).start_offsets()
+    assert poisson == LoadPlan(n=2000, rate=50.0, arrival="poisson", seed=7).start_offsets()
+    assert poisson != LoadPlan(n=2000, rate=50.0, arrival="poisson", seed=8).start_offsets()
+    gaps = [b - a for a, b in itertools.pairwise(poisson)]
+    # Exponential gaps: mean 1/rate and standard deviation equal to the mean (5% tolerance
+    # for 2000 samples), unlike the constant schedule's zero spread.
+    assert statistics.mean(gaps) == pytest.approx(1 / 50, rel=0.05)
+    assert statistics.stdev(gaps) == pytest.approx(1 / 50, rel=0.1)
+
+
+def test_closed_loop_load_pools_streams_and_checks_pooled_percentile(
+    pytester: pytest.Pytester, run
+) -> None:  # type: ignore[no-untyped-def]
+    pytester.makepyfile(
+        """
+        import json
+        import math
+        import pytest
+
+        BODY = {"max_new_tokens": 10, "interval_s": 0.02}
+
+        @pytest.mark.token_deadline(ttft=2.0, chunk=0.2, percentile=95)
+        def test_thirty(streamguard):
+            result = streamguard.load(30, json=BODY)
+            assert len(result.traces) == 30
+            assert streamguard.traces == result.traces
+            assert result.completed == 30 and result.errored == 0 and result.cut == 0
+            assert len(result.ttft) == 30
+            assert len(result.gaps) == 30 * 9
+            assert all(t.text == "".join(f"tok{i} " for i in range(10)) for t in result.traces)
+            # All 30 were in flight together: every stream started before any ended.
+            assert max(t.request_ns for t in result.traces) < min(t.end_ns for t in result.traces)
+            assert len({t.name for t in result.traces}) == 30
+            p95 = result.percentile(95)
+            assert p95 == sorted(result.gaps)[math.ceil(0.95 * len(result.gaps)) - 1]
+            result.assert_deadline(chunk=0.2, percentile=95)
+            with open("summary.json", "w") as f:
+                json.dump(result.summary(), f)
+        """
+    )
+    result = run("--streamguard-json", "report.json")
+    result.assert_outcomes(passed=1)
+    summary = json.loads((pytester.path / "summary.json").read_text())
+    assert summary["load"] == "closed loop, 30 concurrent stream(s)"
+    assert summary["streams"] == 30
+    assert 0 < summary["gap_p50_s"] < 0.2
+    report = json.loads((pytester.path / "report.json").read_text())
+    assert len(report["tests"][0]["traces"]) == 30
+    result.stdout.fnmatch_lines(["*test_thirty * 300 * pass  -"])
+
+
+def test_duration_keeps_workers_busy_and_open_loop_poisson(pytester: pytest.Pytester, run) -> None:  # type: ignore[no-untyped-def]
+    pytester.makepyfile(
+        """
+        BODY = {"max_new_tokens": 3, "interval_s": 0.05}
+
+        def test_closed_with_duration(streamguard):
+            result = streamguard.load(4, json=BODY, duration=0.5)
+            # Each stream lasts ~0.1 s, so each of the 4 workers re-sent several times.
+            assert len(result.traces) >= 8, len(result.traces)
+            assert result.completed == len(result.traces)
+            # No stream started after the duration ended (0.15 s slack for a loaded machine).
+            first = min(t.request_ns for t in result.traces)
+            assert max(t.request_ns for t in result.traces) - first < 0.5e9 + 0.15e9
+            assert result.plan.describe() == "closed loop, 4 concurrent stream(s) for 0.5 s"
+
+        def test_open_loop(streamguard):
+            result = streamguard.load(6, json=BODY, rate=20, arrival="poisson", seed=3)
+            assert len(result.traces) == 6
+            starts = [t.request_ns for t in result.traces]
+            offsets = [(s - starts[0]) / 1e9 for s in starts]
+            expected = result.plan.start_offsets()
+            # Requests left on schedule, each within 50 ms of its planned offset.
+            assert all(abs(o - e) < 0.05 for o, e in zip(offsets, expected)), (offsets, expected)
+        """
+    )
+    run().assert_outcomes(passed=2)
+
+
+def test_errors_and_cuts_count_as_violations(pytester: pytest.Pytester, run) -> None:  # type: ignore[no-untyped-def]
+    pytester.makepyfile(
+        """
+        import pytest
+        from pytest_streamguard import DeadlineViolation
+
+        @pytest.mark.token_deadline(chunk=0.5, percentile=95)
+        def test_some_fail(streamguard):
+            good = {"max_new_tokens": 5, "interval_s": 0.01}
+            failing = {"max_new_tokens": 5, "interval_s": 0.01, "fail_after": 2}
+            result = streamguard.load(5, json=good)
+            bad = streamguard.load(3, json=failing)
+            assert bad.errored == 3 and bad.completed == 0
+            with pytest.raises(DeadlineViolation, match="did not complete"):
+                bad.assert_deadline(chunk=0.5, percentile=95)
+            result.assert_deadline(chunk=0.5, percentile=95)
+            assert len(streamguard.traces) == 8
+        """
+    )
+    result = run()
+    result.assert_outcomes(failed=1)
+    # The plugin's own check after the body: three violations, each naming its stream.
+    result.stdout.fnmatch_lines(
+        [
+            "*DeadlineViolation: token deadline violated (3 in 3 stream(s)):",
+            "*stream 6 (POST /generate): stream did not complete (server sent event: error: "
+            "generation failed after 2 tokens) after 2 chunk(s)*",
+        ]
+    )
+
+
+def test_pooled_percentile_over_every_stream(pytester: pytest.Pytester, run) -> None:  # type: ignore[no-untyped-def]
+    pytester.makepyfile(
+        """
+        import pytest
+
+        # 60 gaps in all, 3 of them (5%) 0.3 s: the pooled p95 is a fast gap. Checked per
+        # stream it would fail, since each slow stream's only gap is a slow one.
+        @pytest.mark.token_deadline(chunk=0.2, percentile=95)
+        def test_tail_within_p95(streamguard):
+            streamguard.load(7, json={"max_new_tokens": 7, "interval_s": 0.01})
+            streamguard.load(3, json={"max_new_tokens": 2, "interval_s": 0.3})
+            streamguard.load(3, json={"max_new_tokens": 6, "interval_s": 0.01})
+            assert len(streamguard.traces) == 13
+
+        @pytest.mark.token_deadline(chunk=0.2, percentile=90)
+        def test_tail_over_p90(streamguard):
+            streamguard.load(4, json={"max_new_tokens": 3, "interval_s": 0.01})
+            streamguard.load(2, json={"max_new_tokens": 2, "interval_s": 0.3})
+        """
+    )
+    result = run()
+    result.assert_outcomes(passed=1, failed=1)
+    result.stdout.fnmatch_lines(
+        [
+            "*DeadlineViolation: token deadline violated (1 in 1 stream(s)):",
+            "*6 stream(s) pooled: p90 gap 0.3* s > chunk deadline 0.200 s (2 of 10 gaps over, "
+            "in 2 stream(s); worst 0.3* s before chunk 1 of stream *",
+            "*timeline of stream *",
+        ]
+    )
+
+
+def test_async_twin(pytester: pytest.Pytester, run) -> None:  # type: ignore[no-untyped-def]
+    pytester.makepyfile(
+        """
+        import pytest
+
+        @pytest.mark.asyncio
+        async def test_aload(streamguard):
+            result = await streamguard.aload(10, json={"max_new_tokens": 4, "interval_s": 0.01})
+            assert result.completed == 10
+            assert len(streamguard.traces) == 10
+
+        @pytest.mark.asyncio
+        async def test_sync_load_in_async_test_says_what_to_use(streamguard):
+            with pytest.raises(RuntimeError, match="use 'await streamguard.aload"):
+                streamguard.load(2)
+        """
+    )
+    run().assert_outcomes(passed=2)
+
+
+def test_thirty_streams_on_the_bundled_target_meet_p95_gap(
+    pytester: pytest.Pytester, toxiproxy_url: str
+) -> None:
+    pytester.makepyfile(
+        """
+        import pytest
+
+        # Issue 6's acceptance bound: 30 concurrent streams, p95 gap under 0.2 s.
+        @pytest.mark.token_deadline(ttft=10.0, chunk=0.2, percentile=95)
+        def test_thirty_concurrent(streamguard):
+            body = {"prompt": "hello", "max_new_tokens": 32}
+            result = streamguard.load(30, json=body)
+            assert result.completed == 30, [t.error for t in result.traces if t.error]
+            assert len(result.gaps) == 30 * 31
+            # Client stamps come after the target's send stamps, on the same clock.
+            assert len(result.delivery) == 30 * 32
+            assert min(result.delivery) > 0
+        """
+    )
+    result = pytester.runpytest(
+        "--streamguard", "--streamguard-toxiproxy", toxiproxy_url, "-p", "no:cacheprovider"
+    )
+    result.assert_outcomes(passed=1)
