@@ -54,6 +54,7 @@ demo: install
 	mkdir -p $(REPORTS)
 	$(BIN)/pytest --streamguard tests/resilience -p no:cacheprovider \
 	  --streamguard-json $(REPORTS)/streamguard.json \
+	  --streamguard-html $(REPORTS)/streamguard.html \
 	  --junitxml $(REPORTS)/junit.xml $(PYTEST_ARGS)
 
 bench: $(STAMP)

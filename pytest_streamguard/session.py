@@ -16,8 +16,8 @@ import pytest
 from pytest_streamguard import xdist
 from pytest_streamguard.deadlines import Deadline, DeadlineViolation, Violation, check_traces
 from pytest_streamguard.guard import StreamGuard
-from pytest_streamguard.markers import resolve_deadline
 from pytest_streamguard.html_report import write_html
+from pytest_streamguard.markers import resolve_deadline
 from pytest_streamguard.reports import TestRecord, json_document, summary_lines, write_json
 from pytest_streamguard.settings import Settings
 

@@ -36,6 +36,9 @@ CHUNK_HELP = (
     "Per-chunk gap deadline in seconds for a bare @pytest.mark.token_deadline. Default: 0.2"
 )
 JSON_HELP = "Write a versioned JSON report with every trace's raw stamps and stats to this path"
+HTML_HELP = (
+    "Write a self-contained HTML report (summary table, per-test timeline plots) to this path"
+)
 
 DEFAULT_READY_PATH = "/readyz"
 DEFAULT_STARTUP_TIMEOUT = 120.0
@@ -53,6 +56,7 @@ _VALUED_OPTIONS: dict[str, tuple[str, str]] = {
     "streamguard_ttft": (TTFT_HELP, str(DEFAULT_TTFT)),
     "streamguard_chunk": (CHUNK_HELP, str(DEFAULT_CHUNK)),
     "streamguard_json": (JSON_HELP, ""),
+    "streamguard_html": (HTML_HELP, ""),
 }
 
 
@@ -69,6 +73,7 @@ class Settings:
     ttft: float
     chunk: float
     json_path: Path | None
+    html_path: Path | None = None
 
     @property
     def target_description(self) -> str:
@@ -186,6 +191,12 @@ def resolve_settings(config: pytest.Config) -> Settings:
             )
 
     json_raw, _ = _raw(config, "streamguard_json")
+    html_raw, html_source = _raw(config, "streamguard_html")
+    if html_raw and Path(html_raw).is_dir():
+        raise pytest.UsageError(
+            f"{html_raw!r} from {html_source} is not a valid streamguard_html: it is a "
+            "directory; expected a file path such as reports/streamguard.html"
+        )
     return Settings(
         enabled=_enabled(config),
         target_url=target_url,
@@ -196,4 +207,5 @@ def resolve_settings(config: pytest.Config) -> Settings:
         ttft=_positive_seconds(config, "streamguard_ttft"),
         chunk=_positive_seconds(config, "streamguard_chunk"),
         json_path=Path(json_raw) if json_raw else None,
+        html_path=Path(html_raw) if html_raw else None,
     )
