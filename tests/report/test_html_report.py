@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 from chromium_cdp import Page, chromium_page
-from conftest import MARKUP_ID, ReportRun
+from report_helpers import MARKUP_ID, ReportRun
 
 LOAD_TIMEOUT = 60.0
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"

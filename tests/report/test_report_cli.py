@@ -10,7 +10,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import ReportRun
+from report_helpers import ReportRun
 
 from pytest_streamguard.report import main
 
