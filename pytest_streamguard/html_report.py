@@ -67,6 +67,7 @@ ul.violations li { color: #a00; font-family: ui-monospace, monospace; font-size:
 dl.meta { display: grid; grid-template-columns: max-content auto; gap: 0 12px; margin: 8px 0; }
 dl.meta dt { font-weight: 600; } dl.meta dd { margin: 0; word-break: break-all; }
 .muted { color: #666; }
+li.missing { color: #a00; font-weight: 600; }
 .plot { border: 1px solid #eee; margin: 8px 0; }
 """
 
@@ -490,7 +491,9 @@ def _test_section(index: int, record: TestRecord) -> str:
         f'<section class="test" id="{anchor}" data-nodeid="{_e(record.nodeid)}" '
         f'data-verdict="{_e(record.verdict)}">'
         f"<h2>{_verdict(record.verdict)} {_e(record.nodeid)}</h2>"
-        f"<p>Deadline: <code>{_e(deadline)}</code> (seconds)</p>"
+        f"<p>Deadline: <code>{_e(deadline)}</code> (seconds)"
+        f"{'' if record.worker is None else f'; ran on pytest-xdist worker {_e(record.worker)}'}"
+        "</p>"
         f"{violations}<h3>Faults</h3>{_faults_table(record)}"
         f"<h3>Streams</h3>{_streams_table(record)}{plots}"
         '<p><a href="#summary">back to the summary</a></p></section>'
@@ -506,7 +509,29 @@ def _meta_list(meta: dict[str, Any]) -> str:
             value = time.strftime("%Y-%m-%d %H:%M:%S %Z", time.localtime(value))
             key = "created"
         items.append(f"<dt>{_e(key)}</dt><dd>{_e(value)}</dd>")
-    return f'<dl class="meta">{"".join(items)}</dl>'
+    return f'<dl class="meta">{"".join(items)}</dl>{_workers(meta)}'
+
+
+def _workers(meta: dict[str, Any]) -> str:
+    """Under pytest-xdist: which workers the records were merged from, and which sent none."""
+    workers = meta.get("workers") or {}
+    missing = meta.get("missing_workers") or []
+    if not workers and not missing:
+        return ""
+    items = [
+        f"<li>{_e(name)}: {_e(info.get('tests'))} test(s); target "
+        f"{_e(info.get('target_url', info.get('target')))}</li>"
+        for name, info in sorted(workers.items())
+    ]
+    items.extend(
+        f'<li class="missing">MISSING {_e(m.get("worker"))}: {_e(m.get("reason"))}; its tests\' '
+        "streams are not in this report</li>"
+        for m in missing
+    )
+    return (
+        f'<p id="workers">Merged from {len(workers)} pytest-xdist worker(s):</p>'
+        f"<ul>{''.join(items)}</ul>"
+    )
 
 
 def render_html(meta: dict[str, Any], records: list[TestRecord]) -> str:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import subprocess
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -75,3 +76,37 @@ class ReportRun:
     def html(self) -> str:
         """The HTML report's text."""
         return self.html_path.read_text(encoding="utf-8")
+
+
+def run_inner(path: Path, *args: str) -> ReportRun:
+    """Run :data:`INNER_TESTS` in ``path`` with the plugin on, writing both reports."""
+    (path / "pytest.ini").write_text(INNER_INI, encoding="utf-8")
+    (path / "test_report_inner.py").write_text(INNER_TESTS, encoding="utf-8")
+    result = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            "-p",
+            "no:cacheprovider",
+            "--streamguard",
+            "--streamguard-target-cmd",
+            f"{sys.executable} {STREAM_APP} --port {{port}}",
+            "--streamguard-json",
+            "out/streamguard.json",
+            "--streamguard-html",
+            "out/streamguard.html",
+            *args,
+        ],
+        cwd=path,
+        capture_output=True,
+        text=True,
+        timeout=RUN_TIMEOUT,
+        check=False,
+    )
+    return ReportRun(
+        path=path,
+        result=result,
+        json_path=path / "out" / "streamguard.json",
+        html_path=path / "out" / "streamguard.html",
+    )

@@ -106,3 +106,20 @@ def test_real_process_exit_status_and_usage(tmp_path: Path) -> None:
     )
     assert no_output.returncode == 2
     assert "the following arguments are required: -o/--output" in no_output.stderr
+
+
+def test_missing_xdist_worker_is_named_on_the_page(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    document = _report(
+        workers={"gw0": {"tests": 0, "target_url": "http://127.0.0.1:1"}},
+        missing_workers=[{"worker": "gw1", "reason": "crashed <signal 9>"}],
+    )
+    out = tmp_path / "out.html"
+    assert main([str(_write(tmp_path / "in.json", document)), "-o", str(out)]) == 0
+    page = out.read_text(encoding="utf-8")
+    assert "Merged from 1 pytest-xdist worker(s):" in page
+    assert (
+        '<li class="missing">MISSING gw1: crashed &lt;signal 9&gt;; '
+        "its tests' streams are not in this report</li>"
+    ) in page
