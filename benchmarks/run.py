@@ -1,0 +1,274 @@
+"""The benchmark table: what the proxy adds, how exact faults and stamps are, and how far one
+process scales. One command, one table (a few minutes)::
+
+    .venv/bin/python benchmarks/run.py        # or: make bench
+
+Rows, in the order they run:
+
+1. **Proxy added latency per chunk** at 1, 50 and 200 streams of 20 chunks/s: the embedded
+   Toxiproxy against direct, and the error of a 100 ms ``latency`` toxic
+   (``proxy_overhead.bench``, one fresh server per stream count).
+2. **Client stamp error**: the plugin's load client (:mod:`pytest_streamguard.load`, the code
+   ``streamguard.load`` runs) reading streams of 20 events/s from a lean SSE server in another
+   process (``sse_server.py``), per event ``client stamp - server sent_ns`` (both
+   ``perf_counter_ns``, CLOCK_MONOTONIC). The stream count doubles from 50 until the p99 error
+   passes 1 ms or a stream fails; the capacity row is the largest count that stayed within.
+3. **Bundled target** (``--engine batch``, tiny model, 64 tokens/stream): TTFT and gaps at 1, 8
+   and 30 concurrent streams, read directly by the same client, with its stamp error against
+   the target's ``sent_ns``.
+
+Percentiles are nearest-rank (:func:`pytest_streamguard.stats.percentile`), except the proxy rows,
+which are ``proxy_overhead.py``'s own figures.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import platform
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+import proxy_overhead
+import target_load
+
+from pytest_streamguard.client import StreamRecorder, StreamRequest
+from pytest_streamguard.load import LoadPlan, LoadResult
+from pytest_streamguard.load import run as run_load
+from pytest_streamguard.stats import percentile
+
+HERE = Path(__file__).resolve().parent
+CAPACITY_BOUND_MS = 1.0
+CHUNKS_PER_S = 20
+# Every connection is open before the first event, as when a loaded server takes a while to
+# answer; the stamp error is then measured on the streams, not on connection setup.
+FIRST_TOKEN_S = 0.5
+
+
+@dataclass
+class Row:
+    """One line of the table; figures in ms, None where they do not apply."""
+
+    measurement: str
+    streams: str
+    p50: float | None
+    p95: float | None
+    p99: float | None
+    note: str = ""
+
+
+def ms(seconds: float | None) -> float | None:
+    """Seconds to milliseconds, keeping None."""
+    return None if seconds is None else seconds * 1e3
+
+
+def pct_ms(samples: list[float], q: float) -> float | None:
+    """The nearest-rank percentile of samples in seconds, in ms."""
+    return ms(percentile(samples, q))
+
+
+def proxy_rows(counts: list[int], seconds: float) -> list[Row]:
+    """Direct vs proxied per-chunk latency and the latency toxic's error, per stream count."""
+    rows: list[Row] = []
+    for streams in counts:
+        args = argparse.Namespace(streams=streams, rate=CHUNKS_PER_S, seconds=seconds, bulk_mb=1)
+        process, port = proxy_overhead.start_server()
+        try:
+            figures = asyncio.run(proxy_overhead.bench(args, f"http://127.0.0.1:{port}"))
+        finally:
+            os.killpg(process.pid, signal.SIGTERM)
+            process.wait(10)
+        rows.append(
+            Row(
+                "proxy added latency per chunk",
+                str(streams),
+                figures["added_p50"],
+                None,
+                figures["added_p99"],
+                f"direct p50/p99 {figures['direct_p50']:.3f}/{figures['direct_p99']:.3f}, "
+                f"proxied {figures['proxied_p50']:.3f}/{figures['proxied_p99']:.3f}",
+            )
+        )
+        rows.append(
+            Row(
+                "injected latency 100 ms: error",
+                str(streams),
+                figures["latency_err_p50"],
+                None,
+                figures["latency_err_p99"],
+                "|measured - 100 ms - direct p50| per chunk",
+            )
+        )
+    return rows
+
+
+def read_load(url: str, streams: int, body: Mapping[str, object]) -> LoadResult:
+    """``streams`` concurrent streams from ``url`` read by the plugin's load client."""
+
+    def make(index: int) -> StreamRecorder:
+        request = StreamRequest("POST", url + "/generate", json_body=body)
+        return StreamRecorder(request, f"stream {index + 1}")
+
+    return run_load(LoadPlan(n=streams), make)
+
+
+def capacity_rows(seconds: float, limit: int) -> list[Row]:
+    """Stamp error at 50, 100, 200, ... streams until p99 > 1 ms; then the capacity row."""
+    process = subprocess.Popen(
+        [sys.executable, str(HERE / "sse_server.py")], stdout=subprocess.PIPE, text=True
+    )
+    assert process.stdout is not None
+    url = json.loads(process.stdout.readline())["url"]
+    body = {
+        "max_new_tokens": int(seconds * CHUNKS_PER_S),
+        "interval_s": 1 / CHUNKS_PER_S,
+        "first_token_s": FIRST_TOKEN_S,
+    }
+    rows: list[Row] = []
+    best = 0
+    tried: list[str] = []
+    try:
+        read_load(url, 10, body)  # warm-up: imports, first connections
+        streams = 50
+        while streams <= limit:
+            result = read_load(url, streams, body)
+            p99 = pct_ms(result.delivery, 99)
+            ok = result.completed == streams and p99 is not None and p99 <= CAPACITY_BOUND_MS
+            tried.append(f"{streams}: {p99:.2f}" if p99 is not None else f"{streams}: -")
+            rows.append(
+                Row(
+                    "client stamp error vs server sent_ns",
+                    str(streams),
+                    pct_ms(result.delivery, 50),
+                    pct_ms(result.delivery, 95),
+                    p99,
+                    f"{len(result.delivery)} events, {result.completed}/{streams} streams "
+                    f"completed{'' if ok else ' -- over the bound'}",
+                )
+            )
+            if not ok:
+                break
+            best = streams
+            streams *= 2
+    finally:
+        process.terminate()
+        process.wait(10)
+    rows.append(
+        Row(
+            f"capacity: most streams stamped with p99 <= {CAPACITY_BOUND_MS:g} ms",
+            str(best),
+            None,
+            None,
+            None,
+            f"{CHUNKS_PER_S} events/s each; p99 ms by count: {', '.join(tried)}",
+        )
+    )
+    return rows
+
+
+def target_rows(counts: list[int], tokens: int) -> list[Row]:
+    """TTFT, gaps and stamp error against the bundled target at each stream count."""
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    process, url = target_load.start_target(
+        ["--engine", "batch", "--max-concurrency", str(max(counts))]
+    )
+    body = {"prompt": "baba keke", "max_new_tokens": tokens, "ignore_eos": True}
+    rows: list[Row] = []
+    try:
+        for streams in counts:
+            result = read_load(url, streams, body)
+            done = f"{result.completed}/{streams} completed"
+            rows.append(
+                Row(
+                    "target TTFT",
+                    str(streams),
+                    pct_ms(result.ttft, 50),
+                    pct_ms(result.ttft, 95),
+                    pct_ms(result.ttft, 99),
+                    done,
+                )
+            )
+            rows.append(
+                Row(
+                    "target gap",
+                    str(streams),
+                    pct_ms(result.gaps, 50),
+                    pct_ms(result.gaps, 95),
+                    pct_ms(result.gaps, 99),
+                    f"max {pct_ms(result.gaps, 100) or 0:.1f} ms",
+                )
+            )
+            rows.append(
+                Row(
+                    "client stamp error vs target sent_ns",
+                    str(streams),
+                    pct_ms(result.delivery, 50),
+                    pct_ms(result.delivery, 95),
+                    pct_ms(result.delivery, 99),
+                    f"{len(result.delivery)} events",
+                )
+            )
+    finally:
+        process.terminate()
+        process.wait(30)
+    return rows
+
+
+def machine() -> str:
+    """CPU model and count, from /proc/cpuinfo where there is one."""
+    model = platform.processor() or platform.machine()
+    cpuinfo = Path("/proc/cpuinfo")
+    if cpuinfo.exists():
+        for line in cpuinfo.read_text().splitlines():
+            if line.startswith("model name"):
+                model = line.split(":", 1)[1].strip()
+                break
+    return f"{os.cpu_count()} CPU cores ({model}), no GPU"
+
+
+def cell(value: float | None) -> str:
+    """A figure in ms, or '-'."""
+    return "-" if value is None else f"{value:.3f}"
+
+
+def main() -> int:
+    """Run every part and print the table."""
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--proxy-streams", default="1,50,200")
+    parser.add_argument("--proxy-seconds", type=float, default=3.0, help="per proxy phase")
+    parser.add_argument("--capacity-seconds", type=float, default=4.0, help="per stream count")
+    parser.add_argument("--capacity-limit", type=int, default=3200, help="largest count tried")
+    parser.add_argument("--target-streams", default="1,8,30")
+    parser.add_argument("--tokens", type=int, default=64, help="tokens per target stream")
+    options = parser.parse_args()
+    started = time.monotonic()
+    load_before = os.getloadavg()[0]
+    rows = proxy_rows([int(n) for n in options.proxy_streams.split(",")], options.proxy_seconds)
+    rows += capacity_rows(options.capacity_seconds, options.capacity_limit)
+    rows += target_rows([int(n) for n in options.target_streams.split(",")], options.tokens)
+    print(
+        f"# {time.strftime('%Y-%m-%d %H:%M')}; {machine()}; Python {platform.python_version()}; "
+        f"load average {load_before:.2f} before, {os.getloadavg()[0]:.2f} after; "
+        f"{time.monotonic() - started:.0f} s"
+    )
+    print(f"# command: {' '.join(['python', 'benchmarks/run.py', *sys.argv[1:]])}")
+    print()
+    print("| measurement | streams | p50 ms | p95 ms | p99 ms | note |")
+    print("| --- | ---: | ---: | ---: | ---: | --- |")
+    for row in rows:
+        print(
+            f"| {row.measurement} | {row.streams} | {cell(row.p50)} | {cell(row.p95)} | "
+            f"{cell(row.p99)} | {row.note} |"
+        )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
