@@ -235,14 +235,17 @@ class Faults:
             stall.on_chunk(trace)
 
     def clear(self) -> None:
-        """Undo every fault of this test; raise ToxiproxyError if any could not be undone."""
+        """Undo every fault of this test (again: only those added since); raise
+        ToxiproxyError if any could not be undone."""
         errors: list[str] = []
         for stall in self._stalls:
             error = stall.stop()
             if error is not None:
                 errors.append(f"stall: {error}")
         for record in reversed(self.records):
-            if record.kind == "stall":
+            # Stalls undo themselves, the ingress is undone by its StreamGuard, and a fault
+            # with an off stamp was undone by an earlier clear().
+            if record.kind in ("stall", "ingress") or record.off_ns is not None:
                 continue
             for name in reversed(record.toxics):
                 try:
@@ -254,6 +257,7 @@ class Faults:
         if self._down:
             try:
                 self.api.set_enabled(self.proxy, True)
+                self._down = False
             except ToxiproxyError as exc:
                 errors.append(str(exc))
             for record in self.records:

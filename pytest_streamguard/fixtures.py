@@ -1,9 +1,10 @@
 """The plugin's fixtures.
 
 Expensive things are session-scoped and can be overridden in a conftest: the target
-(``streamguard_target``), the Toxiproxy server (``streamguard_toxiproxy_server``) and the factory
-that puts a proxy between them (``make_streamguard``). ``streamguard`` is the per-test handle;
-``toxiproxy`` is a toxiproxy-python client bound to the session's server.
+(``streamguard_target``, which a module or class may also override with a variant from
+``make_streamguard_target``), the Toxiproxy server (``streamguard_toxiproxy_server``) and the
+factory that puts a proxy in front of a target (``make_streamguard``). ``streamguard`` is the
+per-test handle; ``toxiproxy`` is a toxiproxy-python client bound to the session's server.
 """
 
 from __future__ import annotations
@@ -11,10 +12,11 @@ from __future__ import annotations
 import contextlib
 import os
 import secrets
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 
 import pytest
 from toxiproxy.api import APIConsumer
+from toxiproxy.proxy import Proxy
 from toxiproxy.server import Toxiproxy
 
 from pytest_streamguard.guard import StreamGuard
@@ -34,6 +36,7 @@ FIXTURE_NAMES = frozenset(
         "streamguard_target",
         "streamguard_toxiproxy_server",
         "make_streamguard",
+        "make_streamguard_target",
     }
 )
 
@@ -46,21 +49,51 @@ def _settings(config: pytest.Config) -> Settings:
 
 
 @pytest.fixture(scope="session")
-def streamguard_target(pytestconfig: pytest.Config) -> Iterator[Target]:
+def make_streamguard_target(pytestconfig: pytest.Config) -> Iterator[Callable[..., Target]]:
+    """Factory (session scope): ``make_streamguard_target(args=["--naive"])`` starts the
+    session's target with extra command-line flags (after ``--streamguard-target-args``) and
+    returns its :class:`~pytest_streamguard.target.Target`. Each distinct ``args`` starts one
+    process, shared by every test that asks for it and stopped at session end. Use it to
+    override ``streamguard_target`` for a module or class; a target given by URL takes no flags."""
+    settings = _settings(pytestconfig)
+    started: dict[tuple[str, ...], Target] = {}
+    failed: dict[tuple[str, ...], str] = {}
+
+    def make(args: Sequence[str] = ()) -> Target:
+        if isinstance(args, str) or not all(isinstance(arg, str) for arg in args):
+            raise TypeError(
+                f"make_streamguard_target(args={args!r}): expected a list of strings, "
+                "such as ['--heartbeat', '0.5']"
+            )
+        key = tuple(args)
+        if key in failed:
+            pytest.fail(failed[key], pytrace=False)
+        if key not in started:
+            try:
+                started[key] = start_target(settings, key)
+            except (StartupError, ValueError) as exc:
+                failed[key] = f"streamguard target failed to start: {exc}"
+                pytest.fail(failed[key], pytrace=False)
+        return started[key]
+
+    try:
+        yield make
+    finally:
+        for target in started.values():
+            target.stop()
+
+
+@pytest.fixture(scope="session")
+def streamguard_target(
+    pytestconfig: pytest.Config, make_streamguard_target: Callable[..., Target]
+) -> Target:
     """The app under test (session scope), started or located from the ``--streamguard-target-*``
     options, or the bundled ``target_app``; stopped at session end. Override it in a conftest to
-    provide your own :class:`~pytest_streamguard.target.Target`."""
-    settings = _settings(pytestconfig)
-    try:
-        target = start_target(settings)
-    except StartupError as exc:
-        pytest.fail(f"streamguard target failed to start: {exc}", pytrace=False)
-    session = pytestconfig.stash[SESSION_KEY]
-    session.meta["target_url"] = target.url
-    try:
-        yield target
-    finally:
-        target.stop()
+    provide your own :class:`~pytest_streamguard.target.Target`, or in a module or class (any
+    scope) with ``make_streamguard_target(args=[...])`` for a variant of the bundled target."""
+    target: Target = make_streamguard_target()
+    pytestconfig.stash[SESSION_KEY].meta["target_url"] = target.url
+    return target
 
 
 @pytest.fixture(scope="session")
@@ -85,6 +118,66 @@ def streamguard_toxiproxy_server(pytestconfig: pytest.Config) -> Iterator[Toxipr
 
 
 @pytest.fixture(scope="session")
+def make_streamguard(
+    streamguard_toxiproxy_server: ToxiproxyServer,
+) -> Iterator[Callable[[pytest.Item, Target], StreamGuard]]:
+    """Factory (session scope): ``make_streamguard(item, target)`` returns a fresh
+    :class:`~pytest_streamguard.guard.StreamGuard` for one test. Each target gets one Toxiproxy
+    proxy, created on first use and deleted at session end; before each test its leftover
+    toxics are removed, it is re-enabled and pointed back at the target."""
+    api = streamguard_toxiproxy_server.api()
+    proxies: dict[str, Proxy] = {}
+
+    def make(item: pytest.Item, target: Target) -> StreamGuard:
+        proxy = proxies.get(target.address)
+        try:
+            if proxy is None:
+                name = f"streamguard_{os.getpid()}_{secrets.token_hex(3)}"
+                proxy = proxies[target.address] = api.create_proxy(name, target.address)
+            elif api.upstream(proxy) != target.address:
+                # A test that crashed before undoing its ingress left the proxy pointing at it.
+                api.set_upstream(proxy, target.address)
+        except ToxiproxyError as exc:
+            pytest.fail(f"streamguard could not set up its proxy: {exc}", pytrace=False)
+        guard = StreamGuard(
+            api=api,
+            proxy=proxy,
+            target=target,
+            deadline=item.stash.get(DEADLINE_KEY, None),
+        )
+        guard.faults.reset_proxy()
+        item.stash[GUARD_KEY] = guard
+        return guard
+
+    try:
+        yield make
+    finally:
+        for proxy in proxies.values():
+            # A server that died with the session leaves no proxy to delete.
+            with contextlib.suppress(ToxiproxyError):
+                api.destroy_proxy(proxy)
+        api.close()
+
+
+@pytest.fixture
+def streamguard(
+    make_streamguard: Callable[[pytest.Item, Target], StreamGuard],
+    streamguard_target: Target,
+    request: pytest.FixtureRequest,
+) -> Iterator[StreamGuard]:
+    """Per-test handle (function scope): ``stream()``/``astream()`` through the proxy,
+    ``faults``, ``ingress()``, ``url``, ``proxy``, ``target``, ``traces``. Faults and the
+    ingress are undone after the test; with ``@pytest.mark.token_deadline`` every trace is
+    checked after the test body. It reads ``streamguard_target``, so a module or class that
+    overrides that fixture gets its own target behind its own proxy."""
+    guard = make_streamguard(request.node, streamguard_target)
+    try:
+        yield guard
+    finally:
+        guard.close()
+
+
+@pytest.fixture(scope="session")
 def toxiproxy(streamguard_toxiproxy_server: ToxiproxyServer) -> Iterator[Toxiproxy]:
     """A toxiproxy-python ``Toxiproxy`` client bound to the session's server (session scope).
 
@@ -101,51 +194,3 @@ def toxiproxy(streamguard_toxiproxy_server: ToxiproxyServer) -> Iterator[Toxipro
     finally:
         with _Binding.lock:
             APIConsumer.host, APIConsumer.port = saved
-
-
-@pytest.fixture(scope="session")
-def make_streamguard(
-    streamguard_target: Target, streamguard_toxiproxy_server: ToxiproxyServer
-) -> Iterator[Callable[[pytest.Item], StreamGuard]]:
-    """Factory (session scope): one Toxiproxy proxy in front of the target for the session,
-    and a fresh :class:`~pytest_streamguard.guard.StreamGuard` on it per test."""
-    api = streamguard_toxiproxy_server.api()
-    name = f"streamguard_{os.getpid()}_{secrets.token_hex(3)}"
-    try:
-        proxy = api.create_proxy(name, streamguard_target.address)
-    except ToxiproxyError as exc:
-        api.close()
-        pytest.fail(f"streamguard could not create its proxy: {exc}", pytrace=False)
-
-    def make(item: pytest.Item) -> StreamGuard:
-        guard = StreamGuard(
-            api=api,
-            proxy=proxy,
-            target=streamguard_target,
-            deadline=item.stash.get(DEADLINE_KEY, None),
-        )
-        guard.faults.reset_proxy()
-        item.stash[GUARD_KEY] = guard
-        return guard
-
-    try:
-        yield make
-    finally:
-        # A server that died with the session leaves no proxy to delete.
-        with contextlib.suppress(ToxiproxyError):
-            api.destroy_proxy(proxy)
-        api.close()
-
-
-@pytest.fixture
-def streamguard(
-    make_streamguard: Callable[[pytest.Item], StreamGuard], request: pytest.FixtureRequest
-) -> Iterator[StreamGuard]:
-    """Per-test handle (function scope): ``stream()``/``astream()`` through the proxy,
-    ``faults``, ``url``, ``proxy``, ``target``, ``traces``. Faults are undone after the test;
-    with ``@pytest.mark.token_deadline`` every trace is checked after the test body."""
-    guard = make_streamguard(request.node)
-    try:
-        yield guard
-    finally:
-        guard.close()

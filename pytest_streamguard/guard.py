@@ -6,6 +6,7 @@ every trace is kept so the plugin can check it against the test's ``token_deadli
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -20,10 +21,11 @@ from pytest_streamguard.client import (
 )
 from pytest_streamguard.deadlines import Deadline
 from pytest_streamguard.faults import Faults
+from pytest_streamguard.ingress import Ingress, IngressError
 from pytest_streamguard.load import LoadPlan, LoadResult, arun, run
 from pytest_streamguard.target import Target
 from pytest_streamguard.toxiproxy_client import ToxiproxyAPI
-from pytest_streamguard.trace import StreamTrace
+from pytest_streamguard.trace import FaultRecord, StreamTrace
 
 
 class StreamGuard:
@@ -31,7 +33,8 @@ class StreamGuard:
 
     ``url`` is the base URL through the proxy, ``proxy`` the toxiproxy-python ``Proxy``,
     ``target`` the app itself (direct URL, ``metrics()``), ``traces`` every stream of this
-    test, ``faults`` the fault vocabulary, ``deadline`` the test's marker (None if unmarked).
+    test, ``faults`` the fault vocabulary, ``deadline`` the test's marker (None if unmarked),
+    ``ingress()`` a real nginx hop between the proxy and the target.
     """
 
     def __init__(
@@ -51,6 +54,7 @@ class StreamGuard:
         )
         self.faults = Faults(api, proxy)
         self.traces: list[StreamTrace] = []
+        self._ingress: tuple[Ingress, FaultRecord] | None = None
 
     def _prepare(
         self,
@@ -198,6 +202,61 @@ class StreamGuard:
             self._keep(trace)
         return result
 
+    def ingress(
+        self,
+        read_timeout: float = 60.0,
+        buffering: bool = False,
+        gzip: bool = False,
+        send_timeout: float = 60.0,
+    ) -> Ingress:
+        """Put a real nginx between the proxy and the target until the test ends.
+
+        Starts :class:`~pytest_streamguard.ingress.Ingress` (``proxy_read_timeout``,
+        ``proxy_buffering``, ``gzip`` for event streams, ``send_timeout``; seconds) in front of
+        the target and points the Toxiproxy proxy's upstream at it, so every stream and fault
+        of the test goes client → proxy → nginx → target. Recorded like a fault (on/off stamps,
+        shown in verdicts and reports). Raises IngressError when nginx is missing or fails.
+        """
+        if self._ingress is not None:
+            raise IngressError(
+                f"streamguard.ingress() is already on for this test ({self._ingress[0]!r})"
+            )
+        hop = Ingress(
+            self.target.address,
+            read_timeout=read_timeout,
+            send_timeout=send_timeout,
+            buffering=buffering,
+            gzip=gzip,
+        )
+        params = {
+            "read_timeout": read_timeout,
+            "buffering": buffering,
+            "gzip": gzip,
+            "send_timeout": send_timeout,
+        }
+        record = FaultRecord(kind="ingress", params=params, toxics=[])
+        hop.start()
+        try:
+            self.api.set_upstream(self.proxy, hop.address)
+        except BaseException:
+            hop.stop()
+            raise
+        record.on_ns = time.perf_counter_ns()
+        self.faults.records.append(record)
+        self._ingress = (hop, record)
+        return hop
+
     def close(self) -> None:
-        """Undo this test's faults."""
-        self.faults.clear()
+        """Undo this test's faults and ingress (proxy pointed back at the target, nginx
+        stopped)."""
+        try:
+            self.faults.clear()
+        finally:
+            if self._ingress is not None:
+                hop, record = self._ingress
+                self._ingress = None
+                try:
+                    self.api.set_upstream(self.proxy, self.target.address)
+                finally:
+                    hop.stop()
+                    record.off_ns = time.perf_counter_ns()

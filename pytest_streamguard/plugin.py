@@ -12,6 +12,7 @@ from pytest_streamguard.fixtures import (
     FIXTURE_NAMES,
     SKIP_REASON,
     make_streamguard,
+    make_streamguard_target,
     streamguard,
     streamguard_target,
     streamguard_toxiproxy_server,
@@ -24,6 +25,7 @@ from pytest_streamguard.toxiproxy_client import ToxiproxyServer
 
 __all__ = [
     "make_streamguard",
+    "make_streamguard_target",
     "pytest_addoption",
     "pytest_collection_modifyitems",
     "pytest_configure",

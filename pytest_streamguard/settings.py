@@ -25,6 +25,10 @@ TARGET_CMD_HELP = (
     "otherwise the command must print its listening URL on stdout. "
     "Default: the bundled target_app with the tiny model"
 )
+TARGET_ARGS_HELP = (
+    "Extra command-line flags for the target the plugin starts (the bundled target_app or "
+    "--streamguard-target-cmd), split like a shell would, e.g. '--model gpt2 --heartbeat 0.5'"
+)
 READY_PATH_HELP = "Path polled on the target until it answers 2xx. Default: /readyz"
 STARTUP_TIMEOUT_HELP = "Seconds to wait for a started process to be ready. Default: 120"
 TOXIPROXY_HELP = (
@@ -50,6 +54,7 @@ DEFAULT_CHUNK = 0.2
 _VALUED_OPTIONS: dict[str, tuple[str, str]] = {
     "streamguard_target_url": (TARGET_URL_HELP, ""),
     "streamguard_target_cmd": (TARGET_CMD_HELP, ""),
+    "streamguard_target_args": (TARGET_ARGS_HELP, ""),
     "streamguard_ready_path": (READY_PATH_HELP, DEFAULT_READY_PATH),
     "streamguard_startup_timeout": (STARTUP_TIMEOUT_HELP, str(DEFAULT_STARTUP_TIMEOUT)),
     "streamguard_toxiproxy": (TOXIPROXY_HELP, ""),
@@ -73,6 +78,7 @@ class Settings:
     ttft: float
     chunk: float
     json_path: Path | None
+    target_args: tuple[str, ...] = ()
     html_path: Path | None = None
 
     @property
@@ -173,6 +179,20 @@ def resolve_settings(config: pytest.Config) -> Settings:
             "are both set: give one of them (or neither, for the bundled target)"
         )
 
+    target_args_raw, args_source = _raw(config, "streamguard_target_args")
+    try:
+        target_args = tuple(shlex.split(target_args_raw))
+    except ValueError as exc:
+        raise pytest.UsageError(
+            f"{target_args_raw!r} from {args_source} is not a valid streamguard_target_args: "
+            f"{exc}; expected flags such as '--heartbeat 0.5 --allow-fault-knobs'"
+        ) from None
+    if target_args and target_url is not None:
+        raise pytest.UsageError(
+            f"streamguard_target_args ({args_source}) and streamguard_target_url ({url_source}) "
+            "are both set: extra flags apply only to a target the plugin starts"
+        )
+
     ready_path, ready_source = _raw(config, "streamguard_ready_path")
     if not ready_path.startswith("/"):
         raise pytest.UsageError(
@@ -208,4 +228,5 @@ def resolve_settings(config: pytest.Config) -> Settings:
         chunk=_positive_seconds(config, "streamguard_chunk"),
         json_path=Path(json_raw) if json_raw else None,
         html_path=Path(html_raw) if html_raw else None,
+        target_args=target_args,
     )

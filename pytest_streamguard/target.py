@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import shlex
 import sys
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import httpx
@@ -70,11 +72,25 @@ def _wait_url_ready(url: str, timeout: float) -> None:
             time.sleep(0.05)
 
 
-def start_target(settings: Settings) -> Target:
-    """Point at, or start, the target the settings name, and wait until it is ready."""
+def start_target(settings: Settings, extra_args: Sequence[str] = ()) -> Target:
+    """Point at, or start, the target the settings name, and wait until it is ready.
+
+    A target the plugin starts gets ``--streamguard-target-args`` and then ``extra_args``
+    appended to its command line; a target given by URL cannot take flags (ValueError).
+    """
+    flags = [*settings.target_args, *extra_args]
     if settings.target_url is not None:
+        if flags:
+            raise ValueError(
+                f"cannot start the target with flags {shlex.join(flags)}: it is given by URL "
+                f"({settings.target_url}); extra flags need the bundled target or "
+                "--streamguard-target-cmd"
+            )
         _wait_url_ready(settings.target_url + settings.ready_path, settings.startup_timeout)
         return Target(settings.target_url, "url", settings.target_description)
+    description = settings.target_description
+    if extra_args:
+        description += f" with {shlex.join(extra_args)}"
     if settings.target_cmd is not None:
         argv = list(settings.target_cmd)
         fixed_url = None
@@ -82,12 +98,12 @@ def start_target(settings: Settings) -> Target:
             port = free_port()
             argv = [arg.replace("{port}", str(port)) for arg in argv]
             fixed_url = f"http://127.0.0.1:{port}"
-        process = ManagedProcess("target", argv)
+        process = ManagedProcess("target", [*argv, *flags])
         kind = "command"
     else:
         argv = [sys.executable, "-m", "target_app", "--host", "127.0.0.1", "--port", "0"]
         fixed_url = None
-        process = ManagedProcess("bundled target_app", argv)
+        process = ManagedProcess("bundled target_app", [*argv, *flags])
         kind = "bundled"
     try:
         url = fixed_url or process.wait_for_line(listening_url, settings.startup_timeout)
@@ -100,4 +116,4 @@ def start_target(settings: Settings) -> Target:
     except BaseException:
         process.stop()
         raise
-    return Target(url, kind, settings.target_description, process)
+    return Target(url, kind, description, process)

@@ -23,7 +23,8 @@ from typing import Any, TypeVar
 from urllib.parse import urlsplit
 
 import httpx
-from toxiproxy.api import APIConsumer
+import requests
+from toxiproxy.api import APIConsumer, validate_response
 from toxiproxy.exceptions import InvalidToxic, NotFound, ProxyExists
 from toxiproxy.proxy import Proxy
 from toxiproxy.server import Toxiproxy
@@ -159,6 +160,22 @@ class ToxiproxyAPI:
         """Enable or disable ``proxy`` (disabled: listener closed, connections dropped)."""
         action = proxy.enable if enabled else proxy.disable
         self.call(f"{'enable' if enabled else 'disable'} proxy {proxy.name!r}", action)
+
+    def set_upstream(self, proxy: Proxy, upstream: str) -> None:
+        """Point ``proxy`` at ``upstream`` (``host:port``); the server restarts its listener on
+        the same address, closing open connections. toxiproxy-python has no call for it."""
+
+        def patch() -> None:
+            url = f"http://{APIConsumer.host}:{APIConsumer.port}/proxies/{proxy.name}"
+            response = requests.patch(url, json={"upstream": upstream}, timeout=self.timeout)
+            validate_response(response).raise_for_status()
+
+        self.call(f"set upstream of proxy {proxy.name!r} to {upstream}", patch)
+        proxy.upstream = upstream
+
+    def upstream(self, proxy: Proxy) -> str:
+        """The upstream the server reports for ``proxy``."""
+        return str(self.get_proxy(proxy.name).upstream)
 
     def is_enabled(self, proxy: Proxy) -> bool:
         """Whether the server reports ``proxy`` as enabled."""

@@ -1,0 +1,55 @@
+"""Incident 5, a buffering ingress holds the whole stream until its end.
+
+nginx 1.22 with ``proxy_buffering on`` and ``gzip on`` for event streams compresses the stream
+into its buffers and sends it when the upstream finishes. The TTFT deadline catches it; the
+fixes are ``proxy_buffering off`` at the ingress, or ``X-Accel-Buffering: no`` from the app
+(what the bundled target sends by default; the ``accel_header`` knob drops it).
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from pytest_streamguard import DeadlineViolation, StreamGuard
+
+# Long enough (about a second of tokens on a CPU) that holding it back breaks a 0.5 s TTFT.
+TOKENS = 800
+
+
+def request(accel_header: bool) -> dict[str, object]:
+    """A long stream, with or without the target's ``X-Accel-Buffering: no``."""
+    return {
+        "prompt": "buffer me",
+        "max_new_tokens": TOKENS,
+        "fault": {"accel_header": accel_header},
+    }
+
+
+def test_buffering_gzip_ingress_holds_the_stream_until_its_end(streamguard: StreamGuard) -> None:
+    streamguard.ingress(buffering=True, gzip=True)
+    trace = streamguard.stream(json=request(accel_header=False), read_timeout=10.0)
+    assert trace.completed, trace.error
+    assert len(trace.chunks) == TOKENS
+    assert trace.ttft is not None
+    assert trace.total is not None
+    # The first token arrived with (nearly) all the others, at the end of the generation.
+    assert trace.ttft > 0.5
+    assert trace.ttft > 0.8 * trace.total
+    with pytest.raises(DeadlineViolation, match=r"ttft \d\.\d{3} s > deadline 0\.500 s.*gzip=True"):
+        trace.assert_deadline(ttft=0.5, chunk=0.2)
+
+
+@pytest.mark.token_deadline(ttft=0.5, chunk=0.2)
+def test_x_accel_buffering_no_passes_the_buffering_ingress(streamguard: StreamGuard) -> None:
+    streamguard.ingress(buffering=True, gzip=True)
+    trace = streamguard.stream(json=request(accel_header=True))
+    assert trace.completed, trace.error
+    assert len(trace.chunks) == TOKENS
+
+
+@pytest.mark.token_deadline(ttft=0.5, chunk=0.2)
+def test_buffering_off_passes_even_without_the_header(streamguard: StreamGuard) -> None:
+    streamguard.ingress(buffering=False, gzip=True)
+    trace = streamguard.stream(json=request(accel_header=False))
+    assert trace.completed, trace.error
+    assert len(trace.chunks) == TOKENS

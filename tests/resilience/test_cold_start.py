@@ -1,0 +1,32 @@
+"""Incident 1, cold start: the first request after a deploy waits for the model to warm up.
+
+The target's ``cold_start_s`` knob holds the first token back the way a cold CUDA context or a
+first-batch compile does. The fix is to warm up before reporting ready (the bundled target runs
+one generation before ``/readyz`` answers 200), so the same request then meets its deadline.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from pytest_streamguard import DeadlineViolation, StreamGuard
+
+REQUEST = {"prompt": "the first request of the day", "max_new_tokens": 16}
+COLD_START_S = 1.0
+
+
+def test_cold_start_breaks_the_ttft_deadline(streamguard: StreamGuard) -> None:
+    trace = streamguard.stream(json={**REQUEST, "fault": {"cold_start_s": COLD_START_S}})
+    assert trace.completed, trace.error
+    assert trace.ttft is not None
+    assert trace.ttft >= COLD_START_S
+    with pytest.raises(DeadlineViolation, match=r"ttft 1\.\d{3} s > deadline 0\.500 s") as caught:
+        trace.assert_deadline(ttft=0.5, chunk=0.2)
+    assert [v.bound for v in caught.value.violations] == ["ttft"]
+
+
+@pytest.mark.token_deadline(ttft=0.5, chunk=0.2)
+def test_after_warm_up_the_same_request_meets_it(streamguard: StreamGuard) -> None:
+    trace = streamguard.stream(json=REQUEST)
+    assert trace.completed, trace.error
+    assert len(trace.chunks) == REQUEST["max_new_tokens"]

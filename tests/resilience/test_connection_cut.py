@@ -1,0 +1,90 @@
+"""Incident 7, a cut connection: the answer is truncated, and the server must not keep
+generating for nobody.
+
+Each way a connection dies (``reset``: RST, ``cut``: FIN after N bytes, ``blackhole``: silence,
+``down``: the proxy goes away) is reported by the client within the chunk deadline, and the
+target notices the disconnect and stops generating: its active streams are back to 0 within
+1 s (cancelled on disconnect, long before the 1,500 asked-for tokens).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+import pytest
+from resilience_helpers import counter, gauge, wait_for
+
+from pytest_streamguard import DeadlineViolation, StreamGuard, StreamTrace
+
+CHUNK = 0.2
+# Slack for a loaded 2-core machine on top of the deadline itself.
+TOLERANCE = 0.3
+# Far more tokens than a test lasts, so a stream at 0 proves cancellation, not completion.
+REQUEST = {"prompt": "a long answer", "max_new_tokens": 1500}
+
+
+def active(streamguard: StreamGuard) -> float:
+    """The target's active streams now."""
+    return gauge(streamguard.target, "streamguard_target_active_streams")
+
+
+async def stream_then_fault(streamguard: StreamGuard, fault: str) -> tuple[StreamTrace, int]:
+    """Start a long stream, apply ``fault`` once the target is generating it, and return the
+    trace with the moment the fault went on."""
+    task = asyncio.create_task(streamguard.astream(json=REQUEST, read_timeout=CHUNK))
+    await asyncio.to_thread(wait_for, lambda: active(streamguard) == 1, 10.0, "stream started")
+    record = await asyncio.to_thread(getattr(streamguard.faults, fault))
+    trace = await task
+    assert record.on_ns is not None
+    return trace, record.on_ns
+
+
+def assert_reported_and_released(streamguard: StreamGuard, trace: StreamTrace) -> None:
+    """The plugin reports the cut, and the target stopped generating within 1 s."""
+    assert not trace.completed
+    with pytest.raises(DeadlineViolation, match="stream did not complete"):
+        trace.assert_deadline(ttft=0.5, chunk=CHUNK)
+    wait_for(lambda: active(streamguard) == 0, 1.0, "target's active streams back to 0")
+    assert len(trace.chunks) < REQUEST["max_new_tokens"]
+
+
+@pytest.mark.parametrize("fault", ["down", "blackhole"])
+@pytest.mark.asyncio
+async def test_cut_mid_stream_is_reported_and_generation_stops(
+    streamguard: StreamGuard, fault: str
+) -> None:
+    cancelled = counter(
+        streamguard.target, "streamguard_target_streams_cancelled", reason="disconnect"
+    )
+    trace, on_ns = await stream_then_fault(streamguard, fault)
+    assert trace.end_ns is not None
+    noticed = (trace.end_ns - on_ns) / 1e9
+    assert noticed < CHUNK + TOLERANCE, f"cut reported {noticed:.3f} s after {fault}()"
+    if fault == "blackhole":
+        # A blackhole holds the connection open: the target learns of the disconnect once the
+        # network is back (the toxic removed), and must then stop at once.
+        assert trace.error_kind == "timeout", trace.error
+        streamguard.faults.clear()
+    assert_reported_and_released(streamguard, trace)
+    assert (
+        counter(streamguard.target, "streamguard_target_streams_cancelled", reason="disconnect")
+        == cancelled + 1
+    )
+
+
+@pytest.mark.parametrize(("fault", "kind"), [("reset", "reset"), ("cut", "cut")])
+def test_cut_from_the_first_bytes_is_reported_and_generation_stops(
+    streamguard: StreamGuard, fault: str, kind: str
+) -> None:
+    if fault == "reset":
+        streamguard.faults.reset(after_ms=0)
+    else:
+        streamguard.faults.cut(after_bytes=2000)
+    start = time.perf_counter_ns()
+    trace = streamguard.stream(json=REQUEST, read_timeout=CHUNK)
+    assert trace.end_ns is not None
+    assert trace.error_kind == kind, trace.error
+    took = (trace.end_ns - (trace.chunks[-1].stamp_ns if trace.chunks else start)) / 1e9
+    assert took < CHUNK + TOLERANCE, f"cut reported {took:.3f} s after the last data"
+    assert_reported_and_released(streamguard, trace)
