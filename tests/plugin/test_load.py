@@ -245,3 +245,32 @@ def test_thirty_streams_on_the_bundled_target_meet_p95_gap(
         "--streamguard", "--streamguard-toxiproxy", toxiproxy_url, "-p", "no:cacheprovider"
     )
     result.assert_outcomes(passed=1)
+
+
+def test_cuts_resets_and_timeouts_through_the_load_transport(
+    pytester: pytest.Pytester, run
+) -> None:  # type: ignore[no-untyped-def]
+    pytester.makepyfile(
+        """
+        BODY = {"max_new_tokens": 50, "interval_s": 0.01, "pad": 100}
+
+        def test_cut(streamguard):
+            streamguard.faults.cut(after_bytes=2000)
+            result = streamguard.load(3, json=BODY)
+            assert result.cut == 3 and result.completed == 0, [t.error for t in result.traces]
+            assert all(t.error_kind == "cut" and t.chunks for t in result.traces)
+
+        def test_reset(streamguard):
+            streamguard.faults.reset(after_ms=100)
+            result = streamguard.load(3, json=BODY)
+            assert result.completed == 0
+            assert result.cut + result.errored == 3
+
+        def test_read_timeout(streamguard):
+            result = streamguard.load(3, json={"first_token_s": 5.0}, read_timeout=0.3)
+            assert result.errored == 3
+            assert all(t.error_kind == "timeout" for t in result.traces), result.traces[0].error
+            assert all(t.total < 2.0 for t in result.traces)
+        """
+    )
+    run().assert_outcomes(passed=3)
