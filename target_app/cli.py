@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import socket
 import sys
 from collections.abc import Sequence
 
@@ -72,6 +73,14 @@ def build_parser() -> argparse.ArgumentParser:
         help="seconds without a token from the engine before the stream fails",
     )
     p.add_argument("--max-body-bytes", type=int, default=d.max_body_bytes)
+    p.add_argument(
+        "--send-buffer",
+        type=int,
+        default=d.send_buffer,
+        help="SO_SNDBUF in bytes for every client connection (fixes the kernel's send buffer "
+        "instead of letting it grow to megabytes, so a slow reader's backpressure reaches the "
+        "app within a bounded amount of data); 0 = kernel default",
+    )
     p.add_argument("--seed", type=int, default=d.seed)
     return p
 
@@ -92,12 +101,34 @@ def config_from_args(args: argparse.Namespace) -> TargetConfig:
         max_backlog=args.max_backlog,
         stream_timeout=args.stream_timeout,
         max_body_bytes=args.max_body_bytes,
+        send_buffer=args.send_buffer,
         seed=args.seed,
     )
 
 
+def bind_listener(host: str, port: int, send_buffer: int) -> socket.socket:
+    """A bound TCP socket for uvicorn. ``send_buffer`` > 0 sets SO_SNDBUF on it, which Linux
+    copies to every accepted connection."""
+    family, kind, proto, _, address = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)[0]
+    sock = socket.socket(family, kind, proto)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        if send_buffer > 0:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, send_buffer)
+        sock.bind(address)
+    except OSError:
+        sock.close()
+        raise
+    return sock
+
+
 async def serve(config: TargetConfig, host: str, port: int) -> int:
     """Run uvicorn until a signal stops it; print the listening line once bound."""
+    try:
+        sock = bind_listener(host, port, config.send_buffer)
+    except OSError as exc:
+        print(f"error: cannot bind {host}:{port}: {exc}", file=sys.stderr, flush=True)
+        return 1
     server = uvicorn.Server(
         uvicorn.Config(
             create_app(config),
@@ -109,7 +140,7 @@ async def serve(config: TargetConfig, host: str, port: int) -> int:
             timeout_graceful_shutdown=GRACEFUL_SHUTDOWN_S,
         )
     )
-    task = asyncio.create_task(server.serve())
+    task = asyncio.create_task(server.serve(sockets=[sock]))
     # uvicorn offers no "bound" event; startup takes milliseconds, and a failed bind ends the
     # task, so poll both.
     while not server.started:

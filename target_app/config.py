@@ -30,6 +30,7 @@ class TargetConfig:
     max_backlog: int = 256
     stream_timeout: float = 30.0
     max_body_bytes: int = 1 << 20
+    send_buffer: int = 0
     seed: int = 0
 
     def problems(self) -> list[str]:
@@ -47,6 +48,10 @@ class TargetConfig:
             found.append(f"--max-backlog must be >= 1 token, got {self.max_backlog}")
         if self.stream_timeout <= 0:
             found.append(f"--stream-timeout must be > 0 seconds, got {self.stream_timeout}")
+        if self.send_buffer < 0:
+            found.append(
+                f"--send-buffer must be >= 0 bytes (0 = kernel default), got {self.send_buffer}"
+            )
         if self.max_body_bytes < 1:
             found.append(f"--max-body-bytes must be >= 1, got {self.max_body_bytes}")
         return found

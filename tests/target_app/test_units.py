@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import socket
 import threading
 from pathlib import Path
 
 import pytest
 import torch
 
-from target_app.cli import build_parser, config_from_args, main
+from target_app.cli import bind_listener, build_parser, config_from_args, main
 from target_app.config import TargetConfig
 from target_app.device import DeviceSelectionError, select_device, select_dtype
 from target_app.engines.batch import cache_sizing
@@ -49,8 +50,11 @@ def test_bfloat16_on_a_gpu_without_it_is_an_error() -> None:
 
 
 def test_config_problems_name_the_flag() -> None:
-    problems = TargetConfig(max_concurrency=0, heartbeat=-1, send_timeout=0).problems()
+    problems = TargetConfig(
+        max_concurrency=0, heartbeat=-1, send_timeout=0, send_buffer=-1
+    ).problems()
     assert any("--max-concurrency" in p for p in problems)
+    assert any("--send-buffer" in p for p in problems)
     assert any("--heartbeat" in p for p in problems)
     assert any("--send-timeout" in p for p in problems)
     assert TargetConfig().problems() == []
@@ -120,3 +124,15 @@ def test_tiny_model_loads_through_from_pretrained(tiny_cache: Path) -> None:
     assert all(w.isalpha() for w in words)
     ids = tokenizer(" ".join(words[:5]), add_special_tokens=False)["input_ids"]
     assert tokenizer.decode(ids) == " ".join(words[:5])
+
+
+def test_send_buffer_is_inherited_by_accepted_connections() -> None:
+    listener = bind_listener("127.0.0.1", 0, 8192)
+    listener.listen()
+    with listener, socket.create_connection(listener.getsockname()):
+        accepted, _ = listener.accept()
+        with accepted:
+            size = accepted.getsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF)
+    # Linux doubles the requested size for bookkeeping; the point is that it is fixed and
+    # small, not the default that grows to megabytes.
+    assert 8192 <= size <= 4 * 8192

@@ -1,0 +1,93 @@
+"""Incident 6, a slow reader: a throttled client backs up the server's socket.
+
+The network between the proxy and this client moves 2 KB/s while the target generates about a
+hundred times faster. With the kernel left to grow its send buffer to megabytes, a whole answer
+fits in buffers and the server never notices; production servers bound it, and so does this
+target variant (``--send-buffer 8192``). Once the buffers are full the target's writes block,
+its per-stream backlog reaches ``--max-backlog`` tokens, and it ends that stream with an error
+instead of buffering without bound. A normal stream read at the same time keeps its deadlines.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+from conftest import FAULT_KNOBS
+from resilience_helpers import counter, wait_for
+
+from pytest_streamguard import DeadlineViolation, StreamGuard, Target
+from pytest_streamguard.client import ReadLimits, StreamRecorder, StreamRequest, aread_stream
+
+# A long OpenAI-format answer (about 200 bytes an event, 400 KB in all): far more than the
+# buffers between the target and the throttled client can hold.
+SLOW = {"prompt": "a long answer", "max_tokens": 2000, "stream": True}
+NORMAL = {"prompt": "a short answer", "max_new_tokens": 64}
+BACKLOG = 64
+# Generous bound on how much the target's resident memory may grow meanwhile: the backlog is
+# 64 tokens, so anything near this would mean it buffers the answer instead.
+RSS_GROWTH_LIMIT = 64 * 1024 * 1024
+
+
+@pytest.fixture(scope="module")
+def streamguard_target(make_streamguard_target: Callable[..., Target]) -> Target:
+    """The bundled target with a fixed 8 KiB socket send buffer and a 64-token backlog."""
+    return make_streamguard_target(
+        args=[*FAULT_KNOBS, "--send-buffer", "8192", "--max-backlog", str(BACKLOG)]
+    )
+
+
+def rss_bytes(pid: int) -> int:
+    """Resident set size of a process, from /proc."""
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) * 1024
+    raise AssertionError(f"no VmRSS for pid {pid}")
+
+
+@pytest.mark.asyncio
+async def test_slow_reader_is_ended_with_an_error_while_others_keep_deadlines(
+    streamguard: StreamGuard,
+) -> None:
+    target = streamguard.target
+    assert target.pid is not None
+    rss_before = rss_bytes(target.pid)
+    ended_before = counter(target, "streamguard_target_streams_cancelled", reason="slow_reader")
+
+    streamguard.faults.bandwidth(2)
+    slow = asyncio.create_task(
+        streamguard.astream("/v1/completions", json=SLOW, format="openai", read_timeout=5.0)
+    )
+    # A normal client of the same server, not behind the throttled network.
+    normal = await aread_stream(
+        StreamRecorder(
+            StreamRequest("POST", target.url + "/generate", NORMAL, limits=ReadLimits(5.0, 5.0)),
+            "normal stream (direct)",
+        )
+    )
+    await asyncio.to_thread(
+        wait_for,
+        lambda: (
+            counter(target, "streamguard_target_streams_cancelled", reason="slow_reader")
+            == ended_before + 1
+        ),
+        30.0,
+        "the target ended the slow reader's stream",
+    )
+    rss_growth = rss_bytes(target.pid) - rss_before
+
+    # Let the network go, so the client drains what the buffers held and sees the end.
+    streamguard.faults.clear()
+    trace = await slow
+
+    assert normal.completed, normal.error
+    normal.assert_deadline(ttft=0.5, chunk=0.2)
+    assert rss_growth < RSS_GROWTH_LIMIT, f"target grew by {rss_growth / 2**20:.1f} MiB"
+    assert not trace.completed
+    assert len(trace.chunks) < SLOW["max_tokens"]
+    assert trace.error is not None
+    assert "slow reader" in trace.error or trace.error_kind in ("cut", "reset"), trace.error
+    with pytest.raises(DeadlineViolation, match="stream did not complete"):
+        trace.assert_deadline(ttft=0.5, chunk=0.2)
