@@ -7,7 +7,6 @@ every trace is kept so the plugin can check it against the test's ``token_deadli
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
 from typing import Any
 
 from toxiproxy.proxy import Proxy
@@ -54,9 +53,10 @@ class StreamGuard:
         )
         self.faults = Faults(api, proxy)
         self.traces: list[StreamTrace] = []
+        self._opened = 0
         self._ingress: tuple[Ingress, FaultRecord] | None = None
 
-    def _prepare(
+    def _request(
         self,
         path: str,
         json: Any,
@@ -64,7 +64,8 @@ class StreamGuard:
         headers: dict[str, str] | None,
         format: str,
         read_timeout: float | None,
-    ) -> StreamRecorder:
+    ) -> StreamRequest:
+        """Validate a stream's arguments into the request to send through the proxy."""
         if not path.startswith("/"):
             raise ValueError(f"stream path {path!r} must start with '/', such as /generate")
         if read_timeout is not None:
@@ -77,7 +78,7 @@ class StreamGuard:
             limits = ReadLimits(first=float(read_timeout), gap=float(read_timeout))
         else:
             limits = ReadLimits.for_deadline(self.deadline)
-        request = StreamRequest(
+        return StreamRequest(
             method=method.upper(),
             url=self.url + path,
             json_body=json,
@@ -86,8 +87,25 @@ class StreamGuard:
             limits=limits,
             slow_reader_bps=self.faults.slow_reader_bps,
         )
-        name = f"stream {len(self.traces) + 1} ({request.method} {path})"
+
+    def _recorder(self, request: StreamRequest) -> StreamRecorder:
+        """A recorder for one stream, numbered in the order streams are opened (concurrent
+        streams of one test get distinct names)."""
+        self._opened += 1
+        path = request.url[len(self.url) :]
+        name = f"stream {self._opened} ({request.method} {path})"
         return StreamRecorder(request, name, on_chunk=self.faults.on_chunk)
+
+    def _prepare(
+        self,
+        path: str,
+        json: Any,
+        method: str,
+        headers: dict[str, str] | None,
+        format: str,
+        read_timeout: float | None,
+    ) -> StreamRecorder:
+        return self._recorder(self._request(path, json, method, headers, format, read_timeout))
 
     def _keep(self, trace: StreamTrace) -> StreamTrace:
         end = trace.end_ns if trace.end_ns is not None else trace.request_ns
@@ -155,8 +173,10 @@ class StreamGuard:
         use :meth:`aload`.
         """
         plan = LoadPlan(n=n, rate=rate, duration=duration, arrival=arrival, seed=seed)
-        make = self._load_recorders(path, json, method, headers, format, read_timeout)
-        return self._keep_load(run(plan, make, make(-1).request.socket_options()))
+        request = self._request(path, json, method, headers, format, read_timeout)
+        return self._keep_load(
+            run(plan, lambda _: self._recorder(request), request.socket_options())
+        )
 
     async def aload(
         self,
@@ -175,27 +195,10 @@ class StreamGuard:
     ) -> LoadResult:
         """The async twin of :meth:`load`, on the test's own event loop."""
         plan = LoadPlan(n=n, rate=rate, duration=duration, arrival=arrival, seed=seed)
-        make = self._load_recorders(path, json, method, headers, format, read_timeout)
-        return self._keep_load(await arun(plan, make, make(-1).request.socket_options()))
-
-    def _load_recorders(
-        self,
-        path: str,
-        json: Any,
-        method: str,
-        headers: dict[str, str] | None,
-        format: str,
-        read_timeout: float | None,
-    ) -> Callable[[int], StreamRecorder]:
-        """A recorder factory for a load; calling it once up front validates the arguments."""
-        base = len(self.traces)
-
-        def make(index: int) -> StreamRecorder:
-            recorder = self._prepare(path, json, method, headers, format, read_timeout)
-            recorder.trace.name = f"stream {base + index + 1} ({recorder.request.method} {path})"
-            return recorder
-
-        return make
+        request = self._request(path, json, method, headers, format, read_timeout)
+        return self._keep_load(
+            await arun(plan, lambda _: self._recorder(request), request.socket_options())
+        )
 
     def _keep_load(self, result: LoadResult) -> LoadResult:
         for trace in result.traces:

@@ -205,6 +205,8 @@ def test_pooled_percentile_over_every_stream(pytester: pytest.Pytester, run) -> 
 def test_async_twin(pytester: pytest.Pytester, run) -> None:  # type: ignore[no-untyped-def]
     pytester.makepyfile(
         """
+        import asyncio
+
         import pytest
 
         @pytest.mark.asyncio
@@ -217,9 +219,19 @@ def test_async_twin(pytester: pytest.Pytester, run) -> None:  # type: ignore[no-
         async def test_sync_load_in_async_test_says_what_to_use(streamguard):
             with pytest.raises(RuntimeError, match="use 'await streamguard.aload"):
                 streamguard.load(2)
+
+        @pytest.mark.asyncio
+        async def test_concurrent_astreams_get_distinct_names(streamguard):
+            body = {"max_new_tokens": 3, "interval_s": 0.01}
+            traces = await asyncio.gather(*(streamguard.astream(json=body) for _ in range(3)))
+            await streamguard.aload(2, json=body)
+            names = [t.name for t in streamguard.traces]
+            expected = [f"stream {i} (POST /generate)" for i in (1, 2, 3)]
+            assert sorted(t.name for t in traces) == expected
+            assert len(set(names)) == 5, names
         """
     )
-    run().assert_outcomes(passed=2)
+    run().assert_outcomes(passed=3)
 
 
 def test_thirty_streams_on_the_bundled_target_meet_p95_gap(
