@@ -28,7 +28,7 @@ from pytest_streamguard.trace import FaultRecord, StreamTrace
 # A test with at least this many streams is a load test and gets a gap histogram.
 HISTOGRAM_MIN_STREAMS = 4
 # Sort rank of each verdict, so an ascending sort puts the tests to look at first.
-_VERDICT_RANK = {"FAIL": 0, "error": 1, "unchecked": 2, "pass": 3}
+_VERDICT_RANK = {"FAIL": 0, "error": 1, "caught": 2, "unchecked": 3, "pass": 4}
 _HOVER_TEXT_CHARS = 40
 _PLOT_CONFIG = {"displaylogo": False, "responsive": True}
 _COLORS = {
@@ -61,6 +61,7 @@ table.sortable th[aria-sort=descending]::after { content: " \\25BC"; }
 .verdict-pass { background: #2ca02c; }
 .verdict-FAIL { background: #d62728; }
 .verdict-error { background: #9467bd; }
+.verdict-caught { background: #ff7f0e; }
 .verdict-unchecked { background: #7f7f7f; }
 section.test { border-top: 2px solid #ccc; margin-top: 24px; padding-top: 12px; }
 ul.violations li { color: #a00; font-family: ui-monospace, monospace; font-size: 13px; }

@@ -215,6 +215,9 @@ class LoadResult:
         deadline = Deadline(ttft=ttft, chunk=chunk, total=total, percentile=percentile)
         violations = check_traces(self.traces, deadline)
         if violations:
+            by_name = {trace.name: trace for trace in self.traces}
+            for violation in violations:
+                by_name.get(violation.stream, self.traces[0]).caught.append(violation.headline())
             raise DeadlineViolation(violations)
 
     def summary(self) -> dict[str, Any]:

@@ -133,7 +133,8 @@ def summary_lines(records: list[TestRecord]) -> list[str]:
                 _fmt(pooled["gap_p95_s"]),
                 _fmt(pooled["gap_max_s"]),
                 str(sum(len(t.chunks) for r in records for t in r.traces)),
-                f"{sum(r.verdict == 'FAIL' for r in records)} FAIL",
+                f"{sum(r.verdict == 'FAIL' for r in records)} FAIL, "
+                f"{sum(r.verdict == 'caught' for r in records)} caught",
                 "-",
             )
         )

@@ -93,12 +93,18 @@ class StreamGuardSession:
         deadline = item.stash.get(DEADLINE_KEY, None)
         record = TestRecord(nodeid=item.nodeid, deadline=deadline, traces=list(guard.traces))
         violations: list[Violation] = []
+        caught = [headline for trace in guard.traces for headline in trace.caught]
         if deadline is not None:
             violations = check_traces(guard.traces, deadline)
             record.violations = [v.headline() for v in violations]
             record.verdict = "FAIL" if violations else "pass"
+        elif caught:
+            # No marker, but the test checked explicitly and the plugin found a violation:
+            # the test expected it (it went on) or failed on it (body_failed below).
+            record.violations = caught
+            record.verdict = "caught"
         if body_failed:
-            record.verdict = "error"
+            record.verdict = "FAIL" if caught or violations else "error"
         self.records.append(record)
         ttft, max_gap = record.worst_ttft(), record.max_gap()
         if ttft is not None:

@@ -121,6 +121,9 @@ class StreamTrace:
     error: str | None = None
     error_kind: str | None = None
     faults: list[FaultRecord] = field(default_factory=list)
+    caught: list[str] = field(default_factory=list)
+    """Headlines of violations an explicit :meth:`assert_deadline` raised on this stream, kept
+    even when the test expects and catches them, so reports can say the plugin caught them."""
 
     @property
     def ttft(self) -> float | None:
@@ -178,6 +181,7 @@ class StreamTrace:
         deadline = Deadline(ttft=ttft, chunk=chunk, total=total, percentile=percentile)
         violations = check_trace(self, deadline)
         if violations:
+            self.caught.extend(v.headline() for v in violations)
             raise DeadlineViolation(violations)
 
     def summary(self) -> dict[str, Any]:
@@ -214,6 +218,7 @@ class StreamTrace:
             "error": self.error,
             "error_kind": self.error_kind,
             "faults": [f.to_dict() for f in self.faults],
+            "caught": list(self.caught),
             "stats": self.summary(),
         }
 
@@ -236,4 +241,5 @@ class StreamTrace:
             error=raw.get("error"),
             error_kind=raw.get("error_kind"),
             faults=[FaultRecord.from_dict(f) for f in raw.get("faults", [])],
+            caught=[str(c) for c in raw.get("caught", [])],
         )

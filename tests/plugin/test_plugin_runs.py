@@ -128,9 +128,25 @@ def test_explicit_assert_deadline_and_async_twin(pytester: pytest.Pytester, run)
             trace = await streamguard.astream(json={"max_new_tokens": 3, "interval_s": 0.02})
             assert trace.completed
             assert len(trace.chunks) == 3
+
+        def test_explicit_failure(streamguard):
+            trace = streamguard.stream(json={"max_new_tokens": 3, "first_token_s": 0.3})
+            trace.assert_deadline(ttft=0.1)
         """
     )
-    run().assert_outcomes(passed=2)
+    result = run("--streamguard-json", "out.json")
+    result.assert_outcomes(passed=2, failed=1)
+    verdicts = {
+        record["nodeid"].split("::")[-1]: (record["verdict"], record["violations"])
+        for record in json.loads((pytester.path / "out.json").read_text())["tests"]
+    }
+    # An expected violation the plugin found is "caught", not "unchecked"; one that failed the
+    # test is a FAIL.
+    assert verdicts["test_explicit"][0] == "caught"
+    assert "ttft 0.3" in verdicts["test_explicit"][1][0]
+    assert verdicts["test_async"] == ("pass", [])
+    assert verdicts["test_explicit_failure"][0] == "FAIL"
+    result.stdout.fnmatch_lines(["*test_explicit *caught*", "all 3 tests*1 FAIL, 1 caught*"])
 
 
 def test_formats_through_the_proxy(pytester: pytest.Pytester, run) -> None:  # type: ignore[no-untyped-def]
