@@ -54,6 +54,37 @@ def free_port(host: str = "127.0.0.1") -> int:
         return int(sock.getsockname()[1])
 
 
+def poll_until_ok(
+    url: str,
+    timeout: float,
+    *,
+    before_each: Callable[[str], None] | None = None,
+    pause: Callable[[], None] | None = None,
+) -> str | None:
+    """GET ``url`` until it answers 2xx: None then, else the last failure once ``timeout``
+    seconds are over. ``before_each(last)`` may raise to stop early; ``pause`` waits between
+    tries (50 ms by default)."""
+    deadline = time.monotonic() + timeout
+    last = "no answer yet"
+    with httpx.Client(timeout=2.0) as client:
+        while True:
+            if before_each is not None:
+                before_each(last)
+            try:
+                response = client.get(url)
+                if response.is_success:
+                    return None
+                last = f"HTTP {response.status_code}"
+            except httpx.HTTPError as exc:
+                last = f"{type(exc).__name__}: {exc}"
+            if time.monotonic() >= deadline:
+                return last
+            if pause is not None:
+                pause()
+            else:
+                time.sleep(0.05)
+
+
 class ManagedProcess:
     """A started child with drained output, a way to wait for a line, and a sure stop."""
 
@@ -141,26 +172,19 @@ class ManagedProcess:
 
     def wait_ready(self, url: str, timeout: float) -> None:
         """Poll ``url`` until it answers 2xx; fail early if the process exits."""
-        deadline = time.monotonic() + timeout
-        last = "no answer yet"
-        with httpx.Client(timeout=2.0) as client:
-            while True:
-                if self.popen.poll() is not None:
-                    raise self.failure(f"exited before {url} answered 2xx (last: {last})")
-                try:
-                    response = client.get(url)
-                    if response.is_success:
-                        return
-                    last = f"HTTP {response.status_code}"
-                except httpx.HTTPError as exc:
-                    last = f"{type(exc).__name__}: {exc}"
-                if time.monotonic() >= deadline:
-                    raise self.failure(
-                        f"was not ready at {url} within {timeout:g} s (last: {last})"
-                    )
-                with self._new_line:
-                    # Wake early when the child prints or exits; otherwise poll every 50 ms.
-                    self._new_line.wait(0.05)
+
+        def still_running(last: str) -> None:
+            if self.popen.poll() is not None:
+                raise self.failure(f"exited before {url} answered 2xx (last: {last})")
+
+        def pause() -> None:
+            with self._new_line:
+                # Wake early when the child prints or exits; otherwise poll every 50 ms.
+                self._new_line.wait(0.05)
+
+        last = poll_until_ok(url, timeout, before_each=still_running, pause=pause)
+        if last is not None:
+            raise self.failure(f"was not ready at {url} within {timeout:g} s (last: {last})")
 
     def stop(self) -> None:
         """SIGTERM the process group, SIGKILL it after a grace period, and reap the child."""

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import shlex
 import sys
-import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
@@ -12,7 +11,13 @@ import httpx
 from prometheus_client.metrics_core import Metric
 from prometheus_client.parser import text_string_to_metric_families
 
-from pytest_streamguard.processes import ManagedProcess, StartupError, free_port, listening_url
+from pytest_streamguard.processes import (
+    ManagedProcess,
+    StartupError,
+    free_port,
+    listening_url,
+    poll_until_ok,
+)
 from pytest_streamguard.settings import Settings
 
 BUNDLED_TARGET_HINT = (
@@ -53,23 +58,12 @@ class Target:
 
 
 def _wait_url_ready(url: str, timeout: float) -> None:
-    deadline = time.monotonic() + timeout
-    last = "no answer"
-    with httpx.Client(timeout=2.0) as client:
-        while True:
-            try:
-                response = client.get(url)
-                if response.is_success:
-                    return
-                last = f"HTTP {response.status_code}"
-            except httpx.HTTPError as exc:
-                last = f"{type(exc).__name__}: {exc}"
-            if time.monotonic() >= deadline:
-                raise StartupError(
-                    f"target at {url} (--streamguard-target-url) did not answer 2xx within "
-                    f"{timeout:g} s (last: {last})"
-                )
-            time.sleep(0.05)
+    last = poll_until_ok(url, timeout)
+    if last is not None:
+        raise StartupError(
+            f"target at {url} (--streamguard-target-url) did not answer 2xx within "
+            f"{timeout:g} s (last: {last})"
+        )
 
 
 def start_target(settings: Settings, extra_args: Sequence[str] = ()) -> Target:
