@@ -299,3 +299,15 @@ def check_traces(traces: list[StreamTrace], deadline: Deadline) -> list[Violatio
         )
     )
     return found
+
+
+def assert_traces(traces: list[StreamTrace], deadline: Deadline) -> None:
+    """Raise :class:`DeadlineViolation` if ``traces`` break ``deadline`` (see
+    :func:`check_traces`). Each violation's headline is also kept on its stream's ``caught``,
+    so the reports show what the plugin found even when the test expects and catches it."""
+    violations = check_traces(traces, deadline)
+    if violations:
+        by_name = {trace.name: trace for trace in traces}
+        for violation in violations:
+            by_name.get(violation.stream, traces[0]).caught.append(violation.headline())
+        raise DeadlineViolation(violations)

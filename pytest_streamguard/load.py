@@ -32,7 +32,7 @@ from typing import Any
 import httpx
 
 from pytest_streamguard.client import CONNECT_TIMEOUT, StreamRecorder, aread_stream
-from pytest_streamguard.deadlines import Deadline, DeadlineViolation, check_traces
+from pytest_streamguard.deadlines import Deadline, assert_traces
 from pytest_streamguard.load_transport import LoadTransport
 from pytest_streamguard.stats import percentile
 from pytest_streamguard.trace import StreamTrace
@@ -212,13 +212,9 @@ class LoadResult:
         every gap. ``ttft`` and ``total`` bound every stream. A stream that did not complete
         always violates.
         """
-        deadline = Deadline(ttft=ttft, chunk=chunk, total=total, percentile=percentile)
-        violations = check_traces(self.traces, deadline)
-        if violations:
-            by_name = {trace.name: trace for trace in self.traces}
-            for violation in violations:
-                by_name.get(violation.stream, self.traces[0]).caught.append(violation.headline())
-            raise DeadlineViolation(violations)
+        assert_traces(
+            self.traces, Deadline(ttft=ttft, chunk=chunk, total=total, percentile=percentile)
+        )
 
     def summary(self) -> dict[str, Any]:
         """Counts and pooled percentiles, in seconds."""

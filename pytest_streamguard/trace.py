@@ -176,13 +176,9 @@ class StreamTrace:
 
         A stream that did not complete always violates.
         """
-        from pytest_streamguard.deadlines import Deadline, DeadlineViolation, check_trace
+        from pytest_streamguard.deadlines import Deadline, assert_traces
 
-        deadline = Deadline(ttft=ttft, chunk=chunk, total=total, percentile=percentile)
-        violations = check_trace(self, deadline)
-        if violations:
-            self.caught.extend(v.headline() for v in violations)
-            raise DeadlineViolation(violations)
+        assert_traces([self], Deadline(ttft=ttft, chunk=chunk, total=total, percentile=percentile))
 
     def summary(self) -> dict[str, Any]:
         """The derived statistics, in seconds."""
