@@ -3,9 +3,7 @@
 from __future__ import annotations
 
 import importlib.util
-import json
 import socket
-import subprocess
 import sys
 import threading
 import time
@@ -16,6 +14,8 @@ import httpcore  # noqa: F401 -- see below
 import pytest
 import uvicorn
 from plugin_helpers import INI, STREAM_APP
+
+from pytest_streamguard.toxiproxy_client import ToxiproxyServer
 
 # httpx imports httpcore lazily and caches its exception classes on first use. pytester's
 # in-process runs drop modules first imported inside them, so a later run would get new
@@ -71,27 +71,8 @@ def _quiet_inner_asyncio(request: pytest.FixtureRequest) -> None:
 def toxiproxy_url() -> Iterator[str]:
     """One embedded Toxiproxy server for the whole run, started like a real toxiproxy-server
     (its own process, port 0, startup line on stdout); pytester runs reach it by URL."""
-    process = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "pytest_streamguard.toxiproxy_server",
-            "-host",
-            "127.0.0.1",
-            "-port",
-            "0",
-        ],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.DEVNULL,
-        text=True,
-    )
+    server = ToxiproxyServer.embedded(startup_timeout=30.0)
     try:
-        assert process.stdout is not None
-        line = process.stdout.readline()
-        assert "Starting Toxiproxy HTTP server" in line, line
-        yield f"http://127.0.0.1:{json.loads(line)['port']}"
+        yield server.url
     finally:
-        process.terminate()
-        process.wait(10)
-        if process.stdout is not None:
-            process.stdout.close()
+        server.stop()
