@@ -12,7 +12,10 @@ class FaultKnobs:
     ``cold_start_s``: delay before the first token. ``stall_after``/``stall_s``: after the token
     with index ``stall_after`` has been sent, pause ``stall_s`` seconds. ``raise_after``:
     generation raises after that many tokens. ``accel_header`` false: omit
-    ``X-Accel-Buffering: no`` so a buffering ingress buffers the stream.
+    ``X-Accel-Buffering: no`` so a buffering ingress buffers the stream. ``pad_bytes``: each
+    token event also carries a ``pad:`` line of that many bytes, a field SSE clients ignore,
+    so the stream is as heavy as one with large chunks (logprobs, tool-call deltas) and a slow
+    reader fills the buffers between it and the server within a bounded answer.
     """
 
     cold_start_s: float = 0.0
@@ -20,6 +23,7 @@ class FaultKnobs:
     stall_s: float = 0.0
     raise_after: int | None = None
     accel_header: bool = True
+    pad_bytes: int = 0
 
 
 NO_FAULTS = FaultKnobs()

@@ -215,7 +215,12 @@ class GenerationResponse:
             return "slow_reader"
 
     async def _write_token(self, send: Send, token: Token) -> None:
-        await self._write(send, self._fmt.token(token))
+        event = self._fmt.token(token)
+        if self._fault.pad_bytes:
+            # An SSE field with an unknown name is ignored by clients (WHATWG SSE, "Otherwise,
+            # the field is ignored"), so the padding adds bytes but changes no event.
+            event = b"pad: " + b"x" * self._fault.pad_bytes + b"\n" + event
+        await self._write(send, event)
         metrics = self._state.metrics
         written = time.perf_counter()
         if self._last_token_at is None:

@@ -282,7 +282,15 @@ def _messages(body: dict[str, Any]) -> list[dict[str, str]]:
     return checked
 
 
-_FAULT_FIELDS = ("cold_start_s", "stall_after", "stall_s", "raise_after", "accel_header")
+_FAULT_FIELDS = (
+    "cold_start_s",
+    "stall_after",
+    "stall_s",
+    "raise_after",
+    "accel_header",
+    "pad_bytes",
+)
+MAX_PAD_BYTES = 65536
 
 
 def _fault(body: dict[str, Any], allowed: bool) -> FaultKnobs:
@@ -334,7 +342,20 @@ def _fault(body: dict[str, Any], allowed: bool) -> FaultKnobs:
         stall_s=stall_s,
         raise_after=_optional_count(value, "raise_after"),
         accel_header=accel,
+        pad_bytes=_pad_bytes(value),
     )
+
+
+def _pad_bytes(fault: dict[str, Any]) -> int:
+    value = fault.get("pad_bytes", 0)
+    if type(value) is not int or not 0 <= value <= MAX_PAD_BYTES:
+        raise ApiError(
+            400,
+            f"fault.pad_bytes={value!r} is not accepted",
+            field="fault.pad_bytes",
+            accepted=f"an integer from 0 to {MAX_PAD_BYTES}",
+        )
+    return value
 
 
 def _optional_count(fault: dict[str, Any], key: str) -> int | None:

@@ -1,11 +1,13 @@
 """Incident 6, a slow reader: a throttled client backs up the server's socket.
 
-The network between the proxy and this client moves 2 KB/s while the target generates about a
-hundred times faster. With the kernel left to grow its send buffer to megabytes, a whole answer
-fits in buffers and the server never notices; production servers bound it, and so does this
-target variant (``--send-buffer 8192``). Once the buffers are full the target's writes block,
-its per-stream backlog reaches ``--max-backlog`` tokens, and it ends that stream with an error
-instead of buffering without bound. A normal stream read at the same time keeps its deadlines.
+The network between the proxy and this client moves 2 KB/s while the target generates a few
+hundred times faster, 1 KB events (``pad_bytes``, as heavy as chunks with logprobs). With the
+kernel left to grow its send buffer to megabytes, a whole answer fits in buffers and the server
+never notices; production servers bound it, and so does this target variant
+(``--send-buffer 8192``). Once the buffers (a few hundred KB between the target and the proxy)
+are full the target's writes block, its per-stream backlog reaches ``--max-backlog`` tokens,
+and it ends that stream with an error instead of buffering without bound. A normal stream read
+at the same time keeps its deadlines.
 """
 
 from __future__ import annotations
@@ -21,9 +23,9 @@ from resilience_helpers import counter, wait_for
 from pytest_streamguard import DeadlineViolation, StreamGuard, Target
 from pytest_streamguard.client import ReadLimits, StreamRecorder, StreamRequest, aread_stream
 
-# A long OpenAI-format answer (about 200 bytes an event, 400 KB in all): far more than the
-# buffers between the target and the throttled client can hold.
-SLOW = {"prompt": "a long answer", "max_tokens": 2000, "stream": True}
+# A long answer of 1 KB events (2 MB in all): several times what the buffers between the target
+# and the throttled client hold, so the outcome does not hang on the exact buffer sizes.
+SLOW = {"prompt": "a long answer", "max_new_tokens": 2000, "fault": {"pad_bytes": 1000}}
 NORMAL = {"prompt": "a short answer", "max_new_tokens": 64}
 BACKLOG = 64
 # Generous bound on how much the target's resident memory may grow meanwhile: the backlog is
@@ -57,9 +59,7 @@ async def test_slow_reader_is_ended_with_an_error_while_others_keep_deadlines(
     ended_before = counter(target, "streamguard_target_streams_cancelled", reason="slow_reader")
 
     streamguard.faults.bandwidth(2)
-    slow = asyncio.create_task(
-        streamguard.astream("/v1/completions", json=SLOW, format="openai", read_timeout=5.0)
-    )
+    slow = asyncio.create_task(streamguard.astream("/generate", json=SLOW, read_timeout=5.0))
     # A normal client of the same server, not behind the throttled network.
     normal = await aread_stream(
         StreamRecorder(
@@ -86,7 +86,8 @@ async def test_slow_reader_is_ended_with_an_error_while_others_keep_deadlines(
     normal.assert_deadline(ttft=0.5, chunk=0.2)
     assert rss_growth < RSS_GROWTH_LIMIT, f"target grew by {rss_growth / 2**20:.1f} MiB"
     assert not trace.completed
-    assert len(trace.chunks) < SLOW["max_tokens"]
+    # Ended long before its end: the buffers hold a few hundred of these events, not 2,000.
+    assert len(trace.chunks) < 1000
     assert trace.error is not None
     assert "slow reader" in trace.error or trace.error_kind in ("cut", "reset"), trace.error
     with pytest.raises(DeadlineViolation, match="stream did not complete"):

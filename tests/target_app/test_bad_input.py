@@ -70,6 +70,13 @@ CASES = [
         id="fault-type",
     ),
     pytest.param("/generate", {"prompt": "a", "fault": 3}, 400, "fault", id="fault-not-object"),
+    pytest.param(
+        "/generate",
+        {"prompt": "a", "fault": {"pad_bytes": 65537}},
+        400,
+        "fault.pad_bytes",
+        id="fault-pad-too-big",
+    ),
     pytest.param("/v1/completions", {"prompt": "a", "stream": "yes"}, 400, "stream", id="stream"),
     pytest.param("/v1/completions", {"prompt": "a", "max_tokens": -1}, 400, "max_tokens", id="neg"),
     pytest.param("/v1/chat/completions", {"max_tokens": 2}, 400, "messages", id="no-messages"),

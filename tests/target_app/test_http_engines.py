@@ -153,6 +153,19 @@ def test_accel_header_knob_drops_the_header(client: httpx.Client) -> None:
         assert list(iter_sse(r))[-1].kind == "done"
 
 
+def test_pad_bytes_knob_adds_an_ignored_field_to_every_token_event(client: httpx.Client) -> None:
+    plain = {"prompt": "baba", "max_new_tokens": 4}
+    padded = {**plain, "fault": {"pad_bytes": 1000}}
+    raw = client.post("/generate", json=padded).content
+    assert raw.count(b"pad: " + b"x" * 1000 + b"\n") == 4
+    texts = [
+        [e.data["text"] for e in data_events(collect(client, "/generate", body))]
+        for body in (plain, padded)
+    ]
+    assert texts[0] == texts[1]
+    assert len(texts[1]) == 4
+
+
 def test_disconnect_mid_stream_frees_the_slot_and_stops_generation(
     client: httpx.Client, target: TargetProcess
 ) -> None:
