@@ -247,6 +247,7 @@ class StreamRecorder:
         self._event_bytes += len(raw)
         if line.startswith(":"):
             self.trace.heartbeats += 1
+            self.trace.heartbeat_ns.append(stamp_ns)
             self._event_start_ns = None
             self._event_bytes = 0
             return

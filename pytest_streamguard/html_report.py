@@ -37,6 +37,7 @@ _COLORS = {
     "over": "rgba(214, 39, 40, 0.55)",
     "expired": "#d62728",
     "other": "#7f7f7f",
+    "beat": "#9467bd",
     "fault": "rgba(255, 127, 14, 0.75)",
     "done": "#2ca02c",
     "cut": "#d62728",
@@ -185,12 +186,14 @@ def timeline_figure(record: TestRecord) -> go.Figure:
     Drawn: each chunk; the deadline window (green: until the TTFT deadline after the request,
     then the chunk deadline after each chunk, so a gap that leaves the band broke it); gaps
     over the chunk deadline in red with a tick where the deadline ran out; socket reads that
-    completed no data event (heartbeats, partial and end events); the faults while active;
+    completed no data event (partial and end events), and the heartbeats (SSE comments) apart
+    from them; the faults while active;
     the response headers; the end of the stream (done, or the cut/error).
     """
     deadline = record.deadline or Deadline()
     chunks, window, over, expired = _Series(), _Series(), _Series(), _Series()
     other, faults, headers, done, cut = _Series(), _Series(), _Series(), _Series(), _Series()
+    beats = _Series()
     labels: list[str] = []
     x_max = deadline.ttft or 0.0
     for row, trace in enumerate(record.traces):
@@ -236,7 +239,10 @@ def timeline_figure(record: TestRecord) -> go.Figure:
                     "the previous chunk)",
                 )
             previous = x
-        data_stamps = {c.stamp_ns for c in trace.chunks}
+        for stamp in trace.heartbeat_ns:
+            x = _s(stamp, t0)
+            beats.point(x, row, f"heartbeat (SSE comment) at {x * 1e3:.1f} ms")
+        data_stamps = {c.stamp_ns for c in trace.chunks} | set(trace.heartbeat_ns)
         for stamp, nbytes in trace.reads:
             if stamp not in data_stamps:
                 x = _s(stamp, t0)
@@ -283,10 +289,11 @@ def timeline_figure(record: TestRecord) -> go.Figure:
     marks: list[tuple[str, _Series, dict[str, Any]]] = [
         ("response headers", headers, {"symbol": "circle-open", "size": 9, "color": "#555"}),
         (
-            "other bytes (heartbeats, end event)",
+            "other bytes (end event, partial events)",
             other,
             {"symbol": "line-ns-open", "size": 9, "color": _COLORS["other"]},
         ),
+        ("heartbeat", beats, {"symbol": "diamond-open", "size": 8, "color": _COLORS["beat"]}),
         ("chunk", chunks, {"symbol": "circle", "size": 7, "color": _COLORS["chunk"]}),
         (
             "chunk deadline ran out",

@@ -117,6 +117,8 @@ class StreamTrace:
     chunks: list[Chunk] = field(default_factory=list)
     reads: list[tuple[int, int]] = field(default_factory=list)
     heartbeats: int = 0
+    heartbeat_ns: list[int] = field(default_factory=list)
+    """Arrival stamp of each SSE comment (``: ping``), one per counted heartbeat."""
     completed: bool = False
     error: str | None = None
     error_kind: str | None = None
@@ -210,6 +212,7 @@ class StreamTrace:
             "chunks": [c.to_dict() for c in self.chunks],
             "reads": [[stamp, n] for stamp, n in self.reads],
             "heartbeats": self.heartbeats,
+            "heartbeat_ns": list(self.heartbeat_ns),
             "completed": self.completed,
             "error": self.error,
             "error_kind": self.error_kind,
@@ -233,6 +236,7 @@ class StreamTrace:
             chunks=[Chunk.from_dict(c) for c in raw.get("chunks", [])],
             reads=[(int(s), int(n)) for s, n in raw.get("reads", [])],
             heartbeats=int(raw.get("heartbeats", 0)),
+            heartbeat_ns=[int(s) for s in raw.get("heartbeat_ns", [])],
             completed=bool(raw.get("completed", False)),
             error=raw.get("error"),
             error_kind=raw.get("error_kind"),

@@ -111,7 +111,13 @@ def test_timelines_draw_what_the_streams_did(page: Page, report_run: ReportRun) 
     )
     assert "cut / error" in _trace_names(page, cut)
     assert "completed" not in _trace_names(page, cut)
-    assert "other bytes (heartbeats, end event)" in _trace_names(page, passing)
+    # Heartbeats are drawn apart from other reads, one mark per heartbeat the JSON holds.
+    assert "heartbeat" in _trace_names(page, passing)
+    beats = page.evaluate(
+        f"document.getElementById('{passing}').data.find((t) => t.name === 'heartbeat').x.length"
+    )
+    passing_traces = report_run.document["tests"][1]["traces"]
+    assert beats == sum(len(t["heartbeat_ns"]) for t in passing_traces) >= 2
     assert "gap over deadline" not in _trace_names(page, passing)
     # One chunk mark per chunk the JSON holds, one row per stream.
     tests = report_run.document["tests"]
