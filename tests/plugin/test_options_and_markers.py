@@ -88,6 +88,10 @@ def test_target_cmd_is_split_without_a_shell(pytester: pytest.Pytester) -> None:
             ["--streamguard-target-url", "http://127.0.0.1:1", "--streamguard-target-cmd", "x"],
             "*are both set: give one of them*",
         ),
+        (
+            ["--streamguard-target-url", "http://127.0.0.1:1", "--streamguard-target-args=-v"],
+            "streamguard_target_args (--streamguard-target-args) and streamguard_target_url*",
+        ),
     ],
 )
 def test_bad_option_is_a_usage_error(

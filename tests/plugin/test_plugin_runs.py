@@ -14,7 +14,7 @@ import xml.etree.ElementTree as ET
 from pathlib import Path
 
 import pytest
-from plugin_helpers import pid_alive
+from plugin_helpers import STREAM_APP, pid_alive
 
 
 @pytest.fixture
@@ -388,6 +388,32 @@ def test_target_cmd_and_embedded_server_are_started_and_stopped(
     )
     for pid in json.loads(pids.read_text()):
         assert not pid_alive(pid), f"process {pid} outlived the session"
+
+
+def test_target_args_are_appended_to_a_started_target(
+    pytester: pytest.Pytester, toxiproxy_url: str
+) -> None:
+    # No {port}: the example app binds port 0 and prints its URL, so the address it listens on
+    # is the one the extra flag chose (127.0.0.2 is loopback too).
+    pytester.makepyfile(
+        """
+        def test_started_with_flags(streamguard):
+            assert streamguard.target.url.startswith("http://127.0.0.2:")
+            assert streamguard.stream(json={"max_new_tokens": 2, "interval_s": 0.01}).completed
+        """
+    )
+    result = pytester.runpytest(
+        "--streamguard",
+        "--streamguard-toxiproxy",
+        toxiproxy_url,
+        "--streamguard-target-cmd",
+        f"{sys.executable} {STREAM_APP}",
+        "--streamguard-target-args",
+        "--host 127.0.0.2",
+        "-p",
+        "no:cacheprovider",
+    )
+    result.assert_outcomes(passed=1)
 
 
 def test_target_that_fails_to_start_errors_its_tests(
