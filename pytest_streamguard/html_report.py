@@ -273,19 +273,6 @@ def timeline_figure(record: TestRecord) -> go.Figure:
         ("gap over deadline", over, {"color": _COLORS["over"], "width": 6}),
         ("fault active", faults, {"color": _COLORS["fault"], "width": 4}),
     ]
-    for name, series, line in lines:
-        if series.x:
-            fig.add_trace(
-                go.Scatter(
-                    x=series.x,
-                    y=series.y,
-                    text=series.text,
-                    name=name,
-                    mode="lines",
-                    line=line,
-                    hovertemplate="%{text}<extra></extra>",
-                )
-            )
     marks: list[tuple[str, _Series, dict[str, Any]]] = [
         ("response headers", headers, {"symbol": "circle-open", "size": 9, "color": "#555"}),
         (
@@ -308,7 +295,9 @@ def timeline_figure(record: TestRecord) -> go.Figure:
         ("completed", done, {"symbol": "diamond", "size": 11, "color": _COLORS["done"]}),
         ("cut / error", cut, {"symbol": "x", "size": 13, "color": _COLORS["cut"]}),
     ]
-    for name, series, marker in marks:
+    drawn = [(name, s, "lines", {"line": style}) for name, s, style in lines]
+    drawn += [(name, s, "markers", {"marker": style}) for name, s, style in marks]
+    for name, series, mode, style in drawn:
         if series.x:
             fig.add_trace(
                 go.Scatter(
@@ -316,9 +305,9 @@ def timeline_figure(record: TestRecord) -> go.Figure:
                     y=series.y,
                     text=series.text,
                     name=name,
-                    mode="markers",
-                    marker=marker,
+                    mode=mode,
                     hovertemplate="%{text}<extra></extra>",
+                    **style,
                 )
             )
     if deadline.ttft is not None:
