@@ -7,7 +7,7 @@ import socket
 import sys
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from types import ModuleType
 
 import httpcore  # noqa: F401 -- see below
@@ -76,3 +76,24 @@ def toxiproxy_url() -> Iterator[str]:
         yield server.url
     finally:
         server.stop()
+
+
+@pytest.fixture
+def run(
+    pytester: pytest.Pytester, app_url: str, toxiproxy_url: str
+) -> Callable[..., pytest.RunResult]:
+    """Run pytest in-process with the plugin on, against the shared app and server."""
+
+    def run_pytest(*args: str) -> pytest.RunResult:
+        return pytester.runpytest(
+            "--streamguard",
+            "--streamguard-toxiproxy",
+            toxiproxy_url,
+            "--streamguard-target-url",
+            app_url,
+            "-p",
+            "no:cacheprovider",
+            *args,
+        )
+
+    return run_pytest

@@ -16,25 +16,6 @@ import pytest
 from pytest_streamguard.load import LoadPlan
 
 
-@pytest.fixture
-def run(pytester: pytest.Pytester, app_url: str, toxiproxy_url: str):  # type: ignore[no-untyped-def]
-    """Run pytest in-process with the plugin on, against the shared app and server."""
-
-    def run_pytest(*args: str) -> pytest.RunResult:
-        return pytester.runpytest(
-            "--streamguard",
-            "--streamguard-toxiproxy",
-            toxiproxy_url,
-            "--streamguard-target-url",
-            app_url,
-            "-p",
-            "no:cacheprovider",
-            *args,
-        )
-
-    return run_pytest
-
-
 @pytest.mark.parametrize(
     ("kwargs", "message"),
     [
