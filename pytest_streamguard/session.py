@@ -122,9 +122,11 @@ class StreamGuardSession:
         if verbosity < 0:
             if verbosity == -1 and self.records:
                 failed = sum(r.verdict == "FAIL" for r in self.records)
+                caught = sum(r.verdict == "caught" for r in self.records)
+                expected = f", {caught} caught as expected" if caught else ""
                 terminalreporter.write_line(
                     f"streamguard: {len(self.records)} test(s) read streams, "
-                    f"{failed} violated a deadline"
+                    f"{failed} violated a deadline{expected}"
                 )
             return
         terminalreporter.section("streamguard")

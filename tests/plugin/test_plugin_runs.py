@@ -115,6 +115,11 @@ def test_explicit_assert_deadline_and_async_twin(pytester: pytest.Pytester, run)
             trace.assert_deadline(ttft=0.1)
         """
     )
+    quiet = run("-q")
+    quiet.assert_outcomes(passed=2, failed=1)
+    quiet.stdout.fnmatch_lines(
+        ["streamguard: 3 test(s) read streams, 1 violated a deadline, 1 caught as expected"]
+    )
     result = run("--streamguard-json", "out.json")
     result.assert_outcomes(passed=2, failed=1)
     verdicts = {
