@@ -77,6 +77,18 @@ def pct_ms(samples: list[float], q: float) -> float | None:
     return ms(percentile(samples, q))
 
 
+def sample_row(measurement: str, streams: int, samples: list[float], note: str) -> Row:
+    """A row with the p50/p95/p99 of samples in seconds."""
+    return Row(
+        measurement,
+        str(streams),
+        pct_ms(samples, 50),
+        pct_ms(samples, 95),
+        pct_ms(samples, 99),
+        note,
+    )
+
+
 def proxy_rows(counts: list[int], seconds: float) -> list[Row]:
     """Direct vs proxied per-chunk latency and the latency toxic's error, per stream count."""
     rows: list[Row] = []
@@ -194,36 +206,21 @@ def target_rows(counts: list[int], tokens: int) -> list[Row]:
         for streams in counts:
             result = read_load(url, streams, body)
             done = f"{result.completed}/{streams} completed"
-            rows.append(
-                Row(
-                    "target TTFT",
-                    str(streams),
-                    pct_ms(result.ttft, 50),
-                    pct_ms(result.ttft, 95),
-                    pct_ms(result.ttft, 99),
-                    done,
-                )
-            )
-            rows.append(
-                Row(
+            rows += [
+                sample_row("target TTFT", streams, result.ttft, done),
+                sample_row(
                     "target gap",
-                    str(streams),
-                    pct_ms(result.gaps, 50),
-                    pct_ms(result.gaps, 95),
-                    pct_ms(result.gaps, 99),
+                    streams,
+                    result.gaps,
                     f"max {pct_ms(result.gaps, 100) or 0:.1f} ms",
-                )
-            )
-            rows.append(
-                Row(
+                ),
+                sample_row(
                     "client stamp error vs target sent_ns",
-                    str(streams),
-                    pct_ms(result.delivery, 50),
-                    pct_ms(result.delivery, 95),
-                    pct_ms(result.delivery, 99),
+                    streams,
+                    result.delivery,
                     f"{len(result.delivery)} events",
-                )
-            )
+                ),
+            ]
     finally:
         process.terminate()
         process.wait(30)
