@@ -26,7 +26,14 @@ def test_example_file_passes(pytester: pytest.Pytester, toxiproxy_url: str) -> N
     result.stdout.fnmatch_lines(["*test_stream_meets_its_deadlines * 20 * pass  -"])
 
 
+def test_readme_example_is_the_quickstart_file() -> None:
+    readme = (EXAMPLES.parent / "README.md").read_text()
+    first_block = readme.split("```python\n", 1)[1].split("```", 1)[0]
+    assert first_block.strip() in (EXAMPLES / "test_quickstart.py").read_text()
+
+
 def test_bundled_target_is_the_default(pytester: pytest.Pytester, toxiproxy_url: str) -> None:
+    shutil.copy(EXAMPLES / "test_quickstart.py", pytester.path / "test_quickstart.py")
     pytester.makepyfile(
         """
         import json
@@ -49,6 +56,9 @@ def test_bundled_target_is_the_default(pytester: pytest.Pytester, toxiproxy_url:
     result = pytester.runpytest(
         "--streamguard", "--streamguard-toxiproxy", toxiproxy_url, "-p", "no:cacheprovider"
     )
-    result.assert_outcomes(passed=1)
+    result.assert_outcomes(passed=2)
     result.stdout.fnmatch_lines(["*streamguard: target=bundled target_app (tiny model)*"])
+    result.stdout.fnmatch_lines(
+        ["*test_quickstart.py::test_stream_survives_latency * pass  latency*"]
+    )
     assert not pid_alive(int((pytester.path / "pid").read_text()))
