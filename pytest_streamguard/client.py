@@ -350,13 +350,17 @@ def _timeout(limits: ReadLimits) -> httpx.Timeout:
     return httpx.Timeout(connect=CONNECT_TIMEOUT, read=limits.socket_read, write=10.0, pool=10.0)
 
 
-def _pace(recorder: StreamRecorder, started_ns: int) -> float:
-    """Seconds a slow reader still has to wait to keep to its byte rate."""
+def _pace(recorder: StreamRecorder) -> float:
+    """Seconds a slow reader waits before its next read to keep to its byte rate, never past
+    the stream's own read deadline; 0 for a normal reader."""
     rate = recorder.request.slow_reader_bps
     if rate is None:
         return 0.0
-    due = recorder.trace.nbytes / rate
-    return due - (time.perf_counter_ns() - started_ns) / 1e9
+    now = time.perf_counter_ns()
+    wait = recorder.trace.nbytes / rate - (now - recorder.trace.request_ns) / 1e9
+    if wait <= 0:
+        return 0.0
+    return min(wait, max(recorder.seconds_left(now), 0))
 
 
 def read_stream(recorder: StreamRecorder) -> StreamTrace:
@@ -385,11 +389,9 @@ def read_stream(recorder: StreamRecorder) -> StreamTrace:
                         recorder.feed(data, time.perf_counter_ns())
                         if recorder.stopped:
                             break
-                        wait = _pace(recorder, recorder.trace.request_ns)
+                        wait = _pace(recorder)
                         if wait > 0:
-                            time.sleep(
-                                min(wait, max(recorder.seconds_left(time.perf_counter_ns()), 0))
-                            )
+                            time.sleep(wait)
                     if not recorder.stopped:
                         recorder.eof()
         except httpx.HTTPError as exc:
@@ -441,10 +443,9 @@ async def _aread(client: httpx.AsyncClient, recorder: StreamRecorder) -> StreamT
                     recorder.feed(data, getattr(data, "stamp_ns", 0) or time.perf_counter_ns())
                     if recorder.stopped:
                         break
-                    wait = _pace(recorder, recorder.trace.request_ns)
+                    wait = _pace(recorder)
                     if wait > 0:
-                        left = max(recorder.seconds_left(time.perf_counter_ns()), 0)
-                        await asyncio.sleep(min(wait, left))
+                        await asyncio.sleep(wait)
                 if not recorder.stopped:
                     recorder.eof()
     except httpx.HTTPError as exc:
