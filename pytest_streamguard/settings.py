@@ -157,6 +157,16 @@ def _enabled(config: pytest.Config) -> bool:
     return bool(config.getini("streamguard"))
 
 
+def _split(raw: str, source: str, key: str, expected: str) -> tuple[str, ...]:
+    """Split a command line like a shell would (no shell runs it); a UsageError otherwise."""
+    try:
+        return tuple(shlex.split(raw))
+    except ValueError as exc:
+        raise pytest.UsageError(
+            f"{raw!r} from {source} is not a valid {key}: {exc}; expected {expected}"
+        ) from None
+
+
 def resolve_settings(config: pytest.Config) -> Settings:
     """Read and validate every option once; raise :class:`pytest.UsageError` on a bad value."""
     target_url_raw, url_source = _raw(config, "streamguard_target_url")
@@ -166,13 +176,12 @@ def resolve_settings(config: pytest.Config) -> Settings:
         target_url = _http_url(target_url_raw, url_source, "streamguard_target_url")
     target_cmd: tuple[str, ...] | None = None
     if target_cmd_raw.strip():
-        try:
-            target_cmd = tuple(shlex.split(target_cmd_raw))
-        except ValueError as exc:
-            raise pytest.UsageError(
-                f"{target_cmd_raw!r} from {cmd_source} is not a valid streamguard_target_cmd: "
-                f"{exc}; expected a command line such as 'python app.py --port {{port}}'"
-            ) from None
+        target_cmd = _split(
+            target_cmd_raw,
+            cmd_source,
+            "streamguard_target_cmd",
+            "a command line such as 'python app.py --port {port}'",
+        )
     if target_url is not None and target_cmd is not None:
         raise pytest.UsageError(
             f"streamguard_target_url ({url_source}) and streamguard_target_cmd ({cmd_source}) "
@@ -180,13 +189,12 @@ def resolve_settings(config: pytest.Config) -> Settings:
         )
 
     target_args_raw, args_source = _raw(config, "streamguard_target_args")
-    try:
-        target_args = tuple(shlex.split(target_args_raw))
-    except ValueError as exc:
-        raise pytest.UsageError(
-            f"{target_args_raw!r} from {args_source} is not a valid streamguard_target_args: "
-            f"{exc}; expected flags such as '--heartbeat 0.5 --allow-fault-knobs'"
-        ) from None
+    target_args = _split(
+        target_args_raw,
+        args_source,
+        "streamguard_target_args",
+        "flags such as '--heartbeat 0.5 --allow-fault-knobs'",
+    )
     if target_args and target_url is not None:
         raise pytest.UsageError(
             f"streamguard_target_args ({args_source}) and streamguard_target_url ({url_source}) "
