@@ -1,31 +1,49 @@
 """The streaming HTTP client: reads a token stream and records a :class:`StreamTrace`.
 
-Each network read is stamped with ``time.perf_counter_ns()`` as it returns; each parsed data
-event carries the stamp of the read that completed it. The client never hangs: every read waits
-at most a limit derived from the deadline (or a generous default), and the stream is abandoned
-when no data event arrives in time even if heartbeats keep the socket busy. Whatever happens (an
-HTTP error, a cut, a reset, a timeout, an ``event: error``) is recorded on the trace, never
-raised and never dropped.
+Each network read is stamped with ``time.perf_counter_ns()`` as it returns; each frame of the
+stream's format carries the stamp of the read that completed it. What a frame means (a token, the
+clean end, a heartbeat, a server error) is the format's call (:mod:`pytest_streamguard.formats`),
+so the sync client, the async client and the load transport read every protocol the same way.
 
-Parsing is sans-IO (:class:`StreamRecorder`) so the sync and async twins share it.
+Every stream ends in exactly one outcome: ``completed`` (the format's end arrived), or an
+``error_kind``: ``truncated`` (a clean close without the end), ``protocol`` (not a stream of this
+format), ``server`` (an error inside the stream), ``http`` (a non-2xx answer), ``cut``,
+``reset``, ``timeout``, ``connect`` or ``network``. Nothing is raised and nothing hangs: the
+wait for the first token, for each next token and for the whole stream each have a limit
+(from the test's deadline, ``read_timeout``, or ``--streamguard-max-stream-seconds``), enforced
+on the clock even when heartbeats keep the socket busy.
+
+Parsing is sans-IO (:class:`StreamRecorder`); the sync entry point runs the async reader on a
+private event loop, so both twins share one reading loop.
 """
 
 from __future__ import annotations
 
 import asyncio
-import json
+import concurrent.futures
 import socket
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Coroutine
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 import httpx
 
 from pytest_streamguard.deadlines import Deadline
+from pytest_streamguard.formats import (
+    TEXT,
+    Frame,
+    Framer,
+    Reading,
+    StreamError,
+    StreamFormat,
+    resolve_format,
+)
+from pytest_streamguard.settings import DEFAULT_MAX_STREAM_SECONDS
 from pytest_streamguard.trace import Chunk, StreamTrace
 
-FORMATS = ("sse", "openai", "ndjson", "raw")
+T = TypeVar("T")
+
 # Limits when no deadline says otherwise: long enough for a cold model, short enough that a
 # blackholed stream ends the test instead of hanging CI.
 DEFAULT_READ_LIMIT = 30.0
@@ -34,6 +52,8 @@ CONNECT_TIMEOUT = 10.0
 _ERROR_BODY_LIMIT = 500
 # Receive buffer asked for by a slow reader, so backpressure reaches the server quickly.
 SLOW_READER_RCVBUF = 4096
+# Failures of the connection itself; after the format's end arrived they cost nothing.
+_TRANSPORT_KINDS = frozenset({"cut", "reset", "timeout", "network"})
 
 
 def read_limit(bound: float | None) -> float:
@@ -49,23 +69,36 @@ def read_limit(bound: float | None) -> float:
 
 @dataclass(frozen=True)
 class ReadLimits:
-    """Seconds the client waits for the first data event, between data events, and in total."""
+    """Seconds the client waits for the first token, between tokens, and for the whole stream.
+
+    ``total_reason`` names where the total limit comes from, for the timeout message.
+    """
 
     first: float = DEFAULT_READ_LIMIT
     gap: float = DEFAULT_READ_LIMIT
-    total: float | None = None
+    total: float = DEFAULT_MAX_STREAM_SECONDS
+    total_reason: str = "--streamguard-max-stream-seconds"
 
     @classmethod
-    def for_deadline(cls, deadline: Deadline | None) -> ReadLimits:
-        """Limits that let ``deadline`` be measured without waiting forever."""
+    def for_deadline(
+        cls, deadline: Deadline | None, max_stream: float = DEFAULT_MAX_STREAM_SECONDS
+    ) -> ReadLimits:
+        """Limits that let ``deadline`` be measured without waiting forever; a stream without
+        a ``total`` deadline is bounded by ``max_stream`` seconds."""
         if deadline is None:
-            return cls()
+            return cls(total=max_stream)
         gap = read_limit(deadline.chunk)
         if deadline.percentile is not None:
             # Single gaps may exceed a percentile bound legitimately; keep reading longer.
             gap = max(gap, 10.0)
-        total = read_limit(deadline.total) if deadline.total is not None else None
-        return cls(first=read_limit(deadline.ttft), gap=gap, total=total)
+        if deadline.total is None:
+            return cls(first=read_limit(deadline.ttft), gap=gap, total=max_stream)
+        return cls(
+            first=read_limit(deadline.ttft),
+            gap=gap,
+            total=read_limit(deadline.total),
+            total_reason="client read limit",
+        )
 
     @property
     def socket_read(self) -> float:
@@ -75,29 +108,23 @@ class ReadLimits:
 
 @dataclass
 class StreamRequest:
-    """What to send and how to read the answer."""
+    """What to send and how to read the answer (``format``: a built-in name or a
+    :class:`~pytest_streamguard.formats.StreamFormat`)."""
 
     method: str
     url: str
     json_body: Any = None
     headers: dict[str, str] = field(default_factory=dict)
-    format: str = "sse"
+    format: str | StreamFormat = "sse"
     limits: ReadLimits = field(default_factory=ReadLimits)
     slow_reader_bps: float | None = None
 
     def __post_init__(self) -> None:
-        if self.format not in FORMATS:
-            raise ValueError(
-                f"format={self.format!r} is not supported: expected one of {', '.join(FORMATS)}"
-            )
+        self.stream_format = resolve_format(self.format)
 
     def request_headers(self) -> dict[str, str]:
         """Headers to send: the caller's, plus an Accept that fits the format."""
-        headers = {"user-agent": "pytest-streamguard"}
-        if self.format in ("sse", "openai"):
-            headers["accept"] = "text/event-stream"
-        elif self.format == "ndjson":
-            headers["accept"] = "application/x-ndjson"
+        headers = {"user-agent": "pytest-streamguard", "accept": self.stream_format.accept}
         headers.update({k.lower(): v for k, v in self.headers.items()})
         return headers
 
@@ -118,218 +145,194 @@ class StreamRecorder:
         on_chunk: Callable[[StreamTrace], None] | None = None,
     ) -> None:
         self.request = request
+        self.format = request.stream_format
         self.trace = StreamTrace(
             name=name,
             method=request.method,
             url=request.url,
-            format=request.format,
+            format=self.format.name,
             request_ns=0,
         )
         self._on_chunk = on_chunk
-        self._buffer = b""
-        self._buffer_start_ns = 0
-        self._event_start_ns: int | None = None
-        self._event_type: str | None = None
-        self._event_data: list[str] = []
-        self._event_bytes = 0
+        self._framer = Framer(self.format.framing)
+        self._ended = False
         self.stopped = False
 
     def start(self) -> None:
         """Stamp the moment the request is sent."""
         self.trace.request_ns = time.perf_counter_ns()
 
-    def response(self, status_code: int) -> None:
-        """Record the response headers' arrival."""
+    def response(self, status_code: int, content_type: str | None = None) -> None:
+        """Record the response headers' arrival; a non-2xx answer, or a 200 that is not a
+        stream of this format, stops the stream (see :meth:`add_body`)."""
         self.trace.response_ns = time.perf_counter_ns()
         self.trace.status_code = status_code
+        if not 200 <= status_code < 300:
+            self.fail("http", f"HTTP {status_code}")
+            return
+        problem = self.format.not_a_stream(content_type or "")
+        if problem is not None:
+            self.fail("protocol", problem)
+
+    def add_body(self, body: bytes) -> None:
+        """Append the start of a rejected answer's body to its error message."""
+        snippet = body[:_ERROR_BODY_LIMIT].decode("utf-8", "replace").strip()
+        if snippet and self.trace.error is not None:
+            separator = ": " if self.trace.error_kind == "http" else "; body: "
+            self.trace.error += separator + snippet
 
     def fail(self, kind: str, message: str) -> None:
-        """Record how the stream failed and stop reading it (the first failure wins)."""
-        if self.trace.error is None:
-            self.trace.error = message
-            self.trace.error_kind = kind
+        """Record how the stream failed and stop reading it (the first outcome wins). A broken
+        connection after the format's end arrived leaves the stream completed."""
+        if self.stopped:
+            return
+        if self._ended and kind in _TRANSPORT_KINDS:
+            self._complete()
+            return
+        self.trace.error = message
+        self.trace.error_kind = kind
         self.trace.completed = False
         self.stopped = True
 
+    def _complete(self) -> None:
+        self.trace.completed = True
+        self.trace.error = None
+        self.trace.error_kind = None
+        self.stopped = True
+
     def finish(self) -> None:
-        """Stamp the end of the stream."""
+        """Stamp the end of the stream. Reading that stopped without an outcome (the task was
+        cancelled, pytest interrupted) is recorded as abandoned, never as completed."""
+        if not self.stopped:
+            self.fail("network", "reading was abandoned before the stream ended (cancelled)")
         if self.trace.end_ns is None:
             self.trace.end_ns = time.perf_counter_ns()
 
     def eof(self) -> None:
-        """The body ended cleanly."""
-        if self.request.format == "ndjson" and self._buffer.strip():
-            self._ndjson_line(self._buffer, self._buffer_start_ns, time.perf_counter_ns())
-            self._buffer = b""
-        if self.trace.error is None:
-            self.trace.completed = True
-        self.stopped = True
+        """The body ended cleanly: completed if the format's end arrived (or a clean close is
+        its end), else truncated."""
+        if self.stopped:
+            return
+        now = time.perf_counter_ns()
+        for framed in self._framer.close(now):
+            self._apply(framed.frame, framed.start_ns, framed.stamp_ns, framed.nbytes)
+            if self.stopped:
+                return
+        if self._ended or self.format.end_on_eof:
+            self._complete()
+            return
+        if self.trace.chunks:
+            last = self.trace.chunks[-1]
+            where = f"after {len(self.trace.chunks)} token(s), {(now - last.stamp_ns) / 1e9:.3f} s "
+            where += f"after chunk {last.index}"
+        else:
+            where = "before any token"
+        self.fail(
+            "truncated",
+            f"the connection closed cleanly {where}, without the {self.format.name} stream's "
+            f"end ({self.format.end_description})",
+        )
 
     def seconds_left(self, now_ns: int) -> float:
-        """How long the next data event may still take before the stream is abandoned."""
+        """How long the next token may still take before the stream is abandoned."""
         limits = self.request.limits
         if self.trace.chunks:
             left = limits.gap - (now_ns - self.trace.chunks[-1].stamp_ns) / 1e9
         else:
             left = limits.first - (now_ns - self.trace.request_ns) / 1e9
-        if limits.total is not None:
-            left = min(left, limits.total - (now_ns - self.trace.request_ns) / 1e9)
-        return left
+        return min(left, limits.total - (now_ns - self.trace.request_ns) / 1e9)
 
-    def check_limits(self, now_ns: int) -> None:
-        """Abandon the stream when no data event arrived within the limit."""
-        if self.stopped or self.seconds_left(now_ns) > 0:
+    def check_limits(self, now_ns: int, *, expired: bool = False) -> None:
+        """Abandon the stream as ``timeout`` when a limit has run out, or ``expired`` says the
+        client's timer for it fired (the message gives the true time waited and the limit)."""
+        if self.stopped or (not expired and self.seconds_left(now_ns) > 0):
             return
         limits = self.request.limits
-        if self.trace.chunks:
-            waited = (now_ns - self.trace.chunks[-1].stamp_ns) / 1e9
-            what = f"no data event for {waited:.3f} s after chunk {self.trace.chunks[-1].index}"
-            limit = limits.gap
+        elapsed = (now_ns - self.trace.request_ns) / 1e9
+        if elapsed >= limits.total:
+            what = f"stream still open {elapsed:.3f} s after the request"
+            limit = f"{limits.total_reason} {limits.total:g} s"
+        elif self.trace.chunks:
+            last = self.trace.chunks[-1]
+            waited = (now_ns - last.stamp_ns) / 1e9
+            what = f"no token for {waited:.3f} s after chunk {last.index}"
+            limit = f"client read limit {limits.gap:.3f} s"
         else:
-            waited = (now_ns - self.trace.request_ns) / 1e9
-            what = f"no data event {waited:.3f} s after the request"
-            limit = limits.first
-        if limits.total is not None and (now_ns - self.trace.request_ns) / 1e9 >= limits.total:
-            what = f"stream still open {waited:.3f} s after the request"
-            limit = limits.total
-        self.fail("timeout", f"{what} (client read limit {limit:.3f} s)")
+            what = f"no token {elapsed:.3f} s after the request"
+            limit = f"client read limit {limits.first:.3f} s"
+        self.fail("timeout", f"{what} ({limit})")
 
     def feed(self, data: bytes, stamp_ns: int) -> None:
         """Account for one network read that returned ``data`` at ``stamp_ns``."""
         if not data or self.stopped:
             return
         self.trace.reads.append((stamp_ns, len(data)))
-        fmt = self.request.format
-        if fmt == "raw":
-            self._add_chunk(stamp_ns, stamp_ns, len(data), data.decode("utf-8", "replace"), None)
-        else:
-            if not self._buffer:
-                self._buffer_start_ns = stamp_ns
-            self._buffer += data
-            while not self.stopped:
-                newline = self._buffer.find(b"\n")
-                if newline < 0:
-                    break
-                line, self._buffer = self._buffer[: newline + 1], self._buffer[newline + 1 :]
-                line_start = self._buffer_start_ns
-                if len(self._buffer) <= len(data):
-                    self._buffer_start_ns = stamp_ns
-                if fmt == "ndjson":
-                    self._ndjson_line(line, line_start, stamp_ns)
-                else:
-                    self._sse_line(line, line_start, stamp_ns)
+        for framed in self._framer.feed(data, stamp_ns):
+            self._apply(framed.frame, framed.start_ns, framed.stamp_ns, framed.nbytes)
+            if self.stopped:
+                return
         self.check_limits(stamp_ns)
 
-    def _ndjson_line(self, raw: bytes, start_ns: int, stamp_ns: int) -> None:
-        line = raw.decode("utf-8", "replace").strip()
-        if not line:
+    def _apply(self, frame: Frame | None, start_ns: int, stamp_ns: int, nbytes: int) -> None:
+        if frame is None:
+            self._heartbeat(stamp_ns)
             return
-        parsed = _json_or_none(line)
-        text = line
-        if isinstance(parsed, dict):
-            if parsed.get("error"):
-                self.fail("server", f"server sent an error: {parsed['error']}")
-                return
-            for key in ("text", "content", "response", "token"):
-                if isinstance(parsed.get(key), str):
-                    text = parsed[key]
-                    break
-        if text:
-            self._add_chunk(stamp_ns, start_ns, len(raw), text, parsed)
+        try:
+            reading: Reading = self.format.read(frame)
+        except StreamError as exc:
+            self.fail(exc.kind, str(exc))
+            return
+        if reading.heartbeat:
+            self._heartbeat(stamp_ns)
+        if reading.pieces:
+            self._add_chunk(reading, start_ns, stamp_ns, nbytes)
+        if reading.end:
+            self._ended = True
+            if reading.last:
+                self._complete()
 
-    def _sse_line(self, raw: bytes, start_ns: int, stamp_ns: int) -> None:
-        line = raw.decode("utf-8", "replace").rstrip("\r\n")
-        if not line:
-            self._dispatch(stamp_ns)
-            return
-        if self._event_start_ns is None:
-            self._event_start_ns = start_ns
-        self._event_bytes += len(raw)
-        if line.startswith(":"):
-            self.trace.heartbeats += 1
-            self.trace.heartbeat_ns.append(stamp_ns)
-            self._event_start_ns = None
-            self._event_bytes = 0
-            return
-        field_name, _, value = line.partition(":")
-        value = value.removeprefix(" ")
-        if field_name == "data":
-            self._event_data.append(value)
-        elif field_name == "event":
-            self._event_type = value
+    def _heartbeat(self, stamp_ns: int) -> None:
+        self.trace.heartbeats += 1
+        self.trace.heartbeat_ns.append(stamp_ns)
 
-    def _dispatch(self, stamp_ns: int) -> None:
-        event_type, data = self._event_type, "\n".join(self._event_data)
-        start_ns = self._event_start_ns if self._event_start_ns is not None else stamp_ns
-        nbytes = self._event_bytes + 1
-        had_data = bool(self._event_data)
-        self._event_type, self._event_data = None, []
-        self._event_start_ns, self._event_bytes = None, 0
-        if not had_data:
-            return
-        if event_type == "error":
-            parsed = _json_or_none(data)
-            message = parsed.get("error", data) if isinstance(parsed, dict) else data
-            self.fail("server", f"server sent event: error: {message}")
-            return
-        if event_type == "done":
-            self.trace.completed = True
-            return
-        if event_type not in (None, "", "message"):
-            return
-        if self.request.format == "openai":
-            self._openai_event(data, start_ns, stamp_ns, nbytes)
-            return
-        parsed = _json_or_none(data)
-        text = data
-        if isinstance(parsed, dict) and isinstance(parsed.get("text"), str):
-            text = parsed["text"]
-        if data:
-            self._add_chunk(stamp_ns, start_ns, nbytes, text, parsed)
-
-    def _openai_event(self, data: str, start_ns: int, stamp_ns: int, nbytes: int) -> None:
-        if data.strip() == "[DONE]":
-            self.trace.completed = True
-            return
-        parsed = _json_or_none(data)
-        if not isinstance(parsed, dict):
-            self.fail("protocol", f"openai stream sent a data line that is not JSON: {data[:80]!r}")
-            return
-        if parsed.get("error"):
-            self.fail("server", f"server sent an error: {parsed['error']}")
-            return
-        text = ""
-        for choice in parsed.get("choices") or []:
-            delta = choice.get("delta") or {}
-            text += delta.get("content") or choice.get("text") or ""
-        # Role-only and empty deltas are not tokens (README metric definitions).
-        if text:
-            self._add_chunk(stamp_ns, start_ns, nbytes, text, parsed)
-
-    def _add_chunk(self, stamp_ns: int, start_ns: int, nbytes: int, text: str, data: Any) -> None:
+    def _add_chunk(self, reading: Reading, start_ns: int, stamp_ns: int, nbytes: int) -> None:
+        pieces = reading.pieces
+        parts: dict[str, str] | None = None
+        if len(pieces) > 1 or pieces[0].kind != TEXT:
+            parts = {}
+            for piece in pieces:
+                parts[piece.kind] = parts.get(piece.kind, "") + piece.text
         chunk = Chunk(
             index=len(self.trace.chunks),
             stamp_ns=stamp_ns,
             first_byte_ns=start_ns,
             nbytes=nbytes,
-            text=text,
-            data=data,
+            text="".join(piece.text for piece in pieces),
+            data=reading.data,
+            parts=parts,
         )
         self.trace.chunks.append(chunk)
         if self._on_chunk is not None:
             self._on_chunk(self.trace)
 
 
-def _json_or_none(text: str) -> Any:
-    try:
-        return json.loads(text)
-    except ValueError:
-        return None
+def _root_cause(exc: BaseException) -> BaseException:
+    """The innermost exception under ``exc`` (httpx wraps the OS error in several layers)."""
+    seen = {id(exc)}
+    while (inner := exc.__cause__ or exc.__context__) is not None and id(inner) not in seen:
+        seen.add(id(inner))
+        exc = inner
+    return exc
 
 
 def _classify(exc: Exception) -> tuple[str, str]:
-    """(error kind, message) for an httpx failure."""
+    """(error kind, message) for an httpx failure, naming the OS error underneath it."""
     text = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
+    root = _root_cause(exc)
+    if root is not exc and isinstance(root, OSError):
+        text += f" ({type(root).__name__}: {root})"
+    if isinstance(root, ConnectionResetError):
+        return "reset", text
     if isinstance(exc, httpx.TimeoutException):
         return "timeout", text
     if isinstance(exc, httpx.ConnectError):
@@ -339,11 +342,6 @@ def _classify(exc: Exception) -> tuple[str, str]:
     if "reset" in text.lower():
         return "reset", text
     return "network", text
-
-
-def _http_error(status_code: int, body: bytes) -> str:
-    snippet = body[:_ERROR_BODY_LIMIT].decode("utf-8", "replace").strip()
-    return f"HTTP {status_code}: {snippet}" if snippet else f"HTTP {status_code}"
 
 
 def _timeout(limits: ReadLimits) -> httpx.Timeout:
@@ -363,42 +361,25 @@ def _pace(recorder: StreamRecorder) -> float:
     return min(wait, max(recorder.seconds_left(now), 0))
 
 
+def run_blocking(make: Callable[[], Coroutine[Any, Any, T]]) -> T:
+    """Run the coroutine ``make()`` to its end from sync code: on a private event loop in this
+    thread, or in a helper thread when this thread already runs a loop."""
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        in_loop = False
+    else:
+        in_loop = True
+    # Outside the except block, so the reader's own exceptions do not chain to this one.
+    if not in_loop:
+        return asyncio.run(make())
+    with concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="streamguard") as pool:
+        return pool.submit(lambda: asyncio.run(make())).result()
+
+
 def read_stream(recorder: StreamRecorder) -> StreamTrace:
     """Send the request and read the stream to its end (or until a limit), synchronously."""
-    request = recorder.request
-    transport = httpx.HTTPTransport(socket_options=request.socket_options())
-    with httpx.Client(transport=transport, timeout=_timeout(request.limits)) as client:
-        recorder.start()
-        try:
-            with client.stream(
-                request.method,
-                request.url,
-                json=request.json_body,
-                headers=request.request_headers(),
-            ) as response:
-                recorder.response(response.status_code)
-                if not response.is_success:
-                    body = b""
-                    for data in response.iter_bytes():
-                        body += data
-                        if len(body) >= _ERROR_BODY_LIMIT:
-                            break
-                    recorder.fail("http", _http_error(response.status_code, body))
-                else:
-                    for data in response.iter_bytes():
-                        recorder.feed(data, time.perf_counter_ns())
-                        if recorder.stopped:
-                            break
-                        wait = _pace(recorder)
-                        if wait > 0:
-                            time.sleep(wait)
-                    if not recorder.stopped:
-                        recorder.eof()
-        except httpx.HTTPError as exc:
-            recorder.fail(*_classify(exc))
-        finally:
-            recorder.finish()
-    return recorder.trace
+    return run_blocking(lambda: aread_stream(recorder))
 
 
 async def aread_stream(
@@ -417,39 +398,52 @@ async def aread_stream(
         return await _aread(own, recorder)
 
 
+async def _read_some(response: httpx.Response) -> bytes:
+    body = b""
+    async for data in response.aiter_bytes():
+        body += data
+        if len(body) >= _ERROR_BODY_LIMIT:
+            break
+    return body
+
+
 async def _aread(client: httpx.AsyncClient, recorder: StreamRecorder) -> StreamTrace:
-    """Read one stream with ``client`` (its timeouts come from the request's limits)."""
+    """Read one stream with ``client``, every wait bounded by the recorder's limits."""
     request = recorder.request
+    loop = asyncio.get_running_loop()
+
+    def deadline() -> float:
+        return loop.time() + max(recorder.seconds_left(time.perf_counter_ns()), 0.0)
+
     recorder.start()
     try:
-        async with client.stream(
-            request.method,
-            request.url,
-            json=request.json_body,
-            headers=request.request_headers(),
-            timeout=_timeout(request.limits),
-        ) as response:
-            recorder.response(response.status_code)
-            if not response.is_success:
-                body = b""
-                async for data in response.aiter_bytes():
-                    body += data
-                    if len(body) >= _ERROR_BODY_LIMIT:
-                        break
-                recorder.fail("http", _http_error(response.status_code, body))
-            else:
-                async for data in response.aiter_bytes():
-                    # A transport that stamps reads on arrival (load_transport) knows better.
-                    recorder.feed(data, getattr(data, "stamp_ns", 0) or time.perf_counter_ns())
+        async with asyncio.timeout(deadline()) as limit:
+            try:
+                async with client.stream(
+                    request.method,
+                    request.url,
+                    json=request.json_body,
+                    headers=request.request_headers(),
+                    timeout=_timeout(request.limits),
+                ) as response:
+                    recorder.response(response.status_code, response.headers.get("content-type"))
                     if recorder.stopped:
-                        break
-                    wait = _pace(recorder)
-                    if wait > 0:
-                        await asyncio.sleep(wait)
-                if not recorder.stopped:
+                        recorder.add_body(await _read_some(response))
+                        return recorder.trace
+                    async for data in response.aiter_bytes():
+                        # A transport that stamps reads on arrival (load_transport) knows better.
+                        recorder.feed(data, getattr(data, "stamp_ns", 0) or time.perf_counter_ns())
+                        if recorder.stopped:
+                            break
+                        limit.reschedule(deadline())
+                        wait = _pace(recorder)
+                        if wait > 0:
+                            await asyncio.sleep(wait)
                     recorder.eof()
-    except httpx.HTTPError as exc:
-        recorder.fail(*_classify(exc))
+            except httpx.HTTPError as exc:
+                recorder.fail(*_classify(exc))
+    except TimeoutError:
+        recorder.check_limits(time.perf_counter_ns(), expired=True)
     finally:
         recorder.finish()
     return recorder.trace

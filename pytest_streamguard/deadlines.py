@@ -6,15 +6,60 @@ that were active, followed by a compact timeline of the stream.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 from pytest_streamguard.stats import ns_to_s, percentile
-from pytest_streamguard.trace import StreamTrace
 
-# Chunks shown at each end of the timeline and around each offending chunk.
-_TIMELINE_EDGE = 3
-_TIMELINE_CONTEXT = 1
+
+class StampedChunk(Protocol):
+    """What a verdict reads of a chunk."""
+
+    @property
+    def index(self) -> int:
+        """Position in the stream."""
+
+    @property
+    def stamp_ns(self) -> int:
+        """Arrival stamp (``perf_counter_ns``)."""
+
+
+class CheckedStream(Protocol):
+    """What a verdict reads of a stream: :class:`~pytest_streamguard.trace.CheckedStream` is one.
+
+    Deadlines depend on this shape only, so the trace (which offers ``assert_deadline``) can
+    depend on them without a cycle.
+    """
+
+    name: str
+    completed: bool
+    error: str | None
+    error_kind: str | None
+    end_ns: int | None
+    caught: list[str]
+
+    @property
+    def chunks(self) -> Sequence[StampedChunk]:
+        """The stream's tokens in order."""
+
+    @property
+    def ttft(self) -> float | None:
+        """Request to first token, seconds."""
+
+    @property
+    def gaps(self) -> list[float]:
+        """Seconds between consecutive tokens."""
+
+    @property
+    def total(self) -> float | None:
+        """Request to end, seconds."""
+
+    def active_faults(self) -> tuple[str, ...]:
+        """The faults that were on while the stream was read, as written in a test."""
+
+    def timeline(self, marks: dict[int, str] | None = None) -> str:
+        """A compact view of the stream with ``marks`` on some chunks."""
 
 
 @dataclass(frozen=True)
@@ -104,55 +149,7 @@ def format_violations(violations: list[Violation]) -> str:
     return "\n".join(lines)
 
 
-def _ms(ns: int) -> str:
-    return f"{ns / 1e6:10.1f}"
-
-
-def timeline(trace: StreamTrace, marks: dict[int, str] | None = None) -> str:
-    """A compact, time-ordered view of the stream: ends, marked chunks, fault on/off, errors."""
-    marks = marks or {}
-    t0 = trace.request_ns
-    n = len(trace.chunks)
-    keep = set(range(min(_TIMELINE_EDGE, n))) | set(range(max(n - _TIMELINE_EDGE, 0), n))
-    for index in marks:
-        keep.update(range(index - _TIMELINE_CONTEXT, index + _TIMELINE_CONTEXT + 1))
-    events: list[tuple[int, int, str]] = [(t0, 0, "request sent")]
-    if trace.response_ns is not None:
-        events.append((trace.response_ns, 1, f"response headers ({trace.status_code})"))
-    previous = None
-    for chunk in trace.chunks:
-        if chunk.index in keep:
-            gap = "" if previous is None else f" +{(chunk.stamp_ns - previous) / 1e6:.1f}"
-            mark = f"  <-- {marks[chunk.index]}" if chunk.index in marks else ""
-            events.append((chunk.stamp_ns, 2, f"chunk {chunk.index} ({chunk.nbytes} B){gap}{mark}"))
-        previous = chunk.stamp_ns
-    for fault in trace.faults:
-        if fault.on_ns is not None:
-            events.append((fault.on_ns, 1, f"fault on: {fault.describe()}"))
-        if fault.off_ns is not None:
-            events.append((fault.off_ns, 1, f"fault off: {fault.kind}"))
-    if trace.end_ns is not None:
-        outcome = "completed" if trace.completed else f"stopped: {trace.error or 'incomplete'}"
-        events.append((trace.end_ns, 3, f"end: {outcome}"))
-    events.sort(key=lambda e: (e[0], e[1]))
-    lines = [f"  timeline of {trace.name} (ms since request sent):"]
-    last_chunk_shown = -1
-    for stamp, kind, text in events:
-        if kind == 2:
-            index = int(text.split()[1])
-            if index > last_chunk_shown + 1:
-                lines.append(f"    {'...':>10}  ({index - last_chunk_shown - 1} chunks)")
-            last_chunk_shown = index
-        lines.append(f"    {_ms(stamp - t0)}  {text}")
-    return "\n".join(lines)
-
-
-def _fault_names(trace: StreamTrace) -> tuple[str, ...]:
-    end = trace.end_ns if trace.end_ns is not None else trace.request_ns
-    return tuple(f.describe() for f in trace.faults if f.active_during(trace.request_ns, end))
-
-
-def check_trace(trace: StreamTrace, deadline: Deadline) -> list[Violation]:
+def check_trace(trace: CheckedStream, deadline: Deadline) -> list[Violation]:
     """Every way ``trace`` breaks ``deadline``; a stream that did not complete always does."""
     found: list[tuple[str, float | None, float | None, int | None, str]] = []
     marks: dict[int, str] = {}
@@ -167,7 +164,7 @@ def check_trace(trace: StreamTrace, deadline: Deadline) -> list[Violation]:
                 trace.total,
                 None,
                 len(trace.chunks),
-                f"stream did not complete ({trace.error or 'ended early'}) "
+                f"stream did not complete ({trace.error_kind}: {trace.error}) "
                 f"after {len(trace.chunks)} chunk(s){trailing}",
             )
         )
@@ -241,8 +238,8 @@ def check_trace(trace: StreamTrace, deadline: Deadline) -> list[Violation]:
         )
     if not found:
         return []
-    line = timeline(trace, marks)
-    faults = _fault_names(trace)
+    line = trace.timeline(marks)
+    faults = trace.active_faults()
     return [
         Violation(
             stream=trace.name,
@@ -258,7 +255,7 @@ def check_trace(trace: StreamTrace, deadline: Deadline) -> list[Violation]:
     ]
 
 
-def check_traces(traces: list[StreamTrace], deadline: Deadline) -> list[Violation]:
+def check_traces(traces: Sequence[CheckedStream], deadline: Deadline) -> list[Violation]:
     """Every way the streams of one test (or one load) break ``deadline``.
 
     Without ``percentile`` each stream is checked on its own (:func:`check_trace`). With it,
@@ -294,14 +291,14 @@ def check_traces(traces: list[StreamTrace], deadline: Deadline) -> list[Violatio
                 f"stream(s); worst {worst_gap:.3f} s before chunk {worst_index + 1} of "
                 f"{worst.name})"
             ),
-            faults=_fault_names(worst),
-            timeline=timeline(worst, marks),
+            faults=worst.active_faults(),
+            timeline=worst.timeline(marks),
         )
     )
     return found
 
 
-def assert_traces(traces: list[StreamTrace], deadline: Deadline) -> None:
+def assert_traces(traces: Sequence[CheckedStream], deadline: Deadline) -> None:
     """Raise :class:`DeadlineViolation` if ``traces`` break ``deadline`` (see
     :func:`check_traces`). Each violation's headline is also kept on its stream's ``caught``,
     so the reports show what the plugin found even when the test expects and catches it."""

@@ -144,6 +144,7 @@ def make_streamguard(
             proxy=proxy,
             target=target,
             deadline=item.stash.get(DEADLINE_KEY, None),
+            max_stream_seconds=item.config.stash[SETTINGS_KEY].max_stream_seconds,
         )
         guard.faults.reset_proxy()
         item.stash[GUARD_KEY] = guard

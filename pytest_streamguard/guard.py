@@ -20,8 +20,10 @@ from pytest_streamguard.client import (
 )
 from pytest_streamguard.deadlines import Deadline
 from pytest_streamguard.faults import Faults
+from pytest_streamguard.formats import StreamFormat
 from pytest_streamguard.ingress import Ingress, IngressError
 from pytest_streamguard.load import LoadPlan, LoadResult, arun, run
+from pytest_streamguard.settings import DEFAULT_MAX_STREAM_SECONDS
 from pytest_streamguard.target import Target
 from pytest_streamguard.toxiproxy_client import ToxiproxyAPI
 from pytest_streamguard.trace import FaultRecord, StreamTrace
@@ -33,7 +35,8 @@ class StreamGuard:
     ``url`` is the base URL through the proxy, ``proxy`` the toxiproxy-python ``Proxy``,
     ``target`` the app itself (direct URL, ``metrics()``), ``traces`` every stream of this
     test, ``faults`` the fault vocabulary, ``deadline`` the test's marker (None if unmarked),
-    ``ingress()`` a real nginx hop between the proxy and the target.
+    ``ingress()`` a real nginx hop between the proxy and the target, ``max_stream_seconds`` the
+    bound on a stream without a ``total`` deadline (``--streamguard-max-stream-seconds``).
     """
 
     def __init__(
@@ -43,8 +46,10 @@ class StreamGuard:
         proxy: Proxy,
         target: Target,
         deadline: Deadline | None,
+        max_stream_seconds: float = DEFAULT_MAX_STREAM_SECONDS,
     ) -> None:
         self.api = api
+        self.max_stream_seconds = max_stream_seconds
         self.proxy = proxy
         self.target = target
         self.deadline = deadline
@@ -62,7 +67,7 @@ class StreamGuard:
         json: Any,
         method: str,
         headers: dict[str, str] | None,
-        format: str,
+        format: str | StreamFormat,
         read_timeout: float | None,
     ) -> StreamRequest:
         """Validate a stream's arguments into the request to send through the proxy."""
@@ -75,9 +80,11 @@ class StreamGuard:
                 or read_timeout <= 0
             ):
                 raise ValueError(f"read_timeout={read_timeout!r}: expected a number of seconds > 0")
-            limits = ReadLimits(first=float(read_timeout), gap=float(read_timeout))
+            limits = ReadLimits(
+                first=float(read_timeout), gap=float(read_timeout), total=self.max_stream_seconds
+            )
         else:
-            limits = ReadLimits.for_deadline(self.deadline)
+            limits = ReadLimits.for_deadline(self.deadline, self.max_stream_seconds)
         return StreamRequest(
             method=method.upper(),
             url=self.url + path,
@@ -102,7 +109,7 @@ class StreamGuard:
         json: Any,
         method: str,
         headers: dict[str, str] | None,
-        format: str,
+        format: str | StreamFormat,
         read_timeout: float | None,
     ) -> StreamRecorder:
         return self._recorder(self._request(path, json, method, headers, format, read_timeout))
@@ -119,16 +126,20 @@ class StreamGuard:
         json: Any = None,
         method: str = "POST",
         headers: dict[str, str] | None = None,
-        format: str = "sse",
+        format: str | StreamFormat = "sse",
         *,
         read_timeout: float | None = None,
     ) -> StreamTrace:
         """Send a request through the proxy and read the streamed answer into a StreamTrace.
 
-        ``format``: ``sse``, ``openai`` (SSE with JSON deltas and ``[DONE]``), ``ndjson`` or
-        ``raw``. ``read_timeout`` overrides how long the client waits for each data event
-        (default: from the test's deadline, or 30 s). Never raises for a failed stream: the
-        failure is on the trace (``error``, ``completed``).
+        ``format``: the stream's protocol, a built-in name (``sse``, ``openai``,
+        ``openai-responses``, ``anthropic``, ``gemini``, ``ollama``, ``tgi``, ``ndjson``,
+        ``raw``) or a :class:`~pytest_streamguard.formats.StreamFormat` such as
+        ``SSEFormat(...)``. ``read_timeout`` overrides how long the client waits for each token
+        (default: from the test's deadline, or 30 s); every stream ends within the ``total``
+        deadline's read limit or ``--streamguard-max-stream-seconds``. Never raises for a
+        failed stream: the outcome is on the trace (``completed``, or ``error_kind`` and
+        ``error``).
         """
         recorder = self._prepare(path, json, method, headers, format, read_timeout)
         return self._keep(read_stream(recorder))
@@ -139,7 +150,7 @@ class StreamGuard:
         json: Any = None,
         method: str = "POST",
         headers: dict[str, str] | None = None,
-        format: str = "sse",
+        format: str | StreamFormat = "sse",
         *,
         read_timeout: float | None = None,
     ) -> StreamTrace:
@@ -159,7 +170,7 @@ class StreamGuard:
         seed: int | None = None,
         method: str = "POST",
         headers: dict[str, str] | None = None,
-        format: str = "sse",
+        format: str | StreamFormat = "sse",
         read_timeout: float | None = None,
     ) -> LoadResult:
         """Read many streams at once through the proxy and return a :class:`LoadResult`.
@@ -190,7 +201,7 @@ class StreamGuard:
         seed: int | None = None,
         method: str = "POST",
         headers: dict[str, str] | None = None,
-        format: str = "sse",
+        format: str | StreamFormat = "sse",
         read_timeout: float | None = None,
     ) -> LoadResult:
         """The async twin of :meth:`load`, on the test's own event loop."""

@@ -181,6 +181,17 @@ class LoadResult:
         """Streams that failed any other way (HTTP error, server error event, timeout, ...)."""
         return len(self.traces) - self.completed - self.cut
 
+    @property
+    def outcomes(self) -> dict[str, int]:
+        """How many streams ended in each outcome: ``completed`` or an ``error_kind``
+        (``truncated``, ``protocol``, ``server``, ``http``, ``cut``, ``reset``, ``timeout``,
+        ``connect``, ``network``)."""
+        counts: dict[str, int] = {}
+        for trace in self.traces:
+            outcome = "completed" if trace.completed else str(trace.error_kind)
+            counts[outcome] = counts.get(outcome, 0) + 1
+        return counts
+
     def samples(self, metric: str = "gap") -> list[float]:
         """The pooled samples of ``metric``: gap, ttft, total or delivery (seconds)."""
         if metric not in METRICS:
@@ -224,6 +235,7 @@ class LoadResult:
             "completed": self.completed,
             "errored": self.errored,
             "cut": self.cut,
+            "outcomes": self.outcomes,
             "wall_s": self.wall_s,
         }
         for metric in ("ttft", "gap"):

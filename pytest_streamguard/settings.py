@@ -39,6 +39,10 @@ TTFT_HELP = "TTFT deadline in seconds for a bare @pytest.mark.token_deadline. De
 CHUNK_HELP = (
     "Per-chunk gap deadline in seconds for a bare @pytest.mark.token_deadline. Default: 0.2"
 )
+MAX_STREAM_HELP = (
+    "Seconds any one stream may stay open when its test sets no total deadline; a stream still "
+    "open then ends as a timeout (so a stream that never ends cannot hang the run). Default: 300"
+)
 JSON_HELP = "Write a versioned JSON report with every trace's raw stamps and stats to this path"
 HTML_HELP = (
     "Write a self-contained HTML report (summary table, per-test timeline plots) to this path"
@@ -48,6 +52,7 @@ DEFAULT_READY_PATH = "/readyz"
 DEFAULT_STARTUP_TIMEOUT = 120.0
 DEFAULT_TTFT = 0.5
 DEFAULT_CHUNK = 0.2
+DEFAULT_MAX_STREAM_SECONDS = 300.0
 
 
 # ini key (== CLI dest) -> (help, default as the ini string)
@@ -60,6 +65,7 @@ _VALUED_OPTIONS: dict[str, tuple[str, str]] = {
     "streamguard_toxiproxy": (TOXIPROXY_HELP, ""),
     "streamguard_ttft": (TTFT_HELP, str(DEFAULT_TTFT)),
     "streamguard_chunk": (CHUNK_HELP, str(DEFAULT_CHUNK)),
+    "streamguard_max_stream_seconds": (MAX_STREAM_HELP, str(DEFAULT_MAX_STREAM_SECONDS)),
     "streamguard_json": (JSON_HELP, ""),
     "streamguard_html": (HTML_HELP, ""),
 }
@@ -80,6 +86,7 @@ class Settings:
     json_path: Path | None
     target_args: tuple[str, ...] = ()
     html_path: Path | None = None
+    max_stream_seconds: float = DEFAULT_MAX_STREAM_SECONDS
 
     @property
     def target_description(self) -> str:
@@ -237,4 +244,5 @@ def resolve_settings(config: pytest.Config) -> Settings:
         json_path=Path(json_raw) if json_raw else None,
         html_path=Path(html_raw) if html_raw else None,
         target_args=target_args,
+        max_stream_seconds=_positive_seconds(config, "streamguard_max_stream_seconds"),
     )

@@ -11,15 +11,24 @@ import itertools
 from dataclasses import dataclass, field
 from typing import Any
 
+from pytest_streamguard.deadlines import Deadline, assert_traces
 from pytest_streamguard.stats import ns_to_s, percentile
+
+# Chunks shown at each end of the timeline and around each offending chunk.
+_TIMELINE_EDGE = 3
+_TIMELINE_CONTEXT = 1
 
 
 @dataclass
 class Chunk:
-    """One non-empty data event (or one raw read, for the ``raw`` format).
+    """One token: a frame of the stream that carried generated output (an SSE event, a JSON
+    line, or one raw read, for the ``raw`` format).
 
     ``stamp_ns`` is when the byte that completed the event arrived; ``first_byte_ns`` when its
-    first byte arrived (they differ when the network splits an event across reads).
+    first byte arrived (they differ when the network splits an event across reads). ``text`` is
+    all the output it carried; ``parts`` splits it by kind (``reasoning``, ``tool``,
+    ``refusal``, ``text``) when it is not plain answer text (None then). ``data`` is the
+    frame's parsed payload.
     """
 
     index: int
@@ -28,6 +37,19 @@ class Chunk:
     nbytes: int
     text: str
     data: Any = None
+    parts: dict[str, str] | None = None
+
+    @property
+    def kind(self) -> str:
+        """``text``, ``reasoning``, ``tool`` or ``refusal``; kinds joined by ``+`` when the
+        frame carried several."""
+        return "+".join(self.parts) if self.parts else "text"
+
+    def text_of(self, kind: str) -> str:
+        """The part of this chunk's output of ``kind``."""
+        if self.parts is None:
+            return self.text if kind == "text" else ""
+        return self.parts.get(kind, "")
 
     def to_dict(self) -> dict[str, Any]:
         """Builtin-typed form."""
@@ -38,6 +60,7 @@ class Chunk:
             "nbytes": self.nbytes,
             "text": self.text,
             "data": self.data,
+            "parts": dict(self.parts) if self.parts is not None else None,
         }
 
     @classmethod
@@ -50,6 +73,7 @@ class Chunk:
             nbytes=int(raw["nbytes"]),
             text=str(raw["text"]),
             data=raw.get("data"),
+            parts=dict(raw["parts"]) if raw.get("parts") is not None else None,
         )
 
 
@@ -155,8 +179,13 @@ class StreamTrace:
 
     @property
     def text(self) -> str:
-        """The concatenated text of every data event."""
-        return "".join(c.text for c in self.chunks)
+        """The answer's text: every token's ``text`` part, in order (reasoning, tool-call
+        arguments and refusals are in :meth:`text_of`)."""
+        return self.text_of("text")
+
+    def text_of(self, kind: str) -> str:
+        """The concatenated output of ``kind`` (``text``, ``reasoning``, ``tool``, ``refusal``)."""
+        return "".join(c.text_of(kind) for c in self.chunks)
 
     @property
     def nbytes(self) -> int:
@@ -178,9 +207,54 @@ class StreamTrace:
 
         A stream that did not complete always violates.
         """
-        from pytest_streamguard.deadlines import Deadline, assert_traces
-
         assert_traces([self], Deadline(ttft=ttft, chunk=chunk, total=total, percentile=percentile))
+
+    def active_faults(self) -> tuple[str, ...]:
+        """The faults that were on at any time while this stream was read, as written."""
+        end = self.end_ns if self.end_ns is not None else self.request_ns
+        return tuple(f.describe() for f in self.faults if f.active_during(self.request_ns, end))
+
+    def timeline(self, marks: dict[int, str] | None = None) -> str:
+        """A compact, time-ordered view of the stream: ends, marked chunks, fault on/off,
+        heartbeats left out; ``marks`` puts a note on some chunk indexes."""
+        marks = marks or {}
+        t0 = self.request_ns
+        n = len(self.chunks)
+        keep = set(range(min(_TIMELINE_EDGE, n))) | set(range(max(n - _TIMELINE_EDGE, 0), n))
+        for index in marks:
+            keep.update(range(index - _TIMELINE_CONTEXT, index + _TIMELINE_CONTEXT + 1))
+        events: list[tuple[int, int, str]] = [(t0, 0, "request sent")]
+        if self.response_ns is not None:
+            events.append((self.response_ns, 1, f"response headers ({self.status_code})"))
+        previous = None
+        for chunk in self.chunks:
+            if chunk.index in keep:
+                gap = "" if previous is None else f" +{(chunk.stamp_ns - previous) / 1e6:.1f}"
+                mark = f"  <-- {marks[chunk.index]}" if chunk.index in marks else ""
+                kind = "" if chunk.kind == "text" else f" {chunk.kind}"
+                events.append(
+                    (chunk.stamp_ns, 2, f"chunk {chunk.index}{kind} ({chunk.nbytes} B){gap}{mark}")
+                )
+            previous = chunk.stamp_ns
+        for fault in self.faults:
+            if fault.on_ns is not None:
+                events.append((fault.on_ns, 1, f"fault on: {fault.describe()}"))
+            if fault.off_ns is not None:
+                events.append((fault.off_ns, 1, f"fault off: {fault.kind}"))
+        if self.end_ns is not None:
+            outcome = "completed" if self.completed else f"{self.error_kind}: {self.error}"
+            events.append((self.end_ns, 3, f"end: {outcome}"))
+        events.sort(key=lambda e: (e[0], e[1]))
+        lines = [f"  timeline of {self.name} (ms since request sent):"]
+        last_chunk_shown = -1
+        for stamp, kind_rank, text in events:
+            if kind_rank == 2:
+                index = int(text.split()[1])
+                if index > last_chunk_shown + 1:
+                    lines.append(f"    {'...':>10}  ({index - last_chunk_shown - 1} chunks)")
+                last_chunk_shown = index
+            lines.append(f"    {(stamp - t0) / 1e6:10.1f}  {text}")
+        return "\n".join(lines)
 
     def summary(self) -> dict[str, Any]:
         """The derived statistics, in seconds."""
@@ -195,6 +269,7 @@ class StreamTrace:
             "gap_p99_s": percentile(gaps, 99),
             "max_gap_s": max(gaps) if gaps else None,
             "completed": self.completed,
+            "error_kind": self.error_kind,
             "error": self.error,
         }
 

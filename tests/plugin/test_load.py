@@ -145,8 +145,8 @@ def test_errors_and_cuts_count_as_violations(pytester: pytest.Pytester, run) -> 
     result.stdout.fnmatch_lines(
         [
             "*DeadlineViolation: token deadline violated (3 in 3 stream(s)):",
-            "*stream 6 (POST /generate): stream did not complete (server sent event: error: "
-            "generation failed after 2 tokens) after 2 chunk(s)*",
+            "*stream 6 (POST /generate): stream did not complete (server: server sent event: "
+            "error: generation failed after 2 tokens) after 2 chunk(s)*",
         ]
     )
 

@@ -173,8 +173,8 @@ def test_a_stream_error_is_a_violation(pytester: pytest.Pytester, run) -> None: 
     result.assert_outcomes(failed=1)
     result.stdout.fnmatch_lines(
         [
-            "*stream did not complete (server sent event: error: generation failed after 2 tokens)"
-            " after 2 chunk(s)*"
+            "*stream did not complete (server: server sent event: error: generation failed after "
+            "2 tokens) after 2 chunk(s)*"
         ]
     )
 

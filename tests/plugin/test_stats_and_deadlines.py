@@ -11,7 +11,11 @@ MS = 1_000_000
 
 
 def make_trace(
-    stamps_ms: list[float], *, completed: bool = True, error: str | None = None
+    stamps_ms: list[float],
+    *,
+    completed: bool = True,
+    error: str | None = None,
+    error_kind: str | None = None,
 ) -> StreamTrace:
     trace = StreamTrace(
         name="stream 1 (POST /generate)",
@@ -30,6 +34,7 @@ def make_trace(
     trace.end_ns = trace.request_ns + int((last + 5) * MS)
     trace.completed = completed
     trace.error = error
+    trace.error_kind = error_kind
     return trace
 
 
@@ -114,11 +119,14 @@ def test_percentile_bound_tolerates_single_outlier() -> None:
 
 
 def test_incomplete_stream_is_always_a_violation() -> None:
-    trace = make_trace([100, 150], completed=False, error="RemoteProtocolError: peer closed")
+    trace = make_trace(
+        [100, 150], completed=False, error="RemoteProtocolError: peer closed", error_kind="cut"
+    )
     (violation,) = check_trace(trace, Deadline())
     assert violation.bound == "completed"
     assert (
-        "did not complete (RemoteProtocolError: peer closed) after 2 chunk(s)" in violation.detail
+        "did not complete (cut: RemoteProtocolError: peer closed) after 2 chunk(s)"
+        in violation.detail
     )
 
 

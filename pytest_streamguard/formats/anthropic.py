@@ -1,0 +1,63 @@
+"""Anthropic's Messages streaming (``format="anthropic"``).
+
+Events: ``message_start``, ``content_block_start``, ``content_block_delta`` (tokens: a
+``text_delta``'s text, a ``thinking_delta``'s thinking, an ``input_json_delta``'s partial
+JSON of a tool call; a ``signature_delta`` is not a token), ``content_block_stop``,
+``message_delta`` (stop reason and usage), ``message_stop`` (the end). ``ping`` is a heartbeat,
+``error`` fails the stream. Unknown event types are ignored, as Anthropic asks of clients.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pytest_streamguard.formats.base import (
+    FINAL,
+    HEARTBEAT,
+    NOTHING,
+    REASONING,
+    TEXT,
+    TOOL,
+    Frame,
+    Piece,
+    Reading,
+    ServerError,
+    StreamFormat,
+    parse_json,
+)
+from pytest_streamguard.formats.generic import error_message
+
+_DELTAS = {
+    "text_delta": ("text", TEXT),
+    "thinking_delta": ("thinking", REASONING),
+    "input_json_delta": ("partial_json", TOOL),
+}
+
+
+class AnthropicFormat(StreamFormat):
+    """Anthropic Messages API server-sent events."""
+
+    name = "anthropic"
+    end_description = "event: message_stop"
+
+    def read(self, frame: Frame) -> Reading:
+        """Deltas are tokens, ping a heartbeat, message_stop the end, error a failure."""
+        obj: Any = parse_json(frame.data, "the anthropic stream sent a data event")
+        kind = obj.get("type") if isinstance(obj, dict) else None
+        kind = kind or frame.event
+        if kind == "ping":
+            return HEARTBEAT
+        if kind == "message_stop":
+            return FINAL
+        if kind == "error":
+            raise ServerError(f"server sent event: error: {error_message(obj)}")
+        if kind != "content_block_delta" or not isinstance(obj, dict):
+            return NOTHING
+        delta = obj.get("delta")
+        if not isinstance(delta, dict) or delta.get("type") not in _DELTAS:
+            return NOTHING
+        field, piece_kind = _DELTAS[str(delta["type"])]
+        text = delta.get(field)
+        if not isinstance(text, str) or not text:
+            return Reading(data=obj)
+        return Reading(pieces=(Piece(piece_kind, text),), data=obj)

@@ -1,0 +1,154 @@
+"""What a stream format is: the frames it reads, and what each frame means.
+
+A format turns the body of a 200 answer into *readings*. The bytes are first cut into frames by
+the format's framing (``sse``: WHATWG server-sent events; ``lines``: one frame per line, as in
+NDJSON; ``raw``: one frame per network read), then :meth:`StreamFormat.read` says what a frame
+is: generated output (one or more :class:`Piece` of a kind: answer text, reasoning, tool-call
+arguments, refusal), the stream's clean end, a heartbeat, or nothing. A server error in the
+stream is raised as :class:`ServerError`; a frame that cannot belong to this format as
+:class:`ProtocolError`. The format also names the content types it accepts and what its end
+looks like, for the messages of a stream that is not one, or that ended without it.
+"""
+
+from __future__ import annotations
+
+import json
+from abc import ABC, abstractmethod
+from dataclasses import dataclass
+from typing import Any, Literal
+
+Framing = Literal["sse", "lines", "raw"]
+FRAMINGS: tuple[Framing, ...] = ("sse", "lines", "raw")
+
+TEXT = "text"
+REASONING = "reasoning"
+TOOL = "tool"
+REFUSAL = "refusal"
+KINDS = (TEXT, REASONING, TOOL, REFUSAL)
+"""What a token can be: answer text, reasoning, tool-call arguments, a refusal."""
+
+SSE_TYPES = ("text/event-stream",)
+NDJSON_TYPES = ("application/x-ndjson", "application/jsonl", "application/json-seq")
+
+
+class StreamError(Exception):
+    """A frame that ends the stream as a failure; ``kind`` is the trace's ``error_kind``."""
+
+    kind = "server"
+
+
+class ServerError(StreamError):
+    """The server said, inside the stream, that it failed (an error event or object)."""
+
+    kind = "server"
+
+
+class ProtocolError(StreamError):
+    """What arrived is not a stream of this format (e.g. non-JSON where JSON is required)."""
+
+    kind = "protocol"
+
+
+@dataclass(frozen=True, slots=True)
+class Frame:
+    """One unit of the stream as framed: an SSE event (``event`` name or None, ``data`` lines
+    joined by newlines), a line (``data``, without its line end), or a raw read."""
+
+    data: str
+    event: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Piece:
+    """Generated output carried by a frame: its ``kind`` (one of :data:`KINDS`) and text."""
+
+    kind: str
+    text: str
+
+
+@dataclass(frozen=True, slots=True)
+class Reading:
+    """What one frame means.
+
+    ``pieces``: the generated output it carries (a frame with pieces is a token and becomes a
+    chunk of the trace). ``end``: the format's clean end has arrived. ``last``: nothing more is
+    expected, stop reading (a sentinel such as ``[DONE]``); ``end`` without ``last`` means more
+    frames may still come (usage chunks after an OpenAI ``finish_reason``) and a clean close then
+    is fine. ``heartbeat``: a keep-alive the format defines (comments are always heartbeats).
+    ``data``: the frame's parsed payload, kept on the chunk.
+    """
+
+    pieces: tuple[Piece, ...] = ()
+    end: bool = False
+    last: bool = False
+    heartbeat: bool = False
+    data: Any = None
+
+
+NOTHING = Reading()
+HEARTBEAT = Reading(heartbeat=True)
+FINAL = Reading(end=True, last=True)
+
+
+def text_reading(text: str, data: Any = None, *, end: bool = False, last: bool = False) -> Reading:
+    """A reading with one piece of answer text (none when ``text`` is empty)."""
+    pieces = (Piece(TEXT, text),) if text else ()
+    return Reading(pieces=pieces, end=end, last=last, data=data)
+
+
+def parse_json(data: str, what: str) -> Any:
+    """``data`` parsed as JSON; :class:`ProtocolError` saying what arrived otherwise."""
+    try:
+        return json.loads(data)
+    except ValueError:
+        snippet = data if len(data) <= 80 else data[:77] + "..."
+        raise ProtocolError(f"{what} that is not JSON: {snippet!r}") from None
+
+
+def media_type(content_type: str | None) -> str:
+    """``text/event-stream`` of ``text/event-stream; charset=utf-8`` (lower case)."""
+    return (content_type or "").split(";", 1)[0].strip().lower()
+
+
+class StreamFormat(ABC):
+    """A stream protocol: how frames are cut, what they mean, and how the stream ends.
+
+    Subclass it for a protocol the built-in formats do not cover (or configure an
+    :class:`~pytest_streamguard.formats.SSEFormat` or
+    :class:`~pytest_streamguard.formats.NDJSONFormat`), and pass the instance as ``format=``
+    to ``streamguard.stream()``, ``astream()`` or ``load()``.
+    Instances must be immutable: one may read many streams at once.
+    """
+
+    name: str = "custom"
+    framing: Framing = "sse"
+    accept: str = "text/event-stream"
+    """The ``Accept`` header sent with the request (the caller's own header wins)."""
+    content_types: tuple[str, ...] = SSE_TYPES
+    """Media types a 200 answer may have; empty accepts any. A missing content type is let
+    through (the frames decide)."""
+    end_on_eof: bool = False
+    """Whether a clean close of the connection is this format's end (else it is ``truncated``)."""
+    end_description: str = "its end event"
+    """How the end looks, for the message of a stream that was cut short (``event: done``)."""
+
+    @abstractmethod
+    def read(self, frame: Frame) -> Reading:
+        """What ``frame`` means; raise :class:`ServerError` or :class:`ProtocolError` to end
+        the stream as that failure."""
+
+    def not_a_stream(self, content_type: str) -> str | None:
+        """Why a 200 answer with ``content_type`` is not a stream of this format, or None."""
+        kind = media_type(content_type)
+        if not kind or not self.content_types or kind in self.content_types:
+            return None
+        hint = ""
+        if kind == "application/json":
+            hint = ': did you send "stream": true?'
+        elif kind == "text/html":
+            hint = ": an HTML page (a proxy's or framework's error page, or the wrong path?)"
+        accepted = ", ".join(self.content_types)
+        return f"answered {kind}, not a stream{hint} (the {self.name} format reads {accepted})"
+
+    def __repr__(self) -> str:
+        return f"<stream format {self.name!r}>"

@@ -1,0 +1,107 @@
+"""Cutting a body into frames as its bytes arrive, keeping each frame's arrival stamps.
+
+Sans-IO: feed each network read with its ``perf_counter_ns`` stamp, get back the frames it
+completed. A frame's ``stamp_ns`` is the stamp of the read that completed it, ``start_ns`` that
+of the read that brought its first byte (they differ when the network splits a frame).
+
+- ``sse``: the WHATWG event-stream rules: lines end with LF (a CR before it is dropped), a
+  blank line dispatches the event, ``data`` lines are joined with newlines, ``event`` names the
+  type, ``:`` lines are comments (a heartbeat each), other fields are ignored, and an event
+  cut off by the end of the body is discarded.
+- ``lines``: one frame per line; a last line without its newline still counts at the end.
+- ``raw``: one frame per read (text decoded incrementally, so a character split across reads
+  is not garbled).
+"""
+
+from __future__ import annotations
+
+import codecs
+from dataclasses import dataclass
+
+from pytest_streamguard.formats.base import Frame, Framing
+
+
+@dataclass(frozen=True, slots=True)
+class Framed:
+    """A frame with its stamps and size; ``frame`` is None for an SSE comment (a heartbeat)."""
+
+    frame: Frame | None
+    start_ns: int
+    stamp_ns: int
+    nbytes: int
+
+
+class Framer:
+    """Frames of one body, for one framing (see the module docstring)."""
+
+    def __init__(self, framing: Framing) -> None:
+        self.framing = framing
+        self._buffer = b""
+        self._buffer_start_ns = 0
+        self._decoder = codecs.getincrementaldecoder("utf-8")("replace")
+        self._event: str | None = None
+        self._data: list[str] = []
+        self._event_start_ns: int | None = None
+        self._event_bytes = 0
+        self._first_line = True
+
+    def feed(self, data: bytes, stamp_ns: int) -> list[Framed]:
+        """The frames completed by one read of ``data`` that arrived at ``stamp_ns``."""
+        if self.framing == "raw":
+            text = self._decoder.decode(data)
+            return [Framed(Frame(text), stamp_ns, stamp_ns, len(data))] if text else []
+        if not self._buffer:
+            self._buffer_start_ns = stamp_ns
+        self._buffer += data
+        out: list[Framed] = []
+        while (newline := self._buffer.find(b"\n")) >= 0:
+            line, self._buffer = self._buffer[: newline + 1], self._buffer[newline + 1 :]
+            line_start = self._buffer_start_ns
+            if len(self._buffer) <= len(data):
+                self._buffer_start_ns = stamp_ns
+            framed = self._line(line, line_start, stamp_ns)
+            if framed is not None:
+                out.append(framed)
+        return out
+
+    def close(self, stamp_ns: int) -> list[Framed]:
+        """Frames the end of the body completes: a last line without its newline (``lines``)."""
+        rest, self._buffer = self._buffer, b""
+        if self.framing == "lines" and rest.strip():
+            text = rest.decode("utf-8", "replace").rstrip("\r")
+            return [Framed(Frame(text), self._buffer_start_ns, stamp_ns, len(rest))]
+        return []
+
+    def _line(self, raw: bytes, start_ns: int, stamp_ns: int) -> Framed | None:
+        text = raw.decode("utf-8", "replace").rstrip("\n").removesuffix("\r")
+        if self._first_line:
+            self._first_line = False
+            text = text.removeprefix("\ufeff")
+        if self.framing == "lines":
+            return Framed(Frame(text), start_ns, stamp_ns, len(raw)) if text.strip() else None
+        if not text:
+            return self._dispatch(stamp_ns, len(raw))
+        if self._event_start_ns is None:
+            self._event_start_ns = start_ns
+        self._event_bytes += len(raw)
+        if text.startswith(":"):
+            framed = Framed(None, self._event_start_ns, stamp_ns, self._event_bytes)
+            self._event_start_ns, self._event_bytes = None, 0
+            return framed
+        name, _, value = text.partition(":")
+        value = value.removeprefix(" ")
+        if name == "data":
+            self._data.append(value)
+        elif name == "event":
+            self._event = value
+        return None
+
+    def _dispatch(self, stamp_ns: int, nbytes: int) -> Framed | None:
+        event, data = self._event, self._data
+        start_ns = self._event_start_ns if self._event_start_ns is not None else stamp_ns
+        size = self._event_bytes + nbytes
+        self._event, self._data = None, []
+        self._event_start_ns, self._event_bytes = None, 0
+        if not data:
+            return None
+        return Framed(Frame("\n".join(data), event or None), start_ns, stamp_ns, size)

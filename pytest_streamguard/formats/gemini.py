@@ -1,0 +1,73 @@
+"""Google Gemini's ``streamGenerateContent?alt=sse`` (``format="gemini"``).
+
+Each ``data:`` event is a ``GenerateContentResponse``. Tokens are the parts of each candidate's
+content: ``text`` (reasoning when the part has ``"thought": true``) and ``functionCall`` (its
+arguments, as JSON, are a tool token). The stream has no end event: its end is a candidate
+with a ``finishReason`` (or a prompt blocked by ``promptFeedback.blockReason``), after which the
+server closes the connection. An ``error`` object fails the stream.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from pytest_streamguard.formats.base import (
+    REASONING,
+    TEXT,
+    TOOL,
+    Frame,
+    Piece,
+    ProtocolError,
+    Reading,
+    ServerError,
+    StreamFormat,
+    parse_json,
+)
+from pytest_streamguard.formats.generic import error_message
+
+_UNSPECIFIED = "FINISH_REASON_UNSPECIFIED"
+
+
+def _part_piece(part: Any) -> Piece | None:
+    if not isinstance(part, dict):
+        return None
+    text = part.get("text")
+    if isinstance(text, str) and text:
+        return Piece(REASONING if part.get("thought") else TEXT, text)
+    call = part.get("functionCall")
+    if isinstance(call, dict):
+        return Piece(TOOL, json.dumps(call.get("args", {}), separators=(",", ":")))
+    return None
+
+
+class GeminiFormat(StreamFormat):
+    """Gemini ``GenerateContentResponse`` chunks as server-sent events."""
+
+    name = "gemini"
+    end_description = "a candidate with a finishReason"
+
+    def read(self, frame: Frame) -> Reading:
+        """Parts are tokens; a finishReason (or a blocked prompt) is the end."""
+        obj = parse_json(frame.data, "the gemini stream sent a data event")
+        if not isinstance(obj, dict):
+            raise ProtocolError("the gemini stream sent a data event that is not a JSON object")
+        if obj.get("error"):
+            raise ServerError(f"server sent an error: {error_message(obj)}")
+        pieces: list[Piece] = []
+        end = False
+        candidates = obj.get("candidates")
+        for candidate in candidates if isinstance(candidates, list) else []:
+            if not isinstance(candidate, dict):
+                continue
+            content = candidate.get("content")
+            parts = content.get("parts") if isinstance(content, dict) else None
+            for part in parts if isinstance(parts, list) else []:
+                if (piece := _part_piece(part)) is not None:
+                    pieces.append(piece)
+            reason = candidate.get("finishReason")
+            end = end or bool(reason and reason != _UNSPECIFIED)
+        feedback = obj.get("promptFeedback")
+        if isinstance(feedback, dict) and feedback.get("blockReason"):
+            end = True
+        return Reading(pieces=tuple(pieces), end=end, data=obj)

@@ -1,0 +1,140 @@
+"""OpenAI's streams: Chat Completions (and legacy Completions) chunks, and the Responses API.
+
+Chat chunks (``chat.completion.chunk``): a token is any non-empty ``delta.content``,
+``delta.reasoning_content`` / ``delta.reasoning`` (reasoning models, vLLM, OpenRouter),
+``delta.refusal`` or ``delta.tool_calls[].function.arguments``; legacy completions carry
+``choices[].text``. Role-only and usage-only chunks are not tokens. The end is ``data: [DONE]``,
+or a chunk with a ``finish_reason`` (more chunks, such as usage, may follow it). An ``error``
+object fails the stream.
+
+Responses API (``POST /v1/responses`` with ``stream: true``): typed events; the ``*.delta``
+events of output text, reasoning text or summary, function-call arguments and refusals are
+tokens; ``response.completed`` and ``response.incomplete`` end it; ``response.failed`` and
+``error`` fail it.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pytest_streamguard.formats.base import (
+    FINAL,
+    NOTHING,
+    REASONING,
+    REFUSAL,
+    TEXT,
+    TOOL,
+    Frame,
+    Piece,
+    ProtocolError,
+    Reading,
+    ServerError,
+    StreamFormat,
+    parse_json,
+)
+from pytest_streamguard.formats.generic import error_message
+
+_DONE = "[DONE]"
+
+
+def _json_object(frame: Frame, name: str) -> dict[str, Any]:
+    obj = parse_json(frame.data, f"the {name} stream sent a data event")
+    if not isinstance(obj, dict):
+        raise ProtocolError(f"the {name} stream sent a data event that is not a JSON object")
+    return obj
+
+
+def _text(value: Any) -> str:
+    return value if isinstance(value, str) else ""
+
+
+def _delta_pieces(delta: dict[str, Any]) -> list[Piece]:
+    pieces: list[Piece] = []
+    # Some servers send both spellings of the same reasoning text; count it once.
+    reasoning = _text(delta.get("reasoning_content")) or _text(delta.get("reasoning"))
+    if reasoning:
+        pieces.append(Piece(REASONING, reasoning))
+    for key, kind in (("content", TEXT), ("refusal", REFUSAL)):
+        if text := _text(delta.get(key)):
+            pieces.append(Piece(kind, text))
+    calls = delta.get("tool_calls")
+    for call in calls if isinstance(calls, list) else []:
+        function = call.get("function") if isinstance(call, dict) else None
+        if isinstance(function, dict) and (arguments := _text(function.get("arguments"))):
+            pieces.append(Piece(TOOL, arguments))
+    legacy = delta.get("function_call")
+    if isinstance(legacy, dict) and (arguments := _text(legacy.get("arguments"))):
+        pieces.append(Piece(TOOL, arguments))
+    return pieces
+
+
+class OpenAIChatFormat(StreamFormat):
+    """OpenAI Chat Completions and legacy Completions streaming (``format="openai"``)."""
+
+    name = "openai"
+    end_description = "data: [DONE] or a chunk with a finish_reason"
+
+    def read(self, frame: Frame) -> Reading:
+        """Tokens from every choice's delta (or legacy text); the end on [DONE] or a
+        finish_reason; an error object or ``event: error`` fails."""
+        if frame.data.strip() == _DONE:
+            return FINAL
+        if frame.event == "error":
+            raise ServerError(f"server sent event: error: {frame.data}")
+        if frame.event not in (None, "message"):
+            return NOTHING
+        obj = _json_object(frame, self.name)
+        if obj.get("error"):
+            raise ServerError(f"server sent an error: {error_message(obj)}")
+        pieces: list[Piece] = []
+        end = False
+        choices = obj.get("choices")
+        for choice in choices if isinstance(choices, list) else []:
+            if not isinstance(choice, dict):
+                continue
+            delta = choice.get("delta")
+            if isinstance(delta, dict):
+                pieces += _delta_pieces(delta)
+            if text := _text(choice.get("text")):
+                pieces.append(Piece(TEXT, text))
+            end = end or bool(choice.get("finish_reason"))
+        return Reading(pieces=tuple(pieces), end=end, data=obj)
+
+
+_RESPONSES_TOKENS = {
+    "response.output_text.delta": TEXT,
+    "response.reasoning_text.delta": REASONING,
+    "response.reasoning_summary_text.delta": REASONING,
+    "response.function_call_arguments.delta": TOOL,
+    "response.custom_tool_call_input.delta": TOOL,
+    "response.refusal.delta": REFUSAL,
+}
+_RESPONSES_ENDS = frozenset({"response.completed", "response.incomplete"})
+
+
+class OpenAIResponsesFormat(StreamFormat):
+    """OpenAI Responses API streaming (``format="openai-responses"``)."""
+
+    name = "openai-responses"
+    end_description = "event: response.completed (or response.incomplete)"
+
+    def read(self, frame: Frame) -> Reading:
+        """Token deltas by event type; the end on response.completed/incomplete;
+        response.failed and error fail."""
+        if frame.data.strip() == _DONE:
+            return FINAL
+        obj = _json_object(frame, self.name)
+        kind = obj.get("type") or frame.event
+        if kind in _RESPONSES_TOKENS:
+            delta = _text(obj.get("delta"))
+            pieces = (Piece(_RESPONSES_TOKENS[kind], delta),) if delta else ()
+            return Reading(pieces=pieces, data=obj)
+        if kind in _RESPONSES_ENDS:
+            return Reading(end=True, last=True, data=obj)
+        if kind == "response.failed":
+            response = obj.get("response")
+            error = response.get("error") if isinstance(response, dict) else None
+            raise ServerError(f"server sent response.failed: {error_message(error or obj)}")
+        if kind == "error":
+            raise ServerError(f"server sent event: error: {error_message(obj)}")
+        return NOTHING

@@ -1,0 +1,42 @@
+"""Hugging Face Text Generation Inference's ``/generate_stream`` (``format="tgi"``).
+
+Each ``data:`` event carries one ``token`` (``text``, ``special``); a special token (end of
+sequence and the like) is not a token of the answer. The last event has a non-null
+``generated_text`` (the whole answer): it is the end. An ``error`` object (or ``event: error``)
+fails the stream. TGI's OpenAI-compatible ``/v1/chat/completions`` is ``format="openai"``.
+"""
+
+from __future__ import annotations
+
+from pytest_streamguard.formats.base import (
+    Frame,
+    ProtocolError,
+    Reading,
+    ServerError,
+    StreamFormat,
+    parse_json,
+    text_reading,
+)
+from pytest_streamguard.formats.generic import error_message
+
+
+class TGIFormat(StreamFormat):
+    """TGI ``StreamResponse`` events."""
+
+    name = "tgi"
+    end_description = "an event with generated_text"
+
+    def read(self, frame: Frame) -> Reading:
+        """Non-special token text is a token; the event with ``generated_text`` ends."""
+        obj = parse_json(frame.data, "the tgi stream sent a data event")
+        if not isinstance(obj, dict):
+            raise ProtocolError("the tgi stream sent a data event that is not a JSON object")
+        if frame.event == "error" or obj.get("error"):
+            raise ServerError(f"server sent an error: {error_message(obj)}")
+        token = obj.get("token")
+        text = ""
+        if isinstance(token, dict) and not token.get("special"):
+            value = token.get("text")
+            text = value if isinstance(value, str) else ""
+        done = obj.get("generated_text") is not None
+        return text_reading(text, obj, end=done, last=done)
