@@ -5,7 +5,11 @@ completions endpoint and an NDJSON endpoint. The request body sets the pace, so 
 deterministic::
 
     {"prompt": "hi", "max_new_tokens": 16, "interval_s": 0.02, "first_token_s": 0.0,
-     "fail_after": null, "heartbeat_s": null, "pad": 0}
+     "fail_after": null, "heartbeat_s": null, "pad": 0, "drop_end": false}
+
+``drop_end`` closes the stream cleanly without its end event (a stream cut short by the app
+itself); ``/v1/completions`` streams only with ``"stream": true``, as OpenAI's API does, and
+answers one JSON object otherwise.
 
 Run it with ``python stream_app.py --port 0``: it binds 127.0.0.1 and prints
 ``{"message": "streamguard target listening", "url": "http://127.0.0.1:<port>"}`` once bound.
@@ -25,7 +29,13 @@ import uvicorn
 from prometheus_client import CollectorRegistry, Counter, Gauge, generate_latest
 from starlette.applications import Starlette
 from starlette.requests import Request
-from starlette.responses import JSONResponse, PlainTextResponse, Response, StreamingResponse
+from starlette.responses import (
+    HTMLResponse,
+    JSONResponse,
+    PlainTextResponse,
+    Response,
+    StreamingResponse,
+)
 from starlette.routing import Route
 
 REGISTRY = CollectorRegistry()
@@ -46,6 +56,8 @@ class Pace:
         heartbeat = body.get("heartbeat_s")
         self.heartbeat = None if heartbeat is None else float(heartbeat)
         self.pad = int(body.get("pad", 0))
+        self.drop_end = bool(body.get("drop_end", False))
+        self.stream = body.get("stream") is True
         if self.tokens < 0 or self.interval < 0 or self.first < 0 or self.pad < 0:
             raise ValueError("max_new_tokens, interval_s, first_token_s and pad must be >= 0")
 
@@ -111,6 +123,8 @@ async def generate(request: Request) -> Response:
         except RuntimeError as exc:
             yield f"event: error\ndata: {json.dumps({'error': str(exc)})}\n\n".encode()
             return
+        if pace.drop_end:
+            return
         yield f"event: done\ndata: {json.dumps({'tokens': count})}\n\n".encode()
 
     return StreamingResponse(
@@ -119,10 +133,15 @@ async def generate(request: Request) -> Response:
 
 
 async def completions(request: Request) -> Response:
-    """OpenAI-style streaming completions: a role-only chunk, JSON deltas, ``data: [DONE]``."""
+    """OpenAI-style completions. With ``"stream": true``: a role-only chunk, JSON deltas, a
+    chunk with the ``finish_reason``, then ``data: [DONE]``; otherwise one JSON object."""
     pace = await _body(request)
     if isinstance(pace, Response):
         return pace
+    if not pace.stream:
+        text = "".join([item[1] async for item in _tokens(pace) if item is not None])
+        choice = {"index": 0, "message": {"role": "assistant", "content": text}}
+        return JSONResponse({"choices": [{**choice, "finish_reason": "length"}]})
 
     async def events() -> AsyncIterator[bytes]:
         first = {"choices": [{"index": 0, "delta": {"role": "assistant"}}]}
@@ -132,7 +151,10 @@ async def completions(request: Request) -> Response:
                 continue
             chunk = {"choices": [{"index": 0, "delta": {"content": item[1]}}]}
             yield f"data: {json.dumps(chunk)}\n\n".encode()
-        yield b"data: [DONE]\n\n"
+        if pace.drop_end:
+            return
+        last = {"choices": [{"index": 0, "delta": {}, "finish_reason": "length"}]}
+        yield f"data: {json.dumps(last)}\n\ndata: [DONE]\n\n".encode()
 
     return StreamingResponse(events(), media_type="text/event-stream")
 
@@ -151,6 +173,11 @@ async def ndjson(request: Request) -> Response:
     return StreamingResponse(lines(), media_type="application/x-ndjson")
 
 
+async def home(request: Request) -> Response:
+    """An HTML page, as a docs route or a proxy's error page would answer a stream request."""
+    return HTMLResponse("<!doctype html><title>stream_app</title><p>POST /generate to stream</p>")
+
+
 async def ready(request: Request) -> Response:
     """Readiness: 200 once the app serves requests."""
     return PlainTextResponse("ok")
@@ -166,6 +193,7 @@ app = Starlette(
         Route("/generate", generate, methods=["POST"]),
         Route("/v1/completions", completions, methods=["POST"]),
         Route("/ndjson", ndjson, methods=["POST"]),
+        Route("/", home),
         Route("/readyz", ready),
         Route("/healthz", ready),
         Route("/metrics", metrics),

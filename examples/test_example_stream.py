@@ -35,8 +35,24 @@ def test_survives_network_latency(streamguard: StreamGuard) -> None:
 
 @pytest.mark.token_deadline(chunk=0.2, percentile=95)
 def test_openai_endpoint_p95_gap(streamguard: StreamGuard) -> None:
-    trace = streamguard.stream("/v1/completions", json=PROMPT, format="openai")
+    trace = streamguard.stream("/v1/completions", json={**PROMPT, "stream": True}, format="openai")
     assert trace.text.startswith("tok0 tok1")
+
+
+def test_a_request_that_forgot_to_ask_for_a_stream_is_not_a_stream(
+    streamguard: StreamGuard,
+) -> None:
+    # Without "stream": true the endpoint answers one JSON object: a 200 that is no stream.
+    trace = streamguard.stream("/v1/completions", json=PROMPT, format="openai")
+    assert trace.error_kind == "protocol"
+    assert 'did you send "stream": true?' in (trace.error or "")
+
+
+def test_a_stream_that_stops_without_its_end_is_truncated(streamguard: StreamGuard) -> None:
+    trace = streamguard.stream("/generate", json={**PROMPT, "drop_end": True})
+    assert len(trace.chunks) == 20
+    assert not trace.completed
+    assert trace.error_kind == "truncated"
 
 
 def test_a_mid_stream_stall_is_caught(streamguard: StreamGuard) -> None:

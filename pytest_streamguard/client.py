@@ -249,7 +249,13 @@ class StreamRecorder:
             return
         limits = self.request.limits
         elapsed = (now_ns - self.trace.request_ns) / 1e9
-        if elapsed >= limits.total:
+        if self.trace.chunks:
+            token_left = limits.gap - (now_ns - self.trace.chunks[-1].stamp_ns) / 1e9
+        else:
+            token_left = limits.first - elapsed
+        # The limit that ran out is the one with the least time left (a timer may fire a hair
+        # before the clock the limits are computed on says it is due).
+        if limits.total - elapsed <= token_left:
             what = f"stream still open {elapsed:.3f} s after the request"
             limit = f"{limits.total_reason} {limits.total:g} s"
         elif self.trace.chunks:

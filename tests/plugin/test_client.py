@@ -58,7 +58,12 @@ def test_heartbeats_are_not_tokens(app_url: str) -> None:
 
 
 def test_openai_format_skips_role_only_delta(app_url: str) -> None:
-    trace = run(app_url, "/v1/completions", {"max_new_tokens": 3, "interval_s": 0.01}, fmt="openai")
+    trace = run(
+        app_url,
+        "/v1/completions",
+        {"max_new_tokens": 3, "interval_s": 0.01, "stream": True},
+        fmt="openai",
+    )
     assert trace.completed
     assert trace.text == "tok0 tok1 tok2 "
     assert len(trace.chunks) == 3

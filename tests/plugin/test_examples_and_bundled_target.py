@@ -22,7 +22,7 @@ def test_example_file_passes(pytester: pytest.Pytester, toxiproxy_url: str) -> N
         "no:cacheprovider",
         "test_example_stream.py",
     )
-    result.assert_outcomes(passed=5)
+    result.assert_outcomes(passed=7)
     result.stdout.fnmatch_lines(["*test_stream_meets_its_deadlines * 20 * pass  -"])
 
 

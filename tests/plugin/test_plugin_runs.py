@@ -150,7 +150,7 @@ def test_formats_through_the_proxy(pytester: pytest.Pytester, run) -> None:  # t
         @pytest.mark.token_deadline(ttft=0.5, chunk=0.2)
         @pytest.mark.parametrize(("path", "fmt"), FORMATS)
         def test_format(streamguard, path, fmt):
-            body = {"max_new_tokens": 3, "interval_s": 0.02}
+            body = {"max_new_tokens": 3, "interval_s": 0.02, "stream": True}
             trace = streamguard.stream(path, json=body, format=fmt)
             assert trace.completed
             assert "tok2" in trace.text
