@@ -144,8 +144,9 @@ class NDJSONFormat(StreamFormat):
     ``text(obj)``: the line's token text (default: the first string among ``text``,
     ``content``, ``response``, ``token``). ``end(obj)``: whether this line is the end (default:
     none is). ``error(obj)``: an error message when the line reports a failure (default: a
-    truthy ``error`` field). ``end_on_eof``: whether a clean close is the end (default True,
-    since plain NDJSON has no end marker). A line that is not JSON is a protocol error.
+    truthy ``error`` field). ``end_on_eof``: whether a clean close is the end (default: when no
+    ``end`` is given, since plain NDJSON has no end marker). A line that is not JSON is a
+    protocol error.
     """
 
     framing = "lines"
@@ -157,14 +158,14 @@ class NDJSONFormat(StreamFormat):
         text: Callable[[Any], str | None] | None = None,
         end: Callable[[Any], bool] | None = None,
         error: Callable[[Any], str | None] | None = None,
-        end_on_eof: bool = True,
+        end_on_eof: bool | None = None,
         content_types: tuple[str, ...] = (*NDJSON_TYPES, "application/json", "text/plain"),
     ) -> None:
         self.name = name
         self.text = text or _first_text
         self.end = end
         self.error = error or _line_error
-        self.end_on_eof = end_on_eof
+        self.end_on_eof = end is None if end_on_eof is None else end_on_eof
         self.accept = "application/x-ndjson"
         self.content_types = content_types
         self.end_description = "its end line" if end is not None else "a clean close"
