@@ -105,6 +105,14 @@ def parse_json(data: str, what: str) -> Any:
         raise ProtocolError(f"{what} that is not JSON: {snippet!r}") from None
 
 
+def parse_object(data: str, what: str) -> dict[str, Any]:
+    """``data`` parsed as a JSON object; :class:`ProtocolError` saying what arrived otherwise."""
+    parsed = parse_json(data, what)
+    if not isinstance(parsed, dict):
+        raise ProtocolError(f"{what} that is not a JSON object: {type(parsed).__name__}")
+    return parsed
+
+
 def media_type(content_type: str | None) -> str:
     """``text/event-stream`` of ``text/event-stream; charset=utf-8`` (lower case)."""
     return (content_type or "").split(";", 1)[0].strip().lower()

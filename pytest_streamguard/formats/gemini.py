@@ -18,11 +18,10 @@ from pytest_streamguard.formats.base import (
     TOOL,
     Frame,
     Piece,
-    ProtocolError,
     Reading,
     ServerError,
     StreamFormat,
-    parse_json,
+    parse_object,
 )
 from pytest_streamguard.formats.generic import error_message
 
@@ -49,9 +48,7 @@ class GeminiFormat(StreamFormat):
 
     def read(self, frame: Frame) -> Reading:
         """Parts are tokens; a finishReason (or a blocked prompt) is the end."""
-        obj = parse_json(frame.data, "the gemini stream sent a data event")
-        if not isinstance(obj, dict):
-            raise ProtocolError("the gemini stream sent a data event that is not a JSON object")
+        obj = parse_object(frame.data, "the gemini stream sent a data event")
         if obj.get("error"):
             raise ServerError(f"server sent an error: {error_message(obj)}")
         pieces: list[Piece] = []

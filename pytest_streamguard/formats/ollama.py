@@ -18,11 +18,10 @@ from pytest_streamguard.formats.base import (
     TOOL,
     Frame,
     Piece,
-    ProtocolError,
     Reading,
     ServerError,
     StreamFormat,
-    parse_json,
+    parse_object,
 )
 from pytest_streamguard.formats.generic import error_message
 
@@ -57,9 +56,7 @@ class OllamaFormat(StreamFormat):
         """Text, thinking and tool calls are tokens; ``done: true`` is the end."""
         if not frame.data.strip():
             return Reading()
-        obj = parse_json(frame.data, "the ollama stream sent a line")
-        if not isinstance(obj, dict):
-            raise ProtocolError("the ollama stream sent a line that is not a JSON object")
+        obj = parse_object(frame.data, "the ollama stream sent a line")
         if obj.get("error"):
             raise ServerError(f"server sent an error: {error_message(obj)}")
         message = obj.get("message")

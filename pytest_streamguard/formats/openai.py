@@ -26,22 +26,14 @@ from pytest_streamguard.formats.base import (
     TOOL,
     Frame,
     Piece,
-    ProtocolError,
     Reading,
     ServerError,
     StreamFormat,
-    parse_json,
+    parse_object,
 )
 from pytest_streamguard.formats.generic import error_message
 
 _DONE = "[DONE]"
-
-
-def _json_object(frame: Frame, name: str) -> dict[str, Any]:
-    obj = parse_json(frame.data, f"the {name} stream sent a data event")
-    if not isinstance(obj, dict):
-        raise ProtocolError(f"the {name} stream sent a data event that is not a JSON object")
-    return obj
 
 
 def _text(value: Any) -> str:
@@ -83,7 +75,7 @@ class OpenAIChatFormat(StreamFormat):
             raise ServerError(f"server sent event: error: {frame.data}")
         if frame.event not in (None, "message"):
             return NOTHING
-        obj = _json_object(frame, self.name)
+        obj = parse_object(frame.data, f"the {self.name} stream sent a data event")
         if obj.get("error"):
             raise ServerError(f"server sent an error: {error_message(obj)}")
         pieces: list[Piece] = []
@@ -123,7 +115,7 @@ class OpenAIResponsesFormat(StreamFormat):
         response.failed and error fail."""
         if frame.data.strip() == _DONE:
             return FINAL
-        obj = _json_object(frame, self.name)
+        obj = parse_object(frame.data, f"the {self.name} stream sent a data event")
         kind = obj.get("type") or frame.event
         if kind in _RESPONSES_TOKENS:
             delta = _text(obj.get("delta"))

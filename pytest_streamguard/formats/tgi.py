@@ -10,11 +10,10 @@ from __future__ import annotations
 
 from pytest_streamguard.formats.base import (
     Frame,
-    ProtocolError,
     Reading,
     ServerError,
     StreamFormat,
-    parse_json,
+    parse_object,
     text_reading,
 )
 from pytest_streamguard.formats.generic import error_message
@@ -28,9 +27,7 @@ class TGIFormat(StreamFormat):
 
     def read(self, frame: Frame) -> Reading:
         """Non-special token text is a token; the event with ``generated_text`` ends."""
-        obj = parse_json(frame.data, "the tgi stream sent a data event")
-        if not isinstance(obj, dict):
-            raise ProtocolError("the tgi stream sent a data event that is not a JSON object")
+        obj = parse_object(frame.data, "the tgi stream sent a data event")
         if frame.event == "error" or obj.get("error"):
             raise ServerError(f"server sent an error: {error_message(obj)}")
         token = obj.get("token")
