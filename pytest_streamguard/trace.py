@@ -124,10 +124,13 @@ class FaultRecord:
 class StreamTrace:
     """The record of one stream read through the plugin.
 
-    ``ttft``, ``gaps``, ``max_gap`` and ``total`` follow the README's metric definitions:
-    TTFT is request sent to the first non-empty data event; a gap is the time between two
-    consecutive data events; a stream that errors, is cut or stops is kept, with ``error`` set
-    and ``completed`` false.
+    ``ttft``, ``gaps``, ``max_gap`` and ``total`` follow the metric definitions: TTFT is
+    request sent to the first token (of any kind: text, reasoning, tool-call arguments); a gap
+    is the time between two consecutive tokens. Every stream ends in one outcome: ``completed``
+    (the format's end arrived; ``error_kind`` is None), or ``completed`` false with
+    ``error_kind`` one of ``truncated``, ``protocol``, ``server``, ``http``, ``cut``, ``reset``,
+    ``timeout``, ``connect``, ``network`` and ``error`` saying what happened. A failed stream is
+    kept, never dropped from the statistics.
     """
 
     name: str
