@@ -90,7 +90,10 @@ class GenerationResponse:
         self._naive: NaiveGeneration | None = None
         self._last_write = 0.0
         self._last_token_at: float | None = None
-        self._end_connection: Callable[[float], None] | None = None
+        self._end_connection: Callable[[float], Awaitable[None]] | None = None
+        self._ending: str | None = None
+        """The outcome once the writer has chosen to end the connection itself: the
+        disconnect that follows is then its doing, not the client's."""
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         """Admit, start generation, race the body against the client's disconnect, clean up."""
@@ -165,7 +168,7 @@ class GenerationResponse:
             await asyncio.wait({writer, listener}, return_when=asyncio.FIRST_COMPLETED)
             if writer.done():
                 return writer.result()
-            return "disconnect"
+            return self._ending or "disconnect"
         finally:
             # No await here: this also runs when the server cancels the request task.
             for task in (writer, listener):
@@ -246,8 +249,11 @@ class GenerationResponse:
         # A reader this slow would hold the socket and its buffers until it read them; the
         # connection ends now, flushed if it can be, aborted if not. (Without the extension,
         # returning with the response unfinished makes uvicorn close it.)
+        self._ending = "slow_reader"
         if self._end_connection is not None:
-            self._end_connection(CONNECTION_END_S)
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(CONNECTION_END_S + SLOW_READER_GOODBYE_S):
+                    await self._end_connection(CONNECTION_END_S)
         return "slow_reader"
 
     async def _write_token(self, send: Send, token: Token) -> None:
