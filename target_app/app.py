@@ -73,8 +73,7 @@ def create_app(config: TargetConfig | None = None) -> Starlette:
             # Loading runs in a thread that cannot be interrupted; wait for it so the engine
             # it creates is closed rather than left running after shutdown.
             await loader
-            if state.engine is not None:
-                await asyncio.to_thread(state.engine.close)
+            await state.close_engine()
 
     routes = [
         Route("/healthz", _healthz, methods=["GET"]),

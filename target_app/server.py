@@ -87,6 +87,9 @@ class TargetServer(uvicorn.Server):
             await drain(self._state, self._state.config.shutdown_grace)
         finally:
             self.should_exit = True
+        # No stream is left to generate for: stopping the engine's thread can overlap
+        # uvicorn closing connections (the lifespan then waits for this same close).
+        await self._state.close_engine()
 
 
 async def drain(state: TargetState, grace: float) -> None:

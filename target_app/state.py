@@ -30,6 +30,7 @@ class TargetState:
     streams: set[TokenStream] = field(default_factory=set)
     """The open streams, so shutdown can end each one with an error event."""
     _idle: asyncio.Event = field(default_factory=asyncio.Event)
+    _engine_closing: asyncio.Future[None] | None = None
 
     def __post_init__(self) -> None:
         self._idle.set()
@@ -48,6 +49,16 @@ class TargetState:
         self.metrics.active_streams.dec()
         if not self.active:
             self._idle.set()
+
+    async def close_engine(self) -> None:
+        """Close the engine in a thread, once; every caller waits for that one close (the
+        shutdown drain starts it early so it overlaps uvicorn's own shutdown)."""
+        engine = self.engine
+        if engine is None:
+            return
+        if self._engine_closing is None:
+            self._engine_closing = asyncio.ensure_future(asyncio.to_thread(engine.close))
+        await asyncio.shield(self._engine_closing)
 
     async def wait_idle(self) -> None:
         """Wait until no stream holds a slot (callers bound it with ``asyncio.timeout``)."""
