@@ -15,7 +15,7 @@ head. ``uvicorn.Config(http=...)`` accepts a protocol class, so this subclass ad
   that is done once the connection is gone, so the app can return after that and uvicorn
   sees a disconnect rather than an unfinished response.
 
-The body read timeout lives in the app (``validation.read_json_object``), where a 408 can be
+The body read timeout lives in the app (``validation.read_body``), where a 408 can be
 an ordinary JSON answer.
 """
 
