@@ -32,10 +32,10 @@ class TargetConfig:
     max_body_bytes: int = 1 << 20
     send_buffer: int = 0
     seed: int = 0
-    shutdown_grace: float = 5.0
+    shutdown_grace: float = 3.0
     max_header_bytes: int = 16384
-    header_timeout: float = 10.0
-    body_timeout: float = 10.0
+    header_timeout: float = 30.0
+    body_timeout: float = 30.0
 
     def problems(self) -> list[str]:
         """Return one message per invalid field, naming the flag and what it accepts."""

@@ -47,7 +47,7 @@ class GuardedHttpToolsProtocol(HttpToolsProtocol):
     """``HttpToolsProtocol`` plus the head bounds and the connection-ending extension."""
 
     limit_head_bytes = 16384
-    limit_head_s = 10.0
+    limit_head_s = 30.0
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
