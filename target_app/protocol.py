@@ -88,7 +88,8 @@ class GuardedHttpToolsProtocol(HttpToolsProtocol):
     def on_message_begin(self) -> None:
         """Offer the connection-ending extension in every request's scope."""
         super().on_message_begin()
-        self.scope["extensions"] = {CONNECTION_EXTENSION: {"end": self._end_connection}}
+        extensions = self.scope.setdefault("extensions", {})
+        extensions[CONNECTION_EXTENSION] = {"end": self._end_connection}
 
     def on_url(self, url: bytes) -> None:
         """Count the target toward the parsed head's size."""
