@@ -27,10 +27,10 @@ Message = MutableMapping[str, Any]
 Receive = Callable[[], Awaitable[Message]]
 Send = Callable[[Message], Awaitable[None]]
 
-SLOW_READER_GOODBYE_S = 0.5
+SLOW_READER_GOODBYE_S = 0.4
 """How long the error event to a slow reader may take before the connection is dropped."""
 
-CONNECTION_END_S = 0.3
+CONNECTION_END_S = 0.2
 """After a slow reader's goodbye, how long closing may wait for the flush before the
 connection is aborted: the socket is gone within ``SLOW_READER_GOODBYE_S`` + this of the end."""
 
@@ -179,7 +179,7 @@ class GenerationResponse:
         metrics = self._state.metrics
         if outcome == "completed":
             metrics.completed.inc()
-        elif outcome in ("disconnect", "slow_reader", "shutdown"):
+        elif outcome in ("disconnect", "shutdown"):
             metrics.cancelled.labels(outcome).inc()
         elif outcome == "streamer_timeout":
             metrics.streamer_timeouts.inc()
@@ -241,7 +241,11 @@ class GenerationResponse:
             )
 
     async def _end_slow_reader(self, send: Send, message: str) -> str:
-        """Send the error event if it fits within the goodbye bound, then end the connection."""
+        """Send the error event if it fits within the goodbye bound, then end the connection.
+
+        Counted here, when the stream is ended, rather than once the connection is gone."""
+        self._ending = "slow_reader"
+        self._state.metrics.cancelled.labels("slow_reader").inc()
         with contextlib.suppress(_SlowReader):
             await self._write(
                 send, self._fmt.error(message), more=False, limit_s=SLOW_READER_GOODBYE_S
@@ -249,7 +253,6 @@ class GenerationResponse:
         # A reader this slow would hold the socket and its buffers until it read them; the
         # connection ends now, flushed if it can be, aborted if not. (Without the extension,
         # returning with the response unfinished makes uvicorn close it.)
-        self._ending = "slow_reader"
         if self._end_connection is not None:
             with contextlib.suppress(TimeoutError):
                 async with asyncio.timeout(CONNECTION_END_S + SLOW_READER_GOODBYE_S):

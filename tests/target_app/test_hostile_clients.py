@@ -111,8 +111,8 @@ def test_ended_slow_reader_socket_is_closed_within_a_second(
         client_port = reader.getsockname()[1]
         assert _server_side_state(int(port), client_port) == TCP_ESTABLISHED
         with httpx.Client(base_url=target.url, timeout=5) as observer:
-            # The reader never reads. The count comes once the target has ended the stream
-            # (after its at most 0.5 s attempt to send the error event).
+            # The reader never reads. The count comes when the target ends the stream, before
+            # its at most 0.4 s attempt to send the error event and the close after it.
             wait_until(
                 lambda: (
                     metric(
