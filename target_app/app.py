@@ -8,7 +8,7 @@ import time
 import uuid
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
@@ -18,39 +18,37 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from .config import TargetConfig
-from .engines import Engine, GenerationRequest, make_engine
+from .engines import GenerationRequest, make_engine
 from .engines.naive import NaiveRunner
+from .errors import ApiError
 from .formats import ChatFormat, CompletionFormat, NativeFormat, StreamFormat
+from .json_input import decode_json_object
 from .loading import LoadedModel, load_model
-from .metrics import TargetMetrics
-from .responses import GenerationResponse
+from .responses import SHUTTING_DOWN, GenerationResponse
+from .state import TargetState
 from .stream import Done, Failed, TokenStream
 from .validation import (
-    ApiError,
+    ClientGone,
     GenerationParams,
+    check_prompt_chars,
     check_prompt_length,
     parse_chat,
     parse_completion,
     parse_generate,
-    read_json_object,
+    read_body,
 )
 
 WARM_UP_TIMEOUT_S = 120.0
 """The warm-up generation must finish within this; a real model's first CUDA call is slow."""
 
 
-@dataclass
-class TargetState:
-    """Mutable state of one app instance, shared by its routes (all on the event loop)."""
+Parse = Callable[[dict[str, Any], int, bool], GenerationParams]
 
-    config: TargetConfig
-    metrics: TargetMetrics = field(default_factory=TargetMetrics)
-    loaded: LoadedModel | None = None
-    engine: Engine | None = None
-    naive: NaiveRunner | None = None
-    ready: bool = False
-    load_error: str | None = None
-    active: int = 0
+
+@dataclass(frozen=True)
+class _Prepared:
+    params: GenerationParams
+    input_ids: list[int]
 
 
 def create_app(config: TargetConfig | None = None) -> Starlette:
@@ -75,8 +73,7 @@ def create_app(config: TargetConfig | None = None) -> Starlette:
             # Loading runs in a thread that cannot be interrupted; wait for it so the engine
             # it creates is closed rather than left running after shutdown.
             await loader
-            if state.engine is not None:
-                await asyncio.to_thread(state.engine.close)
+            await state.close_engine()
 
     routes = [
         Route("/healthz", _healthz, methods=["GET"]),
@@ -113,7 +110,7 @@ async def _load_and_warm_up(state: TargetState) -> None:
             engine = make_engine(loaded, config)
             await asyncio.to_thread(engine.start)
             state.engine = engine
-            state.metrics.track_engine(engine.in_flight, engine.threads)
+            state.metrics.track_engine(engine.in_flight, engine.threads, engine.queue_depths)
         if loaded.device == "cuda":
             state.metrics.track_cuda()
         await _warm_up(state, loaded)
@@ -162,6 +159,8 @@ async def _healthz(request: Request) -> Response:
 
 
 async def _readyz(request: Request, state: TargetState) -> Response:
+    if state.draining:
+        return JSONResponse({"status": "shutting_down", "error": SHUTTING_DOWN}, status_code=503)
     failure = state.engine.failure() if state.engine is not None else None
     if state.ready and failure is None:
         loaded = state.loaded
@@ -201,33 +200,40 @@ async def _chat(request: Request, state: TargetState) -> Any:
 async def _handle(
     request: Request,
     state: TargetState,
-    parse: Callable[[dict[str, Any], int, bool], GenerationParams],
+    parse: Parse,
     prompt_field: str,
     make_format: Callable[[str, int], StreamFormat],
 ) -> Any:
     arrival = time.perf_counter()
     config = state.config
-    try:
-        body = await read_json_object(request, config.max_body_bytes)
-        params = parse(body, config.max_new_tokens_limit, config.allow_fault_knobs)
-        loaded = state.loaded
-        if not state.ready or loaded is None:
-            state.metrics.rejected.labels("not_ready").inc()
-            return JSONResponse(
-                {"error": "the model is not loaded and warmed up yet; poll GET /readyz"},
-                status_code=503,
-                headers={"Retry-After": "1"},
-            )
-        input_ids = loaded.encode(_prompt_text(loaded, params))
-        check_prompt_length(
-            len(input_ids), params.max_new_tokens, loaded.context_length, prompt_field
+    if state.draining:
+        state.metrics.rejected.labels("shutting_down").inc()
+        return JSONResponse(
+            {"error": f"{SHUTTING_DOWN}: no new streams are admitted"},
+            status_code=503,
+            headers={"Retry-After": "1"},
         )
+    try:
+        raw = await read_body(request, config.max_body_bytes, config.body_timeout)
+        # Decoding a megabyte of JSON and tokenizing a long prompt take milliseconds of CPU
+        # each; on the loop they would stall every open stream.
+        prepared = await asyncio.to_thread(
+            _prepare, raw, parse, config, state.loaded if state.ready else None, prompt_field
+        )
+    except ClientGone:
+        state.metrics.rejected.labels("client_gone").inc()
+        # Nothing can be sent on a closed connection; uvicorn drops what a handler returns.
+        return Response(status_code=400)
     except ApiError as err:
-        state.metrics.rejected.labels("bad_request").inc()
+        reason = "not_ready" if err.status == 503 else "bad_request"
+        state.metrics.rejected.labels(reason).inc()
         return JSONResponse(err.body(), status_code=err.status, headers=err.headers)
+    loaded = state.loaded
+    assert loaded is not None
+    params = prepared.params
     generation = GenerationRequest(
         request_id=uuid.uuid4().hex,
-        input_ids=input_ids,
+        input_ids=prepared.input_ids,
         max_new_tokens=params.max_new_tokens,
         ignore_eos=params.ignore_eos,
         raise_after=params.fault.raise_after,
@@ -235,11 +241,33 @@ async def _handle(
     return GenerationResponse(
         state,
         generation,
-        make_format(params.model or loaded.name, len(input_ids)),
+        make_format(params.model or loaded.name, len(prepared.input_ids)),
         streaming=params.stream,
         fault=params.fault,
         arrival=arrival,
     )
+
+
+def _prepare(
+    raw: bytes,
+    parse: Parse,
+    config: TargetConfig,
+    loaded: LoadedModel | None,
+    prompt_field: str,
+) -> _Prepared:
+    """Decode, check and tokenize a request body (runs in a worker thread)."""
+    params = parse(decode_json_object(raw), config.max_new_tokens_limit, config.allow_fault_knobs)
+    if loaded is None:
+        raise ApiError(
+            503,
+            "the model is not loaded and warmed up yet; poll GET /readyz",
+            headers={"Retry-After": "1"},
+        )
+    chars = len(params.prompt or "") + sum(len(m["content"]) for m in params.messages or [])
+    check_prompt_chars(chars, loaded.context_length, prompt_field)
+    input_ids = loaded.encode(_prompt_text(loaded, params))
+    check_prompt_length(len(input_ids), params.max_new_tokens, loaded.context_length, prompt_field)
+    return _Prepared(params, input_ids)
 
 
 def _prompt_text(loaded: LoadedModel, params: GenerationParams) -> str:

@@ -9,15 +9,11 @@ import socket
 import sys
 from collections.abc import Sequence
 
-import uvicorn
-
 from .app import create_app
 from .config import TINY_MODEL, TargetConfig
+from .server import TargetServer, uvicorn_config
 
 LISTENING_MESSAGE = "streamguard target listening"
-GRACEFUL_SHUTDOWN_S = 1
-"""After SIGTERM/SIGINT open streams get this long before their tasks are cancelled (which
-cancels their generation)."""
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -81,6 +77,33 @@ def build_parser() -> argparse.ArgumentParser:
         "instead of letting it grow to megabytes, so a slow reader's backpressure reaches the "
         "app within a bounded amount of data); 0 = kernel default",
     )
+    p.add_argument(
+        "--max-header-bytes",
+        type=int,
+        default=d.max_header_bytes,
+        help="largest request line plus headers accepted; a longer head gets 431 and the "
+        "connection is closed without reading the rest",
+    )
+    p.add_argument(
+        "--header-timeout",
+        type=float,
+        default=d.header_timeout,
+        help="seconds a client has to send a complete request head (408 after)",
+    )
+    p.add_argument(
+        "--body-timeout",
+        type=float,
+        default=d.body_timeout,
+        help="seconds a client has to send the complete request body (408 after)",
+    )
+    p.add_argument(
+        "--shutdown-grace",
+        type=float,
+        default=d.shutdown_grace,
+        help="on SIGTERM/SIGINT: seconds open streams get to finish while new ones are refused "
+        "with 503; streams still open then end with an error event saying the server is "
+        "shutting down, and the process exits 0 (a second signal skips the wait)",
+    )
     p.add_argument("--seed", type=int, default=d.seed)
     return p
 
@@ -103,6 +126,10 @@ def config_from_args(args: argparse.Namespace) -> TargetConfig:
         max_body_bytes=args.max_body_bytes,
         send_buffer=args.send_buffer,
         seed=args.seed,
+        shutdown_grace=args.shutdown_grace,
+        max_header_bytes=args.max_header_bytes,
+        header_timeout=args.header_timeout,
+        body_timeout=args.body_timeout,
     )
 
 
@@ -129,17 +156,8 @@ async def serve(config: TargetConfig, host: str, port: int) -> int:
     except OSError as exc:
         print(f"error: cannot bind {host}:{port}: {exc}", file=sys.stderr, flush=True)
         return 1
-    server = uvicorn.Server(
-        uvicorn.Config(
-            create_app(config),
-            host=host,
-            port=port,
-            log_level="warning",
-            access_log=False,
-            lifespan="on",
-            timeout_graceful_shutdown=GRACEFUL_SHUTDOWN_S,
-        )
-    )
+    app = create_app(config)
+    server = TargetServer(uvicorn_config(app, config, host=host, port=port), app.state.target)
     task = asyncio.create_task(server.serve(sockets=[sock]))
     # uvicorn offers no "bound" event; startup takes milliseconds, and a failed bind ends the
     # task, so poll both.

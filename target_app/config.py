@@ -32,6 +32,10 @@ class TargetConfig:
     max_body_bytes: int = 1 << 20
     send_buffer: int = 0
     seed: int = 0
+    shutdown_grace: float = 3.0
+    max_header_bytes: int = 16384
+    header_timeout: float = 30.0
+    body_timeout: float = 30.0
 
     def problems(self) -> list[str]:
         """Return one message per invalid field, naming the flag and what it accepts."""
@@ -54,4 +58,12 @@ class TargetConfig:
             )
         if self.max_body_bytes < 1:
             found.append(f"--max-body-bytes must be >= 1, got {self.max_body_bytes}")
+        if self.shutdown_grace < 0:
+            found.append(f"--shutdown-grace must be >= 0 seconds, got {self.shutdown_grace}")
+        if self.max_header_bytes < 1024:
+            found.append(f"--max-header-bytes must be >= 1024, got {self.max_header_bytes}")
+        if self.header_timeout <= 0:
+            found.append(f"--header-timeout must be > 0 seconds, got {self.header_timeout}")
+        if self.body_timeout <= 0:
+            found.append(f"--body-timeout must be > 0 seconds, got {self.body_timeout}")
         return found

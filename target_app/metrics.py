@@ -95,7 +95,8 @@ class TargetMetrics:
         )
         self.rejected = Counter(
             "streamguard_target_requests_rejected",
-            "Requests refused before generation: busy (admission), not_ready, bad_request.",
+            "Requests refused before generation: busy (admission), not_ready, bad_request, "
+            "shutting_down, client_gone (disconnected before the body was complete).",
             ["reason"],
             registry=r,
         )
@@ -120,11 +121,17 @@ class TargetMetrics:
         )
         for reason in ("disconnect", "slow_reader", "shutdown"):
             self.cancelled.labels(reason)
-        for reason in ("busy", "not_ready", "bad_request"):
+        for reason in ("busy", "not_ready", "bad_request", "shutting_down", "client_gone"):
             self.rejected.labels(reason)
 
-    def track_engine(self, in_flight: Callable[[], int], threads: Callable[[], int]) -> None:
-        """Export the engine's own view: requests it still generates for, and live threads."""
+    def track_engine(
+        self,
+        in_flight: Callable[[], int],
+        threads: Callable[[], int],
+        queue_depths: Callable[[], dict[str, int]] = dict,
+    ) -> None:
+        """Export the engine's own view: requests it still generates for, live threads, and
+        the depth of each of its internal queues."""
         Gauge(
             "streamguard_target_engine_requests",
             "Requests the engine is still generating for (cancelled ones leave within a step).",
@@ -135,6 +142,18 @@ class TargetMetrics:
             "Live per-request generation threads (generate engine and naive mode).",
             registry=self.registry,
         ).set_function(lambda: float(threads()))
+        depths = Gauge(
+            "streamguard_target_engine_queue_depth",
+            "Items in the engine's internal queues (batch engine: input = requests not yet "
+            "scheduled, output = outputs nobody reads, handlers = registered result handlers, "
+            "cancelled = cancelled requests not yet retired); all 0 when idle.",
+            ["queue"],
+            registry=self.registry,
+        )
+        for name in queue_depths():
+            depths.labels(name).set_function(
+                lambda name=name: float(queue_depths().get(name, 0))  # type: ignore[misc]
+            )
 
     def track_cuda(self) -> None:
         """Export CUDA memory allocated and reserved by torch (only when running on CUDA)."""

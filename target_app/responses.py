@@ -12,24 +12,30 @@ import contextlib
 import json
 import time
 from collections.abc import Awaitable, Callable, MutableMapping
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from .engines.base import GenerationRequest
 from .engines.naive import NaiveGeneration, NaiveStreamerTimeout
 from .faults import FaultKnobs
 from .formats import PING, StreamFormat
+from .protocol import CONNECTION_EXTENSION
+from .state import TargetState
 from .stream import Done, StreamItem, Token, TokenStream, now_ns
-
-if TYPE_CHECKING:
-    from .app import TargetState
 
 Scope = MutableMapping[str, Any]
 Message = MutableMapping[str, Any]
 Receive = Callable[[], Awaitable[Message]]
 Send = Callable[[Message], Awaitable[None]]
 
-SLOW_READER_GOODBYE_S = 0.5
+SLOW_READER_GOODBYE_S = 0.4
 """How long the error event to a slow reader may take before the connection is dropped."""
+
+CONNECTION_END_S = 0.2
+"""After a slow reader's goodbye, how long closing may wait for the flush before the
+connection is aborted: the socket is gone within ``SLOW_READER_GOODBYE_S`` + this of the end."""
+
+SHUTTING_DOWN = "server is shutting down"
+"""The error every stream still open when the shutdown drain runs out ends with."""
 
 
 class _StreamerTimeout(Exception):
@@ -84,12 +90,31 @@ class GenerationResponse:
         self._naive: NaiveGeneration | None = None
         self._last_write = 0.0
         self._last_token_at: float | None = None
+        self._end_connection: Callable[[float], Awaitable[None]] | None = None
+        self._ending: str | None = None
+        """The outcome once the writer has chosen to end the connection itself: the
+        disconnect that follows is then its doing, not the client's."""
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         """Admit, start generation, race the body against the client's disconnect, clean up."""
         state = self._state
         config = state.config
         metrics = state.metrics
+        extension = scope.get("extensions", {}).get(CONNECTION_EXTENSION, {})
+        self._end_connection = extension.get("end")
+        if state.draining:
+            metrics.rejected.labels("shutting_down").inc()
+            await send_json(
+                send,
+                503,
+                {
+                    "error": f"{SHUTTING_DOWN}: no new streams are admitted",
+                    "field": None,
+                    "accepted": "a new request to another instance, or here after a restart",
+                },
+                {"Retry-After": "1"},
+            )
+            return
         if state.active >= config.max_concurrency:
             metrics.rejected.labels("busy").inc()
             await send_json(
@@ -106,8 +131,7 @@ class GenerationResponse:
                 {"Retry-After": "1"},
             )
             return
-        state.active += 1
-        metrics.active_streams.inc()
+        state.admit(self._stream)
         outcome = "shutdown"
         try:
             problem = self._start_generation()
@@ -120,8 +144,7 @@ class GenerationResponse:
             outcome = await self._race_disconnect(body, receive)
         finally:
             self._stream.cancel()
-            state.active -= 1
-            metrics.active_streams.dec()
+            state.release(self._stream)
             self._count(outcome)
 
     def _start_generation(self) -> str | None:
@@ -145,7 +168,7 @@ class GenerationResponse:
             await asyncio.wait({writer, listener}, return_when=asyncio.FIRST_COMPLETED)
             if writer.done():
                 return writer.result()
-            return "disconnect"
+            return self._ending or "disconnect"
         finally:
             # No await here: this also runs when the server cancels the request task.
             for task in (writer, listener):
@@ -156,7 +179,7 @@ class GenerationResponse:
         metrics = self._state.metrics
         if outcome == "completed":
             metrics.completed.inc()
-        elif outcome in ("disconnect", "slow_reader", "shutdown"):
+        elif outcome in ("disconnect", "shutdown"):
             metrics.cancelled.labels(outcome).inc()
         elif outcome == "streamer_timeout":
             metrics.streamer_timeouts.inc()
@@ -188,10 +211,19 @@ class GenerationResponse:
                 elif isinstance(item, Done):
                     await self._write(send, self._fmt.done(item), more=False)
                     return "completed"
+                elif self._stream.shut_down:
+                    await self._write(
+                        send,
+                        self._fmt.error(item.message),
+                        more=False,
+                        limit_s=SLOW_READER_GOODBYE_S,
+                    )
+                    return "shutdown"
+                elif self._stream.overflowed:
+                    return await self._end_slow_reader(send, item.message)
                 else:
-                    outcome = "slow_reader" if self._stream.overflowed else "failed"
                     await self._write(send, self._fmt.error(item.message), more=False)
-                    return outcome
+                    return "failed"
         except _StreamerTimeout:
             self._stream.cancel()
             message = (
@@ -202,17 +234,30 @@ class GenerationResponse:
             return "streamer_timeout"
         except _SlowReader:
             self._stream.cancel()
-            message = (
+            return await self._end_slow_reader(
+                send,
                 f"slow reader: a write did not complete within "
-                f"{self._state.config.send_timeout:g} s (--send-timeout)"
+                f"{self._state.config.send_timeout:g} s (--send-timeout)",
             )
-            # If not even the goodbye fits, returning with the response unfinished makes the
-            # server drop the connection, which frees its write buffer.
-            with contextlib.suppress(_SlowReader):
-                await self._write(
-                    send, self._fmt.error(message), more=False, limit_s=SLOW_READER_GOODBYE_S
-                )
-            return "slow_reader"
+
+    async def _end_slow_reader(self, send: Send, message: str) -> str:
+        """Send the error event if it fits within the goodbye bound, then end the connection.
+
+        Counted here, when the stream is ended, rather than once the connection is gone."""
+        self._ending = "slow_reader"
+        self._state.metrics.cancelled.labels("slow_reader").inc()
+        with contextlib.suppress(_SlowReader):
+            await self._write(
+                send, self._fmt.error(message), more=False, limit_s=SLOW_READER_GOODBYE_S
+            )
+        # A reader this slow would hold the socket and its buffers until it read them; the
+        # connection ends now, flushed if it can be, aborted if not. (Without the extension,
+        # returning with the response unfinished makes uvicorn close it.)
+        if self._end_connection is not None:
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(CONNECTION_END_S + SLOW_READER_GOODBYE_S):
+                    await self._end_connection(CONNECTION_END_S)
+        return "slow_reader"
 
     async def _write_token(self, send: Send, token: Token) -> None:
         event = self._fmt.token(token)
@@ -271,11 +316,11 @@ class GenerationResponse:
         loop = asyncio.get_running_loop()
         end = loop.time() + seconds
         beat = self._state.config.heartbeat if send is not None else 0.0
-        while (now := loop.time()) < end:
+        while (now := loop.time()) < end and not self._stream.shut_down:
             wait = end - now
             if beat > 0:
                 wait = min(wait, max(0.0, self._last_write + beat - now))
-            await asyncio.sleep(wait)
+            await self._stream.pause(wait)
             if send is not None and beat > 0 and loop.time() >= self._last_write + beat:
                 await self._write(send, PING)
 
@@ -295,6 +340,14 @@ class GenerationResponse:
                 elif isinstance(item, Done):
                     await send_json(send, 200, self._fmt.complete("".join(pieces), item))
                     return "completed"
+                elif self._stream.shut_down:
+                    await send_json(
+                        send,
+                        503,
+                        {"error": {"message": item.message, "type": "server_error"}},
+                        {"Retry-After": "1"},
+                    )
+                    return "shutdown"
                 else:
                     await send_json(
                         send, 500, {"error": {"message": item.message, "type": "server_error"}}

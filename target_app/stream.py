@@ -7,6 +7,7 @@ Engines run generation off the event loop and hand results over with
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -58,6 +59,9 @@ class TokenStream:
         self._cancel: Callable[[], None] | None = None
         self.closed = False
         self.overflowed = False
+        self.shut_down = False
+        """True once ``end_for_shutdown`` replaced the rest of the stream with its error."""
+        self._ended = asyncio.Event()
         self.in_send = False
         """True while the writer waits in ``send``. Items only arrive while the writer is
         suspended, and a send to a keeping-up client does not suspend; so a full backlog seen
@@ -94,6 +98,25 @@ class TokenStream:
     def backlog(self) -> int:
         """Items queued and not yet taken by the writer."""
         return self._queue.qsize()
+
+    def end_for_shutdown(self, message: str) -> None:
+        """Stop generation and make ``message`` the stream's next and last item."""
+        if self.shut_down:
+            return
+        self.shut_down = True
+        self.cancel()
+        while not self._queue.empty():
+            self._queue.get_nowait()
+        self._queue.put_nowait(Failed(message))
+        self._ended.set()
+
+    async def pause(self, seconds: float) -> None:
+        """Sleep ``seconds`` (a fault knob's stall), cut short when shutdown ends the stream."""
+        if self._ended.is_set():
+            return
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(seconds):
+                await self._ended.wait()
 
     def cancel(self) -> None:
         """Stop generation and drop anything that still arrives (idempotent)."""

@@ -6,13 +6,14 @@ client sends can produce a 500 or hold a stream slot.
 
 from __future__ import annotations
 
-import json
+import asyncio
 import math
 from dataclasses import dataclass
 from typing import Any
 
-from starlette.requests import Request
+from starlette.requests import ClientDisconnect, Request
 
+from .errors import ApiError
 from .faults import NO_FAULTS, FaultKnobs
 
 DEFAULT_MAX_NEW_TOKENS = 32
@@ -21,36 +22,19 @@ DEFAULT_MAX_NEW_TOKENS = 32
 OPENAI_DEFAULT_MAX_TOKENS = 16
 """OpenAI's documented default for ``max_tokens``."""
 
+MAX_MODEL_CHARS = 256
+"""Longest ``model`` name accepted; it is echoed into every chunk of the stream."""
+
+PROMPT_CHARS_PER_POSITION = 32
+"""The prompt bound checked before tokenizing: at most this many characters per context
+position. Real tokenizers average 3-5 characters per token, so a prompt past the bound could
+not fit the context anyway; it is refused without spending CPU on tokenizing it."""
+
 _CHAT_ROLES = ("system", "user", "assistant")
 
 
-class ApiError(Exception):
-    """A client error with the HTTP status and a JSON body naming the field and accepted values."""
-
-    def __init__(
-        self,
-        status: int,
-        message: str,
-        *,
-        field: str | None = None,
-        accepted: str | None = None,
-        headers: dict[str, str] | None = None,
-    ) -> None:
-        super().__init__(message)
-        self.status = status
-        self.message = message
-        self.field = field
-        self.accepted = accepted
-        self.headers = headers or {}
-
-    def body(self) -> dict[str, Any]:
-        """The JSON error object sent to the client."""
-        payload: dict[str, Any] = {"error": self.message}
-        if self.field is not None:
-            payload["field"] = self.field
-        if self.accepted is not None:
-            payload["accepted"] = self.accepted
-        return payload
+class ClientGone(Exception):
+    """The client disconnected before its body was complete; nobody is left to answer."""
 
 
 @dataclass(frozen=True)
@@ -66,8 +50,12 @@ class GenerationParams:
     model: str | None
 
 
-async def read_json_object(request: Request, max_bytes: int) -> dict[str, Any]:
-    """Read the body (at most ``max_bytes``), decode it as UTF-8 JSON and require an object."""
+async def read_body(request: Request, max_bytes: int, timeout_s: float) -> bytes:
+    """Read the body: at most ``max_bytes``, all of it within ``timeout_s`` seconds.
+
+    Raises ``ApiError`` (413 too large, 408 too slow) or ``ClientGone`` when the client
+    disconnects mid-body, which is the client's choice and not a server error.
+    """
     accepted_size = f"a JSON body of at most {max_bytes} bytes"
     declared = request.headers.get("content-length")
     if declared is not None and declared.isdigit() and int(declared) > max_bytes:
@@ -76,42 +64,27 @@ async def read_json_object(request: Request, max_bytes: int) -> dict[str, Any]:
         )
     chunks: list[bytes] = []
     size = 0
-    async for chunk in request.stream():
-        size += len(chunk)
-        if size > max_bytes:
-            raise ApiError(
-                413, f"body exceeds {max_bytes} bytes", field="body", accepted=accepted_size
-            )
-        chunks.append(chunk)
-    raw = b"".join(chunks)
     try:
-        text = raw.decode("utf-8")
-    except UnicodeDecodeError as exc:
+        async with asyncio.timeout(timeout_s):
+            async for chunk in request.stream():
+                size += len(chunk)
+                if size > max_bytes:
+                    raise ApiError(
+                        413, f"body exceeds {max_bytes} bytes", field="body", accepted=accepted_size
+                    )
+                chunks.append(chunk)
+    except TimeoutError:
         raise ApiError(
-            400,
-            f"body is not valid UTF-8 (byte {exc.start})",
+            408,
+            f"the body was not complete within {timeout_s:g} s ({size} bytes arrived)",
             field="body",
-            accepted="a UTF-8 encoded JSON object",
+            accepted=f"a complete body within {timeout_s:g} s (--body-timeout)",
+            # The rest of the body may still arrive; this connection is not reusable.
+            headers={"Connection": "close"},
         ) from None
-    if not text.strip():
-        raise ApiError(400, "body is empty", field="body", accepted="a JSON object")
-    try:
-        value = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise ApiError(
-            400,
-            f"malformed JSON: {exc.msg} at line {exc.lineno} column {exc.colno}",
-            field="body",
-            accepted="a JSON object",
-        ) from None
-    if not isinstance(value, dict):
-        raise ApiError(
-            400,
-            f"body is a JSON {type(value).__name__}, not an object",
-            field="body",
-            accepted="a JSON object",
-        )
-    return value
+    except ClientDisconnect:
+        raise ClientGone from None
+    return b"".join(chunks)
 
 
 def parse_generate(body: dict[str, Any], limit: int, allow_faults: bool) -> GenerationParams:
@@ -138,7 +111,7 @@ def parse_completion(body: dict[str, Any], limit: int, allow_faults: bool) -> Ge
         ignore_eos=_bool(body, "ignore_eos", False),
         stream=_bool(body, "stream", False),
         fault=_fault(body, allow_faults),
-        model=_string(body, "model", required=False),
+        model=_model(body),
     )
 
 
@@ -171,8 +144,22 @@ def parse_chat(body: dict[str, Any], limit: int, allow_faults: bool) -> Generati
         ignore_eos=_bool(body, "ignore_eos", False),
         stream=_bool(body, "stream", False),
         fault=_fault(body, allow_faults),
-        model=_string(body, "model", required=False),
+        model=_model(body),
     )
+
+
+def check_prompt_chars(chars: int, context: int, field: str) -> None:
+    """Refuse a prompt far too long for the context before anything tokenizes it."""
+    limit = context * PROMPT_CHARS_PER_POSITION
+    if chars > limit:
+        raise ApiError(
+            400,
+            f"prompt has {chars} characters; the model's context of {context} positions "
+            f"takes at most {limit}",
+            field=field,
+            accepted=f"a prompt of at most {limit} characters ({PROMPT_CHARS_PER_POSITION} per "
+            "context position) whose tokens, with max_new_tokens, fit the context",
+        )
 
 
 def check_prompt_length(prompt_tokens: int, max_new_tokens: int, context: int, field: str) -> None:
@@ -217,6 +204,18 @@ def _string(body: dict[str, Any], key: str, *, required: bool) -> str | None:
             400, f"{key} is {_kind(value)}, not a string", field=key, accepted="a string"
         )
     return value
+
+
+def _model(body: dict[str, Any]) -> str | None:
+    model = _string(body, "model", required=False)
+    if model is not None and len(model) > MAX_MODEL_CHARS:
+        raise ApiError(
+            400,
+            f"model name of {len(model)} characters is too long",
+            field="model",
+            accepted=f"a model name of at most {MAX_MODEL_CHARS} characters",
+        )
+    return model
 
 
 def _int_in(body: dict[str, Any], key: str, low: int, high: int, default: int) -> int:

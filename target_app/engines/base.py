@@ -46,6 +46,10 @@ class Engine(ABC):
     def in_flight(self) -> int:
         """Requests the engine is still generating for."""
 
+    def queue_depths(self) -> dict[str, int]:
+        """Depths of the engine's internal queues by name (empty for engines without any)."""
+        return {}
+
     def threads(self) -> int:
         """Live per-request generation threads (0 for engines without any)."""
         return 0

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import math
+import queue
+import time
 from typing import Any
 
 from transformers import ContinuousBatchingConfig
@@ -15,6 +18,14 @@ from .base import Engine, GenerationRequest, failure_message, finish_reason
 
 PAGE_SIZE = 256
 """Tokens per KV-cache page (transformers' default)."""
+
+SWEEP_INTERVAL_S = 0.1
+"""How often cancelled requests are checked for having left the manager's scheduler."""
+
+RETIRE_AFTER_S = 1.0
+"""How long a cancelled request's handler stays registered after the scheduler dropped it:
+outputs of a step already running when the cancel landed still arrive (and are discarded)
+this long after, many steps' worth."""
 
 HEADROOM = 1.25
 """Extra KV blocks over the worst case: a cancelled request's blocks are freed by the
@@ -62,6 +73,12 @@ class BatchEngine(Engine):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self._manager: Any = None
+        self._cancelled: dict[str, float | None] = {}
+        """Cancelled request id -> when the scheduler was first seen without it (or None)."""
+        self._sweep: asyncio.TimerHandle | None = None
+        self.discarded_outputs = 0
+        """Outputs of cancelled requests that reached the manager's shared queue and were
+        dropped by a sweep."""
 
     def start(self) -> None:
         """Create the manager with an explicitly sized cache, warm it up and start its thread."""
@@ -118,11 +135,13 @@ class BatchEngine(Engine):
                 return
             state["finished"] = True
             manager.cancel_request(request.request_id)
-            # The manager drops a handler only when its request finishes; a cancelled request
-            # never does, so the handler would stay in its table forever.
-            router = manager.output_router
-            with router._lock:
-                router.result_handlers.pop(request.request_id, None)
+            # The handler stays registered (it discards: the stream is closed) so outputs of a
+            # step already under way do not fall into the manager's shared output queue,
+            # which nothing here reads. The sweep unregisters it once the request is gone.
+            self._cancelled[request.request_id] = None
+            self._schedule_sweep(loop)
+
+        loop = asyncio.get_running_loop()
 
         stream.bind_cancel(cancel)
         manager.register_result_handler(request.request_id, on_output)
@@ -134,6 +153,61 @@ class BatchEngine(Engine):
             # -1 disables EOS for this request, so it runs to max_new_tokens.
             eos_token_id=-1 if request.ignore_eos else None,
         )
+
+    def _schedule_sweep(self, loop: asyncio.AbstractEventLoop) -> None:
+        if self._sweep is None:
+            self._sweep = loop.call_later(SWEEP_INTERVAL_S, self._sweep_cancelled, loop)
+
+    def _sweep_cancelled(self, loop: asyncio.AbstractEventLoop) -> None:
+        """Unregister the handlers of cancelled requests the scheduler has dropped, and drop
+        any of their outputs that reached the shared output queue (on the event loop)."""
+        self._sweep = None
+        manager = self._manager
+        if manager is None:
+            self._cancelled.clear()
+            return
+        router = manager.output_router
+        processor = manager.batch_processor
+        scheduler = processor.scheduler if processor is not None else None
+        now = time.monotonic()
+        for request_id, gone_since in list(self._cancelled.items()):
+            held = scheduler is not None and (
+                request_id in scheduler.active_requests or request_id in scheduler.waiting_requests
+            )
+            if held:
+                self._cancelled[request_id] = None
+            elif gone_since is None:
+                self._cancelled[request_id] = now
+            elif now - gone_since >= RETIRE_AFTER_S:
+                with router._lock:
+                    router.result_handlers.pop(request_id, None)
+                del self._cancelled[request_id]
+        self._drain_orphans(router.output_queue)
+        if self._cancelled:
+            self._schedule_sweep(loop)
+
+    def _drain_orphans(self, outputs: queue.Queue[Any]) -> None:
+        # Every request here has a result handler, so an output on the shared queue belongs
+        # to a cancelled request whose handler is gone: nobody will ever read it.
+        while True:
+            try:
+                outputs.get_nowait()
+            except queue.Empty:
+                return
+            self.discarded_outputs += 1
+
+    def queue_depths(self) -> dict[str, int]:
+        """The manager's queues: requests not yet taken (input), outputs nobody reads
+        (output), registered result handlers, and cancelled requests not yet retired."""
+        manager = self._manager
+        if manager is None:
+            return {"input": 0, "output": 0, "handlers": 0, "cancelled": 0}
+        return {
+            "input": manager.input_queue.qsize(),
+            "output": manager.output_router.output_queue.qsize(),
+            "handlers": len(manager.output_router.result_handlers),
+            "cancelled": len(self._cancelled),
+        }
 
     def in_flight(self) -> int:
         """Requests queued for, waiting in, or active in the manager's scheduler."""
@@ -160,6 +234,8 @@ class BatchEngine(Engine):
         manager = self._manager
         if manager is None:
             return
+        # A sweep still scheduled finds no manager and stops (this runs off the loop, where
+        # its timer cannot be cancelled safely).
         self._manager = None
         manager.stop(block=True, timeout=5.0, hard_stop=True)
         manager.destroy()

@@ -15,7 +15,8 @@ import uvicorn
 from target_harness import TargetProcess, start_target, wait_until
 
 from target_app import TargetConfig, create_app
-from target_app.app import TargetState
+from target_app.server import uvicorn_config
+from target_app.state import TargetState
 from target_app.tiny_model import ensure_tiny_model
 
 TEST_FLAGS = [
@@ -82,9 +83,7 @@ def inprocess_target(
             # Accepted sockets inherit it: lets a test reach write backpressure quickly.
             listener.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, send_buffer)
         listener.bind(("127.0.0.1", 0))
-        server = uvicorn.Server(
-            uvicorn.Config(app, log_level="warning", lifespan="on", timeout_graceful_shutdown=1)
-        )
+        server = uvicorn.Server(uvicorn_config(app, config, timeout_graceful_shutdown=1))
         thread = threading.Thread(
             target=lambda: asyncio.run(server.serve(sockets=[listener])), daemon=True
         )

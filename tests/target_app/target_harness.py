@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import json
 import os
 import queue
+import random
 import signal
 import subprocess
 import sys
@@ -152,3 +155,75 @@ def metric(client: httpx.Client, name: str, labels: dict[str, str] | None = None
             if sample.name == name and (labels is None or sample.labels == labels):
                 return float(sample.value)
     raise AssertionError(f"metric {name} {labels or ''} not exported")
+
+
+def rss_bytes(pid: int) -> int:
+    """Resident set size of process ``pid`` (Linux ``/proc``)."""
+    with open(f"/proc/{pid}/status", encoding="ascii") as status:
+        for line in status:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) * 1024
+    raise AssertionError(f"no VmRSS for pid {pid}")
+
+
+STORM_BODIES = (
+    ("/generate", {"prompt": "baba kobe", "max_new_tokens": 2000, "ignore_eos": True}),
+    (
+        "/v1/chat/completions",
+        {
+            "messages": [{"role": "user", "content": "baba"}],
+            "max_tokens": 2000,
+            "ignore_eos": True,
+            "stream": True,
+        },
+    ),
+    ("/v1/completions", {"prompt": "lemu", "max_tokens": 2000, "ignore_eos": True, "stream": True}),
+)
+"""Long streams on every streaming route, so each storm client cancels one mid-generation."""
+
+
+async def _cancelled_stream(host: str, port: int, rng: random.Random) -> None:
+    path, body = rng.choice(STORM_BODIES)
+    payload = json.dumps(body).encode()
+    reader, writer = await asyncio.open_connection(host, port)
+    try:
+        writer.write(
+            f"POST {path} HTTP/1.1\r\nHost: {host}\r\nContent-Type: application/json\r\n"
+            f"Content-Length: {len(payload)}\r\n\r\n".encode()
+            + payload
+        )
+        # Cancel after 0 to 3 token events have arrived, at random.
+        events_wanted = rng.randint(0, 3)
+        received = b""
+        async with asyncio.timeout(30):
+            while received.count(b"data:") < events_wanted:
+                chunk = await reader.read(65536)
+                if not chunk:
+                    raise AssertionError(f"the target closed a stream early: {received[-300:]!r}")
+                received += chunk
+    finally:
+        # Half the clients vanish with a reset, half close politely.
+        if rng.random() < 0.5:
+            writer.transport.abort()
+        else:
+            writer.close()
+        with contextlib.suppress(OSError):
+            await writer.wait_closed()
+
+
+def cancel_storm(url: str, streams: int, concurrency: int, seed: int) -> None:
+    """Open ``streams`` long streams, ``concurrency`` at a time, each cancelled by its client
+    after 0 to 3 tokens (seeded, so a run can be repeated)."""
+    host, port = url.removeprefix("http://").rsplit(":", 1)
+    rng = random.Random(seed)
+
+    async def run() -> None:
+        gate = asyncio.Semaphore(concurrency)
+
+        async def one() -> None:
+            async with gate:
+                await _cancelled_stream(host, int(port), rng)
+
+        await asyncio.gather(*(one() for _ in range(streams)))
+
+    asyncio.run(run())

@@ -1,0 +1,104 @@
+"""SIGTERM with open streams: admission stops, open streams drain for --shutdown-grace, the
+rest end with the format's error event, and the process exits 0 within grace + 1 s."""
+
+from __future__ import annotations
+
+import signal
+import subprocess
+import threading
+import time
+from collections.abc import Callable
+from typing import Any
+
+import httpx
+from target_harness import SseEvent, TargetProcess, iter_sse
+
+GRACE_S = 1.0
+OPEN_STREAMS = 30
+EXIT_LIMIT_S = GRACE_S + 1.0
+"""Issue 12: exit 0 within grace + 1 s of SIGTERM."""
+
+ROUTES: list[tuple[str, dict[str, Any]]] = [
+    ("/generate", {"prompt": "baba", "max_new_tokens": 2000, "ignore_eos": True}),
+    (
+        "/v1/chat/completions",
+        {
+            "messages": [{"role": "user", "content": "baba"}],
+            "max_tokens": 2000,
+            "ignore_eos": True,
+            "stream": True,
+        },
+    ),
+    ("/v1/completions", {"prompt": "baba", "max_tokens": 2000, "ignore_eos": True, "stream": True}),
+]
+
+
+def _ends_properly(path: str, events: list[SseEvent]) -> bool:
+    """The stream ended with its format's end or with an error event saying why."""
+    if not events:
+        return False
+    last = events[-1]
+    if path == "/generate":
+        return last.kind == "done" or (
+            last.kind == "error" and "shutting down" in last.data["error"]
+        )
+    if last.data == "[DONE]":
+        return True
+    return isinstance(last.data, dict) and "shutting down" in last.data["error"]["message"]
+
+
+def test_sigterm_drains_then_ends_every_stream_with_an_error_event_and_exits_0(
+    make_target: Callable[..., TargetProcess],
+) -> None:
+    target = make_target(
+        "--heartbeat",
+        "0",
+        "--max-concurrency",
+        str(OPEN_STREAMS + 2),
+        "--shutdown-grace",
+        str(GRACE_S),
+    )
+    streaming = threading.Barrier(OPEN_STREAMS + 1)
+    seen: dict[int, tuple[str, list[SseEvent]]] = {}
+
+    def client(n: int) -> None:
+        path, body = ROUTES[n % len(ROUTES)]
+        events: list[SseEvent] = []
+        seen[n] = (path, events)
+        with (
+            httpx.Client(base_url=target.url, timeout=30) as http,
+            http.stream("POST", path, json=body) as response,
+        ):
+            assert response.status_code == 200
+            for event in iter_sse(response):
+                events.append(event)
+                if len(events) == 1:
+                    streaming.wait(30)
+
+    clients = [threading.Thread(target=client, args=(n,)) for n in range(OPEN_STREAMS)]
+    for thread in clients:
+        thread.start()
+    streaming.wait(60)
+    signalled = time.monotonic()
+    target.process.send_signal(signal.SIGTERM)
+    with httpx.Client(base_url=target.url, timeout=5) as late:
+        # During the drain a new stream is refused, with a hint to retry elsewhere or later.
+        refused = late.post("/generate", json={"prompt": "baba", "max_new_tokens": 2})
+    assert time.monotonic() - signalled < GRACE_S, "the refusal came after the drain"
+    assert refused.status_code == 503
+    assert refused.headers["retry-after"] == "1"
+    assert "shutting down" in refused.json()["error"]
+    try:
+        status = target.process.wait(timeout=EXIT_LIMIT_S + 10)
+    except subprocess.TimeoutExpired:
+        raise AssertionError("the target did not exit") from None
+    exited_after = time.monotonic() - signalled
+    for thread in clients:
+        thread.join(10)
+    assert status == 0, target.stderr()
+    assert exited_after < EXIT_LIMIT_S, f"exited {exited_after:.2f} s after SIGTERM"
+    assert len(seen) == OPEN_STREAMS
+    bad = {n: (path, events[-1:]) for n, (path, events) in seen.items()}
+    bad = {n: v for n, v in bad.items() if not _ends_properly(seen[n][0], seen[n][1])}
+    assert not bad, bad
+    assert "Traceback" not in target.stderr(), target.stderr()
