@@ -8,6 +8,7 @@ import pwd
 import re
 import socket
 import tempfile
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -119,7 +120,12 @@ def ingress_prefix_of(conf: str) -> str:
 def test_worker_drops_root_to_nobody(sse_upstream: str) -> None:
     with Ingress(sse_upstream) as ingress:
         assert ingress.pid is not None
-        workers = [pid for pid in processes_in_group(ingress.pid) if pid != ingress.pid]
+        master = ingress.pid
+        # The listener accepts (into its backlog) before the master has forked its worker.
+        deadline = time.monotonic() + 10
+        while not (workers := [pid for pid in processes_in_group(master) if pid != master]):
+            assert time.monotonic() < deadline, "nginx forked no worker within 10 s"
+            time.sleep(0.01)
         assert len(workers) == 1
         status = Path(f"/proc/{workers[0]}/status").read_text()
     uid_line = next(line for line in status.splitlines() if line.startswith("Uid:"))
