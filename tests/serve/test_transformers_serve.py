@@ -192,6 +192,13 @@ def test_transformers_serve_streams_through_the_plugin(
     tmp_path: Path,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
+    from transformers.utils.import_utils import is_serve_available
+
+    # Not a skip: without the extra this acceptance check has not run, so it fails and says why.
+    assert is_serve_available(), (
+        "transformers serve needs the transformers[serving] extra (fastapi, uvicorn, pydantic, "
+        "openai): pip install 'transformers[serving]==5.24.0'"
+    )
     # Everything offline: the model is a local directory, and the CLI's daily PyPI version
     # check is off; a fresh HF home keeps the user's hub cache out of it.
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
