@@ -1,0 +1,230 @@
+"""The vendors' official Python clients read the same transcript bytes from the replay app.
+
+Each oracle points its client's base URL at the replay app on loopback (the transcript's
+prefix; the client appends its own path, which the app ignores), reads the stream the way the
+client exposes it, and assembles text, reasoning, tool-call arguments and refusals. ``check``
+then asserts that the plugin's reading (as dumped by the inner pytester run) has the same text
+of every kind, and that the client notices a failure where the plugin says ``server``.
+
+What the clients do not notice (the reason the plugin checks it): none of them reports a
+stream that was cut cleanly before its end (``truncated``); the OpenAI client yields the
+Responses API's ``error`` and ``response.failed`` events instead of raising (we look at them).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import anthropic
+import ollama
+import openai
+from format_cases import Case
+from google import genai
+from google.genai import types as genai_types
+from huggingface_hub import InferenceClient
+
+# No retries and a short timeout: a transcript is answered at once, and a client that retried
+# a failure would read it twice.
+TIMEOUT_S = 10.0
+
+
+@dataclass
+class Assembled:
+    """What a client assembled from one stream, and whether it reported a failure."""
+
+    parts: dict[str, list[str]] = field(
+        default_factory=lambda: {"text": [], "reasoning": [], "tool": [], "refusal": []}
+    )
+    failed: str | None = None
+    """The client's exception (or failure event), as ``Type: message``."""
+
+    def add(self, kind: str, piece: str | None) -> None:
+        """Keep a non-empty piece of ``kind``."""
+        if piece:
+            self.parts[kind].append(piece)
+
+    def of(self, kind: str) -> str:
+        """Everything of ``kind``, joined."""
+        return "".join(self.parts[kind])
+
+
+def _guard(read: Callable[[Assembled], None]) -> Assembled:
+    """Run ``read``; an exception the client raises mid-stream is its failure report."""
+    got = Assembled()
+    try:
+        read(got)
+    except Exception as exc:  # the client's own error types differ; we record which one
+        got.failed = f"{type(exc).__name__}: {exc}"
+    return got
+
+
+def _compact(value: Any) -> str:
+    return json.dumps(value, separators=(",", ":"))
+
+
+def read_openai(base: str, case: Case) -> Assembled:
+    """openai: chat chunks' deltas (``reasoning_content``/``reasoning`` are extra fields the
+    client keeps in ``model_extra``) or legacy completion choices' ``text``."""
+    client = openai.OpenAI(base_url=base, api_key="x", max_retries=0, timeout=TIMEOUT_S)
+
+    def read(got: Assembled) -> None:
+        if case.suffix == "/completions":
+            for completion in client.completions.create(model="m", prompt="hi", stream=True):
+                for choice in completion.choices:
+                    got.add("text", choice.text)
+            return
+        stream = client.chat.completions.create(
+            model="m", messages=[{"role": "user", "content": "hi"}], stream=True
+        )
+        for chunk in stream:
+            for c in chunk.choices:
+                extra = c.delta.model_extra or {}
+                got.add("reasoning", extra.get("reasoning_content") or extra.get("reasoning"))
+                got.add("text", c.delta.content)
+                got.add("refusal", c.delta.refusal)
+                for call in c.delta.tool_calls or []:
+                    got.add("tool", call.function.arguments if call.function else None)
+
+    return _guard(read)
+
+
+def read_openai_responses(base: str, case: Case) -> Assembled:
+    """openai: Responses API events by ``type``; ``error``/``response.failed`` are failures."""
+    client = openai.OpenAI(base_url=base, api_key="x", max_retries=0, timeout=TIMEOUT_S)
+    kinds = {
+        "response.output_text.delta": "text",
+        "response.reasoning_summary_text.delta": "reasoning",
+        "response.reasoning_text.delta": "reasoning",
+        "response.function_call_arguments.delta": "tool",
+        "response.refusal.delta": "refusal",
+    }
+
+    def read(got: Assembled) -> None:
+        for event in client.responses.create(model="m", input="hi", stream=True):
+            if event.type in kinds:
+                got.add(kinds[event.type], getattr(event, "delta", None))
+            elif event.type in ("error", "response.failed"):
+                got.failed = f"{event.type} event"
+
+    return _guard(read)
+
+
+def read_anthropic(base: str, case: Case) -> Assembled:
+    """anthropic: ``messages.stream`` events (text, thinking and input-JSON deltas) and, when
+    the stream ended, the final message's text blocks agree with them."""
+    client = anthropic.Anthropic(base_url=base, api_key="x", max_retries=0, timeout=TIMEOUT_S)
+    kinds = {"text_delta": "text", "thinking_delta": "reasoning", "input_json_delta": "tool"}
+    fields = {
+        "text_delta": "text",
+        "thinking_delta": "thinking",
+        "input_json_delta": "partial_json",
+    }
+
+    def read(got: Assembled) -> None:
+        with client.messages.stream(
+            model="m", max_tokens=64, messages=[{"role": "user", "content": "hi"}]
+        ) as stream:
+            for event in stream:
+                if event.type == "content_block_delta" and event.delta.type in kinds:
+                    got.add(kinds[event.delta.type], getattr(event.delta, fields[event.delta.type]))
+            final = stream.get_final_message()
+            text = "".join(block.text for block in final.content if block.type == "text")
+            assert text == got.of("text"), (text, got.parts)
+
+    return _guard(read)
+
+
+def read_gemini(base: str, case: Case) -> Assembled:
+    """google-genai: ``generate_content_stream`` responses' parts (``thought`` parts are
+    reasoning, ``function_call`` parts tool calls, their args as compact JSON)."""
+    client = genai.Client(
+        api_key="x",
+        http_options=genai_types.HttpOptions(
+            base_url=base + "/", api_version="v1beta", timeout=int(TIMEOUT_S * 1000)
+        ),
+    )
+
+    def read(got: Assembled) -> None:
+        for response in client.models.generate_content_stream(
+            model="gemini-2.5-flash", contents="hi"
+        ):
+            for candidate in response.candidates or []:
+                for part in (candidate.content.parts if candidate.content else None) or []:
+                    if part.function_call is not None:
+                        got.add("tool", _compact(part.function_call.args or {}))
+                    else:
+                        got.add("reasoning" if part.thought else "text", part.text)
+
+    return _guard(read)
+
+
+def read_ollama(base: str, case: Case) -> Assembled:
+    """ollama: ``generate``/``chat`` with ``stream=True``; tool calls' arguments as JSON."""
+    client = ollama.Client(host=base, timeout=TIMEOUT_S)
+
+    def read(got: Assembled) -> None:
+        if case.suffix == "/api/generate":
+            for part in client.generate(model="m", prompt="hi", stream=True):
+                got.add("reasoning", part.thinking)
+                got.add("text", part.response)
+            return
+        for chunk in client.chat(
+            model="m", messages=[{"role": "user", "content": "hi"}], stream=True
+        ):
+            got.add("reasoning", chunk.message.thinking)
+            got.add("text", chunk.message.content)
+            for call in chunk.message.tool_calls or []:
+                got.add("tool", _compact(dict(call.function.arguments)))
+
+    return _guard(read)
+
+
+def read_tgi(base: str, case: Case) -> Assembled:
+    """huggingface_hub: ``text_generation(stream=True, details=True)``; special tokens are
+    dropped, and the final event's ``generated_text`` must equal what was assembled."""
+    client = InferenceClient(model=base + case.suffix, timeout=TIMEOUT_S)
+
+    def read(got: Assembled) -> None:
+        for output in client.text_generation("hi", stream=True, details=True):
+            if not output.token.special:
+                got.add("text", output.token.text)
+            if output.generated_text is not None:
+                assert output.generated_text == got.of("text"), (output, got.parts)
+
+    return _guard(read)
+
+
+@dataclass(frozen=True)
+class Oracle:
+    """An official client, and which plugin outcomes it reports as a failure too."""
+
+    read: Callable[[str, Case], Assembled]
+    fails_on: frozenset[str] = frozenset({"server"})
+
+    def check(self, replay_url: str, path: str, case: Case, ours: dict[str, Any]) -> None:
+        """Assert the client's text of every kind equals ours, and that it fails on the
+        outcomes in ``fails_on`` (and only on those) for this stream transcript."""
+        if not case.kinds:
+            return  # non-stream 200s: each client fails in its own way (or parses the JSON)
+        prefix = path[: path.index(case.suffix)] if case.suffix else path
+        got = self.read(replay_url + prefix, case)
+        for kind in ("text", "reasoning", "tool", "refusal"):
+            theirs = got.of(kind)
+            mine = ours["text"] if kind == "text" else ours[kind]
+            assert mine == theirs, (case.name, kind, mine, theirs, got.failed)
+        should_fail = case.error_kind in self.fails_on
+        assert (got.failed is not None) == should_fail, (case.name, case.error_kind, got.failed)
+
+
+ORACLES: dict[str, Oracle] = {
+    "openai": Oracle(read_openai),
+    "openai-responses": Oracle(read_openai_responses),
+    "anthropic": Oracle(read_anthropic),
+    "gemini": Oracle(read_gemini),
+    "ollama": Oracle(read_ollama),
+    "tgi": Oracle(read_tgi),
+}
+"""Oracles by format name; the bundled ``sse``, ``ndjson``, ``raw`` have no vendor client."""

@@ -1,0 +1,143 @@
+"""Every built-in stream format (and two user-defined ones) reads recorded vendor transcripts
+through the plugin: the replay app (real uvicorn) as the target, behind the embedded Toxiproxy.
+
+One pytester run per format reads each transcript with ``streamguard.stream`` (sync client),
+``streamguard.astream`` (async client, all transcripts at once) and ``streamguard.load(3)``
+(load transport) and dumps what it saw; the outer test checks it against ``format_cases`` and,
+where the vendor has an official Python client, against the text that client assembles from
+the same bytes (``oracles.py``).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from typing import Any
+
+import oracles
+import pytest
+from format_cases import FORMATS, PAUSE_S, Case, path_of
+
+# TTFT must be at least the replay pause (the first token comes after it, whatever came
+# before) and at most the pause plus this: the 2-core CI box and the proxy add scheduling
+# noise, never a second or more.
+TTFT_SLACK_S = 1.5
+
+INNER = """
+import asyncio
+import json
+
+import pytest
+
+from pytest_streamguard.formats import NDJSONFormat, SSEFormat
+
+CASES = json.loads({cases!r})
+FORMAT = {fmt!r}
+BODY = {{"model": "m", "stream": True, "messages": [{{"role": "user", "content": "hi"}}]}}
+
+CUSTOM_FORMATS = {{
+    "custom-sse": SSEFormat(
+        "mine",
+        token_events=("token",),
+        end_events=("finished",),
+        error_events=("failure",),
+        heartbeat_events=(),
+        done_data=None,
+        text=lambda data: data["t"],
+        end_on_eof=False,
+    ),
+    "custom-ndjson": NDJSONFormat(
+        "mine",
+        text=lambda obj: obj.get("out"),
+        end=lambda obj: bool(obj.get("final")),
+        error=lambda obj: obj.get("oops"),
+        end_on_eof=False,
+    ),
+}}
+fmt = CUSTOM_FORMATS.get(FORMAT, FORMAT)
+
+
+def seen(trace):
+    return {{
+        "kinds": [c.kind for c in trace.chunks],
+        "texts": [c.text for c in trace.chunks],
+        "text": trace.text,
+        "reasoning": trace.text_of("reasoning"),
+        "tool": trace.text_of("tool"),
+        "refusal": trace.text_of("refusal"),
+        "heartbeats": trace.heartbeats,
+        "ttft": trace.ttft,
+        "completed": trace.completed,
+        "error_kind": trace.error_kind,
+        "error": trace.error,
+    }}
+
+
+def test_sync_and_load(streamguard):
+    out = {{}}
+    for name, path in CASES:
+        trace = streamguard.stream(path, json=BODY, format=fmt)
+        result = streamguard.load(3, path, json=BODY, format=fmt)
+        out[name] = {{"stream": seen(trace), "load": [seen(t) for t in result.traces]}}
+    with open("seen.json", "w") as f:
+        json.dump(out, f)
+
+
+@pytest.mark.asyncio
+async def test_async(streamguard):
+    traces = await asyncio.gather(
+        *(streamguard.astream(path, json=BODY, format=fmt) for _, path in CASES)
+    )
+    with open("seen_async.json", "w") as f:
+        json.dump({{name: seen(t) for (name, _), t in zip(CASES, traces)}}, f)
+"""
+
+
+def check(case: Case, seen: dict[str, Any], where: str) -> None:
+    """Assert one trace (as dumped by the inner run) reads ``case`` as the vendor means it."""
+    label = f"{case.name} ({where})"
+    assert seen["kinds"] == list(case.kinds), (label, seen)
+    assert seen["text"] == case.text, (label, seen)
+    assert seen["reasoning"] == case.reasoning, (label, seen)
+    assert seen["tool"] == case.tool, (label, seen)
+    assert seen["refusal"] == case.refusal, (label, seen)
+    assert seen["heartbeats"] == case.heartbeats, (label, seen)
+    if case.error_kind is None:
+        assert seen["completed"] is True, (label, seen)
+        assert seen["error_kind"] is None, (label, seen)
+    else:
+        assert seen["completed"] is False, (label, seen)
+        assert seen["error_kind"] == case.error_kind, (label, seen)
+        assert case.error_has in (seen["error"] or ""), (label, seen)
+    if case.kinds:
+        assert seen["ttft"] is not None, (label, seen)
+        assert PAUSE_S <= seen["ttft"] <= PAUSE_S + TTFT_SLACK_S, (label, seen)
+    else:
+        assert seen["ttft"] is None, (label, seen)
+
+
+@pytest.mark.parametrize("fmt", list(FORMATS))
+def test_format_reads_its_transcripts(
+    fmt: str,
+    pytester: pytest.Pytester,
+    run: Callable[..., pytest.RunResult],
+    replay_url: str,
+) -> None:
+    _, cases = FORMATS[fmt]
+    pairs = [[case.name, path_of(fmt, case)] for case in cases]
+    pytester.makepyfile(INNER.format(cases=json.dumps(pairs), fmt=fmt))
+    result = run()
+    result.assert_outcomes(passed=2)
+    seen = json.loads((pytester.path / "seen.json").read_text())
+    seen_async = json.loads((pytester.path / "seen_async.json").read_text())
+    for case in cases:
+        check(case, seen[case.name]["stream"], "stream")
+        check(case, seen_async[case.name], "astream")
+        assert len(seen[case.name]["load"]) == 3
+        for i, trace in enumerate(seen[case.name]["load"]):
+            check(case, trace, f"load trace {i}")
+    # The official client, where there is one, reads the same bytes the same way.
+    oracle = oracles.ORACLES.get(fmt)
+    if oracle is not None:
+        for case in cases:
+            oracle.check(replay_url, path_of(fmt, case), case, seen[case.name]["stream"])
