@@ -18,7 +18,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.types import Receive, Scope, Send
 
-from .collection import Collection
+from .collection import Collection, PopulateError
 from .decode import parse_body
 from .errors import TOXIC_NOT_FOUND, ApiError, invalid_input
 from .logs import log
@@ -42,6 +42,22 @@ def error_response(error: ApiError) -> Response:
     """Go's ``http.Error`` with the JSON error: text/plain, nosniff, trailing newline."""
     body = json.dumps({"error": error.message, "status": error.status}, separators=(",", ":"))
     return Response(body + "\n", error.status, _TEXT)
+
+
+def clean_path(path: str) -> str:
+    """gorilla/mux's ``cleanPath``: Go's ``path.Clean`` of ``/`` + path (repeated slashes,
+    ``.`` and ``..`` resolved), keeping a trailing slash."""
+    parts: list[str] = []
+    for part in path.split("/"):
+        if part == "..":
+            if parts:
+                parts.pop()
+        elif part not in ("", "."):
+            parts.append(part)
+    clean = "/" + "/".join(parts)
+    if path.endswith("/") and clean != "/":
+        clean += "/"
+    return clean
 
 
 def _request_id() -> str:
@@ -110,6 +126,11 @@ class Api:
     async def _dispatch(self, request: Request) -> Response:
         path = request.url.path
         method = request.method
+        clean = clean_path(path)
+        if clean != path:
+            # gorilla/mux answers a path that is not clean with a redirect to the clean one.
+            query = f"?{request.url.query}" if request.url.query else ""
+            return Response(b"", 301, {"location": clean + query})
         if path == "/metrics":
             handler: Handler = Api.metrics_text
             params: dict[str, str] = {}
@@ -149,12 +170,18 @@ class Api:
         return _json(proxy.to_json(), 201)
 
     async def populate(self, request: Request, params: dict[str, str]) -> Response:
-        """``POST /populate``; its errors are JSON with the (null) proxy list, no newline."""
+        """``POST /populate``; its errors are JSON with the proxies applied before the failure
+        (null when none), no newline."""
         try:
             proxies = await self.collection.populate(await _body(request))
         except ApiError as error:
             data = {"error": error.message, "status": error.status, "proxies": None}
             return _json(data, error.status)
+        except PopulateError as failed:
+            cause = failed.error
+            listed = [p.to_json() for p in failed.applied] or None
+            data = {"error": cause.message, "status": cause.status, "proxies": listed}
+            return _json(data, cause.status)
         return _json({"proxies": [p.to_json() for p in proxies] if proxies else None}, 201)
 
     async def proxy_show(self, request: Request, params: dict[str, str]) -> Response:

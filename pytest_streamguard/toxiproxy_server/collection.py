@@ -4,13 +4,12 @@ from __future__ import annotations
 
 import asyncio
 import random
-import socket
 from typing import Any, Final
 
 from .decode import FieldKind, decode_fields, expect_object
-from .errors import BAD_REQUEST_BODY, MISSING_FIELD, PROXY_EXISTS, PROXY_NOT_FOUND
+from .errors import BAD_REQUEST_BODY, MISSING_FIELD, PROXY_EXISTS, PROXY_NOT_FOUND, ApiError
 from .metrics import Metrics
-from .proxy import Proxy, check_upstream, format_address, split_host_port
+from .proxy import DEFAULT_LISTEN, Proxy, check_upstream
 from .toxics import check_name
 
 _PROXY_FIELDS: Final[dict[str, FieldKind]] = {
@@ -20,6 +19,15 @@ _PROXY_FIELDS: Final[dict[str, FieldKind]] = {
     "enabled": "bool",
 }
 _POPULATE_TYPE: Final = "[]struct { toxiproxy.Proxy; Enabled *bool }"
+
+
+class PopulateError(Exception):
+    """A ``/populate`` that failed part-way: the error, and the proxies applied before it."""
+
+    def __init__(self, error: ApiError, applied: list[Proxy]) -> None:
+        super().__init__(error.message)
+        self.error = error
+        self.applied = applied
 
 
 class Collection:
@@ -41,9 +49,10 @@ class Collection:
     def _new_proxy(self, fields: dict[str, Any]) -> Proxy:
         check_name(fields["name"], "proxy")
         check_upstream(fields["upstream"])
-        return Proxy(
-            fields["name"], fields.get("listen", ""), fields["upstream"], self.rng, self.metrics
-        )
+        # Without a listen address Toxiproxy binds a random port on every interface; this
+        # server binds it on loopback only (a deliberate divergence, see the README).
+        listen = fields.get("listen") or DEFAULT_LISTEN
+        return Proxy(fields["name"], listen, fields["upstream"], self.rng, self.metrics)
 
     async def create(self, body: object) -> Proxy:
         """``POST /proxies``: add a proxy and start it unless ``enabled`` is false."""
@@ -61,7 +70,11 @@ class Collection:
         return proxy
 
     async def populate(self, body: object) -> list[Proxy]:
-        """``POST /populate``: validate every entry, then add or replace them in order."""
+        """``POST /populate``: validate every entry, then add or replace them in order.
+
+        A failure part-way raises :class:`PopulateError` carrying the proxies already
+        applied, which the API lists next to the error, as Toxiproxy 2.12 does.
+        """
         if not isinstance(body, list):
             kind = "object" if isinstance(body, dict) else type(body).__name__
             raise BAD_REQUEST_BODY.joined(
@@ -77,17 +90,20 @@ class Collection:
         done: list[Proxy] = []
         async with self.lock:
             for proxy, enabled in entries:
-                done.append(await self._add_or_replace(proxy, enabled))
+                try:
+                    done.append(await self._add_or_replace(proxy, enabled))
+                except ApiError as error:
+                    raise PopulateError(error, done) from None
         return done
 
     async def _add_or_replace(self, proxy: Proxy, enabled: bool) -> Proxy:
+        """Go's ``AddOrReplace``: an unchanged proxy stays; a changed one is stopped and the
+        new one started. If the new one cannot start, the old one stays, stopped."""
         existing = self.proxies.get(proxy.name)
         if existing is not None:
-            listen = await resolve_listen(proxy.listen)
-            if existing.listen == listen and existing.upstream == proxy.upstream:
+            if not await existing.differs(proxy.listen, proxy.upstream):
                 return existing
             existing.stop()
-            del self.proxies[proxy.name]
         if enabled:
             await proxy.start()
         self.proxies[proxy.name] = proxy
@@ -124,19 +140,3 @@ class Collection:
         """Stop every proxy (server shutdown)."""
         for proxy in self.proxies.values():
             proxy.stop()
-
-
-async def resolve_listen(listen: str) -> str:
-    """The address a listen string would report once bound (port 0 stays 0)."""
-    try:
-        host, port = split_host_port(listen)
-    except ValueError:
-        return listen
-    if host in ("", "0.0.0.0", "::"):
-        return f"[::]:{port}"
-    try:
-        infos = await asyncio.get_running_loop().getaddrinfo(host, port, type=socket.SOCK_STREAM)
-    except OSError:
-        return listen
-    infos.sort(key=lambda info: info[0] != socket.AF_INET)
-    return format_address(infos[0][4], infos[0][0])

@@ -11,8 +11,10 @@ from __future__ import annotations
 
 import json
 import math
+import re
 import struct
 from collections.abc import Mapping
+from decimal import Decimal
 from typing import Any, Final, Literal
 
 from .errors import BAD_REQUEST_BODY, ApiError
@@ -23,27 +25,52 @@ INT64_MIN: Final = -(2**63)
 INT64_MAX: Final = 2**63 - 1
 _FLOAT32_MAX: Final = 3.4028234663852886e38
 
-_DECODER: Final = json.JSONDecoder(parse_constant=lambda name: _reject_constant(name))
-
 
 def _reject_constant(name: str) -> Any:
     raise ValueError(f"invalid character {name[0]!r} looking for beginning of value")
 
 
+class JsonNumber(float):
+    """A decoded JSON number with a fraction or exponent, keeping its literal for messages
+    (Go names the literal: ``cannot unmarshal number 1e3 into ... of type int64``)."""
+
+    text: str
+
+    def __new__(cls, text: str) -> JsonNumber:
+        number = super().__new__(cls, text)
+        number.text = text
+        return number
+
+
+_DECODER: Final = json.JSONDecoder(
+    parse_constant=lambda name: _reject_constant(name), parse_float=JsonNumber
+)
+_LONE_SURROGATE: Final = re.compile("[\ud800-\udfff]")
+
+
 def parse_body(body: bytes) -> Any:
-    """Parse the first JSON value of ``body`` (Go's ``Decoder.Decode``), or raise a 400."""
-    try:
-        text = body.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        raise BAD_REQUEST_BODY.joined(f"invalid UTF-8 at byte {exc.start}") from None
+    """Parse the first JSON value of ``body`` (Go's ``Decoder.Decode``), or raise a 400.
+
+    As in Go, bytes that are not UTF-8 become U+FFFD inside strings (and a syntax error
+    outside them). Nesting deeper than Python's decoder can follow is a 400 here, where Go
+    allows 10,000 levels (a divergence that only matters for deep values under unknown keys).
+    """
+    text = body.decode("utf-8", "replace")
     stripped = text.lstrip(" \t\r\n")
     if not stripped:
         raise BAD_REQUEST_BODY.joined("EOF")
     try:
         value, _ = _DECODER.raw_decode(stripped)
+    except RecursionError:
+        raise BAD_REQUEST_BODY.joined("exceeded max depth") from None
     except ValueError as exc:
         raise BAD_REQUEST_BODY.joined(_json_error_text(stripped, exc)) from None
     return value
+
+
+def go_string(text: str) -> str:
+    """``text`` as Go decodes it: a lone surrogate escape (``"\\ud800"``) becomes U+FFFD."""
+    return _LONE_SURROGATE.sub("\ufffd", text)
 
 
 def _json_error_text(text: str, exc: ValueError) -> str:
@@ -54,12 +81,15 @@ def _json_error_text(text: str, exc: ValueError) -> str:
     return str(exc)
 
 
-def json_kind(value: object) -> str:
-    """The JSON kind name Go's error messages use for a decoded value."""
+def json_kind(value: object, *, literal: bool = False) -> str:
+    """The JSON kind name Go's error messages use for a decoded value; ``literal`` adds a
+    number's literal, as Go does when the target is a number."""
     if isinstance(value, bool):
         return "bool"
     if isinstance(value, int | float):
-        return f"number {value}" if isinstance(value, float) else "number"
+        if not literal:
+            return "number"
+        return f"number {value.text if isinstance(value, JsonNumber) else value}"
     if isinstance(value, str):
         return "string"
     if isinstance(value, list):
@@ -97,16 +127,16 @@ def convert(value: object, kind: FieldKind, where: str) -> Any:
     """Convert one decoded JSON value to a Go field type, or raise Go's unmarshal error."""
 
     def wrong() -> ApiError:
-        go_kind = "int" if kind == "int" else kind
+        numeric = kind in ("int64", "int", "float32")
         return BAD_REQUEST_BODY.joined(
-            f"json: cannot unmarshal {json_kind(value)} into Go struct field {where} "
-            f"of type {go_kind}"
+            f"json: cannot unmarshal {json_kind(value, literal=numeric)} into Go struct field "
+            f"{where} of type {kind}"
         )
 
     if kind == "string":
         if not isinstance(value, str):
             raise wrong()
-        return value
+        return go_string(value)
     if kind == "bool":
         if not isinstance(value, bool):
             raise wrong()
@@ -118,7 +148,8 @@ def convert(value: object, kind: FieldKind, where: str) -> Any:
         if not math.isfinite(number) or abs(number) > _FLOAT32_MAX:
             raise wrong()
         return to_float32(number)
-    if isinstance(value, float) and not value.is_integer():
+    if isinstance(value, float):
+        # Go parses an integer field's literal as an integer: 1.0 and 1e3 do not fit.
         raise wrong()
     integer = int(value)
     if not INT64_MIN <= integer <= INT64_MAX:
@@ -133,11 +164,14 @@ def to_float32(number: float) -> float:
 
 
 def format_float32(number: float) -> int | float:
-    """The shortest value that reads back as the same float32 (how Go prints a float32)."""
-    if number.is_integer() and abs(number) < 1e21:
-        return int(number)
+    """A float32 as Go's JSON encoder writes it: the shortest decimal that reads back as the
+    same float32, without an exponent below 1e21 (``1e20`` is ``100000000000000000000``)."""
+    shortest = number
     for digits in range(1, 10):
         candidate = float(f"{number:.{digits}g}")
         if to_float32(candidate) == number:
-            return candidate
-    return number
+            shortest = candidate
+            break
+    if shortest.is_integer() and abs(shortest) < 1e21:
+        return int(Decimal(repr(shortest)))
+    return shortest

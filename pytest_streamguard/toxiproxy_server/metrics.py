@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Final
+from typing import Final
 
 from prometheus_client import (
     CollectorRegistry,
@@ -14,10 +14,6 @@ from prometheus_client.exposition import CONTENT_TYPE_PLAIN_0_0_4
 from prometheus_client.gc_collector import GCCollector
 from prometheus_client.platform_collector import PlatformCollector
 from prometheus_client.process_collector import ProcessCollector
-
-if TYPE_CHECKING:
-    from .proxy import Proxy
-    from .toxics import Direction
 
 CONTENT_TYPE: Final = CONTENT_TYPE_PLAIN_0_0_4
 _LABELS: Final = ("direction", "proxy", "listener", "upstream")
@@ -47,9 +43,9 @@ class Metrics:
             PlatformCollector(registry=self.registry)
             GCCollector(registry=self.registry)
 
-    def count(self, proxy: Proxy, direction: Direction, received: int, sent: int) -> None:
-        """Add one finished link's byte counts."""
-        labels = (direction.value, proxy.name, proxy.listen, proxy.upstream)
+    def count(self, direction: str, proxy: tuple[str, str, str], received: int, sent: int) -> None:
+        """Add one finished link's byte counts; ``proxy`` is its (name, listen, upstream)."""
+        labels = (direction, *proxy)
         self.received.labels(*labels).inc(received)
         self.sent.labels(*labels).inc(sent)
 

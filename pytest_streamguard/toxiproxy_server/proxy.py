@@ -26,6 +26,7 @@ from .toxics import Direction, Toxic, updated_toxic
 READ_SIZE: Final = 32 * 1024
 DIAL_TIMEOUT_S: Final = 30.0
 _WILDCARDS: Final = ("", "0.0.0.0", "::")
+DEFAULT_LISTEN: Final = "127.0.0.1:0"
 
 
 def split_host_port(address: str) -> tuple[str, int]:
@@ -62,6 +63,24 @@ def format_address(sockaddr: Any, family: int) -> str:
     """Go's ``Addr.String()``: ``ip:port``, IPv6 in brackets."""
     host, port = sockaddr[0], sockaddr[1]
     return f"[{host}]:{port}" if family == socket.AF_INET6 else f"{host}:{port}"
+
+
+async def resolve_listen(listen: str) -> str:
+    """What Go's ``net.ResolveTCPAddr`` makes of a listen address, as ``Addr.String()``: an
+    IP literal normalised, a name looked up (IPv4 first), an empty host kept empty. Raise
+    the real server's 500 when it does not resolve."""
+    try:
+        host, port = split_host_port(listen)
+    except ValueError as exc:
+        raise ApiError(str(exc), 500) from None
+    if not host:
+        return f":{port}"
+    try:
+        infos = await asyncio.get_running_loop().getaddrinfo(host, port, type=socket.SOCK_STREAM)
+    except OSError:
+        raise ApiError(f"lookup {host}: no such host", 500) from None
+    infos.sort(key=lambda info: info[0] != socket.AF_INET)
+    return format_address(infos[0][4], infos[0][0])
 
 
 async def bind_listener(listen: str) -> socket.socket:
@@ -251,7 +270,12 @@ class Connection:
         self.closed = True
         self.proxy.connections.discard(self)
         for link in self.links.values():
-            self.proxy.metrics.count(self.proxy, link.direction, link.received, link.sink.sent)
+            self.proxy.metrics.count(
+                link.direction.value,
+                (self.proxy.name, self.proxy.listen, self.proxy.upstream),
+                link.received,
+                link.sink.sent,
+            )
 
 
 class Proxy:
@@ -314,9 +338,16 @@ class Proxy:
             connection.abort()
         log("info", "Terminated proxy", name=self.name, proxy=self.listen, upstream=self.upstream)
 
+    async def differs(self, listen: str, upstream: str) -> bool:
+        """Go's ``Proxy.Differs``: whether ``listen`` (resolved) or ``upstream`` is not what
+        the proxy has now. A listen address that does not resolve is the real server's 500."""
+        return await resolve_listen(listen) != self.listen or upstream != self.upstream
+
     async def update(self, listen: str, upstream: str, enabled: bool) -> None:
-        """Go's ``Proxy.Update``: restart on a new address, then follow ``enabled``."""
-        if listen != self.listen or upstream != self.upstream:
+        """Go's ``Proxy.Update``: a new address or upstream restarts the listener (closing
+        open connections); the same ones leave it and its connections alone; then the proxy
+        follows ``enabled``. An unresolvable address fails before anything changes."""
+        if await self.differs(listen, upstream):
             self.stop()
             self.listen = listen
             self.upstream = upstream

@@ -14,7 +14,7 @@ from pathlib import Path
 import uvicorn
 
 from .api import VERSION, Api
-from .collection import Collection
+from .collection import Collection, PopulateError
 from .decode import parse_body
 from .errors import ApiError
 from .logs import log, log_now
@@ -71,10 +71,10 @@ async def populate_file(collection: Collection, path: Path) -> int:
         raise StartupError(f"cannot read -config file {path}: {exc.strerror or exc}") from None
     try:
         proxies = await collection.populate(parse_body(data))
-    except ApiError as exc:
+    except (ApiError, PopulateError) as exc:
         raise StartupError(
             f"-config file {path} is not a valid Toxiproxy populate file (a JSON array of "
-            f"{{name, listen, upstream, enabled}} objects): {exc.message}"
+            f"{{name, listen, upstream, enabled}} objects): {exc}"
         ) from None
     return len(proxies)
 
@@ -98,6 +98,9 @@ async def serve(settings: Settings) -> None:
         log_config=None,
         access_log=False,
         server_header=False,
+        # h11 takes any method token, so an unknown method gets Go's 404/405 rather than
+        # httptools' 400; the API's traffic is too light for the parser's speed to matter.
+        http="h11",
         timeout_graceful_shutdown=2,
         timeout_keep_alive=60,
     )

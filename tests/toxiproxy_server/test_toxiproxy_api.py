@@ -156,7 +156,7 @@ def test_toxic_crud_shapes(api: httpx.Client, proxy: Callable[..., str]) -> None
         ({"type": "bandwidth", "attributes": {"rate": -5}}, 400, "invalid bandwidth attribute"),
         ({"type": "slicer", "attributes": {"average_size": 0}}, 400, "invalid slicer attribute"),
         ({"type": "limit_data", "attributes": {"bytes": -1}}, 400, "invalid limit_data"),
-        ({"type": "timeout", "attributes": {"timeout": 1e12}}, 400, "invalid timeout attribute"),
+        ({"type": "timeout", "attributes": {"timeout": 10**12}}, 400, "invalid timeout attribute"),
         ({"type": "latency", "name": "bad/name?"}, 400, "invalid toxic name"),
         ({"type": "latency", "toxicity": "1"}, 400, "bad request body: json:"),
     ],
