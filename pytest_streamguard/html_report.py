@@ -543,7 +543,9 @@ def _meta_list(meta: dict[str, Any]) -> str:
 
 
 def _workers(meta: dict[str, Any]) -> str:
-    """Under pytest-xdist: which workers the records were merged from, and which sent none."""
+    """Which pytest-xdist workers (or saved reports, for a merged report) the records were
+    merged from, and which sent none."""
+    kind = "report(s)" if meta.get("merged_from") else "pytest-xdist worker(s)"
     workers = meta.get("workers") or {}
     missing = meta.get("missing_workers") or []
     if not workers and not missing:
@@ -559,7 +561,7 @@ def _workers(meta: dict[str, Any]) -> str:
         for m in missing
     )
     return (
-        f'<p id="workers">Merged from {len(workers)} pytest-xdist worker(s):</p>'
+        f'<p id="workers">Merged from {len(workers)} {kind}:</p>'
         f"<ul>{''.join(items)}</ul>"
     )
 

@@ -223,9 +223,14 @@ def json_document(records: list[TestRecord], meta: dict[str, Any]) -> dict[str, 
 
 def write_json(path: Path, records: list[TestRecord], meta: dict[str, Any]) -> None:
     """Write the JSON report atomically (a reader never sees half a file)."""
+    write_document(path, json_document(records, meta))
+
+
+def write_document(path: Path, document: dict[str, Any]) -> None:
+    """Write a JSON report document (:func:`json_document`) atomically."""
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    tmp.write_text(json.dumps(json_document(records, meta), indent=1) + "\n", encoding="utf-8")
+    tmp.write_text(json.dumps(document, indent=1) + "\n", encoding="utf-8")
     tmp.replace(path)
 
 
