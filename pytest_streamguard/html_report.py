@@ -560,10 +560,7 @@ def _workers(meta: dict[str, Any]) -> str:
         "streams are not in this report</li>"
         for m in missing
     )
-    return (
-        f'<p id="workers">Merged from {len(workers)} {kind}:</p>'
-        f"<ul>{''.join(items)}</ul>"
-    )
+    return f'<p id="workers">Merged from {len(workers)} {kind}:</p><ul>{"".join(items)}</ul>'
 
 
 def render_html(meta: dict[str, Any], records: list[TestRecord]) -> str:

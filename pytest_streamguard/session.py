@@ -85,23 +85,21 @@ class StreamGuardSession:
     def _report_meta(self) -> dict[str, Any]:
         return self.merger.meta(self.meta)
 
-    @pytest.hookimpl(wrapper=True, tryfirst=True)
-    def pytest_runtest_setup(self, item: pytest.Item) -> Generator[None, object, object]:
-        """Validate the marker before any fixture starts a process; once the fixtures are
-        set up, apply a matrix item's profile to its proxy (undone by the fixture's teardown)."""
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_runtest_setup(self, item: pytest.Item) -> None:
+        """Validate the marker before any fixture starts a process."""
         item.stash[DEADLINE_KEY] = resolve_deadline(item, self.settings)
-        result = yield
+
+    @pytest.hookimpl(wrapper=True)
+    def pytest_runtest_call(self, item: pytest.Item) -> Generator[None, object, object]:
+        """Apply a matrix item's profile right before the body (the fixture's teardown undoes
+        it); after the body, check every stream it read against its deadline."""
         profile = item_profile(item)
         guard = item.stash.get(GUARD_KEY, None)
         if profile is not None and guard is not None:
             guard.profile = profile
             self.meta.setdefault("profiles", {})[profile.name] = profile.to_dict()
             guard.faults.apply_profile(profile)
-        return result
-
-    @pytest.hookimpl(wrapper=True)
-    def pytest_runtest_call(self, item: pytest.Item) -> Generator[None, object, object]:
-        """After the test body, check every stream it read against its deadline."""
         try:
             result = yield
         except BaseException:

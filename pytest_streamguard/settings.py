@@ -139,7 +139,8 @@ def add_options(parser: pytest.Parser) -> None:
     parser.addini("streamguard", ENABLE_HELP, type="bool", default=False)
     for dest, (help_text, default) in _VALUED_OPTIONS.items():
         flag = "--" + dest.replace("_", "-")
-        group.addoption(flag, dest=dest, default=None, help=help_text)
+        # argparse %-formats option help (a '%' in an example must be doubled), ini help not.
+        group.addoption(flag, dest=dest, default=None, help=help_text.replace("%", "%%"))
         parser.addini(dest, help_text, default=default)
 
 
