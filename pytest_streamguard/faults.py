@@ -20,6 +20,7 @@ reset              ``reset_peer`` downstream: new connections lose their first r
                    chunk and get an RST after ``after_ms``
 blackhole          ``timeout`` 0 both ways: data is dropped, the connection stays open
 down               the proxy is disabled: connections are closed, new ones refused
+apply_profile      a named profile's toxics (``profile(name=...)``) and fault words
 =================  =====================================================================
 """
 

@@ -52,7 +52,15 @@ class Merger:
         self.missing.append({"worker": name, "reason": reason})
 
     def meta(self, base: dict[str, Any]) -> dict[str, Any]:
-        """``base`` plus the parts and the missing ones, when anything was merged."""
+        """``base`` plus the parts and the missing ones, when anything was merged, and the
+        definitions of the fault profiles any part ran under."""
         if not self.parts and not self.missing:
             return dict(base)
-        return {**base, "workers": dict(self.parts), "missing_workers": list(self.missing)}
+        profiles: dict[str, Any] = {}
+        for part in self.parts.values():
+            profiles.update(part.get("profiles") or {})
+        profiles.update(base.get("profiles") or {})
+        merged = {**base, "workers": dict(self.parts), "missing_workers": list(self.missing)}
+        if profiles:
+            merged["profiles"] = profiles
+        return merged

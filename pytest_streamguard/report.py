@@ -66,14 +66,9 @@ def read_document(path: Path) -> dict[str, Any]:
 def merge_documents(parts: list[tuple[str, dict[str, Any]]]) -> dict[str, Any]:
     """One report from several (name, document) parts, through :class:`Merger`."""
     merger = Merger()
-    profiles: dict[str, Any] = {}
     for name, document in parts:
         merger.add(name, document)
-        profiles.update(document.get("profiles") or {})
-    base: dict[str, Any] = {"merged_from": [name for name, _ in parts]}
-    if profiles:
-        base["profiles"] = profiles
-    return json_document(merger.records, merger.meta(base))
+    return json_document(merger.records, merger.meta({"merged_from": [n for n, _ in parts]}))
 
 
 def main(argv: list[str] | None = None) -> int:

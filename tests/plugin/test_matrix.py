@@ -291,3 +291,38 @@ def test_profile_files_in_the_repository_match_the_built_ins() -> None:
     for path in files:
         profile = load_file(path)
         assert profile.toxics == BUILTIN[path.stem].toxics, path
+
+
+def test_matrix_under_xdist_is_merged_into_one_matrix(
+    pytester: pytest.Pytester, app_url: str, toxiproxy_url: str
+) -> None:
+    pytester.makepyfile(
+        """
+        import pytest
+
+        @pytest.mark.streamguard_matrix("none", "latency-200", "jitter-150", "reset")
+        def test_m(streamguard):
+            trace = streamguard.stream(json={"max_new_tokens": 4, "interval_s": 0.01})
+            assert trace.completed == (streamguard.profile.name != "reset")
+        """
+    )
+    result = pytester.runpytest_subprocess(
+        "-n",
+        "2",
+        "--streamguard",
+        "--streamguard-toxiproxy",
+        toxiproxy_url,
+        "--streamguard-target-url",
+        app_url,
+        "--streamguard-json",
+        "report.json",
+        "-p",
+        "no:cacheprovider",
+    )
+    result.assert_outcomes(passed=4)
+    report = json.loads((pytester.path / "report.json").read_text())
+    assert {t["worker"] for t in report["tests"]} == {"gw0", "gw1"}
+    assert len(report["matrix"]) == 1
+    assert set(report["matrix"][0]["profiles"]) == {"none", "latency-200", "jitter-150", "reset"}
+    assert set(report["profiles"]) == {"none", "latency-200", "jitter-150", "reset"}
+    result.stdout.fnmatch_lines(["matrix (verdict worst-ttft/gap-p95 in ms, per profile):"])
