@@ -46,7 +46,6 @@ def _profiles_dir(config: pytest.Config) -> Path | None:
 
 def configure(config: pytest.Config) -> None:
     """Load the profiles once (a bad file is a usage error) and register this plugin."""
-    config.addinivalue_line("markers", MARKER_LINE)
     try:
         config.stash[PROFILES_KEY] = load_profiles(_profiles_dir(config))
     except ProfileError as exc:

@@ -46,6 +46,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 def pytest_configure(config: pytest.Config) -> None:
     """Register the marker, resolve the settings once, and turn the runtime on if asked."""
     config.addinivalue_line("markers", MARKER_LINE)
+    config.addinivalue_line("markers", matrix.MARKER_LINE)
     matrix.configure(config)
     settings = resolve_settings(config)
     config.stash[SETTINGS_KEY] = settings
