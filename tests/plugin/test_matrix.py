@@ -14,6 +14,7 @@ from typing import Any
 
 import pytest
 
+from pytest_streamguard.matrix import matrix_test
 from pytest_streamguard.profiles import BUILTIN, load_file
 
 REPO = Path(__file__).resolve().parents[2]
@@ -219,7 +220,7 @@ def test_user_profile_directory_by_ini_and_bad_file_is_a_usage_error(
             {
                 "description": "a slow DSL line",
                 "toxics": [
-                    {"type": "latency", "attributes": {"latency": 30}},
+                    {"type": "latency", "toxicity": 0.5, "attributes": {"latency": 30}},
                     {"type": "bandwidth", "stream": "upstream", "attributes": {"rate": 100}},
                 ],
             }
@@ -234,12 +235,18 @@ def test_user_profile_directory_by_ini_and_bad_file_is_a_usage_error(
         import pytest
 
         @pytest.mark.streamguard_matrix("slow-dsl", "none")
-        def test_x(streamguard):
+        def test_x(streamguard, toxiproxy):
             profile = streamguard.profile
             if profile.name == "slow-dsl":
                 assert profile.description == "a slow DSL line"
                 assert profile.source.endswith("slow-dsl.json")
                 assert [t.type for t in profile.toxics] == ["latency", "bandwidth"]
+                # On the proxy, through toxiproxy-python (bound to the session's server by the
+                # toxiproxy fixture): the file's toxicity too.
+                on_proxy = streamguard.proxy.toxics().values()
+                assert sorted((t.type, t.stream, t.toxicity) for t in on_proxy) == [
+                    ("bandwidth", "upstream", 1.0), ("latency", "downstream", 0.5)
+                ]
             else:
                 assert profile.source == "built-in"
         """
@@ -326,3 +333,27 @@ def test_matrix_under_xdist_is_merged_into_one_matrix(
     assert set(report["matrix"][0]["profiles"]) == {"none", "latency-200", "jitter-150", "reset"}
     assert set(report["profiles"]) == {"none", "latency-200", "jitter-150", "reset"}
     result.stdout.fnmatch_lines(["matrix (verdict worst-ttft/gap-p95 in ms, per profile):"])
+
+
+def test_matrix_ids_next_to_other_parameters(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(
+        """
+        import pytest
+
+        @pytest.mark.parametrize("n", [1, 2])
+        @pytest.mark.streamguard_matrix("none", "stall-1s")
+        def test_x(streamguard, n):
+            pass
+        """
+    )
+    result = pytester.runpytest("--collect-only", "-q", "-p", "no:cacheprovider")
+    ids = [line for line in result.stdout.lines if "::test_x[" in line]
+    assert len(ids) == 4, result.stdout.str()
+    for nodeid in ids:
+        profile = "stall-1s" if "stall-1s" in nodeid else "none"
+        assert matrix_test(nodeid, profile) in (
+            "test_matrix_ids_next_to_other_parameters.py::test_x[1]",
+            "test_matrix_ids_next_to_other_parameters.py::test_x[2]",
+        ), nodeid
+    assert matrix_test("t.py::x[latency-200]", "latency-200") == "t.py::x"
+    assert matrix_test("t.py::x[a-b-none]", "none") == "t.py::x[a-b]"
