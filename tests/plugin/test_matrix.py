@@ -7,6 +7,7 @@ item's teardown, never from the plugin's own bookkeeping.
 
 from __future__ import annotations
 
+import itertools
 import json
 from collections.abc import Callable
 from pathlib import Path
@@ -64,7 +65,9 @@ import pytest
 from conftest import log, proxies
 
 
-@pytest.mark.streamguard_matrix("none", "latency-200", "cut-mid-stream", "down")
+@pytest.mark.streamguard_matrix(
+    "none", "latency-200", "cut-mid-stream", "down", "stall-1s", "slow-reader-2kbps"
+)
 def test_incident(streamguard):
     log({
         "nodeid": streamguard.profile and streamguard.profile.name,
@@ -105,8 +108,8 @@ def test_matrix_expands_applies_and_undoes_each_profile(
         "--junitxml",
         "junit.xml",
     )
-    result.assert_outcomes(passed=5)
-    ids = ["none", "latency-200", "cut-mid-stream", "down"]
+    result.assert_outcomes(passed=7)
+    ids = ["none", "latency-200", "cut-mid-stream", "down", "stall-1s", "slow-reader-2kbps"]
     result.stdout.fnmatch_lines(
         [f"test_matrix_inner.py::test_incident[[]{name}[]] PASSED*" for name in ids]
     )
@@ -124,6 +127,12 @@ def test_matrix_expands_applies_and_undoes_each_profile(
         "toxics": [["limit_data", "downstream", 1.0, {"bytes": 400}]],
     }
     assert during["down"] == {"enabled": False, "toxics": []}
+    # The client-triggered stall adds its toxic only after the third chunk.
+    assert during["stall-1s"] == {"enabled": True, "toxics": []}
+    assert during["slow-reader-2kbps"] == {
+        "enabled": True,
+        "toxics": [["bandwidth", "downstream", 1.0, {"rate": 2}]],
+    }
     # The body saw the profile's definition, not only its name.
     assert bodies[1]["profile"]["toxics"] == [
         {
@@ -144,7 +153,7 @@ def test_matrix_expands_applies_and_undoes_each_profile(
     result.stdout.fnmatch_lines(
         [
             "matrix (verdict worst-ttft/gap-p95 in ms, per profile):",
-            "test * none * latency-200 * cut-mid-stream * down",
+            "test * none * latency-200 * cut-mid-stream * down * stall-1s * slow-reader-2kbps",
             "test_matrix_inner.py::test_incident * unchecked *.*/*.* * unchecked *",
         ]
     )
@@ -161,6 +170,10 @@ def test_matrix_expands_applies_and_undoes_each_profile(
     assert by_id["test_matrix_inner.py::test_incident[cut-mid-stream]"]["profile"] == (
         "cut-mid-stream"
     )
+    stalled = by_id["test_matrix_inner.py::test_incident[stall-1s]"]
+    assert [f["kind"] for f in stalled["traces"][0]["faults"]] == ["stall"]
+    stamps = [c["stamp_ns"] for c in stalled["traces"][0]["chunks"]]
+    assert max(b - a for a, b in itertools.pairwise(stamps)) >= 0.9e9
     # ... the HTML report ...
     html = (pytester.path / "report.html").read_text()
     assert 'id="matrix-table"' in html
