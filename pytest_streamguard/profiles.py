@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import json
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -32,8 +32,6 @@ TOXIC_ATTRIBUTES: dict[str, tuple[str, ...]] = {
     "limit_data": ("bytes",),
 }
 STREAMS = ("upstream", "downstream")
-# Words of the Faults vocabulary a built-in profile may use.
-FAULT_WORDS = ("stall", "slow_reader", "down", "blackhole")
 ACCEPTED_FILE = (
     "a profile file is JSON: a list of Toxiproxy toxics, or an object "
     '{"description": "...", "toxics": [...]}; each toxic is an object with "type" (one of '
@@ -86,7 +84,6 @@ class Profile:
     toxics: tuple[Toxic, ...] = ()
     faults: tuple[tuple[str, dict[str, Any]], ...] = ()
     source: str = "built-in"
-    __test__: bool = field(default=False, init=False, repr=False)
 
     def to_dict(self) -> dict[str, Any]:
         """Builtin-typed form, as the JSON report shows it."""
