@@ -20,12 +20,14 @@ reset              ``reset_peer`` downstream: new connections lose their first r
                    chunk and get an RST after ``after_ms``
 blackhole          ``timeout`` 0 both ways: data is dropped, the connection stays open
 down               the proxy is disabled: connections are closed, new ones refused
+apply_profile      a named profile's toxics (``profile(name=...)``) and fault words
 =================  =====================================================================
 """
 
 from __future__ import annotations
 
 import contextlib
+import functools
 import math
 import threading
 import time
@@ -33,6 +35,7 @@ from typing import Any
 
 from toxiproxy.proxy import Proxy
 
+from pytest_streamguard.profiles import Profile
 from pytest_streamguard.toxiproxy_client import ToxiproxyAPI, ToxiproxyError
 from pytest_streamguard.trace import FaultRecord, StreamTrace
 
@@ -228,6 +231,35 @@ class Faults:
         self._down = True
         record.on_ns = time.perf_counter_ns()
         return record
+
+    def apply_profile(self, profile: Profile) -> list[FaultRecord]:
+        """Apply a named profile (see :mod:`pytest_streamguard.profiles`): its toxics as one
+        ``profile(name=...)`` fault, then its fault-vocabulary calls; undone by :meth:`clear`."""
+        applied: list[FaultRecord] = []
+        if profile.toxics:
+            record = FaultRecord(kind="profile", params={"name": profile.name}, toxics=[])
+            self.records.append(record)
+            for toxic in profile.toxics:
+                name = toxic.name or self._name(toxic.type)
+                # Through the API wrapper's call(), with the toxicity a profile file may set.
+                self.api.call(
+                    f"add toxic {name!r} ({toxic.type}, {toxic.stream}) of profile "
+                    f"{profile.name!r} to proxy {self.proxy.name!r}",
+                    functools.partial(
+                        self.proxy.add_toxic,
+                        name=name,
+                        type=toxic.type,
+                        stream=toxic.stream,
+                        toxicity=toxic.toxicity,
+                        attributes=dict(toxic.attributes),
+                    ),
+                )
+                record.toxics.append(name)
+            record.on_ns = time.perf_counter_ns()
+            applied.append(record)
+        for word, kwargs in profile.faults:
+            applied.append(getattr(self, word)(**kwargs))
+        return applied
 
     def on_chunk(self, trace: StreamTrace) -> None:
         """Called by the client after each data event (drives client-triggered faults)."""

@@ -23,6 +23,7 @@ from pytest_streamguard.faults import Faults
 from pytest_streamguard.formats import StreamFormat
 from pytest_streamguard.ingress import Ingress, IngressError
 from pytest_streamguard.load import LoadPlan, LoadResult, arun, run
+from pytest_streamguard.profiles import Profile
 from pytest_streamguard.settings import DEFAULT_MAX_STREAM_SECONDS
 from pytest_streamguard.target import Target
 from pytest_streamguard.toxiproxy_client import ToxiproxyAPI
@@ -60,6 +61,9 @@ class StreamGuard:
         self.traces: list[StreamTrace] = []
         self._opened = 0
         self._ingress: tuple[Ingress, FaultRecord] | None = None
+        # Under @pytest.mark.streamguard_matrix: the item's profile (name, toxics, faults),
+        # applied by the plugin before the body; None otherwise.
+        self.profile: Profile | None = None
 
     def _request(
         self,

@@ -21,7 +21,7 @@ import plotly.graph_objects as go
 from plotly.offline import get_plotlyjs
 
 from pytest_streamguard.deadlines import Deadline
-from pytest_streamguard.reports import TestRecord
+from pytest_streamguard.reports import TestRecord, matrix
 from pytest_streamguard.stats import percentile
 from pytest_streamguard.trace import FaultRecord, StreamTrace
 
@@ -428,6 +428,39 @@ def _summary_table(records: list[TestRecord]) -> str:
     )
 
 
+def _matrix_table(records: list[TestRecord]) -> str:
+    """Test x profile -> verdict, worst TTFT and gap p95 (the ``streamguard_matrix`` tests)."""
+    rows = matrix(records)
+    if not rows:
+        return ""
+    profiles: list[str] = []
+    for row in rows:
+        profiles.extend(p for p in row["profiles"] if p not in profiles)
+    anchors = {record.nodeid: _test_anchor(i) for i, record in enumerate(records, start=1)}
+    head = "<th>test</th>" + "".join(f"<th>{_e(name)}</th>" for name in profiles)
+    body = []
+    for row in rows:
+        cells = [f'<td class="test">{_e(row["test"])}</td>']
+        for name in profiles:
+            cell = row["profiles"].get(name)
+            if cell is None:
+                cells.append('<td class="muted">-</td>')
+                continue
+            ttft = _ms(cell["worst_ttft_s"]) or "-"
+            gap = _ms(cell["gap_p95_s"]) or "-"
+            cells.append(
+                f'<td><a href="#{anchors.get(cell["nodeid"], "")}">'
+                f"{_verdict(cell['verdict'])}</a> "
+                f'<span class="num">{ttft} / {gap}</span></td>'
+            )
+        body.append(f"<tr>{''.join(cells)}</tr>")
+    return (
+        '<h2 id="matrix">Fault matrix</h2><table id="matrix-table">'
+        f"<thead><tr>{head}</tr></thead><tbody>{''.join(body)}</tbody></table>"
+        '<p class="muted">Per profile: verdict, worst TTFT / gap p95 (ms).</p>'
+    )
+
+
 def _faults_table(record: TestRecord) -> str:
     faults = _unique_faults(record)
     if not faults:
@@ -510,7 +543,9 @@ def _meta_list(meta: dict[str, Any]) -> str:
 
 
 def _workers(meta: dict[str, Any]) -> str:
-    """Under pytest-xdist: which workers the records were merged from, and which sent none."""
+    """Which pytest-xdist workers (or saved reports, for a merged report) the records were
+    merged from, and which sent none."""
+    kind = "report(s)" if meta.get("merged_from") else "pytest-xdist worker(s)"
     workers = meta.get("workers") or {}
     missing = meta.get("missing_workers") or []
     if not workers and not missing:
@@ -525,10 +560,7 @@ def _workers(meta: dict[str, Any]) -> str:
         "streams are not in this report</li>"
         for m in missing
     )
-    return (
-        f'<p id="workers">Merged from {len(workers)} pytest-xdist worker(s):</p>'
-        f"<ul>{''.join(items)}</ul>"
-    )
+    return f'<p id="workers">Merged from {len(workers)} {kind}:</p><ul>{"".join(items)}</ul>'
 
 
 def render_html(meta: dict[str, Any], records: list[TestRecord]) -> str:
@@ -537,9 +569,13 @@ def render_html(meta: dict[str, Any], records: list[TestRecord]) -> str:
     tally = ", ".join(f"{n} {v}" for v, n in counts.items() if n)
     sections = "".join(_test_section(i, r) for i, r in enumerate(records, start=1))
     if records:
-        summary = _summary_table(records) + (
-            '<p class="muted">Times in ms; TTFT is the worst stream\'s, gaps are pooled over '
-            "the test's streams (nearest-rank percentiles). Click a header to sort.</p>"
+        summary = (
+            _summary_table(records)
+            + (
+                '<p class="muted">Times in ms; TTFT is the worst stream\'s, gaps are pooled over '
+                "the test's streams (nearest-rank percentiles). Click a header to sort.</p>"
+            )
+            + _matrix_table(records)
         )
     else:
         summary = '<p class="muted">No test read a stream.</p>'

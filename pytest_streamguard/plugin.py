@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import pytest
 
+from pytest_streamguard import matrix
 from pytest_streamguard.fixtures import (
     FIXTURE_NAMES,
     SKIP_REASON,
@@ -45,6 +46,8 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 def pytest_configure(config: pytest.Config) -> None:
     """Register the marker, resolve the settings once, and turn the runtime on if asked."""
     config.addinivalue_line("markers", MARKER_LINE)
+    config.addinivalue_line("markers", matrix.MARKER_LINE)
+    matrix.configure(config)
     settings = resolve_settings(config)
     config.stash[SETTINGS_KEY] = settings
     if settings.enabled:

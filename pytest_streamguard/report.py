@@ -1,9 +1,13 @@
-"""Rebuild the HTML report from a saved JSON report.
+"""Rebuild the HTML report from a saved JSON report, or merge several into one.
 
-Usage: ``python -m pytest_streamguard.report results.json -o out.html``. The page is the one
-``--streamguard-html`` writes, built from the same document. Bad input (a missing file, a file
-that is not JSON, not a pytest-streamguard report, a newer report version, a malformed test
-record) is a one-line error on stderr and exit status 2.
+Usage: ``python -m pytest_streamguard.report results.json -o out.html``, or
+``python -m pytest_streamguard.report A.json B.json ... -o merged.html --json merged.json`` for
+reports from several runs or CI machines. The page is the one ``--streamguard-html`` writes.
+Merging is :class:`~pytest_streamguard.merge.Merger`, the code that merges pytest-xdist
+workers: every record is kept (labelled with its file), and the pooled percentiles and the
+matrix are recomputed from the raw samples. Bad input (a missing file, a file that is not
+JSON, not a pytest-streamguard report, a newer report version, a malformed test record, the
+same file twice) is a one-line error on stderr and exit status 2.
 """
 
 from __future__ import annotations
@@ -15,7 +19,14 @@ from pathlib import Path
 from typing import Any
 
 from pytest_streamguard.html_report import write_html
-from pytest_streamguard.reports import JSON_FORMAT, JSON_VERSION, load_json
+from pytest_streamguard.merge import Merger
+from pytest_streamguard.reports import (
+    JSON_FORMAT,
+    JSON_VERSION,
+    json_document,
+    load_json,
+    write_document,
+)
 
 BAD_INPUT = 2
 
@@ -52,22 +63,48 @@ def read_document(path: Path) -> dict[str, Any]:
     return raw
 
 
+def merge_documents(parts: list[tuple[str, dict[str, Any]]]) -> dict[str, Any]:
+    """One report from several (name, document) parts, through :class:`Merger`."""
+    merger = Merger()
+    for name, document in parts:
+        merger.add(name, document)
+    return json_document(merger.records, merger.meta({"merged_from": [n for n, _ in parts]}))
+
+
 def main(argv: list[str] | None = None) -> int:
     """Run the command; return its exit status (0, or 2 for bad input)."""
     parser = argparse.ArgumentParser(
         prog="python -m pytest_streamguard.report",
-        description="Build the self-contained HTML report from a --streamguard-json report.",
+        description="Build the self-contained HTML report from one --streamguard-json report, "
+        "or merge several (from runs on many machines) into one HTML and/or JSON report.",
     )
-    parser.add_argument("json_report", type=Path, help="the JSON report to read")
-    parser.add_argument("-o", "--output", type=Path, required=True, help="the HTML file to write")
+    parser.add_argument(
+        "json_reports", type=Path, nargs="+", metavar="json_report", help="JSON report(s) to read"
+    )
+    parser.add_argument("-o", "--output", type=Path, help="the HTML file to write")
+    parser.add_argument("--json", type=Path, help="the (merged) JSON report to write")
     args = parser.parse_args(argv)
+    if args.output is None and args.json is None:
+        parser.error("give -o/--output FILE.html and/or --json FILE.json")
+    paths: list[Path] = args.json_reports
+    repeated = sorted({str(p) for p in paths if paths.count(p) > 1})
+    if repeated:
+        print(f"error: {', '.join(repeated)} given more than once", file=sys.stderr)
+        return BAD_INPUT
     try:
-        document = read_document(args.json_report)
+        parts = [(str(path), read_document(path)) for path in paths]
     except ValueError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return BAD_INPUT
-    write_html(args.output, document)
-    print(f"wrote {args.output} ({len(document.get('tests', []))} test(s))")
+    # One report is shown as it was written; several are merged.
+    document = parts[0][1] if len(parts) == 1 else merge_documents(parts)
+    tests = len(document.get("tests", []))
+    if args.json is not None:
+        write_document(args.json, document)
+        print(f"wrote {args.json} ({tests} test(s))")
+    if args.output is not None:
+        write_html(args.output, document)
+        print(f"wrote {args.output} ({tests} test(s))")
     return 0
 
 

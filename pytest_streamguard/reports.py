@@ -33,6 +33,9 @@ class TestRecord:
     violations: list[str] = field(default_factory=list)
     verdict: str = "unchecked"
     worker: str | None = None
+    # Under @pytest.mark.streamguard_matrix: the profile's name and the test it expands.
+    profile: str | None = None
+    matrix_test: str | None = None
 
     def gaps(self) -> list[float]:
         """Every gap of every stream of the test (raw samples, for percentiles)."""
@@ -66,6 +69,8 @@ class TestRecord:
             "violations": list(self.violations),
             "verdict": self.verdict,
             "worker": self.worker,
+            "profile": self.profile,
+            "matrix_test": self.matrix_test,
         }
 
     @classmethod
@@ -79,6 +84,8 @@ class TestRecord:
             violations=list(raw.get("violations", [])),
             verdict=str(raw.get("verdict", "unchecked")),
             worker=raw.get("worker"),
+            profile=raw.get("profile"),
+            matrix_test=raw.get("matrix_test"),
         )
 
 
@@ -153,6 +160,52 @@ def summary_lines(records: list[TestRecord]) -> list[str]:
     return lines
 
 
+def matrix(records: list[TestRecord]) -> list[dict[str, Any]]:
+    """The matrix of the run's ``streamguard_matrix`` tests: one row per test, one cell per
+    profile (in marker order) with its verdict, worst TTFT and gap p95 (seconds)."""
+    rows: dict[str, dict[str, Any]] = {}
+    for record in records:
+        if record.profile is None:
+            continue
+        test = record.matrix_test or record.nodeid
+        row = rows.setdefault(test, {"test": test, "profiles": {}})
+        gaps = record.gaps()
+        row["profiles"][record.profile] = {
+            "nodeid": record.nodeid,
+            "verdict": record.verdict,
+            "worst_ttft_s": record.worst_ttft(),
+            "gap_p95_s": percentile(gaps, 95),
+            "streams": len(record.traces),
+        }
+    return list(rows.values())
+
+
+def matrix_lines(records: list[TestRecord]) -> list[str]:
+    """The terminal matrix: test x profile -> ``verdict ttft/gap-p95`` (ms); empty if none."""
+    rows = matrix(records)
+    if not rows:
+        return []
+    profiles: list[str] = []
+    for row in rows:
+        profiles.extend(p for p in row["profiles"] if p not in profiles)
+    table = [["test", *profiles]]
+    for row in rows:
+        cells = [row["test"]]
+        for name in profiles:
+            cell = row["profiles"].get(name)
+            cells.append(
+                "-"
+                if cell is None
+                else f"{cell['verdict']} {_fmt(cell['worst_ttft_s'])}/{_fmt(cell['gap_p95_s'])}"
+            )
+        table.append(cells)
+    widths = [max(len(r[i]) for r in table) for i in range(len(table[0]))]
+    lines = ["matrix (verdict worst-ttft/gap-p95 in ms, per profile):"]
+    for cells in table:
+        lines.append("  ".join(c.ljust(w) for c, w in zip(cells, widths, strict=True)).rstrip())
+    return lines
+
+
 def json_document(records: list[TestRecord], meta: dict[str, Any]) -> dict[str, Any]:
     """The versioned JSON report."""
     return {
@@ -163,15 +216,21 @@ def json_document(records: list[TestRecord], meta: dict[str, Any]) -> dict[str, 
         "percentile_method": "nearest-rank",
         **meta,
         "pooled": pooled_stats(records),
+        "matrix": matrix(records),
         "tests": [r.to_dict() for r in records],
     }
 
 
 def write_json(path: Path, records: list[TestRecord], meta: dict[str, Any]) -> None:
     """Write the JSON report atomically (a reader never sees half a file)."""
+    write_document(path, json_document(records, meta))
+
+
+def write_document(path: Path, document: dict[str, Any]) -> None:
+    """Write a JSON report document (:func:`json_document`) atomically."""
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    tmp.write_text(json.dumps(json_document(records, meta), indent=1) + "\n", encoding="utf-8")
+    tmp.write_text(json.dumps(document, indent=1) + "\n", encoding="utf-8")
     tmp.replace(path)
 
 

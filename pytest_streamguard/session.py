@@ -3,7 +3,10 @@
 :class:`StreamGuardSession` validates each test's marker at setup, checks the test's streams
 after its body (a violation fails the test as an assertion failure), keeps one
 :class:`~pytest_streamguard.reports.TestRecord` per test, adds JUnit properties, and writes the
-terminal summary and the JSON and HTML reports.
+terminal summary and the JSON and HTML reports. Under ``@pytest.mark.streamguard_matrix`` it
+applies each item's profile after the fixtures are set up; with ``--streamguard-compare`` it
+compares the run with a saved baseline and, over a ``--streamguard-compare-fail`` bound, fails
+the run through ``session.exitstatus``.
 """
 
 from __future__ import annotations
@@ -14,11 +17,21 @@ from typing import Any
 import pytest
 
 from pytest_streamguard import xdist
+from pytest_streamguard.baseline import Change, compare, compare_lines
 from pytest_streamguard.deadlines import Deadline, DeadlineViolation, Violation, check_traces
 from pytest_streamguard.guard import StreamGuard
 from pytest_streamguard.html_report import write_html
 from pytest_streamguard.markers import resolve_deadline
-from pytest_streamguard.reports import TestRecord, json_document, summary_lines, write_json
+from pytest_streamguard.matrix import item_profile, matrix_test
+from pytest_streamguard.merge import Merger
+from pytest_streamguard.reports import (
+    TestRecord,
+    json_document,
+    load_json,
+    matrix_lines,
+    summary_lines,
+    write_json,
+)
 from pytest_streamguard.settings import Settings
 
 SETTINGS_KEY = pytest.StashKey[Settings]()
@@ -34,37 +47,43 @@ class StreamGuardSession:
     def __init__(self, config: pytest.Config, settings: Settings) -> None:
         self.config = config
         self.settings = settings
-        self.records: list[TestRecord] = []
+        # Under pytest-xdist the controller's merger also holds what each worker sent.
+        self.merger = Merger()
+        self.records: list[TestRecord] = self.merger.records
         # Filled by the session fixtures once they start things; reported at the end.
         self.meta: dict[str, Any] = {
             "target": settings.target_description,
             "toxiproxy": settings.toxiproxy_description,
         }
-        # Under pytest-xdist (controller only): what each worker sent, and who sent nothing.
-        self.workers: dict[str, dict[str, Any]] = {}
-        self.missing_workers: list[dict[str, str]] = []
+        # --streamguard-compare: the baseline's records (read now, so a bad file stops the
+        # run before any test), and the changes computed at the end.
+        self.baseline: list[TestRecord] | None = None
+        if settings.compare_path is not None:
+            try:
+                _, self.baseline = load_json(settings.compare_path)
+            except (OSError, KeyError, TypeError, ValueError, AttributeError) as exc:
+                raise pytest.UsageError(
+                    f"--streamguard-compare {settings.compare_path}: cannot read the baseline "
+                    f"({exc}); expected a JSON report saved by --streamguard-save"
+                ) from None
+        self.changes: list[Change] = []
+
+    @property
+    def workers(self) -> dict[str, dict[str, Any]]:
+        """Under pytest-xdist (controller only): what each worker sent."""
+        return self.merger.parts
+
+    @property
+    def missing_workers(self) -> list[dict[str, str]]:
+        """Under pytest-xdist (controller only): the workers that sent nothing."""
+        return self.merger.missing
 
     def pytest_configure(self, config: pytest.Config) -> None:
         """Merge pytest-xdist workers' results on the controller (when xdist is loaded)."""
-        xdist.register(config, self)
-
-    def merge_worker(self, sent: dict[str, Any]) -> None:
-        """Add the records a pytest-xdist worker sent (see :mod:`pytest_streamguard.xdist`)."""
-        name = str(sent.get("worker"))
-        records = [TestRecord.from_dict(raw) for raw in sent.get("tests", [])]
-        for record in records:
-            record.worker = name
-        self.records.extend(records)
-        self.workers[name] = {**sent.get("meta", {}), "tests": len(records)}
-
-    def worker_missing(self, name: str, reason: str) -> None:
-        """A pytest-xdist worker sent nothing (it crashed): say so in the reports."""
-        self.missing_workers.append({"worker": name, "reason": reason})
+        xdist.register(config, self.merger)
 
     def _report_meta(self) -> dict[str, Any]:
-        if not self.workers and not self.missing_workers:
-            return self.meta
-        return {**self.meta, "workers": self.workers, "missing_workers": self.missing_workers}
+        return self.merger.meta(self.meta)
 
     @pytest.hookimpl(tryfirst=True)
     def pytest_runtest_setup(self, item: pytest.Item) -> None:
@@ -73,7 +92,14 @@ class StreamGuardSession:
 
     @pytest.hookimpl(wrapper=True)
     def pytest_runtest_call(self, item: pytest.Item) -> Generator[None, object, object]:
-        """After the test body, check every stream it read against its deadline."""
+        """Apply a matrix item's profile right before the body (the fixture's teardown undoes
+        it); after the body, check every stream it read against its deadline."""
+        profile = item_profile(item)
+        guard = item.stash.get(GUARD_KEY, None)
+        if profile is not None and guard is not None:
+            guard.profile = profile
+            self.meta.setdefault("profiles", {})[profile.name] = profile.to_dict()
+            guard.faults.apply_profile(profile)
         try:
             result = yield
         except BaseException:
@@ -88,10 +114,14 @@ class StreamGuardSession:
     def _record(self, item: pytest.Item, *, body_failed: bool) -> list[Violation]:
         """Keep the test's record and JUnit properties; return its deadline violations."""
         guard = item.stash.get(GUARD_KEY, None)
-        if guard is None or not guard.traces:
+        # A matrix item is kept even without streams: its cell says how it ended.
+        if guard is None or (not guard.traces and guard.profile is None):
             return []
         deadline = item.stash.get(DEADLINE_KEY, None)
         record = TestRecord(nodeid=item.nodeid, deadline=deadline, traces=list(guard.traces))
+        if guard.profile is not None:
+            record.profile = guard.profile.name
+            record.matrix_test = matrix_test(item.nodeid, guard.profile.name)
         violations: list[Violation] = []
         caught = [headline for trace in guard.traces for headline in trace.caught]
         if deadline is not None:
@@ -112,6 +142,8 @@ class StreamGuardSession:
         if max_gap is not None:
             item.user_properties.append(("streamguard_max_gap_s", f"{max_gap:.6f}"))
         item.user_properties.append(("streamguard_verdict", record.verdict))
+        if record.profile is not None:
+            item.user_properties.append(("streamguard_profile", record.profile))
         return violations
 
     def pytest_terminal_summary(self, terminalreporter: pytest.TerminalReporter) -> None:
@@ -144,6 +176,18 @@ class StreamGuardSession:
             return
         for line in summary_lines(self.records):
             terminalreporter.write_line(line)
+        for line in matrix_lines(self.records):
+            terminalreporter.write_line(line)
+        if self.baseline is not None and self.settings.compare_path is not None:
+            for line in compare_lines(
+                self.changes,
+                str(self.settings.compare_path),
+                self.records,
+                {r.nodeid for r in self.baseline},
+            ):
+                terminalreporter.write_line(line)
+        if self.settings.save_path is not None:
+            terminalreporter.write_line(f"baseline saved: {self.settings.save_path}")
         if self.settings.json_path is not None:
             terminalreporter.write_line(f"JSON report: {self.settings.json_path}")
         if self.settings.html_path is not None:
@@ -164,11 +208,23 @@ class StreamGuardSession:
         return lines
 
     def pytest_sessionfinish(self, session: pytest.Session) -> None:
-        """Write the JSON report; on a pytest-xdist worker, send the records instead."""
+        """Write the JSON report and the baseline, compare with a saved baseline (a
+        regression over a bound fails the run); on a pytest-xdist worker, send the records."""
         if xdist.is_worker(self.config):
             xdist.send(self.config, self.records, self.meta)
             return
+        if self.baseline is not None:
+            self.changes = compare(
+                self.baseline,
+                self.records,
+                self.settings.compare_fail,
+                self.settings.compare_min_samples,
+            )
+            if any(c.regression for c in self.changes) and session.exitstatus == 0:
+                session.exitstatus = pytest.ExitCode.TESTS_FAILED
         if self.settings.json_path is not None:
             write_json(self.settings.json_path, self.records, self._report_meta())
+        if self.settings.save_path is not None:
+            write_json(self.settings.save_path, self.records, self._report_meta())
         if self.settings.html_path is not None:
             write_html(self.settings.html_path, json_document(self.records, self._report_meta()))

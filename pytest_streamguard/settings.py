@@ -16,6 +16,8 @@ from urllib.parse import urlsplit
 
 import pytest
 
+from pytest_streamguard.bounds import Bound, parse_bounds
+
 ENABLE_HELP = (
     "Turn pytest-streamguard on: start the target behind Toxiproxy and check stream deadlines"
 )
@@ -47,8 +49,28 @@ JSON_HELP = "Write a versioned JSON report with every trace's raw stamps and sta
 HTML_HELP = (
     "Write a self-contained HTML report (summary table, per-test timeline plots) to this path"
 )
+PROFILES_HELP = (
+    "Directory of your own fault profiles for @pytest.mark.streamguard_matrix: each *.json "
+    "file is a profile named by its stem (a list of Toxiproxy toxics); the ini key is relative "
+    "to the ini file. Default: only the built-in profiles"
+)
+SAVE_HELP = "Save this run's per-test figures (the JSON report) as a baseline to this path"
+COMPARE_HELP = (
+    "Compare each test's TTFT p50/p95 and gap p95/max with the baseline saved at this path "
+    "(by --streamguard-save or --streamguard-json) and show the changes"
+)
+COMPARE_FAIL_HELP = (
+    "With --streamguard-compare: fail the run when a figure got worse than its bound, e.g. "
+    "'ttft_p95:20%,gap_p95:30%,gap_max:0.1s' (metrics ttft_p50, ttft_p95, gap_p95, gap_max; "
+    "units %, s, ms)"
+)
+COMPARE_MIN_SAMPLES_HELP = (
+    "A compared figure from fewer samples than this (in either run) is shown but never fails "
+    "the run. Default: 5"
+)
 
 DEFAULT_READY_PATH = "/readyz"
+DEFAULT_COMPARE_MIN_SAMPLES = 5
 DEFAULT_STARTUP_TIMEOUT = 120.0
 DEFAULT_TTFT = 0.5
 DEFAULT_CHUNK = 0.2
@@ -68,6 +90,14 @@ _VALUED_OPTIONS: dict[str, tuple[str, str]] = {
     "streamguard_max_stream_seconds": (MAX_STREAM_HELP, str(DEFAULT_MAX_STREAM_SECONDS)),
     "streamguard_json": (JSON_HELP, ""),
     "streamguard_html": (HTML_HELP, ""),
+    "streamguard_profiles": (PROFILES_HELP, ""),
+    "streamguard_save": (SAVE_HELP, ""),
+    "streamguard_compare": (COMPARE_HELP, ""),
+    "streamguard_compare_fail": (COMPARE_FAIL_HELP, ""),
+    "streamguard_compare_min_samples": (
+        COMPARE_MIN_SAMPLES_HELP,
+        str(DEFAULT_COMPARE_MIN_SAMPLES),
+    ),
 }
 
 
@@ -87,6 +117,10 @@ class Settings:
     target_args: tuple[str, ...] = ()
     html_path: Path | None = None
     max_stream_seconds: float = DEFAULT_MAX_STREAM_SECONDS
+    save_path: Path | None = None
+    compare_path: Path | None = None
+    compare_fail: tuple[Bound, ...] = ()
+    compare_min_samples: int = DEFAULT_COMPARE_MIN_SAMPLES
 
     @property
     def target_description(self) -> str:
@@ -112,7 +146,8 @@ def add_options(parser: pytest.Parser) -> None:
     parser.addini("streamguard", ENABLE_HELP, type="bool", default=False)
     for dest, (help_text, default) in _VALUED_OPTIONS.items():
         flag = "--" + dest.replace("_", "-")
-        group.addoption(flag, dest=dest, default=None, help=help_text)
+        # argparse %-formats option help (a '%' in an example must be doubled), ini help not.
+        group.addoption(flag, dest=dest, default=None, help=help_text.replace("%", "%%"))
         parser.addini(dest, help_text, default=default)
 
 
@@ -232,7 +267,38 @@ def resolve_settings(config: pytest.Config) -> Settings:
             f"{html_raw!r} from {html_source} is not a valid streamguard_html: it is a "
             "directory; expected a file path such as reports/streamguard.html"
         )
+    save_raw, _ = _raw(config, "streamguard_save")
+    compare_raw, compare_source = _raw(config, "streamguard_compare")
+    if compare_raw and not Path(compare_raw).is_file():
+        raise pytest.UsageError(
+            f"{compare_raw!r} from {compare_source} is not a valid streamguard_compare: no such "
+            "file; expected a JSON report saved by --streamguard-save or --streamguard-json"
+        )
+    fail_raw, fail_source = _raw(config, "streamguard_compare_fail")
+    compare_fail: tuple[Bound, ...] = ()
+    if fail_raw.strip():
+        if not compare_raw:
+            raise pytest.UsageError(
+                f"streamguard_compare_fail ({fail_source}) needs streamguard_compare: "
+                "the baseline report to compare with"
+            )
+        try:
+            compare_fail = parse_bounds(fail_raw)
+        except ValueError as exc:
+            raise pytest.UsageError(
+                f"{fail_raw!r} from {fail_source} is not a valid streamguard_compare_fail: {exc}"
+            ) from None
+    min_raw, min_source = _raw(config, "streamguard_compare_min_samples")
+    if not min_raw.strip().isdigit() or int(min_raw) < 1:
+        raise pytest.UsageError(
+            f"{min_raw!r} from {min_source} is not a valid streamguard_compare_min_samples: "
+            "expected an integer >= 1"
+        )
     return Settings(
+        compare_fail=compare_fail,
+        compare_min_samples=int(min_raw),
+        save_path=Path(save_raw) if save_raw else None,
+        compare_path=Path(compare_raw) if compare_raw else None,
         enabled=_enabled(config),
         target_url=target_url,
         target_cmd=target_cmd,

@@ -7,7 +7,8 @@ per process). At the end of its session a worker puts its records, as builtin ty
 "workerfinished" event, and the controller's ``pytest_testnodedown`` merges it. A worker that
 crashed has no ``workeroutput``: it is named as missing in the summary and the JSON report.
 Workers print no summary and write no JSON; the controller prints one and writes one, and
-computes every percentile from the merged raw samples.
+computes every percentile from the merged raw samples. The merging itself is
+:class:`~pytest_streamguard.merge.Merger`, the same code that merges saved reports.
 
 xdist is never imported here: the hooks are registered only when the xdist plugin is loaded,
 and only on the controller.
@@ -15,14 +16,12 @@ and only on the controller.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import pytest
 
+from pytest_streamguard.merge import Merger
 from pytest_streamguard.reports import JSON_VERSION, TestRecord
-
-if TYPE_CHECKING:
-    from pytest_streamguard.session import StreamGuardSession
 
 PAYLOAD_KEY = "streamguard"
 PLUGIN_NAME = "streamguard-xdist"
@@ -58,10 +57,11 @@ def send(config: pytest.Config, records: list[TestRecord], meta: dict[str, Any])
 
 
 class XdistController:
-    """The controller's hooks: merge each finished worker's records into the session."""
+    """The controller's hooks: merge each finished worker's records into the session's
+    :class:`~pytest_streamguard.merge.Merger`."""
 
-    def __init__(self, session: StreamGuardSession) -> None:
-        self.session = session
+    def __init__(self, merger: Merger) -> None:
+        self.merger = merger
 
     def pytest_testnodedown(self, node: Any, error: object) -> None:
         """A worker finished (or crashed): merge what it sent, or name it as missing."""
@@ -71,12 +71,12 @@ class XdistController:
         sent = output.get(PAYLOAD_KEY) if isinstance(output, dict) else None
         if sent is None:
             reason = f"crashed: {error}" if error else "sent no streamguard results"
-            self.session.worker_missing(name, reason)
+            self.merger.add_missing(name, reason)
             return
-        self.session.merge_worker(sent)
+        self.merger.add(name, sent)
 
 
-def register(config: pytest.Config, session: StreamGuardSession) -> None:
+def register(config: pytest.Config, merger: Merger) -> None:
     """Register the controller hooks when xdist is loaded and this is not a worker."""
     if config.pluginmanager.hasplugin("xdist") and not is_worker(config):
-        config.pluginmanager.register(XdistController(session), PLUGIN_NAME)
+        config.pluginmanager.register(XdistController(merger), PLUGIN_NAME)

@@ -116,7 +116,11 @@ def test_bad_ini_value_names_the_ini_key(pytester: pytest.Pytester) -> None:
 def test_marker_and_options_are_documented(pytester: pytest.Pytester) -> None:
     result = pytester.runpytest("--markers")
     result.stdout.fnmatch_lines(
-        ["@pytest.mark.token_deadline(ttft=None, chunk=None, total=None, percentile=None): *"]
+        [
+            "@pytest.mark.token_deadline(ttft=None, chunk=None, total=None, percentile=None): *",
+            "@pytest.mark.streamguard_matrix(*profiles): run the test once per named fault "
+            "profile*",
+        ]
     )
     result = pytester.runpytest("--help")
     result.stdout.fnmatch_lines(
@@ -124,7 +128,10 @@ def test_marker_and_options_are_documented(pytester: pytest.Pytester) -> None:
             "*--streamguard *Turn pytest-streamguard on*",
             "*--streamguard-target-cmd*",
             "*--streamguard-toxiproxy*",
+            "*--streamguard-compare-fail=*",
+            "*'ttft_p95:20%,gap_p95:30%,gap_max:0.1s'*",
             "*streamguard_chunk (string):*",
+            "*streamguard_profiles (string):*",
         ]
     )
     result = pytester.runpytest("--fixtures")

@@ -105,7 +105,7 @@ def test_real_process_exit_status_and_usage(tmp_path: Path) -> None:
         [*CLI, str(tmp_path / "nope.json")], capture_output=True, text=True, timeout=60, check=False
     )
     assert no_output.returncode == 2
-    assert "the following arguments are required: -o/--output" in no_output.stderr
+    assert "give -o/--output FILE.html and/or --json FILE.json" in no_output.stderr
 
 
 def test_missing_xdist_worker_is_named_on_the_page(
