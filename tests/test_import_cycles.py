@@ -123,7 +123,7 @@ def circles(graph: dict[str, set[str]]) -> list[list[str]]:
 
 def describe(graph: dict[str, set[str]]) -> list[str]:
     """One line per pair that imports each other, and per longer circle no pair explains."""
-    lines = []
+    lines: list[str] = []
     for component in circles(graph):
         members = set(component)
         pairs = [

@@ -69,8 +69,9 @@ def blocks(path: Path, text: str | None = None) -> list[Block]:
     return found
 
 
-def prose(text: str) -> str:
-    """The page without its fenced code blocks and inline code, where links live."""
+def prose(text: str, *, inline_code: bool = False) -> str:
+    """The page without its fenced code blocks, and without inline code unless asked for
+    (links live outside code; a heading's inline code is part of its anchor)."""
     out: list[str] = []
     in_fence: re.Pattern[str] | None = None
     for line in text.splitlines():
@@ -85,5 +86,5 @@ def prose(text: str) -> str:
             in_fence = re.compile(rf"^ {{0,3}}{fence[0]}{{{len(fence)},}}\s*$")
             out.append("")
             continue
-        out.append(re.sub(r"(`+)(?:(?!\1).)+?\1", "", line))
+        out.append(line if inline_code else re.sub(r"(`+)(?:(?!\1).)+?\1", "", line))
     return "\n".join(out)
