@@ -11,14 +11,14 @@ SYSTEM_PACKAGES := nginx-light chromium
 # CI (and a developer) can pass extra pytest arguments: make test PYTEST_ARGS="-x -k toxic"
 PYTEST_ARGS ?=
 
-.PHONY: all install system-deps lint test demo bench clean
+.PHONY: all install system-deps lint docs test demo bench clean
 
 all: test
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
-	$(BIN)/python -m pip install -q -e '.[target,test]'
+	$(BIN)/python -m pip install -q -e '.[target,test,docs]'
 	touch $@
 
 install: $(STAMP) system-deps
@@ -44,6 +44,11 @@ lint: $(STAMP)
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy
 
+# The documentation site under site/ (offline: no plugin fetches anything); --strict turns
+# every warning (a broken link, a missing page, an unresolved API name) into a failure.
+docs: $(STAMP)
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict
+
 # The resilience suite against the bundled target through the embedded Toxiproxy, with the
 # summary table in the terminal and the reports under reports/. It needs --streamguard (without
 # it its tests fail and say so), hence a pytest run of its own.
@@ -54,7 +59,7 @@ RESILIENCE = $(BIN)/pytest --streamguard tests/resilience -p no:cacheprovider \
 
 # pytest's exit code 5 (no tests collected) fails this target like any other non-zero code.
 # Everything but the resilience suite, then the resilience suite: CI runs only this target.
-test: install lint
+test: install lint docs
 	$(BIN)/pytest --ignore tests/resilience $(PYTEST_ARGS)
 	mkdir -p $(REPORTS)
 	$(RESILIENCE) $(PYTEST_ARGS)
@@ -67,4 +72,4 @@ bench: $(STAMP)
 	$(BIN)/python benchmarks/run.py
 
 clean:
-	rm -rf $(VENV) $(REPORTS) .mypy_cache .ruff_cache .pytest_cache
+	rm -rf $(VENV) $(REPORTS) site .mypy_cache .ruff_cache .pytest_cache
