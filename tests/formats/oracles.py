@@ -88,7 +88,9 @@ def read_openai(base: str, case: Case) -> Assembled:
                 for call in c.delta.tool_calls or []:
                     got.add("tool", call.function.arguments if call.function else None)
 
-    return _guard(read)
+    # Closed after the read, so no connection outlives the check (filterwarnings = error).
+    with client:
+        return _guard(read)
 
 
 def read_openai_responses(base: str, case: Case) -> Assembled:
@@ -109,7 +111,9 @@ def read_openai_responses(base: str, case: Case) -> Assembled:
             elif event.type in ("error", "response.failed"):
                 got.failed = f"{event.type} event"
 
-    return _guard(read)
+    # Closed after the read, so no connection outlives the check (filterwarnings = error).
+    with client:
+        return _guard(read)
 
 
 def read_anthropic(base: str, case: Case) -> Assembled:
@@ -134,7 +138,9 @@ def read_anthropic(base: str, case: Case) -> Assembled:
             text = "".join(block.text for block in final.content if block.type == "text")
             assert text == got.of("text"), (text, got.parts)
 
-    return _guard(read)
+    # Closed after the read, so no connection outlives the check (filterwarnings = error).
+    with client:
+        return _guard(read)
 
 
 def read_gemini(base: str, case: Case) -> Assembled:
@@ -158,7 +164,9 @@ def read_gemini(base: str, case: Case) -> Assembled:
                     else:
                         got.add("reasoning" if part.thought else "text", part.text)
 
-    return _guard(read)
+    # Closed after the read, so no connection outlives the check (filterwarnings = error).
+    with client:
+        return _guard(read)
 
 
 def read_ollama(base: str, case: Case) -> Assembled:
@@ -179,7 +187,9 @@ def read_ollama(base: str, case: Case) -> Assembled:
             for call in chunk.message.tool_calls or []:
                 got.add("tool", _compact(dict(call.function.arguments)))
 
-    return _guard(read)
+    # Closed after the read, so no connection outlives the check (filterwarnings = error).
+    with client:
+        return _guard(read)
 
 
 def read_tgi(base: str, case: Case) -> Assembled:
@@ -194,7 +204,9 @@ def read_tgi(base: str, case: Case) -> Assembled:
             if output.generated_text is not None:
                 assert output.generated_text == got.of("text"), (output, got.parts)
 
-    return _guard(read)
+    # Closed after the read, so no connection outlives the check (filterwarnings = error).
+    with client:
+        return _guard(read)
 
 
 @dataclass(frozen=True)

@@ -87,7 +87,17 @@ async def replay(request: Request) -> Response:
     )
 
 
-app = Starlette(routes=[Route("/{fmt}/{name}/{rest:path}", replay, methods=["GET", "POST"])])
+async def readyz(request: Request) -> Response:
+    """The readiness probe the plugin polls before the first test."""
+    return PlainTextResponse("ok")
+
+
+app = Starlette(
+    routes=[
+        Route("/readyz", readyz),
+        Route("/{fmt}/{name}/{rest:path}", replay, methods=["GET", "POST"]),
+    ]
+)
 
 
 def main() -> None:
