@@ -5,10 +5,12 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import pytest
 import yaml
 
 WORKFLOW = Path(__file__).resolve().parents[2] / ".github" / "workflows" / "ci.yml"
 README = Path(__file__).resolve().parents[2] / "README.md"
+CI_PAGE = Path(__file__).resolve().parents[2] / "docs" / "ci.md"
 
 
 def _workflow() -> dict[Any, Any]:
@@ -42,12 +44,17 @@ def test_workflow_parses_with_a_make_test_job_and_a_real_toxiproxy_job() -> None
     assert {"reports/examples.html", "reports/examples-junit.xml"} <= set(paths)
 
 
-def test_readme_shows_the_snippet_of_the_real_toxiproxy_job() -> None:
-    readme = README.read_text(encoding="utf-8")
+@pytest.mark.parametrize(
+    ("page", "heading"),
+    [(README, "## Running in CI"), (CI_PAGE, "## A workflow with the real Toxiproxy")],
+    ids=["README", "docs-ci"],
+)
+def test_docs_show_the_snippet_of_the_real_toxiproxy_job(page: Path, heading: str) -> None:
+    text = page.read_text(encoding="utf-8")
     workflow = WORKFLOW.read_text(encoding="utf-8")
-    start = readme.index("```yaml\n", readme.index("## Running in CI")) + len("```yaml\n")
-    snippet = readme[start : readme.index("```", start)]
-    # The README's steps are the workflow's own, line for line.
+    start = text.index("```yaml\n", text.index(heading)) + len("```yaml\n")
+    snippet = text[start : text.index("```", start)]
+    # The documented steps are the workflow's own, line for line.
     for line in snippet.strip().splitlines():
         assert line.strip() in workflow, line
     assert "ghcr.io/shopify/toxiproxy" in snippet
