@@ -94,6 +94,7 @@ FORMATS: dict[str, tuple[str, list[Case]]] = {
                 error_kind="server",
                 error_has="The server had an error",
             ),
+            Case("http_error", CHAT, error_kind="http", error_has="429"),
             *_pages(CHAT, 'answered application/json, not a stream: did you send "stream": true?'),
         ],
     ),
@@ -160,6 +161,7 @@ FORMATS: dict[str, tuple[str, list[Case]]] = {
                 error_kind="server",
                 error_has="Overloaded",
             ),
+            Case("http_error", "/v1/messages", error_kind="http", error_has="529"),
             *_pages("/v1/messages"),
         ],
     ),
@@ -175,6 +177,8 @@ FORMATS: dict[str, tuple[str, list[Case]]] = {
                 reasoning="**Considering the fox**\nIt jumps.",
             ),
             Case("tools", GEMINI, (TOOL,), tool='{"location":"Paris"}'),
+            # One response whose parts are a thought and the answer: one chunk of both kinds.
+            Case("mixed", GEMINI, (f"{R}+{T}",), text="Yes.", reasoning="Hmm."),
             Case("truncated", GEMINI, (T, T), text="The quick", error_kind="truncated"),
             Case(
                 "error",
