@@ -36,6 +36,8 @@ class Case:
     """None: the stream must be ``completed``."""
     error_has: str = ""
     """A fragment the error message must contain."""
+    data_type: str | None = None
+    """When set, the type name every chunk's ``data`` must have."""
 
 
 def _pages(suffix: str, json_hint: str = JSON_PAGE) -> list[Case]:
@@ -72,7 +74,7 @@ FORMATS: dict[str, tuple[str, list[Case]]] = {
     "openai": (
         "openai",
         [
-            Case("chat", CHAT, (T, T, T, T), text="Hello! How can I help?"),
+            Case("chat", CHAT, (T, T, T, T), text="Hello! How can I help?", data_type="dict"),
             Case(
                 "chat_reasoning",
                 CHAT,
@@ -264,6 +266,11 @@ FORMATS: dict[str, tuple[str, list[Case]]] = {
             Case("sse_truncated", "/events", (T,), text="x", error_kind="truncated"),
             Case("sse_error", "/events", (T,), text="x", error_kind="server", error_has="boom"),
         ],
+    ),
+    # json=False keeps each data a str; a custom heartbeat event type is counted.
+    "custom-sse-text": (
+        "custom",
+        [Case("sse_text", "/events", (T, T), text="hello world", heartbeats=1, data_type="str")],
     ),
     "custom-ndjson": (
         "custom",

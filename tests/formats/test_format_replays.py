@@ -47,6 +47,14 @@ CUSTOM_FORMATS = {{
         text=lambda data: data["t"],
         end_on_eof=False,
     ),
+    "custom-sse-text": SSEFormat(
+        "plain",
+        token_events=("message",),
+        end_events=("done",),
+        heartbeat_events=("keepalive",),
+        json=False,
+        text=lambda data: data,
+    ),
     "custom-ndjson": NDJSONFormat(
         "mine",
         text=lambda obj: obj.get("out"),
@@ -62,6 +70,7 @@ def seen(trace):
     return {{
         "kinds": [c.kind for c in trace.chunks],
         "texts": [c.text for c in trace.chunks],
+        "data_types": [type(c.data).__name__ for c in trace.chunks],
         "text": trace.text,
         "reasoning": trace.text_of("reasoning"),
         "tool": trace.text_of("tool"),
@@ -103,6 +112,8 @@ def check(case: Case, seen: dict[str, Any], where: str) -> None:
     assert seen["tool"] == case.tool, (label, seen)
     assert seen["refusal"] == case.refusal, (label, seen)
     assert seen["heartbeats"] == case.heartbeats, (label, seen)
+    if case.data_type is not None:
+        assert seen["data_types"] == [case.data_type] * len(case.kinds), (label, seen)
     if case.error_kind is None:
         assert seen["completed"] is True, (label, seen)
         assert seen["error_kind"] is None, (label, seen)
