@@ -84,6 +84,10 @@ FORMATS: dict[str, tuple[str, list[Case]]] = {
             ),
             Case("chat_reasoning_field", CHAT, (R, R, T), text="Done.", reasoning="Thinking."),
             Case("chat_tools", CHAT, (TOOL, TOOL), tool='{"location":"Paris"}'),
+            # Either end alone is a clean end: a finish_reason without [DONE], and [DONE]
+            # without a finish_reason.
+            Case("chat_finish_no_done", CHAT, (T,), text="Hi"),
+            Case("chat_done_no_finish", CHAT, (T,), text="Hi"),
             Case("chat_refusal", CHAT, (REF, REF), refusal="I can't help with that."),
             Case("legacy", "/completions", (T, T, T, T), text="\n\nThis is a test"),
             Case("heartbeat", CHAT, (T, T), text="Hi!", heartbeats=3),
@@ -112,6 +116,7 @@ FORMATS: dict[str, tuple[str, list[Case]]] = {
                 reasoning="**Greeting** the user.Say hi.",
             ),
             Case("tools", "/responses", (TOOL, TOOL), tool='{"location":"Paris, France"}'),
+            Case("refusal", "/responses", (REF, REF), refusal="I can't help with that."),
             Case("heartbeat", "/responses", (T,), text="Hi", heartbeats=2),
             # response.incomplete is a clean end (the model hit max_output_tokens).
             Case("incomplete", "/responses", (T, T), text="Hi the"),
