@@ -20,25 +20,11 @@ from toxiproxy.proxy import Proxy
 from toxiproxy.server import Toxiproxy
 
 from pytest_streamguard.guard import StreamGuard
+from pytest_streamguard.names import DEADLINE_KEY, GUARD_KEY, SESSION_KEY, SETTINGS_KEY, SKIP_REASON
 from pytest_streamguard.processes import StartupError
-from pytest_streamguard.session import DEADLINE_KEY, GUARD_KEY, SESSION_KEY, SETTINGS_KEY
 from pytest_streamguard.settings import Settings
 from pytest_streamguard.target import Target, start_target
 from pytest_streamguard.toxiproxy_client import ToxiproxyError, ToxiproxyServer, _Binding
-
-SKIP_REASON = (
-    "pytest-streamguard is off: run pytest with --streamguard to read streams and check deadlines"
-)
-FIXTURE_NAMES = frozenset(
-    {
-        "streamguard",
-        "toxiproxy",
-        "streamguard_target",
-        "streamguard_toxiproxy_server",
-        "make_streamguard",
-        "make_streamguard_target",
-    }
-)
 
 
 def _settings(config: pytest.Config) -> Settings:

@@ -14,18 +14,22 @@ from typing import Any
 import pytest
 
 from pytest_streamguard import xdist
-from pytest_streamguard.deadlines import Deadline, DeadlineViolation, Violation, check_traces
-from pytest_streamguard.guard import StreamGuard
+from pytest_streamguard.deadlines import DeadlineViolation, Violation, check_traces
 from pytest_streamguard.html_report import write_html
 from pytest_streamguard.markers import resolve_deadline
+from pytest_streamguard.names import DEADLINE_KEY, GUARD_KEY, PLUGIN_NAME, SESSION_KEY, SETTINGS_KEY
 from pytest_streamguard.reports import TestRecord, json_document, summary_lines, write_json
 from pytest_streamguard.settings import Settings
 
-SETTINGS_KEY = pytest.StashKey[Settings]()
-SESSION_KEY = pytest.StashKey["StreamGuardSession"]()
-DEADLINE_KEY = pytest.StashKey[Deadline | None]()
-GUARD_KEY = pytest.StashKey[StreamGuard]()
-PLUGIN_NAME = "streamguard-session"
+# The stash keys live in the import-light names module; re-exported here for existing imports.
+__all__ = [
+    "DEADLINE_KEY",
+    "GUARD_KEY",
+    "PLUGIN_NAME",
+    "SESSION_KEY",
+    "SETTINGS_KEY",
+    "StreamGuardSession",
+]
 
 
 class StreamGuardSession:
