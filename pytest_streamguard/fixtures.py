@@ -10,8 +10,6 @@ per-test handle; ``toxiproxy`` is a toxiproxy-python client bound to the session
 from __future__ import annotations
 
 import contextlib
-import os
-import secrets
 from collections.abc import Callable, Iterator, Sequence
 
 import pytest
@@ -24,7 +22,13 @@ from pytest_streamguard.names import DEADLINE_KEY, GUARD_KEY, SESSION_KEY, SETTI
 from pytest_streamguard.processes import StartupError
 from pytest_streamguard.settings import Settings
 from pytest_streamguard.target import Target, start_target
-from pytest_streamguard.toxiproxy_client import ToxiproxyError, ToxiproxyServer, _Binding
+from pytest_streamguard.toxiproxy_client import (
+    ToxiproxyError,
+    ToxiproxyServer,
+    _Binding,
+    proxy_name,
+    remove_stale_proxies,
+)
 
 
 def _settings(config: pytest.Config) -> Settings:
@@ -90,6 +94,12 @@ def streamguard_toxiproxy_server(pytestconfig: pytest.Config) -> Iterator[Toxipr
     try:
         if settings.toxiproxy_url is not None:
             server = ToxiproxyServer.external(settings.toxiproxy_url)
+            # A shared server may hold proxies of sessions that were killed.
+            api = server.api()
+            try:
+                remove_stale_proxies(api)
+            finally:
+                api.close()
         else:
             server = ToxiproxyServer.embedded(settings.startup_timeout)
     except (StartupError, ToxiproxyError) as exc:
@@ -118,8 +128,7 @@ def make_streamguard(
         proxy = proxies.get(target.address)
         try:
             if proxy is None:
-                name = f"streamguard_{os.getpid()}_{secrets.token_hex(3)}"
-                proxy = proxies[target.address] = api.create_proxy(name, target.address)
+                proxy = proxies[target.address] = api.create_proxy(proxy_name(), target.address)
             elif api.upstream(proxy) != target.address:
                 # A test that crashed before undoing its ingress left the proxy pointing at it.
                 api.set_upstream(proxy, target.address)

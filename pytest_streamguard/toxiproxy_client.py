@@ -8,13 +8,22 @@ a deadline (a hung server fails the call with a clear error instead of hanging t
 library errors are re-raised as :class:`ToxiproxyError` naming the server and the operation.
 
 Also here: :class:`ToxiproxyServer`, the session's server (the embedded one started as a child
-process, or a real ``toxiproxy-server`` given by URL).
+process, or a real ``toxiproxy-server`` given by URL), and the naming of the session's proxies:
+``streamguard_<pid>_<start>_<random>``, where ``<start>`` is the process's start time (Linux
+clock ticks since boot, ``0`` where unknown). A server shared by several sessions keeps the
+proxy of a session that was SIGKILLed; :func:`remove_stale_proxies` deletes those whose process
+is gone, or whose pid now belongs to another process (a different start time), and never one of
+a live session.
 """
 
 from __future__ import annotations
 
 import concurrent.futures
+import contextlib
 import json
+import os
+import re
+import secrets
 import sys
 import threading
 from collections.abc import Callable
@@ -34,6 +43,47 @@ from pytest_streamguard.processes import ManagedProcess, StartupError, toxiproxy
 T = TypeVar("T")
 
 API_TIMEOUT = 10.0
+
+_PROXY_NAME = re.compile(r"streamguard_(\d+)_(?:(\d+)_)?[0-9a-f]+")
+
+
+def _process_start(pid: int) -> str | None:
+    """``pid``'s start time (clock ticks since boot) and None when it is not a live process;
+    ``"0"`` for a live process whose start time cannot be read (not Linux)."""
+    try:
+        with open(f"/proc/{pid}/stat", encoding="ascii") as stat:
+            fields = stat.read().rsplit(")", 1)[1].split()
+    except FileNotFoundError:
+        if os.path.isdir("/proc/self"):
+            return None
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return None
+        except PermissionError:
+            pass
+        return "0"
+    # A zombie runs no session any more.
+    return None if fields[0] == "Z" else fields[19]
+
+
+def proxy_name() -> str:
+    """A fresh name for this process's proxy: ``streamguard_<pid>_<start>_<random>``."""
+    pid = os.getpid()
+    return f"streamguard_{pid}_{_process_start(pid) or '0'}_{secrets.token_hex(3)}"
+
+
+def is_stale_proxy(name: str) -> bool:
+    """Whether ``name`` is a streamguard proxy whose session's process is gone: its pid is not
+    alive, or is alive with another start time than the name records (the pid was reused)."""
+    found = _PROXY_NAME.fullmatch(name)
+    if found is None:
+        return False
+    start = _process_start(int(found.group(1)))
+    if start is None:
+        return True
+    recorded = found.group(2)
+    return recorded not in (None, "0") and start != "0" and start != recorded
 
 
 class _Binding:
@@ -133,6 +183,10 @@ class ToxiproxyAPI:
             raise ToxiproxyError(f"toxiproxy API at {self.url}: no proxy named {name!r}")
         return proxy
 
+    def proxy_names(self) -> list[str]:
+        """The names of every proxy on the server."""
+        return self.call("list proxies", lambda: list(self.client.proxies()))
+
     def destroy_proxy(self, proxy: Proxy) -> None:
         """Delete ``proxy``."""
         self.call(f"delete proxy {proxy.name!r}", proxy.destroy)
@@ -184,6 +238,18 @@ class ToxiproxyAPI:
     def close(self) -> None:
         """Release the worker thread (a call hung on a dead server is abandoned)."""
         self._executor.shutdown(wait=False, cancel_futures=True)
+
+
+def remove_stale_proxies(api: ToxiproxyAPI) -> list[str]:
+    """Delete the proxies of dead sessions (see :func:`is_stale_proxy`); return their names."""
+    removed = []
+    for name in api.proxy_names():
+        if is_stale_proxy(name):
+            # Another session starting at the same time may delete it first.
+            with contextlib.suppress(ToxiproxyError):
+                api.destroy_proxy(api.get_proxy(name))
+                removed.append(name)
+    return removed
 
 
 @dataclass
