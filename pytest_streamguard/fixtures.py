@@ -57,13 +57,18 @@ def make_streamguard_target(pytestconfig: pytest.Config) -> Iterator[Callable[..
             )
         key = tuple(args)
         if key in failed:
+            # The full error and the app's output were shown once, for the first test.
             pytest.fail(failed[key], pytrace=False)
         if key not in started:
+            error = None
             try:
                 started[key] = start_target(settings, key)
             except (StartupError, ValueError) as exc:
-                failed[key] = f"streamguard target failed to start: {exc}"
-                pytest.fail(failed[key], pytrace=False)
+                error = f"streamguard target failed to start: {exc}"
+                failed[key] = f"{error.splitlines()[0]} (see the first error for its output)"
+            if error is not None:
+                # Outside the except block, so pytest shows no "During handling of ..." chain.
+                pytest.fail(error, pytrace=False)
         return started[key]
 
     try:
@@ -91,6 +96,7 @@ def streamguard_toxiproxy_server(pytestconfig: pytest.Config) -> Iterator[Toxipr
     """The session's Toxiproxy server (session scope): the embedded one, started as a child
     process, or the real ``toxiproxy-server`` at ``--streamguard-toxiproxy``."""
     settings = _settings(pytestconfig)
+    error = None
     try:
         if settings.toxiproxy_url is not None:
             server = ToxiproxyServer.external(settings.toxiproxy_url)
@@ -103,7 +109,9 @@ def streamguard_toxiproxy_server(pytestconfig: pytest.Config) -> Iterator[Toxipr
         else:
             server = ToxiproxyServer.embedded(settings.startup_timeout)
     except (StartupError, ToxiproxyError) as exc:
-        pytest.fail(f"streamguard toxiproxy server unavailable: {exc}", pytrace=False)
+        error = f"streamguard toxiproxy server unavailable: {exc}"
+    if error is not None:
+        pytest.fail(error, pytrace=False)
     session = pytestconfig.stash[SESSION_KEY]
     session.meta["toxiproxy"] = f"{server.kind} {server.url}"
     session.meta["toxiproxy_version"] = server.version
@@ -116,16 +124,23 @@ def streamguard_toxiproxy_server(pytestconfig: pytest.Config) -> Iterator[Toxipr
 @pytest.fixture(scope="session")
 def make_streamguard(
     streamguard_toxiproxy_server: ToxiproxyServer,
+    make_streamguard_target: Callable[..., Target],
 ) -> Iterator[Callable[[pytest.Item, Target], StreamGuard]]:
     """Factory (session scope): ``make_streamguard(item, target)`` returns a fresh
     :class:`~pytest_streamguard.guard.StreamGuard` for one test. Each target gets one Toxiproxy
     proxy, created on first use and deleted at session end; before each test its leftover
-    toxics are removed, it is re-enabled and pointed back at the target."""
+    toxics are removed, it is re-enabled and pointed back at the target.
+
+    It requests ``make_streamguard_target`` only for the teardown order: the proxies are deleted
+    (cutting any stream still open, e.g. after Ctrl-C) before the targets are stopped, so a
+    target's graceful shutdown does not wait on a stream the proxy keeps open."""
+    del make_streamguard_target
     api = streamguard_toxiproxy_server.api()
     proxies: dict[str, Proxy] = {}
 
     def make(item: pytest.Item, target: Target) -> StreamGuard:
         proxy = proxies.get(target.address)
+        error: str | None = None
         try:
             if proxy is None:
                 proxy = proxies[target.address] = api.create_proxy(proxy_name(), target.address)
@@ -133,7 +148,9 @@ def make_streamguard(
                 # A test that crashed before undoing its ingress left the proxy pointing at it.
                 api.set_upstream(proxy, target.address)
         except ToxiproxyError as exc:
-            pytest.fail(f"streamguard could not set up its proxy: {exc}", pytrace=False)
+            error = f"streamguard could not set up its proxy: {exc}"
+        if error is not None:
+            pytest.fail(error, pytrace=False)
         guard = StreamGuard(
             api=api,
             proxy=proxy,

@@ -251,7 +251,7 @@ class ManagedProcess:
         code = self.popen.poll()
         status = f"exit code {code}" if code is not None else "still running"
         return StartupError(
-            f"{self.name} {what} ({status}); command: {self.argv!r}\n"
+            f"{self.name} {what} ({status}); command: {shlex.join(self.argv)}\n"
             f"--- last output of {self.name} ---\n{self.tail()}"
         )
 

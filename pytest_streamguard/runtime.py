@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import pytest
 
+from pytest_streamguard.display import shown_text
 from pytest_streamguard.fixtures import (
     make_streamguard,
     make_streamguard_target,
@@ -49,6 +50,7 @@ def pytest_report_header(config: pytest.Config) -> list[str]:
     else:
         toxiproxy = f"{settings.toxiproxy_description} (started on first use)"
     return [
-        f"streamguard: target={settings.target_description}, toxiproxy={toxiproxy}, "
+        f"streamguard: target={shown_text(settings.target_description, config.rootpath)}, "
+        f"toxiproxy={toxiproxy}, "
         f"default deadline ttft={settings.ttft:g}s chunk={settings.chunk:g}s"
     ]

@@ -9,12 +9,14 @@ terminal summary and the JSON and HTML reports.
 from __future__ import annotations
 
 from collections.abc import Generator
+from pathlib import Path
 from typing import Any
 
 import pytest
 
 from pytest_streamguard import xdist
 from pytest_streamguard.deadlines import DeadlineViolation, Violation, check_traces
+from pytest_streamguard.display import shown_path, shown_text
 from pytest_streamguard.html_report import write_html
 from pytest_streamguard.markers import resolve_deadline
 from pytest_streamguard.names import DEADLINE_KEY, GUARD_KEY, PLUGIN_NAME, SESSION_KEY, SETTINGS_KEY
@@ -41,7 +43,7 @@ class StreamGuardSession:
         self.records: list[TestRecord] = []
         # Filled by the session fixtures once they start things; reported at the end.
         self.meta: dict[str, Any] = {
-            "target": settings.target_description,
+            "target": shown_text(settings.target_description, config.rootpath),
             "toxiproxy": settings.toxiproxy_description,
         }
         # Under pytest-xdist (controller only): what each worker sent, and who sent nothing.
@@ -73,7 +75,15 @@ class StreamGuardSession:
     @pytest.hookimpl(tryfirst=True)
     def pytest_runtest_setup(self, item: pytest.Item) -> None:
         """Validate the marker before any fixture starts a process."""
-        item.stash[DEADLINE_KEY] = resolve_deadline(item, self.settings)
+        error = None
+        try:
+            item.stash[DEADLINE_KEY] = resolve_deadline(item, self.settings)
+        except ValueError as exc:
+            error = str(exc)
+        if error is not None:
+            # The message says what is wrong and what is accepted; the plugin's frames do not
+            # help, and failing outside the except block shows no exception chain.
+            pytest.fail(error, pytrace=False)
 
     @pytest.hookimpl(wrapper=True)
     def pytest_runtest_call(self, item: pytest.Item) -> Generator[None, object, object]:
@@ -149,9 +159,12 @@ class StreamGuardSession:
         for line in summary_lines(self.records):
             terminalreporter.write_line(line)
         if self.settings.json_path is not None:
-            terminalreporter.write_line(f"JSON report: {self.settings.json_path}")
+            terminalreporter.write_line(f"JSON report: {self._shown(self.settings.json_path)}")
         if self.settings.html_path is not None:
-            terminalreporter.write_line(f"HTML report: {self.settings.html_path}")
+            terminalreporter.write_line(f"HTML report: {self._shown(self.settings.html_path)}")
+
+    def _shown(self, path: Path) -> str:
+        return shown_path(path, self.config.rootpath)
 
     def _worker_lines(self) -> list[str]:
         lines = [f"merged {len(self.records)} test record(s) from {len(self.workers)} worker(s)"]

@@ -16,6 +16,8 @@ from urllib.parse import urlsplit
 
 import pytest
 
+from pytest_streamguard.display import shown_command
+
 ENABLE_HELP = (
     "Turn pytest-streamguard on: start the target behind Toxiproxy and check stream deadlines"
 )
@@ -87,7 +89,7 @@ class Settings:
         if self.target_url is not None:
             return f"url {self.target_url}"
         if self.target_cmd is not None:
-            return f"command {shlex.join(self.target_cmd)}"
+            return f"command {shown_command(self.target_cmd)}"
         return "bundled target_app (tiny model)"
 
     @property

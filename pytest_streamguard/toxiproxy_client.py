@@ -240,6 +240,32 @@ class ToxiproxyAPI:
         self._executor.shutdown(wait=False, cancel_futures=True)
 
 
+_VERSION_TEXT = re.compile(r"[0-9A-Za-z][0-9A-Za-z.+\-_]{0,63}")
+
+
+def _toxiproxy_version(response: httpx.Response) -> str | None:
+    """The version in a Toxiproxy ``GET /version`` answer: JSON ``{"version": ...}`` (2.x), or
+    a bare version string (older servers); None for anything else (an HTML page, an error)."""
+    if not response.is_success:
+        return None
+    text = response.text.strip()
+    try:
+        parsed = json.loads(text)
+    except ValueError:
+        return text if _VERSION_TEXT.fullmatch(text) else None
+    if isinstance(parsed, dict) and isinstance(parsed.get("version"), str):
+        version = str(parsed["version"])
+        return version if _VERSION_TEXT.fullmatch(version) else None
+    return None
+
+
+def _describe(response: httpx.Response) -> str:
+    """``HTTP 200 text/html`` and the first characters of the body, on one line."""
+    kind = response.headers.get("content-type", "no content-type").split(";")[0]
+    start = " ".join(response.text.split())[:40]
+    return f"HTTP {response.status_code} {kind}" + (f" ({start!r}...)" if start else "")
+
+
 def remove_stale_proxies(api: ToxiproxyAPI) -> list[str]:
     """Delete the proxies of dead sessions (see :func:`is_stale_proxy`); return their names."""
     removed = []
@@ -282,11 +308,10 @@ class ToxiproxyServer:
             response = httpx.get(f"{url}/version", timeout=2.0)
         except httpx.HTTPError as exc:
             return f"unreachable ({type(exc).__name__})"
-        try:
-            parsed = response.json()
-        except ValueError:
-            return response.text.strip()
-        return str(parsed.get("version")) if isinstance(parsed, dict) else str(parsed)
+        version = _toxiproxy_version(response)
+        if version is None:
+            return f"NOT a Toxiproxy API: {_describe(response)}"
+        return version
 
     @classmethod
     def external(cls, url: str) -> ToxiproxyServer:
@@ -298,10 +323,13 @@ class ToxiproxyServer:
                 f"toxiproxy-server at {url} (--streamguard-toxiproxy) did not answer "
                 f"GET /version: {exc}"
             ) from None
-        if not response.is_success:
+        if _toxiproxy_version(response) is None:
             raise StartupError(
-                f"toxiproxy-server at {url} (--streamguard-toxiproxy) answered GET /version with "
-                f"HTTP {response.status_code}; is it a Toxiproxy API?"
+                f"the server at {url} (--streamguard-toxiproxy) is not a Toxiproxy API: "
+                f"GET /version answered {_describe(response)}; expected Toxiproxy's version, "
+                'such as {"version": "2.12.0"}\n'
+                "hint: pass the URL of toxiproxy-server's API (its -host/-port, default "
+                "http://127.0.0.1:8474), or leave --streamguard-toxiproxy out for the embedded one"
             )
         api = ToxiproxyAPI(url)
         try:
