@@ -262,7 +262,7 @@ def _toxiproxy_version(response: httpx.Response) -> str | None:
 def _describe(response: httpx.Response) -> str:
     """``HTTP 200 text/html`` and the first characters of the body, on one line."""
     kind = response.headers.get("content-type", "no content-type").split(";")[0]
-    start = " ".join(response.text.split())[:40]
+    start = " ".join(response.text.split())[:40].rstrip()
     return f"HTTP {response.status_code} {kind}" + (f" ({start!r}...)" if start else "")
 
 
