@@ -6,6 +6,7 @@ every trace is kept so the plugin can check it against the test's ``token_deadli
 
 from __future__ import annotations
 
+import asyncio
 import time
 from typing import Any
 
@@ -113,6 +114,12 @@ class StreamGuard:
         self.traces.append(trace)
         return trace
 
+    def _keep_interrupted(self, recorder: StreamRecorder) -> None:
+        # Ctrl-C mid-stream: keep what was read so far for the summary and the reports.
+        recorder.fail("interrupted", "interrupted (Ctrl-C) while reading the stream")
+        recorder.finish()
+        self._keep(recorder.trace)
+
     def stream(
         self,
         path: str = "/generate",
@@ -131,7 +138,12 @@ class StreamGuard:
         failure is on the trace (``error``, ``completed``).
         """
         recorder = self._prepare(path, json, method, headers, format, read_timeout)
-        return self._keep(read_stream(recorder))
+        try:
+            trace = read_stream(recorder)
+        except KeyboardInterrupt:
+            self._keep_interrupted(recorder)
+            raise
+        return self._keep(trace)
 
     async def astream(
         self,
@@ -145,7 +157,12 @@ class StreamGuard:
     ) -> StreamTrace:
         """The async twin of :meth:`stream`."""
         recorder = self._prepare(path, json, method, headers, format, read_timeout)
-        return self._keep(await aread_stream(recorder))
+        try:
+            trace = await aread_stream(recorder)
+        except (KeyboardInterrupt, asyncio.CancelledError):
+            self._keep_interrupted(recorder)
+            raise
+        return self._keep(trace)
 
     def load(
         self,
