@@ -1,14 +1,16 @@
 """How commands and paths are shown to the user: in the header, the summary and the reports.
 
-Paths under the rootdir are shown relative to it, so a report or a screenshot does not carry the
-absolute paths of the machine it ran on; a command is shown as a shell would take it, with the
-``{port}`` placeholder as the user wrote it (not quoted as ``'{port}'``).
+Paths under the rootdir are shown relative to it, and the interpreter running pytest
+(``sys.executable``, as a whole argument) as ``python``, so a report or a screenshot does not
+carry the absolute paths of the machine it ran on; a command is shown as a shell would take it,
+with the ``{port}`` placeholder as the user wrote it (not quoted as ``'{port}'``).
 """
 
 from __future__ import annotations
 
 import os
 import shlex
+import sys
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -30,9 +32,15 @@ def _quote(arg: str) -> str:
     return arg if shlex.quote(plain) == plain else shlex.quote(arg)
 
 
+def _shown_arg(arg: str, rootdir: Path | None) -> str:
+    if sys.executable and arg == sys.executable:
+        return "python"
+    return shown_text(arg, rootdir)
+
+
 def shown_command(argv: Sequence[str], rootdir: Path | None = None) -> str:
     """A command line as the user would type it, paths under ``rootdir`` made relative."""
-    return " ".join(_quote(shown_text(arg, rootdir)) for arg in argv)
+    return " ".join(_quote(_shown_arg(arg, rootdir)) for arg in argv)
 
 
 def shown_path(path: Path | str, rootdir: Path | None) -> str:
