@@ -58,6 +58,7 @@ def test_plugin_off_imports_no_heavy_module(pytester: pytest.Pytester) -> None:
     assert sorted(added) == [
         "pytest_streamguard",
         "pytest_streamguard.deadlines",
+        "pytest_streamguard.display",
         "pytest_streamguard.markers",
         "pytest_streamguard.names",
         "pytest_streamguard.off",
