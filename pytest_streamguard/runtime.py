@@ -7,6 +7,8 @@ only then. pytest calls this module's ``pytest_configure`` as soon as it is regi
 
 from __future__ import annotations
 
+from collections.abc import Generator
+
 import pytest
 
 from pytest_streamguard.display import shown_text
@@ -27,6 +29,7 @@ __all__ = [
     "make_streamguard_target",
     "pytest_configure",
     "pytest_report_header",
+    "pytest_runtest_makereport",
     "streamguard",
     "streamguard_target",
     "streamguard_toxiproxy_server",
@@ -54,3 +57,31 @@ def pytest_report_header(config: pytest.Config) -> list[str]:
         f"toxiproxy={toxiproxy}, "
         f"default deadline ttft={settings.ttft:g}s chunk={settings.chunk:g}s"
     ]
+
+
+# Setup errors already shown in full: message -> the test that showed it.
+_SHOWN_ERRORS = pytest.StashKey[dict[str, str]]()
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(
+    item: pytest.Item, call: pytest.CallInfo[None]
+) -> Generator[None, pytest.TestReport, pytest.TestReport]:
+    """Show each startup error in full once: a session fixture that failed (the target, the
+    Toxiproxy server) fails every later test that needs it with the same message, so those
+    tests get a one-line reference to the first instead of the whole message and output tail."""
+    report = yield
+    excinfo = call.excinfo
+    if (
+        report.when != "setup"
+        or excinfo is None
+        or not excinfo.errisinstance(pytest.fail.Exception)
+    ):
+        return report
+    message = str(excinfo.value)
+    if not message.startswith("streamguard "):
+        return report
+    first = item.config.stash.setdefault(_SHOWN_ERRORS, {}).setdefault(message, item.nodeid)
+    if first != item.nodeid:
+        report.longrepr = f"{message.splitlines()[0]} (shown in full for {first})"
+    return report

@@ -73,12 +73,12 @@ def test_refused_target_url_fails_fast_with_a_hint(
 def test_crashing_target_error_once_with_its_output(
     pytester: pytest.Pytester, toxiproxy_url: str
 ) -> None:
-    pytester.makepyfile(USES_PLUGIN)
+    pytester.makepyfile(USES_PLUGIN + "\n\ndef test_b(streamguard):\n    pass\n")
     crash = f"{sys.executable} -c \"print('loading...'); raise SystemExit('no such model')\""
     result = pytester.runpytest(
         "--streamguard", "--streamguard-toxiproxy", toxiproxy_url, "--streamguard-target-cmd", crash
     )
-    result.assert_outcomes(errors=1)
+    result.assert_outcomes(errors=2)
     section = error_section(result.stdout.lines, "ERROR at setup of test_a")
     assert section == [
         "streamguard target failed to start: target exited before printing its listening line "
@@ -86,6 +86,11 @@ def test_crashing_target_error_once_with_its_output(
         "--- last output of target ---",
         "[out] loading...",
         "[err] no such model",
+    ]
+    # The second test that needs the target refers to the first instead of repeating it.
+    assert error_section(result.stdout.lines, "ERROR at setup of test_b") == [
+        f"{section[0]} (shown in full for test_crashing_target_error_once_with_its_output.py"
+        "::test_a)"
     ]
     assert "During handling" not in result.stdout.str()
 
