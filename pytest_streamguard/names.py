@@ -10,20 +10,28 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from pytest_streamguard.deadlines import Deadline
-from pytest_streamguard.settings import Settings
-
 if TYPE_CHECKING:
-    # Heavy at runtime, so named as strings below; ruff does not see string subscripts as uses.
+    # Not imported at runtime (this module must stay cheap), so named as strings below; ruff
+    # does not see string subscripts as uses.
+    from pytest_streamguard.deadlines import Deadline  # noqa: F401
     from pytest_streamguard.guard import StreamGuard  # noqa: F401
     from pytest_streamguard.session import StreamGuardSession  # noqa: F401
+    from pytest_streamguard.settings import Settings  # noqa: F401
 
-SETTINGS_KEY = pytest.StashKey[Settings]()
+SETTINGS_KEY = pytest.StashKey["Settings"]()
 SESSION_KEY = pytest.StashKey["StreamGuardSession"]()
-DEADLINE_KEY = pytest.StashKey[Deadline | None]()
+DEADLINE_KEY = pytest.StashKey["Deadline | None"]()
 GUARD_KEY = pytest.StashKey["StreamGuard"]()
 PLUGIN_NAME = "streamguard-session"
 
+# The marker's name and registration line (validation is in pytest_streamguard.markers).
+MARKER_NAME = "token_deadline"
+MARKER_LINE = (
+    "token_deadline(ttft=None, chunk=None, total=None, percentile=None): check every stream the "
+    "test reads through pytest-streamguard: ttft bounds request-to-first-token, chunk bounds every "
+    "gap between chunks (or the given percentile of gaps), total bounds the whole stream; seconds. "
+    "A bare marker uses --streamguard-ttft and --streamguard-chunk. Needs --streamguard."
+)
 #: The module registered when ``--streamguard`` is on: fixtures, session and its hooks.
 RUNTIME_MODULE = "pytest_streamguard.runtime"
 #: The module registered when it is off: the same fixture names, each skipping its test.

@@ -11,8 +11,7 @@ from __future__ import annotations
 
 import pytest
 
-from pytest_streamguard.markers import MARKER_NAME
-from pytest_streamguard.names import FIXTURE_NAMES, SKIP_REASON
+from pytest_streamguard.names import FIXTURE_NAMES, MARKER_NAME, SKIP_REASON
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:

@@ -12,8 +12,7 @@ from __future__ import annotations
 
 import pytest
 
-from pytest_streamguard.markers import MARKER_LINE
-from pytest_streamguard.names import OFF_MODULE, RUNTIME_MODULE, SETTINGS_KEY
+from pytest_streamguard.names import MARKER_LINE, OFF_MODULE, RUNTIME_MODULE, SETTINGS_KEY
 from pytest_streamguard.settings import add_options, resolve_settings
 
 __all__ = ["pytest_addoption", "pytest_configure"]
