@@ -18,6 +18,11 @@ Rows, in the order they run:
    and 30 concurrent streams, read directly by the same client, with its stamp error against
    the target's ``sent_ns``.
 
+4. **pytest start with the plugin off**: ``pytest`` on a one-test file in a fresh directory,
+   with the plugin installed but not enabled, against ``-p no:streamguard`` (10 paired runs,
+   alternating which goes first); the note gives the median of the per-pair ratios (target:
+   within 1.1x). ``--startup-only`` runs just this row.
+
 Percentiles are nearest-rank (:func:`pytest_streamguard.stats.percentile`), except the proxy rows,
 which are ``proxy_overhead.py``'s own figures.
 """
@@ -31,8 +36,10 @@ import math
 import os
 import platform
 import signal
+import statistics
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -227,6 +234,46 @@ def target_rows(counts: list[int], tokens: int) -> list[Row]:
     return rows
 
 
+STARTUP_TARGET_RATIO = 1.1
+
+
+def _pytest_seconds(cwd: str, *args: str) -> float:
+    argv = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *args, "test_one.py"]
+    started = time.perf_counter()
+    subprocess.run(argv, cwd=cwd, check=True, stdout=subprocess.DEVNULL)
+    return time.perf_counter() - started
+
+
+def startup_rows(runs: int) -> list[Row]:
+    """pytest's wall time on a one-test file: plugin installed and off vs ``-p no:streamguard``."""
+    off: list[float] = []
+    without: list[float] = []
+    with tempfile.TemporaryDirectory() as cwd:
+        Path(cwd, "test_one.py").write_text("def test_one():\n    assert True\n")
+        _pytest_seconds(cwd)  # warm the file cache and the bytecode of both variants once
+        _pytest_seconds(cwd, "-p", "no:streamguard")
+        for index in range(runs):
+            # Alternate which variant goes first, so drift in machine load hits both alike.
+            if index % 2:
+                without.append(_pytest_seconds(cwd, "-p", "no:streamguard"))
+                off.append(_pytest_seconds(cwd))
+            else:
+                off.append(_pytest_seconds(cwd))
+                without.append(_pytest_seconds(cwd, "-p", "no:streamguard"))
+    ratio = statistics.median(a / b for a, b in zip(off, without, strict=True))
+    verdict = "within" if ratio <= STARTUP_TARGET_RATIO else "OVER"
+    return [
+        sample_row(
+            "pytest start, plugin installed and off",
+            1,
+            off,
+            f"median paired ratio {ratio:.3f}x of -p no:streamguard ({verdict} the "
+            f"{STARTUP_TARGET_RATIO:g}x target), {runs} paired runs",
+        ),
+        sample_row("pytest start, -p no:streamguard", 1, without, f"{runs} runs"),
+    ]
+
+
 def machine() -> str:
     """CPU model and count, from /proc/cpuinfo where there is one."""
     model = platform.processor() or platform.machine()
@@ -253,12 +300,19 @@ def main() -> int:
     parser.add_argument("--capacity-limit", type=int, default=3200, help="largest count tried")
     parser.add_argument("--target-streams", default="1,8,30")
     parser.add_argument("--tokens", type=int, default=64, help="tokens per target stream")
+    parser.add_argument("--startup-runs", type=int, default=10, help="paired pytest starts")
+    parser.add_argument("--startup-only", action="store_true", help="only the startup rows")
     options = parser.parse_args()
     started = time.monotonic()
     load_before = os.getloadavg()[0]
-    rows = proxy_rows([int(n) for n in options.proxy_streams.split(",")], options.proxy_seconds)
-    rows += capacity_rows(options.capacity_seconds, options.capacity_limit)
-    rows += target_rows([int(n) for n in options.target_streams.split(",")], options.tokens)
+    rows: list[Row] = []
+    if not options.startup_only:
+        rows += proxy_rows(
+            [int(n) for n in options.proxy_streams.split(",")], options.proxy_seconds
+        )
+        rows += capacity_rows(options.capacity_seconds, options.capacity_limit)
+        rows += target_rows([int(n) for n in options.target_streams.split(",")], options.tokens)
+    rows += startup_rows(options.startup_runs)
     print(
         f"# {time.strftime('%Y-%m-%d %H:%M')}; {machine()}; Python {platform.python_version()}; "
         f"load average {load_before:.2f} before, {os.getloadavg()[0]:.2f} after; "

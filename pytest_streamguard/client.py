@@ -8,7 +8,8 @@ so the sync client, the async client and the load transport read every protocol 
 Every stream ends in exactly one outcome: ``completed`` (the format's end arrived), or an
 ``error_kind``: ``truncated`` (a clean close without the end), ``protocol`` (not a stream of this
 format), ``server`` (an error inside the stream), ``http`` (a non-2xx answer), ``cut``,
-``reset``, ``timeout``, ``connect`` or ``network``. Nothing is raised and nothing hangs: the
+``reset``, ``timeout``, ``connect``, ``network``, or ``interrupted`` (pytest was interrupted, or
+the reading task cancelled, mid-stream). Nothing is raised and nothing hangs: the
 wait for the first token, for each next token and for the whole stream each have a limit
 (from the test's deadline, ``read_timeout``, or ``--streamguard-max-stream-seconds``), enforced
 on the clock even when heartbeats keep the socket busy.
@@ -204,7 +205,7 @@ class StreamRecorder:
         """Stamp the end of the stream. Reading that stopped without an outcome (the task was
         cancelled, pytest interrupted) is recorded as abandoned, never as completed."""
         if not self.stopped:
-            self.fail("network", "reading was abandoned before the stream ended (cancelled)")
+            self.fail("interrupted", "interrupted (Ctrl-C or cancelled) while reading the stream")
         if self.trace.end_ns is None:
             self.trace.end_ns = time.perf_counter_ns()
 

@@ -10,8 +10,6 @@ per-test handle; ``toxiproxy`` is a toxiproxy-python client bound to the session
 from __future__ import annotations
 
 import contextlib
-import os
-import secrets
 from collections.abc import Callable, Iterator, Sequence
 
 import pytest
@@ -20,24 +18,17 @@ from toxiproxy.proxy import Proxy
 from toxiproxy.server import Toxiproxy
 
 from pytest_streamguard.guard import StreamGuard
+from pytest_streamguard.names import SKIP_REASON
 from pytest_streamguard.processes import StartupError
 from pytest_streamguard.session import DEADLINE_KEY, GUARD_KEY, SESSION_KEY, SETTINGS_KEY
 from pytest_streamguard.settings import Settings
 from pytest_streamguard.target import Target, start_target
-from pytest_streamguard.toxiproxy_client import ToxiproxyError, ToxiproxyServer, _Binding
-
-SKIP_REASON = (
-    "pytest-streamguard is off: run pytest with --streamguard to read streams and check deadlines"
-)
-FIXTURE_NAMES = frozenset(
-    {
-        "streamguard",
-        "toxiproxy",
-        "streamguard_target",
-        "streamguard_toxiproxy_server",
-        "make_streamguard",
-        "make_streamguard_target",
-    }
+from pytest_streamguard.toxiproxy_client import (
+    ToxiproxyError,
+    ToxiproxyServer,
+    _Binding,
+    proxy_name,
+    remove_stale_proxies,
 )
 
 
@@ -67,13 +58,18 @@ def make_streamguard_target(pytestconfig: pytest.Config) -> Iterator[Callable[..
             )
         key = tuple(args)
         if key in failed:
+            # The full error and the app's output were shown once, for the first test.
             pytest.fail(failed[key], pytrace=False)
         if key not in started:
+            error = None
             try:
                 started[key] = start_target(settings, key)
             except (StartupError, ValueError) as exc:
-                failed[key] = f"streamguard target failed to start: {exc}"
-                pytest.fail(failed[key], pytrace=False)
+                error = f"streamguard target failed to start: {exc}"
+                failed[key] = f"{error.splitlines()[0]} (see the first error for its output)"
+            if error is not None:
+                # Outside the except block, so pytest shows no "During handling of ..." chain.
+                pytest.fail(error, pytrace=False)
         return started[key]
 
     try:
@@ -101,13 +97,22 @@ def streamguard_toxiproxy_server(pytestconfig: pytest.Config) -> Iterator[Toxipr
     """The session's Toxiproxy server (session scope): the embedded one, started as a child
     process, or the real ``toxiproxy-server`` at ``--streamguard-toxiproxy``."""
     settings = _settings(pytestconfig)
+    error = None
     try:
         if settings.toxiproxy_url is not None:
             server = ToxiproxyServer.external(settings.toxiproxy_url)
+            # A shared server may hold proxies of sessions that were killed.
+            api = server.api()
+            try:
+                remove_stale_proxies(api)
+            finally:
+                api.close()
         else:
             server = ToxiproxyServer.embedded(settings.startup_timeout)
     except (StartupError, ToxiproxyError) as exc:
-        pytest.fail(f"streamguard toxiproxy server unavailable: {exc}", pytrace=False)
+        error = f"streamguard toxiproxy server unavailable: {exc}"
+    if error is not None:
+        pytest.fail(error, pytrace=False)
     session = pytestconfig.stash[SESSION_KEY]
     session.meta["toxiproxy"] = f"{server.kind} {server.url}"
     session.meta["toxiproxy_version"] = server.version
@@ -120,25 +125,33 @@ def streamguard_toxiproxy_server(pytestconfig: pytest.Config) -> Iterator[Toxipr
 @pytest.fixture(scope="session")
 def make_streamguard(
     streamguard_toxiproxy_server: ToxiproxyServer,
+    make_streamguard_target: Callable[..., Target],
 ) -> Iterator[Callable[[pytest.Item, Target], StreamGuard]]:
     """Factory (session scope): ``make_streamguard(item, target)`` returns a fresh
     :class:`~pytest_streamguard.guard.StreamGuard` for one test. Each target gets one Toxiproxy
     proxy, created on first use and deleted at session end; before each test its leftover
-    toxics are removed, it is re-enabled and pointed back at the target."""
+    toxics are removed, it is re-enabled and pointed back at the target.
+
+    It requests ``make_streamguard_target`` only for the teardown order: the proxies are deleted
+    (cutting any stream still open, e.g. after Ctrl-C) before the targets are stopped, so a
+    target's graceful shutdown does not wait on a stream the proxy keeps open."""
+    del make_streamguard_target
     api = streamguard_toxiproxy_server.api()
     proxies: dict[str, Proxy] = {}
 
     def make(item: pytest.Item, target: Target) -> StreamGuard:
         proxy = proxies.get(target.address)
+        error: str | None = None
         try:
             if proxy is None:
-                name = f"streamguard_{os.getpid()}_{secrets.token_hex(3)}"
-                proxy = proxies[target.address] = api.create_proxy(name, target.address)
+                proxy = proxies[target.address] = api.create_proxy(proxy_name(), target.address)
             elif api.upstream(proxy) != target.address:
                 # A test that crashed before undoing its ingress left the proxy pointing at it.
                 api.set_upstream(proxy, target.address)
         except ToxiproxyError as exc:
-            pytest.fail(f"streamguard could not set up its proxy: {exc}", pytrace=False)
+            error = f"streamguard could not set up its proxy: {exc}"
+        if error is not None:
+            pytest.fail(error, pytrace=False)
         guard = StreamGuard(
             api=api,
             proxy=proxy,

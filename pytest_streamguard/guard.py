@@ -6,6 +6,7 @@ every trace is kept so the plugin can check it against the test's ``token_deadli
 
 from __future__ import annotations
 
+import asyncio
 import time
 from typing import Any
 
@@ -124,6 +125,12 @@ class StreamGuard:
         self.traces.append(trace)
         return trace
 
+    def _keep_interrupted(self, recorder: StreamRecorder) -> None:
+        # Ctrl-C mid-stream: keep what was read so far for the summary and the reports.
+        recorder.fail("interrupted", "interrupted (Ctrl-C) while reading the stream")
+        recorder.finish()
+        self._keep(recorder.trace)
+
     def stream(
         self,
         path: str = "/generate",
@@ -146,7 +153,12 @@ class StreamGuard:
         ``error``).
         """
         recorder = self._prepare(path, json, method, headers, format, read_timeout)
-        return self._keep(read_stream(recorder))
+        try:
+            trace = read_stream(recorder)
+        except KeyboardInterrupt:
+            self._keep_interrupted(recorder)
+            raise
+        return self._keep(trace)
 
     async def astream(
         self,
@@ -160,7 +172,12 @@ class StreamGuard:
     ) -> StreamTrace:
         """The async twin of :meth:`stream`."""
         recorder = self._prepare(path, json, method, headers, format, read_timeout)
-        return self._keep(await aread_stream(recorder))
+        try:
+            trace = await aread_stream(recorder)
+        except (KeyboardInterrupt, asyncio.CancelledError):
+            self._keep_interrupted(recorder)
+            raise
+        return self._keep(trace)
 
     def load(
         self,

@@ -19,7 +19,6 @@ import math
 import os
 import pwd
 import shutil
-import signal
 import socket
 import subprocess
 import tempfile
@@ -28,6 +27,8 @@ import urllib.parse
 from pathlib import Path
 from types import TracebackType
 from typing import Self
+
+from pytest_streamguard.processes import Reaper, stop_group
 
 __all__ = ["Ingress", "IngressError"]
 
@@ -98,6 +99,8 @@ class Ingress:
             raise IngressError("ingress already started; call stop() before starting it again")
         binary = self._resolve_binary()
         self._prefix = Path(tempfile.mkdtemp(prefix="streamguard-nginx-"))
+        # If pytest dies, the reaper deletes the prefix (and stops nginx, registered below).
+        Reaper.get().watch_dir(self._prefix)
         try:
             if os.geteuid() == 0:
                 # As root the worker runs as 'nobody' and must traverse the prefix to reach
@@ -123,6 +126,7 @@ class Ingress:
         finally:
             if self._prefix is not None:
                 shutil.rmtree(self._prefix, ignore_errors=True)
+                Reaper.get().forget_dir(self._prefix)
                 self._prefix = None
             self._port = None
 
@@ -211,6 +215,7 @@ class Ingress:
             except OSError as exc:
                 raise IngressError(f"could not run nginx at {binary!r}: {exc}") from exc
         proc = self._proc
+        Reaper.get().watch_group(proc.pid)
         deadline = time.monotonic() + _START_TIMEOUT_S
         while True:
             code = proc.poll()
@@ -243,13 +248,8 @@ class Ingress:
         if proc is None:
             return
         # The whole group: the master and its worker, which would outlive a dead master.
-        _signal_group(proc.pid, signal.SIGTERM)
-        try:
-            proc.wait(timeout=_STOP_TIMEOUT_S)
-        except subprocess.TimeoutExpired:
-            _signal_group(proc.pid, signal.SIGKILL)
-            proc.wait()
-        _signal_group(proc.pid, signal.SIGKILL)
+        stop_group(proc, _STOP_TIMEOUT_S)
+        Reaper.get().forget_group(proc.pid)
 
     def _log_tail(self) -> str:
         assert self._prefix is not None
@@ -346,11 +346,6 @@ def _address_in_use(log: str, port: int) -> bool:
         f"127.0.0.1:{port} failed" in line and "Address already in use" in line
         for line in log.splitlines()
     )
-
-
-def _signal_group(pgid: int, sig: signal.Signals) -> None:
-    with contextlib.suppress(ProcessLookupError):
-        os.killpg(pgid, sig)
 
 
 def _read_text(path: Path) -> str:

@@ -8,15 +8,11 @@ from typing import Any
 import pytest
 
 from pytest_streamguard.deadlines import Deadline
+from pytest_streamguard.names import MARKER_LINE, MARKER_NAME
 from pytest_streamguard.settings import Settings
 
-MARKER_NAME = "token_deadline"
-MARKER_LINE = (
-    "token_deadline(ttft=None, chunk=None, total=None, percentile=None): check every stream the "
-    "test reads through pytest-streamguard: ttft bounds request-to-first-token, chunk bounds every "
-    "gap between chunks (or the given percentile of gaps), total bounds the whole stream; seconds. "
-    "A bare marker uses --streamguard-ttft and --streamguard-chunk. Needs --streamguard."
-)
+__all__ = ["ACCEPTED", "MARKER_LINE", "MARKER_NAME", "resolve_deadline"]
+
 ACCEPTED = (
     "token_deadline accepts only keyword arguments ttft, chunk, total (seconds, > 0) and "
     "percentile (0 < percentile <= 100, used with chunk)"

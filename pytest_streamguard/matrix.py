@@ -16,16 +16,9 @@ from pathlib import Path
 
 import pytest
 
+from pytest_streamguard.names import MATRIX_MARKER_NAME as MARKER_NAME
 from pytest_streamguard.profiles import Profile, ProfileError, load_profiles
 
-MARKER_NAME = "streamguard_matrix"
-MARKER_LINE = (
-    "streamguard_matrix(*profiles): run the test once per named fault profile (built-in: "
-    "none, latency-200, jitter-150, mobile-3g, slow-reader-2kbps, stall-1s, cut-mid-stream, "
-    "reset, down; or *.json files in the streamguard_profiles directory), each item's id the "
-    "profile's name; the profile is applied before the body and undone after, and "
-    "streamguard.profile shows it. Needs the streamguard fixture and --streamguard."
-)
 PROFILES_KEY = pytest.StashKey[dict[str, Profile]]()
 PLUGIN_NAME = "streamguard-matrix"
 FIXTURE = "streamguard"

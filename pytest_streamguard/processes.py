@@ -1,9 +1,26 @@
-"""Child processes the plugin starts: the target app and the embedded Toxiproxy server.
+"""Child processes the plugin starts, and the one mechanism that makes sure none outlives pytest.
 
-Each runs without a shell in its own process group, with its output drained into a ring buffer
-(the tail goes into the error when it fails to start). It is stopped at session end, on Ctrl-C
-(fixture teardown still runs), at interpreter exit (``atexit``), and on Linux also when pytest
-itself dies hard (``PR_SET_PDEATHSIG``, so the kernel signals the child).
+:class:`ManagedProcess` runs the target app and the embedded Toxiproxy server without a shell,
+each in its own process group (``start_new_session``), with its output drained into a ring
+buffer (the tail goes into the error when it fails to start). nginx of
+:class:`~pytest_streamguard.ingress.Ingress` is started the same way by its own module.
+
+Lifetime: the whole group is stopped at teardown (SIGTERM, SIGKILL after a grace period), on
+Ctrl-C (fixture teardown still runs) and at interpreter exit (``atexit``). For a pytest process
+that dies without running any of that (SIGKILL, SIGTERM's default action, a crash), every group
+and temporary directory is also registered with a :class:`Reaper`: one small stdlib-only
+process per pytest process (``_reaper.py``), started on first use, that holds the read end of a
+pipe. The kernel closes the write end when pytest dies however it dies; on that EOF the reaper
+SIGTERMs every registered group, SIGKILLs what is left after a second, and deletes the
+registered directories. Under pytest-xdist each worker has its own reaper, which also watches
+the controller and kills the worker with it.
+
+Why a reaper rather than ``prctl(PR_SET_PDEATHSIG)``: the death signal reaches only the direct
+child, so a target behind a wrapper (``sh -c '...'``, a script that forks) or nginx's worker
+survives; it cannot escalate to SIGKILL for an app that ignores SIGTERM; it cannot delete a
+directory; it fires when the starting *thread* ends, not the process; and it needs a
+``preexec_fn``, which is unsafe in a threaded parent. A process group covers grandchildren
+(unless one calls ``setsid`` itself), and a separate process can wait out a grace period.
 """
 
 from __future__ import annotations
@@ -11,10 +28,10 @@ from __future__ import annotations
 import atexit
 import collections
 import contextlib
-import ctypes
 import json
 import os
 import re
+import shlex
 import signal
 import socket
 import subprocess
@@ -27,7 +44,7 @@ import httpx
 
 _TAIL_LINES = 40
 _STOP_GRACE = 5.0
-_PR_SET_PDEATHSIG = 1
+_REAPER_SCRIPT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "_reaper.py")
 _URL_IN_LINE = re.compile(r"(https?://[0-9A-Za-z.\-\[\]:]+)")
 
 
@@ -35,12 +52,98 @@ class StartupError(RuntimeError):
     """A process exited or did not become ready in time; the message carries its output tail."""
 
 
-def _die_with_parent() -> None:
-    """preexec_fn: ask Linux to SIGTERM the child when the thread that started it dies."""
-    if sys.platform.startswith("linux"):
-        with contextlib.suppress(OSError, AttributeError):
-            libc = ctypes.CDLL(None, use_errno=True)
-            libc.prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)
+class Reaper:
+    """This pytest process's reaper (see the module docstring); :meth:`get` starts it once.
+
+    Registrations are single lines written to a pipe; the kernel buffers them, so a line written
+    just before pytest dies is still read by the reaper before the EOF.
+    """
+
+    _instance: Reaper | None = None
+    _lock = threading.Lock()
+
+    def __init__(self) -> None:
+        read_end, self._write_end = os.pipe()
+        args = [sys.executable, "-I", "-S", _REAPER_SCRIPT]
+        if os.environ.get("PYTEST_XDIST_WORKER"):
+            # A pytest-xdist worker is a direct child of its controller (execnet popen).
+            args.append(str(os.getppid()))
+        try:
+            self.popen = subprocess.Popen(
+                args,
+                stdin=read_end,
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
+                # Out of the terminal's foreground group, so Ctrl-C does not reach it.
+                start_new_session=True,
+            )
+        finally:
+            os.close(read_end)
+        self.owner = os.getpid()
+
+    @classmethod
+    def get(cls) -> Reaper:
+        """The reaper of this process, started on first use (again after a fork)."""
+        with cls._lock:
+            if cls._instance is None or cls._instance.owner != os.getpid():
+                cls._instance = Reaper()
+            return cls._instance
+
+    def _send(self, line: str) -> None:
+        with Reaper._lock, contextlib.suppress(OSError):
+            os.write(self._write_end, (line + "\n").encode("utf-8", "surrogateescape"))
+
+    def watch_group(self, pgid: int) -> None:
+        """Stop process group ``pgid`` if this process dies before :meth:`forget_group`."""
+        self._send(f"+g {pgid}")
+
+    def forget_group(self, pgid: int) -> None:
+        """The group was stopped normally; its id may be reused."""
+        self._send(f"-g {pgid}")
+
+    def watch_dir(self, path: str | os.PathLike[str]) -> None:
+        """Delete directory ``path`` if this process dies before :meth:`forget_dir`."""
+        self._send(f"+d {os.fspath(path)}")
+
+    def forget_dir(self, path: str | os.PathLike[str]) -> None:
+        """The directory was deleted normally."""
+        self._send(f"-d {os.fspath(path)}")
+
+    def close(self) -> None:
+        """At normal exit: close the pipe and let the reaper (with nothing left to do) exit."""
+        with contextlib.suppress(OSError):
+            os.close(self._write_end)
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            self.popen.wait(5.0)
+
+    @classmethod
+    def close_instance(cls) -> None:
+        """atexit: close this process's reaper, if it started one."""
+        instance = cls._instance
+        if instance is not None and instance.owner == os.getpid():
+            cls._instance = None
+            instance.close()
+
+
+def stop_group(popen: subprocess.Popen[bytes], grace: float) -> None:
+    """SIGTERM ``popen``'s process group, SIGKILL it after ``grace`` seconds, and reap the
+    leader. The group is SIGKILLed in any case at the end: a wrapper's grandchild may ignore
+    SIGTERM or outlive the leader."""
+    if popen.poll() is None:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(popen.pid, signal.SIGTERM)
+        try:
+            popen.wait(grace)
+        except subprocess.TimeoutExpired:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(popen.pid, signal.SIGKILL)
+            popen.wait(grace)
+    else:
+        # The leader is gone; give the rest of its group the same SIGTERM-first chance.
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(popen.pid, signal.SIGTERM)
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(popen.pid, signal.SIGKILL)
 
 
 def free_port(host: str = "127.0.0.1") -> int:
@@ -108,10 +211,10 @@ class ManagedProcess:
                 stderr=subprocess.PIPE,
                 env=full_env,
                 start_new_session=True,
-                preexec_fn=_die_with_parent,
             )
         except OSError as exc:
-            raise StartupError(f"{name}: could not start {self.argv!r}: {exc}") from None
+            raise StartupError(f"{name}: could not start {shlex.join(self.argv)}: {exc}") from None
+        Reaper.get().watch_group(self.popen.pid)
         with ManagedProcess._live_lock:
             ManagedProcess._live.add(self)
         self._readers = [
@@ -148,7 +251,7 @@ class ManagedProcess:
         code = self.popen.poll()
         status = f"exit code {code}" if code is not None else "still running"
         return StartupError(
-            f"{self.name} {what} ({status}); command: {self.argv!r}\n"
+            f"{self.name} {what} ({status}); command: {shlex.join(self.argv)}\n"
             f"--- last output of {self.name} ---\n{self.tail()}"
         )
 
@@ -189,18 +292,8 @@ class ManagedProcess:
     def stop(self) -> None:
         """SIGTERM the process group, SIGKILL it after a grace period, and reap the child."""
         try:
-            if self.popen.poll() is None:
-                with contextlib.suppress(ProcessLookupError, PermissionError):
-                    os.killpg(self.popen.pid, signal.SIGTERM)
-                try:
-                    self.popen.wait(_STOP_GRACE)
-                except subprocess.TimeoutExpired:
-                    with contextlib.suppress(ProcessLookupError, PermissionError):
-                        os.killpg(self.popen.pid, signal.SIGKILL)
-                    self.popen.wait(_STOP_GRACE)
-            # The group may hold grandchildren that outlive the leader.
-            with contextlib.suppress(ProcessLookupError, PermissionError):
-                os.killpg(self.popen.pid, signal.SIGKILL)
+            stop_group(self.popen, _STOP_GRACE)
+            Reaper.get().forget_group(self.popen.pid)
         finally:
             for reader in self._readers:
                 reader.join(1.0)
@@ -219,6 +312,8 @@ class ManagedProcess:
             process.stop()
 
 
+# atexit runs handlers last-registered first: stop the processes, then close the reaper.
+atexit.register(Reaper.close_instance)
 atexit.register(ManagedProcess.stop_all)
 
 

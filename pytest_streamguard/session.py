@@ -12,6 +12,7 @@ the run through ``session.exitstatus``.
 from __future__ import annotations
 
 from collections.abc import Generator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -19,6 +20,7 @@ import pytest
 from pytest_streamguard import xdist
 from pytest_streamguard.baseline import Change, compare, compare_lines
 from pytest_streamguard.deadlines import Deadline, DeadlineViolation, Violation, check_traces
+from pytest_streamguard.display import shown_path, shown_text
 from pytest_streamguard.guard import StreamGuard
 from pytest_streamguard.html_report import write_html
 from pytest_streamguard.markers import resolve_deadline
@@ -32,13 +34,20 @@ from pytest_streamguard.reports import (
     summary_lines,
     write_json,
 )
-from pytest_streamguard.settings import Settings
+from pytest_streamguard.settings import SETTINGS_KEY, Settings
 
-SETTINGS_KEY = pytest.StashKey[Settings]()
 SESSION_KEY = pytest.StashKey["StreamGuardSession"]()
 DEADLINE_KEY = pytest.StashKey[Deadline | None]()
 GUARD_KEY = pytest.StashKey[StreamGuard]()
 PLUGIN_NAME = "streamguard-session"
+__all__ = [
+    "DEADLINE_KEY",
+    "GUARD_KEY",
+    "PLUGIN_NAME",
+    "SESSION_KEY",
+    "SETTINGS_KEY",
+    "StreamGuardSession",
+]
 
 
 class StreamGuardSession:
@@ -52,7 +61,7 @@ class StreamGuardSession:
         self.records: list[TestRecord] = self.merger.records
         # Filled by the session fixtures once they start things; reported at the end.
         self.meta: dict[str, Any] = {
-            "target": settings.target_description,
+            "target": shown_text(settings.target_description, config.rootpath),
             "toxiproxy": settings.toxiproxy_description,
         }
         # --streamguard-compare: the baseline's records (read now, so a bad file stops the
@@ -88,7 +97,15 @@ class StreamGuardSession:
     @pytest.hookimpl(tryfirst=True)
     def pytest_runtest_setup(self, item: pytest.Item) -> None:
         """Validate the marker before any fixture starts a process."""
-        item.stash[DEADLINE_KEY] = resolve_deadline(item, self.settings)
+        error = None
+        try:
+            item.stash[DEADLINE_KEY] = resolve_deadline(item, self.settings)
+        except ValueError as exc:
+            error = str(exc)
+        if error is not None:
+            # The message says what is wrong and what is accepted; the plugin's frames do not
+            # help, and failing outside the except block shows no exception chain.
+            pytest.fail(error, pytrace=False)
 
     @pytest.hookimpl(wrapper=True)
     def pytest_runtest_call(self, item: pytest.Item) -> Generator[None, object, object]:
@@ -189,9 +206,12 @@ class StreamGuardSession:
         if self.settings.save_path is not None:
             terminalreporter.write_line(f"baseline saved: {self.settings.save_path}")
         if self.settings.json_path is not None:
-            terminalreporter.write_line(f"JSON report: {self.settings.json_path}")
+            terminalreporter.write_line(f"JSON report: {self._shown(self.settings.json_path)}")
         if self.settings.html_path is not None:
-            terminalreporter.write_line(f"HTML report: {self.settings.html_path}")
+            terminalreporter.write_line(f"HTML report: {self._shown(self.settings.html_path)}")
+
+    def _shown(self, path: Path) -> str:
+        return shown_path(path, self.config.rootpath)
 
     def _worker_lines(self) -> list[str]:
         lines = [f"merged {len(self.records)} test record(s) from {len(self.workers)} worker(s)"]

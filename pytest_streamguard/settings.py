@@ -17,6 +17,7 @@ from urllib.parse import urlsplit
 import pytest
 
 from pytest_streamguard.bounds import Bound, parse_bounds
+from pytest_streamguard.display import shown_command
 
 ENABLE_HELP = (
     "Turn pytest-streamguard on: start the target behind Toxiproxy and check stream deadlines"
@@ -128,7 +129,7 @@ class Settings:
         if self.target_url is not None:
             return f"url {self.target_url}"
         if self.target_cmd is not None:
-            return f"command {shlex.join(self.target_cmd)}"
+            return f"command {shown_command(self.target_cmd)}"
         return "bundled target_app (tiny model)"
 
     @property
@@ -137,6 +138,10 @@ class Settings:
         if self.toxiproxy_url is not None:
             return f"external {self.toxiproxy_url}"
         return "embedded"
+
+
+SETTINGS_KEY = pytest.StashKey[Settings]()
+"""Where ``pytest_configure`` keeps the resolved settings."""
 
 
 def add_options(parser: pytest.Parser) -> None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import shlex
 import sys
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
@@ -57,8 +58,28 @@ class Target:
             self.process.stop()
 
 
+#: A target given by URL whose port refuses every connection this long is not starting up:
+#: nothing listens there, so fail now rather than after the whole startup timeout.
+REFUSED_FAIL_S = 3.0
+
+
 def _wait_url_ready(url: str, timeout: float) -> None:
-    last = poll_until_ok(url, timeout)
+    started = time.monotonic()
+    answered = False
+
+    def refused_too_long(last: str) -> None:
+        nonlocal answered
+        refused = last.startswith("ConnectError") and "refused" in last.lower()
+        answered = answered or not (refused or last == "no answer yet")
+        if not answered and refused and time.monotonic() - started >= REFUSED_FAIL_S:
+            raise StartupError(
+                f"target at {url} (--streamguard-target-url) refused every connection for "
+                f"{REFUSED_FAIL_S:g} s: nothing listens there\n"
+                "hint: start your app before pytest, check the host and port, or let the "
+                "plugin start it with --streamguard-target-cmd"
+            )
+
+    last = poll_until_ok(url, timeout, before_each=refused_too_long)
     if last is not None:
         raise StartupError(
             f"target at {url} (--streamguard-target-url) did not answer 2xx within "

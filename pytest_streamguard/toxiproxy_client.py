@@ -8,13 +8,22 @@ a deadline (a hung server fails the call with a clear error instead of hanging t
 library errors are re-raised as :class:`ToxiproxyError` naming the server and the operation.
 
 Also here: :class:`ToxiproxyServer`, the session's server (the embedded one started as a child
-process, or a real ``toxiproxy-server`` given by URL).
+process, or a real ``toxiproxy-server`` given by URL), and the naming of the session's proxies:
+``streamguard_<pid>_<start>_<random>``, where ``<start>`` is the process's start time (Linux
+clock ticks since boot, ``0`` where unknown). A server shared by several sessions keeps the
+proxy of a session that was SIGKILLed; :func:`remove_stale_proxies` deletes those whose process
+is gone, or whose pid now belongs to another process (a different start time), and never one of
+a live session.
 """
 
 from __future__ import annotations
 
 import concurrent.futures
+import contextlib
 import json
+import os
+import re
+import secrets
 import sys
 import threading
 from collections.abc import Callable
@@ -34,6 +43,47 @@ from pytest_streamguard.processes import ManagedProcess, StartupError, toxiproxy
 T = TypeVar("T")
 
 API_TIMEOUT = 10.0
+
+_PROXY_NAME = re.compile(r"streamguard_(\d+)_(?:(\d+)_)?[0-9a-f]+")
+
+
+def _process_start(pid: int) -> str | None:
+    """``pid``'s start time (clock ticks since boot) and None when it is not a live process;
+    ``"0"`` for a live process whose start time cannot be read (not Linux)."""
+    try:
+        with open(f"/proc/{pid}/stat", encoding="ascii") as stat:
+            fields = stat.read().rsplit(")", 1)[1].split()
+    except FileNotFoundError:
+        if os.path.isdir("/proc/self"):
+            return None
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return None
+        except PermissionError:
+            pass
+        return "0"
+    # A zombie runs no session any more.
+    return None if fields[0] == "Z" else fields[19]
+
+
+def proxy_name() -> str:
+    """A fresh name for this process's proxy: ``streamguard_<pid>_<start>_<random>``."""
+    pid = os.getpid()
+    return f"streamguard_{pid}_{_process_start(pid) or '0'}_{secrets.token_hex(3)}"
+
+
+def is_stale_proxy(name: str) -> bool:
+    """Whether ``name`` is a streamguard proxy whose session's process is gone: its pid is not
+    alive, or is alive with another start time than the name records (the pid was reused)."""
+    found = _PROXY_NAME.fullmatch(name)
+    if found is None:
+        return False
+    start = _process_start(int(found.group(1)))
+    if start is None:
+        return True
+    recorded = found.group(2)
+    return recorded not in (None, "0") and start != "0" and start != recorded
 
 
 class _Binding:
@@ -133,6 +183,10 @@ class ToxiproxyAPI:
             raise ToxiproxyError(f"toxiproxy API at {self.url}: no proxy named {name!r}")
         return proxy
 
+    def proxy_names(self) -> list[str]:
+        """The names of every proxy on the server."""
+        return self.call("list proxies", lambda: list(self.client.proxies()))
+
     def destroy_proxy(self, proxy: Proxy) -> None:
         """Delete ``proxy``."""
         self.call(f"delete proxy {proxy.name!r}", proxy.destroy)
@@ -186,6 +240,44 @@ class ToxiproxyAPI:
         self._executor.shutdown(wait=False, cancel_futures=True)
 
 
+_VERSION_TEXT = re.compile(r"[0-9A-Za-z][0-9A-Za-z.+\-_]{0,63}")
+
+
+def _toxiproxy_version(response: httpx.Response) -> str | None:
+    """The version in a Toxiproxy ``GET /version`` answer: JSON ``{"version": ...}`` (2.x), or
+    a bare version string (older servers); None for anything else (an HTML page, an error)."""
+    if not response.is_success:
+        return None
+    text = response.text.strip()
+    try:
+        parsed = json.loads(text)
+    except ValueError:
+        return text if _VERSION_TEXT.fullmatch(text) else None
+    if isinstance(parsed, dict) and isinstance(parsed.get("version"), str):
+        version = str(parsed["version"])
+        return version if _VERSION_TEXT.fullmatch(version) else None
+    return None
+
+
+def _describe(response: httpx.Response) -> str:
+    """``HTTP 200 text/html`` and the first characters of the body, on one line."""
+    kind = response.headers.get("content-type", "no content-type").split(";")[0]
+    start = " ".join(response.text.split())[:40].rstrip()
+    return f"HTTP {response.status_code} {kind}" + (f" ({start!r}...)" if start else "")
+
+
+def remove_stale_proxies(api: ToxiproxyAPI) -> list[str]:
+    """Delete the proxies of dead sessions (see :func:`is_stale_proxy`); return their names."""
+    removed = []
+    for name in api.proxy_names():
+        if is_stale_proxy(name):
+            # Another session starting at the same time may delete it first.
+            with contextlib.suppress(ToxiproxyError):
+                api.destroy_proxy(api.get_proxy(name))
+                removed.append(name)
+    return removed
+
+
 @dataclass
 class ToxiproxyServer:
     """The session's Toxiproxy server: where its API is, what kind it is, and its version."""
@@ -216,11 +308,10 @@ class ToxiproxyServer:
             response = httpx.get(f"{url}/version", timeout=2.0)
         except httpx.HTTPError as exc:
             return f"unreachable ({type(exc).__name__})"
-        try:
-            parsed = response.json()
-        except ValueError:
-            return response.text.strip()
-        return str(parsed.get("version")) if isinstance(parsed, dict) else str(parsed)
+        version = _toxiproxy_version(response)
+        if version is None:
+            return f"NOT a Toxiproxy API: {_describe(response)}"
+        return version
 
     @classmethod
     def external(cls, url: str) -> ToxiproxyServer:
@@ -232,10 +323,13 @@ class ToxiproxyServer:
                 f"toxiproxy-server at {url} (--streamguard-toxiproxy) did not answer "
                 f"GET /version: {exc}"
             ) from None
-        if not response.is_success:
+        if _toxiproxy_version(response) is None:
             raise StartupError(
-                f"toxiproxy-server at {url} (--streamguard-toxiproxy) answered GET /version with "
-                f"HTTP {response.status_code}; is it a Toxiproxy API?"
+                f"the server at {url} (--streamguard-toxiproxy) is not a Toxiproxy API: "
+                f"GET /version answered {_describe(response)}; expected Toxiproxy's version, "
+                'such as {"version": "2.12.0"}\n'
+                "hint: pass the URL of toxiproxy-server's API (its -host/-port, default "
+                "http://127.0.0.1:8474), or leave --streamguard-toxiproxy out for the embedded one"
             )
         api = ToxiproxyAPI(url)
         try:

@@ -129,8 +129,8 @@ class StreamTrace:
     is the time between two consecutive tokens. Every stream ends in one outcome: ``completed``
     (the format's end arrived; ``error_kind`` is None), or ``completed`` false with
     ``error_kind`` one of ``truncated``, ``protocol``, ``server``, ``http``, ``cut``, ``reset``,
-    ``timeout``, ``connect``, ``network`` and ``error`` saying what happened. A failed stream is
-    kept, never dropped from the statistics.
+    ``timeout``, ``connect``, ``network``, ``interrupted`` and ``error`` saying what happened.
+    A failed stream is kept, never dropped from the statistics.
     """
 
     name: str

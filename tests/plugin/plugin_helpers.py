@@ -26,3 +26,13 @@ def wait_until(condition: Callable[[], bool], timeout: float, what: str) -> None
     while not condition():
         assert time.monotonic() < deadline, f"timed out after {timeout} s waiting for {what}"
         time.sleep(0.02)
+
+
+def error_section(lines: list[str], title: str) -> list[str]:
+    """The lines of the report section whose ``___ title ___`` header contains ``title``, up to
+    the next section or summary header."""
+    start = next(i for i, line in enumerate(lines) if line.startswith("_") and title in line)
+    end = start + 1
+    while end < len(lines) and not lines[end].startswith(("___", "===")):
+        end += 1
+    return lines[start + 1 : end]

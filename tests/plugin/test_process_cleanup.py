@@ -7,6 +7,7 @@ import os
 import signal
 import subprocess
 import sys
+import time
 
 import pytest
 from plugin_helpers import pid_alive, wait_until
@@ -66,3 +67,46 @@ def test_children_die_when_pytest_is_killed_hard(pytester: pytest.Pytester, app_
         if process.poll() is None:
             process.kill()
             process.wait(10)
+
+
+CTRL_C_MID_STREAM = """
+import os, signal, threading, time
+
+def test_interrupted(streamguard):
+    def interrupt_when_streaming():
+        metrics = streamguard.target.metrics
+        while metrics()["stream_app_active_streams"].samples[0].value < 1:
+            time.sleep(0.02)
+        with open("interrupted_at", "w") as f:
+            f.write(repr(time.time()))
+        os.kill(os.getpid(), signal.SIGINT)
+
+    threading.Thread(target=interrupt_when_streaming, daemon=True).start()
+    streamguard.stream(json={"max_new_tokens": 100000, "interval_s": 0.05})
+"""
+
+
+def test_ctrl_c_mid_stream_keeps_the_partial_trace_and_ends_promptly(
+    pytester: pytest.Pytester, app_cmd: str
+) -> None:
+    pytester.makepyfile(CTRL_C_MID_STREAM)
+    result = pytester.runpytest_subprocess(
+        *("--streamguard", "--streamguard-target-cmd", app_cmd, "-p", "no:cacheprovider"),
+        *("--streamguard-json", "r.json"),
+        timeout=60,
+    )
+    ended = time.time()
+    assert result.ret == pytest.ExitCode.INTERRUPTED
+    result.stdout.fnmatch_lines(
+        ["test_ctrl_c_mid_stream_keeps_the_partial_trace_and_ends_promptly.py::test_interrupted *"]
+    )
+    report = json.loads((pytester.path / "r.json").read_text())
+    [test] = report["tests"]
+    [trace] = test["traces"]
+    assert trace["error_kind"] == "interrupted"
+    assert trace["completed"] is False
+    # Generous bound (the figure is ~1.5 s on a loaded 2-core machine): the proxy is deleted
+    # before the target stops, so the target's graceful shutdown waits on no open stream (it
+    # used to wait out the 5 s grace); pytest's own exit is included.
+    interrupted_at = float((pytester.path / "interrupted_at").read_text())
+    assert ended - interrupted_at < 4.0

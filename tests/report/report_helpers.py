@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import shutil
 import subprocess
 import sys
 from dataclasses import dataclass
@@ -82,6 +83,8 @@ def run_inner(path: Path, *args: str) -> ReportRun:
     """Run :data:`INNER_TESTS` in ``path`` with the plugin on, writing both reports."""
     (path / "pytest.ini").write_text(INNER_INI, encoding="utf-8")
     (path / "test_report_inner.py").write_text(INNER_TESTS, encoding="utf-8")
+    # The app sits in the run's rootdir, so the report (and docs/report.png) shows it relative.
+    shutil.copy(STREAM_APP, path / "stream_app.py")
     result = subprocess.run(
         [
             sys.executable,
@@ -91,7 +94,7 @@ def run_inner(path: Path, *args: str) -> ReportRun:
             "no:cacheprovider",
             "--streamguard",
             "--streamguard-target-cmd",
-            f"{sys.executable} {STREAM_APP} --port {{port}}",
+            f"{sys.executable} stream_app.py --port {{port}}",
             "--streamguard-json",
             "out/streamguard.json",
             "--streamguard-html",

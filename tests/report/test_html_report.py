@@ -10,6 +10,7 @@ the test's tmp dir (README: "The HTML report" says how to refresh docs/report.pn
 from __future__ import annotations
 
 import html
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -163,3 +164,10 @@ def test_summary_links_and_sorting(page: Page) -> None:
     click(verdict)
     assert column(verdict) == ["pass", "pass", "FAIL", "FAIL"]
     assert page.problems() == []
+
+
+def test_report_names_no_absolute_path(report_run: ReportRun) -> None:
+    # The app is in the run's rootdir and the interpreter is pytest's: both shown short.
+    assert "command python stream_app.py --port {port}" in report_run.html
+    for absolute in (str(report_run.path), sys.executable, str(Path.home())):
+        assert absolute not in report_run.html

@@ -1,0 +1,161 @@
+"""Each error the plugin prints: its exact text and how many lines it takes."""
+
+from __future__ import annotations
+
+import http.server
+import shlex
+import socket
+import sys
+import threading
+from collections.abc import Callable, Iterator
+
+import pytest
+from plugin_helpers import error_section
+
+USES_PLUGIN = "def test_a(streamguard):\n    pass\n"
+HTML = b"<!DOCTYPE html>\n<html><body><h1>Welcome to some web app</h1></body></html>\n"
+
+
+class _HtmlHandler(http.server.BaseHTTPRequestHandler):
+    def do_GET(self) -> None:
+        self.send_response(200)
+        self.send_header("Content-Type", "text/html; charset=utf-8")
+        self.send_header("Content-Length", str(len(HTML)))
+        self.end_headers()
+        self.wfile.write(HTML)
+
+    def log_message(self, format: str, *args: object) -> None:
+        pass
+
+
+@pytest.fixture
+def html_server() -> Iterator[str]:
+    """A web server that is not Toxiproxy: it answers every GET with an HTML page."""
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _HtmlHandler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}"
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def _closed_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def test_refused_target_url_fails_fast_with_a_hint(
+    pytester: pytest.Pytester, toxiproxy_url: str
+) -> None:
+    pytester.makepyfile(USES_PLUGIN)
+    url = f"http://127.0.0.1:{_closed_port()}"
+    # The startup timeout stays at its 120 s default; the run must end long before.
+    result = pytester.runpytest_subprocess(
+        "--streamguard",
+        "--streamguard-toxiproxy",
+        toxiproxy_url,
+        "--streamguard-target-url",
+        url,
+        timeout=60,
+    )
+    result.assert_outcomes(errors=1)
+    assert error_section(result.stdout.lines, "ERROR at setup of test_a") == [
+        f"streamguard target failed to start: target at {url}/readyz (--streamguard-target-url) "
+        "refused every connection for 3 s: nothing listens there",
+        "hint: start your app before pytest, check the host and port, or let the plugin start "
+        "it with --streamguard-target-cmd",
+    ]
+
+
+def test_crashing_target_error_once_with_its_output(
+    pytester: pytest.Pytester, toxiproxy_url: str
+) -> None:
+    pytester.makepyfile(USES_PLUGIN + "\n\ndef test_b(streamguard):\n    pass\n")
+    crash = f"{sys.executable} -c \"print('loading...'); raise SystemExit('no such model')\""
+    result = pytester.runpytest(
+        "--streamguard", "--streamguard-toxiproxy", toxiproxy_url, "--streamguard-target-cmd", crash
+    )
+    result.assert_outcomes(errors=2)
+    section = error_section(result.stdout.lines, "ERROR at setup of test_a")
+    assert section == [
+        "streamguard target failed to start: target exited before printing its listening line "
+        f"(exit code 1); command: {shlex.join(shlex.split(crash))}",
+        "--- last output of target ---",
+        "[out] loading...",
+        "[err] no such model",
+    ]
+    # The second test that needs the target refers to the first instead of repeating it.
+    assert error_section(result.stdout.lines, "ERROR at setup of test_b") == [
+        f"{section[0]} (shown in full for test_crashing_target_error_once_with_its_output.py"
+        "::test_a)"
+    ]
+    assert "During handling" not in result.stdout.str()
+
+
+def test_option_error_is_one_line(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(USES_PLUGIN)
+    result = pytester.runpytest("--streamguard", "--streamguard-chunk", "fast")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    assert [line for line in result.stderr.lines if line.strip()] == [
+        "ERROR: 'fast' from --streamguard-chunk is not a valid streamguard_chunk: expected a "
+        "positive number of seconds"
+    ]
+
+
+def test_server_that_is_not_toxiproxy_is_named_as_such(
+    pytester: pytest.Pytester, html_server: str, app_url: str
+) -> None:
+    pytester.makepyfile(USES_PLUGIN)
+    result = pytester.runpytest(
+        "--streamguard", "--streamguard-toxiproxy", html_server, "--streamguard-target-url", app_url
+    )
+    result.assert_outcomes(errors=1)
+    header = [line for line in result.stdout.lines if line.startswith("streamguard: target=")]
+    assert header == [
+        f"streamguard: target=url {app_url}, toxiproxy=external {html_server} (version NOT a "
+        "Toxiproxy API: HTTP 200 text/html ('<!DOCTYPE html> <html><body><h1>Welcome'...)), "
+        "default deadline ttft=0.5s chunk=0.2s"
+    ]
+    assert error_section(result.stdout.lines, "ERROR at setup of test_a") == [
+        f"streamguard toxiproxy server unavailable: the server at {html_server} "
+        "(--streamguard-toxiproxy) is not a Toxiproxy API: GET /version answered HTTP 200 "
+        "text/html ('<!DOCTYPE html> <html><body><h1>Welcome'...); expected Toxiproxy's "
+        'version, such as {"version": "2.12.0"}',
+        "hint: pass the URL of toxiproxy-server's API (its -host/-port, default "
+        "http://127.0.0.1:8474), or leave --streamguard-toxiproxy out for the embedded one",
+    ]
+    assert "<h1>" not in result.stdout.str().replace("<h1>Welcome'...", "")
+
+
+def test_header_shows_the_command_as_written_with_paths_relative_to_rootdir(
+    pytester: pytest.Pytester,
+) -> None:
+    pytester.makepyfile("def test_x():\n    pass\n")
+    app = pytester.path / "my app.py"
+    result = pytester.runpytest(
+        "--streamguard", "--streamguard-target-cmd", f"python '{app}' --port {{port}}", "--co"
+    )
+    assert result.ret == pytest.ExitCode.OK
+    result.stdout.fnmatch_lines(
+        ["streamguard: target=command python 'my app.py' --port {port}, toxiproxy=embedded *"]
+    )
+
+
+def test_report_paths_in_the_summary_are_relative_to_rootdir(
+    pytester: pytest.Pytester, run: Callable[..., pytest.RunResult]
+) -> None:
+    pytester.makepyfile("def test_a(streamguard):\n    assert streamguard.stream().completed\n")
+    result = run(
+        "--streamguard-json",
+        str(pytester.path / "out" / "r.json"),
+        "--streamguard-html",
+        str(pytester.path / "out" / "r.html"),
+    )
+    result.assert_outcomes(passed=1)
+    result.stdout.fnmatch_lines(["JSON report: out/r.json", "HTML report: out/r.html"])
+    assert str(pytester.path) not in "\n".join(
+        line for line in result.stdout.lines if "report:" in line
+    )
