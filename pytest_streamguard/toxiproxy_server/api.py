@@ -11,6 +11,7 @@ import base64
 import json
 import os
 import re
+import urllib.parse
 from collections.abc import Awaitable, Callable
 from typing import Any, Final
 
@@ -130,7 +131,9 @@ class Api:
         if clean != path:
             # gorilla/mux answers a path that is not clean with a redirect to the clean one.
             query = f"?{request.url.query}" if request.url.query else ""
-            return Response(b"", 301, {"location": clean + query})
+            # Re-escaped as Go's url.String() does (a header value is ASCII).
+            location = urllib.parse.quote(clean, safe="/!$&'()*+,;=:@~") + query
+            return Response(b"", 301, {"location": location})
         if path == "/metrics":
             handler: Handler = Api.metrics_text
             params: dict[str, str] = {}

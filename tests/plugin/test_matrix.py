@@ -359,7 +359,8 @@ def test_matrix_ids_next_to_other_parameters(pytester: pytest.Pytester) -> None:
             pass
         """
     )
-    result = pytester.runpytest("--collect-only", "-q", "-p", "no:cacheprovider")
+    # The matrix expands with the plugin on (collecting starts no process).
+    result = pytester.runpytest("--streamguard", "--collect-only", "-q", "-p", "no:cacheprovider")
     ids = [line for line in result.stdout.lines if "::test_x[" in line]
     assert len(ids) == 4, result.stdout.str()
     for nodeid in ids:

@@ -57,6 +57,7 @@ def test_plugin_off_imports_no_heavy_module(pytester: pytest.Pytester) -> None:
     assert {name.split(".")[0] for name in added} == {"pytest_streamguard"}, sorted(added)
     assert sorted(added) == [
         "pytest_streamguard",
+        "pytest_streamguard.bounds",
         "pytest_streamguard.display",
         "pytest_streamguard.names",
         "pytest_streamguard.off",
