@@ -53,6 +53,8 @@ CONNECT_TIMEOUT = 10.0
 _ERROR_BODY_LIMIT = 500
 # Receive buffer asked for by a slow reader, so backpressure reaches the server quickly.
 SLOW_READER_RCVBUF = 4096
+# How much later than a limit the client's timer is set (see _aread's deadline()).
+_TIMER_SLACK_S = 0.002
 # Failures of the connection itself; after the format's end arrived they cost nothing.
 _TRANSPORT_KINDS = frozenset({"cut", "reset", "timeout", "network"})
 
@@ -420,7 +422,10 @@ async def _aread(client: httpx.AsyncClient, recorder: StreamRecorder) -> StreamT
     loop = asyncio.get_running_loop()
 
     def deadline() -> float:
-        return loop.time() + max(recorder.seconds_left(time.perf_counter_ns()), 0.0)
+        # A hair past the limit: the loop's timer may run a little early on its own clock, and
+        # a stream is only over a limit once perf_counter says the limit has passed.
+        left = max(recorder.seconds_left(time.perf_counter_ns()), 0.0)
+        return loop.time() + left + _TIMER_SLACK_S
 
     recorder.start()
     try:
