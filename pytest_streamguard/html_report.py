@@ -153,7 +153,8 @@ def _name(nodeid: str, link: str | None = None) -> str:
     """The test name on one line and its path on a smaller one, each cut with an ellipsis if
     too long; the full node id is the hover title."""
     name, path = split_nodeid(nodeid)
-    shown = f'<span class="fn">{_e(name)}</span>'
+    # A name that needs a second line breaks after an underscore, not inside a word.
+    shown = f'<span class="fn">{_e(name).replace("_", "_<wbr>")}</span>'
     if link is not None:
         shown = f'<a href="#{link}">{shown}</a>'
     return f'<span title="{_e(nodeid)}">{shown}<span class="path">{_e(path)}</span></span>'
@@ -219,16 +220,16 @@ def _fault_names(test: _Test) -> str:
 def _summary_table(tests: list[_Test]) -> str:
     # Column widths (%) of a fixed layout: the table always fits the page, long cells wrap.
     heads = [
-        ("test", "text", 32),
+        ("test", "text", 31),
         ("verdict", "number", 7),
-        ("streams", "number", 7),
+        ("streams", "number", 6),
         ("chunks", "number", 6),
-        ("worst TTFT", "number", 8),
+        ("worst TTFT", "number", 7),
         ("gap p50", "number", 6),
         ("gap p95", "number", 6),
         ("max gap", "number", 6),
         ("deadline", "text", 9),
-        ("faults", "text", 13),
+        ("faults", "text", 16),
     ]
     cols = "".join(f'<col style="width: {width}%">' for _, _, width in heads)
     head = "".join(f'<th data-type="{kind}">{_e(name)}</th>' for name, kind, _ in heads)

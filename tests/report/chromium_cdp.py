@@ -203,18 +203,30 @@ def chromium_page(workdir: Path, width: int = 1280, height: int = 900) -> Iterat
 
 
 def main(argv: list[str]) -> int:
-    """``HTML PNG [WIDTHxHEIGHT]``: save a screenshot of the top of the page ``HTML``."""
-    if len(argv) not in (2, 3):
-        print("usage: chromium_cdp.py PAGE.html OUT.png [WIDTHxHEIGHT, default 1280x1000]")
+    """``HTML PNG [WIDTH [ID]]``: save a screenshot of the top of the page ``HTML``, down to
+    the bottom of the element ``ID`` (default: one screen, 1000 px)."""
+    if not 2 <= len(argv) <= 4:
+        print("usage: chromium_cdp.py PAGE.html OUT.png [WIDTH (default 1280) [ELEMENT_ID]]")
         return 2
     source, out = Path(argv[0]).resolve(), Path(argv[1])
-    width, height = (int(n) for n in (argv[2] if len(argv) == 3 else "1280x1000").split("x"))
+    width = int(argv[2]) if len(argv) > 2 else 1280
     with (
         tempfile.TemporaryDirectory() as workdir,
-        chromium_page(Path(workdir), width=width, height=height) as page,
+        chromium_page(Path(workdir), width=width, height=1000) as page,
     ):
         page.send("Page.navigate", url=source.as_uri())
         page.wait_event("Page.loadEventFired", COMMAND_TIMEOUT)
+        if len(argv) == 4:
+            bottom = page.evaluate(
+                f"document.getElementById({json.dumps(argv[3])}).getBoundingClientRect().bottom"
+            )
+            page.send(
+                "Emulation.setDeviceMetricsOverride",
+                width=width,
+                height=int(bottom) + 16,
+                deviceScaleFactor=1,
+                mobile=False,
+            )
         page.screenshot(out)
     print(f"wrote {out}")
     return 0
