@@ -349,8 +349,9 @@ def _format(trace: StreamTrace, raw: dict[str, Any]) -> str:
 
 
 def _streams_table(test: _Test) -> str:
-    # A node column only for reports whose traces say where they were read (distributed load).
-    nodes = any("node" in raw for raw in test.raw_traces)
+    # A node column only when a stream was read on a Ray node (a distributed load); a local
+    # read's node is null.
+    nodes = any(raw.get("node") is not None for raw in test.raw_traces)
     rows = "".join(
         f"<tr><td>{row}</td><td>{_e(t.name)}</td><td>{_e(_format(t, raw))}</td>"
         + (f"<td>{_e(raw.get('node') or 'local')}</td>" if nodes else "")

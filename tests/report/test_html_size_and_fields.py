@@ -224,8 +224,11 @@ def test_format_node_and_empty_outcome_are_shown() -> None:
     assert "<td>sse</td><td>local</td>" in section
     assert "stopped: empty: empty &lt;after 0 tokens&gt;" in section
     assert "stopped at 42.0 ms: empty: empty &lt;after 0 tokens&gt;" in section  # the red cross
-    # No node column where no trace says where it was read.
+    # No node column where no stream was read on a node.
     assert "<th>node</th>" not in _section(page, "test_shape_0")
+    local = demo_like()
+    local["tests"][-1]["traces"][0]["node"] = None
+    assert "<th>node</th>" not in render_html(local)
 
 
 def test_a_report_without_the_newer_fields_renders() -> None:
