@@ -394,3 +394,9 @@ def test_auto_with_nothing_to_recognise_is_truncated() -> None:
     assert "after only 1 heartbeat(s): nothing to recognise the stream's format by" in (
         trace.error or ""
     )
+
+
+def test_format_auto_round_trips_through_the_report_form() -> None:
+    trace = record("auto", chat("a") + b"\n\ndata: [DONE]\n\n").trace
+    again = type(trace).from_dict(trace.to_dict())
+    assert (again.format, again.format_auto) == ("openai", True)
