@@ -279,19 +279,18 @@ class StreamRecorder:
         self.stopped = True
 
     def _fail_empty(self) -> None:
-        name = self.trace.format
         if self._arrived == [_DONE]:
             what = "a bare [DONE] and nothing else"
         elif self._arrived:
-            runs = [(name, len(list(group))) for name, group in itertools.groupby(self._arrived)]
-            shown = ", ".join(name if n == 1 else f"{name} (x{n})" for name, n in runs)
+            runs = [(seen, len(list(same))) for seen, same in itertools.groupby(self._arrived)]
+            shown = ", ".join(seen if n == 1 else f"{seen} (x{n})" for seen, n in runs)
             what = "only " + shown + (", ..." if self._arrived_more else "")
         else:
             what = "nothing"
         self.fail(
             "empty",
-            f"the {name} stream ended before any token: it sent {what}{self._looks_note()} "
-            "(pass allow_empty=True if an empty answer is expected)",
+            f"the {self.trace.format} stream ended before any token: it sent {what}"
+            f"{self._looks_note()} (pass allow_empty=True if an empty answer is expected)",
         )
 
     def _looks_note(self) -> str:
@@ -474,7 +473,7 @@ class StreamRecorder:
             self._add_chunk(reading, framed)
         elif not self.trace.chunks and not reading.heartbeat:
             if len(self._arrived) < ARRIVAL_LABELS:
-                self._arrived.append(label(frame))
+                self._arrived.append(label(frame, framing))
             else:
                 self._arrived_more = True
         self._answers.update(reading.answers, reading.finished)

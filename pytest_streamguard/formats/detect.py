@@ -143,7 +143,7 @@ def body_looks_like(head: bytes) -> str | None:
     return None
 
 
-def label(frame: Frame) -> str:
+def label(frame: Frame, framing: Framing) -> str:
     """A short name for a frame that carried no generated output (``role chunk``,
     ``usage chunk``, ``[DONE]``, an event type), for the message of an empty stream."""
     data = frame.data.strip()
@@ -166,4 +166,4 @@ def label(frame: Frame) -> str:
         return kind
     if frame.event is not None:
         return f"event: {frame.event}"
-    return "data event without output"
+    return "data event without output" if framing == "sse" else "line without output"
