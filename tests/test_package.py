@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import re
 import subprocess
 import sys
@@ -71,6 +72,41 @@ def test_wheel_requires_no_test_only_package_without_an_extra(wheel: zipfile.Zip
     }
     assert "pytest" in plain
     assert not plain & {"pytest-asyncio", "pytest-xdist", "torch", "transformers"}
+
+
+def test_the_installed_plugin_finds_and_runs_its_bundled_target(
+    wheel: zipfile.ZipFile, tmp_path: Path
+) -> None:
+    # The wheel's files as an install lays them out, imported ahead of this checkout.
+    site = tmp_path / "site-packages"
+    wheel.extractall(site)
+    env = {**os.environ, "PYTHONPATH": str(site)}
+    where = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            "from pytest_streamguard.target import bundled_target_root as r; print(r())",
+        ],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+        cwd=tmp_path,
+    )
+    root = Path(where.stdout.strip())
+    assert root == site / "pytest_streamguard" / "_bundled"
+    # Started as the plugin starts it: -P, and only that folder names the module.
+    probe = subprocess.run(
+        [sys.executable, "-P", "-c", "import target_app.cli; print(target_app.cli.__file__)"],
+        env={**os.environ, "PYTHONPATH": str(root)},
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=True,
+        cwd=ROOT,
+    )
+    assert Path(probe.stdout.strip()) == root / "target_app" / "cli.py"
 
 
 def test_a_checkout_starts_its_own_target_app() -> None:
