@@ -51,8 +51,13 @@ DEFAULT_READ_LIMIT = 30.0
 CONNECT_TIMEOUT = 10.0
 # Bytes of an error response body kept in the trace's error message.
 _ERROR_BODY_LIMIT = 500
-# Receive buffer asked for by a slow reader, so backpressure reaches the server quickly.
-SLOW_READER_RCVBUF = 4096
+# A slow reader's receive buffer holds this many seconds of its rate (at least
+# SLOW_READER_MIN_RCVBUF bytes), so backpressure reaches the server within about that time.
+# A fixed small buffer caps the rate instead: on loopback (MSS about 64 KB) a window smaller
+# than two segments is never reopened by a window update, only by the sender's zero-window
+# probe every 200 ms, so 4 KB (8 KB once the kernel doubles it) capped any rate at ~45 KB/s.
+SLOW_READER_RCVBUF_SECONDS = 0.5
+SLOW_READER_MIN_RCVBUF = 4096
 # How much later than a limit the client's timer is set (see _aread's deadline()).
 _TIMER_SLACK_S = 0.002
 # Failures of the connection itself; after the format's end arrived they cost nothing.
@@ -132,10 +137,16 @@ class StreamRequest:
         return headers
 
     def socket_options(self) -> list[tuple[int, int, int]]:
-        """A small receive buffer for a slow reader."""
+        """A small receive buffer for a slow reader (see :func:`slow_reader_rcvbuf`)."""
         if self.slow_reader_bps is None:
             return []
-        return [(socket.SOL_SOCKET, socket.SO_RCVBUF, SLOW_READER_RCVBUF)]
+        return [(socket.SOL_SOCKET, socket.SO_RCVBUF, slow_reader_rcvbuf(self.slow_reader_bps))]
+
+
+def slow_reader_rcvbuf(bytes_per_second: float) -> int:
+    """The receive buffer a slow reader asks for: about half a second of its rate, at least
+    4 KB (the kernel doubles it, and caps it at ``net.core.rmem_max``)."""
+    return max(SLOW_READER_MIN_RCVBUF, int(bytes_per_second * SLOW_READER_RCVBUF_SECONDS))
 
 
 class StreamRecorder:
