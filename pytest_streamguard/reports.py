@@ -19,6 +19,9 @@ from pytest_streamguard.trace import FaultRecord, StreamTrace
 
 JSON_FORMAT = "pytest-streamguard"
 JSON_VERSION = 1
+# How a fault that never fired is listed among a test's violations under
+# --streamguard-strict-faults.
+NOT_FIRED = "fault never fired: "
 
 
 @dataclass
@@ -62,6 +65,15 @@ class TestRecord:
         for trace in self.traces:
             seen.extend(f for f in trace.faults if f not in seen)
         return seen
+
+    @property
+    def failed_on_faults(self) -> bool:
+        """Whether the test failed only because faults never fired (strict faults)."""
+        return (
+            self.verdict == "FAIL"
+            and bool(self.violations)
+            and all(v.startswith(NOT_FIRED) for v in self.violations)
+        )
 
     def unfired(self) -> list[FaultRecord]:
         """The test's faults judged as never fired."""

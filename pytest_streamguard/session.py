@@ -28,6 +28,7 @@ from pytest_streamguard.markers import resolve_deadline
 from pytest_streamguard.matrix import item_profile, matrix_test
 from pytest_streamguard.merge import Merger
 from pytest_streamguard.reports import (
+    NOT_FIRED,
     TestRecord,
     json_document,
     load_json,
@@ -169,9 +170,7 @@ class StreamGuardSession:
             record.violations = caught
             record.verdict = "caught"
         if unfired and self.settings.strict_faults and not body_failed:
-            record.violations += [
-                f"fault never fired: {f.describe()}: {f.evidence}" for f in unfired
-            ]
+            record.violations += [f"{NOT_FIRED}{f.describe()}: {f.evidence}" for f in unfired]
             record.verdict = "FAIL"
         if body_failed:
             record.verdict = "FAIL" if caught or violations else "error"
@@ -193,9 +192,12 @@ class StreamGuardSession:
         verbosity = self.config.get_verbosity()
         if verbosity < 0:
             if verbosity == -1 and self.records:
-                failed = sum(r.verdict == "FAIL" for r in self.records)
+                on_faults = sum(r.failed_on_faults for r in self.records)
+                failed = sum(r.verdict == "FAIL" for r in self.records) - on_faults
                 caught = sum(r.verdict == "caught" for r in self.records)
                 expected = f", {caught} caught as expected" if caught else ""
+                if on_faults:
+                    expected += f", {on_faults} failed on faults that never fired"
                 terminalreporter.write_line(
                     f"streamguard: {len(self.records)} test(s) read streams, "
                     f"{failed} violated a deadline{expected}"
