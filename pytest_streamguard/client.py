@@ -58,6 +58,9 @@ _ERROR_BODY_LIMIT = 500
 # probe every 200 ms, so 4 KB (8 KB once the kernel doubles it) capped any rate at ~45 KB/s.
 SLOW_READER_RCVBUF_SECONDS = 0.5
 SLOW_READER_MIN_RCVBUF = 4096
+# A slow reader takes what arrived in pieces of this many seconds of its rate, each when its
+# rate allows, so its bytes never run ahead of the rate by more than one piece.
+SLOW_READER_PIECE_SECONDS = 0.02
 # How much later than a limit the client's timer is set (see _aread's deadline()).
 _TIMER_SLACK_S = 0.002
 # Failures of the connection itself; after the format's end arrived they cost nothing.
@@ -126,6 +129,9 @@ class StreamRequest:
     format: str | StreamFormat = "sse"
     limits: ReadLimits = field(default_factory=ReadLimits)
     slow_reader_bps: float | None = None
+    # Told each time a slow reader waits to keep to its rate (seconds), so the fault can say
+    # whether it acted.
+    on_pace: Callable[[float], None] | None = None
 
     def __post_init__(self) -> None:
         self.stream_format = resolve_format(self.format)
@@ -368,14 +374,25 @@ def _timeout(limits: ReadLimits) -> httpx.Timeout:
     return httpx.Timeout(connect=CONNECT_TIMEOUT, read=limits.socket_read, write=10.0, pool=10.0)
 
 
-def _pace(recorder: StreamRecorder) -> float:
-    """Seconds a slow reader waits before its next read to keep to its byte rate, never past
-    the stream's own read deadline; 0 for a normal reader."""
+def _pieces(recorder: StreamRecorder, data: bytes) -> list[bytes]:
+    """A network read as the reader takes it: whole, or for a slow reader in pieces of
+    SLOW_READER_PIECE_SECONDS of its rate, each handed over when the rate allows."""
+    rate = recorder.request.slow_reader_bps
+    if rate is None:
+        return [data]
+    size = max(1, int(rate * SLOW_READER_PIECE_SECONDS))
+    return [data[start : start + size] for start in range(0, len(data), size)]
+
+
+def _pace(recorder: StreamRecorder, nbytes: int) -> float:
+    """Seconds a slow reader waits before taking ``nbytes`` more, so that the bytes it has
+    taken never run ahead of its rate since the request; never past the stream's own read
+    deadline; 0 for a normal reader."""
     rate = recorder.request.slow_reader_bps
     if rate is None:
         return 0.0
     now = time.perf_counter_ns()
-    wait = recorder.trace.nbytes / rate - (now - recorder.trace.request_ns) / 1e9
+    wait = (recorder.trace.nbytes + nbytes) / rate - (now - recorder.trace.request_ns) / 1e9
     if wait <= 0:
         return 0.0
     return min(wait, max(recorder.seconds_left(now), 0))
@@ -455,13 +472,21 @@ async def _aread(client: httpx.AsyncClient, recorder: StreamRecorder) -> StreamT
                         return recorder.trace
                     async for data in response.aiter_bytes():
                         # A transport that stamps reads on arrival (load_transport) knows better.
-                        recorder.feed(data, getattr(data, "stamp_ns", 0) or time.perf_counter_ns())
+                        stamp = getattr(data, "stamp_ns", 0) or time.perf_counter_ns()
+                        for piece in _pieces(recorder, data):
+                            wait = _pace(recorder, len(piece))
+                            if wait > 0:
+                                if request.on_pace is not None:
+                                    request.on_pace(wait)
+                                await asyncio.sleep(wait)
+                                # A slow reader takes the bytes now, not when they arrived.
+                                stamp = time.perf_counter_ns()
+                            recorder.feed(piece, stamp)
+                            if recorder.stopped:
+                                break
+                            limit.reschedule(deadline())
                         if recorder.stopped:
                             break
-                        limit.reschedule(deadline())
-                        wait = _pace(recorder)
-                        if wait > 0:
-                            await asyncio.sleep(wait)
                     recorder.eof()
             except httpx.HTTPError as exc:
                 recorder.fail(*_classify(exc))

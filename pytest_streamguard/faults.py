@@ -213,6 +213,9 @@ class Faults:
         self.records: list[FaultRecord] = []
         self.slow_reader_bps: float | None = None
         self._triggers: list[_Stall | _ChunkCut] = []
+        # Seconds the reader waited under each slow_reader fault (by the record's id).
+        self._paced: dict[int, float] = {}
+        self._slow_record: FaultRecord | None = None
         # Triggers undone by clear(), still needed to judge their faults.
         self._spent: list[_Stall | _ChunkCut] = []
         # The toxics of each profile record, by the record's id (to judge them by type).
@@ -280,11 +283,18 @@ class Faults:
             )
         self.slow_reader_bps = float(bytes_per_second)
         rate = max(1, math.ceil(bytes_per_second * SLOW_READER_TOXIC_HEADROOM / 1000))
-        return self._toxics(
+        self._slow_record = self._toxics(
             "slow_reader",
             {"bytes_per_second": bytes_per_second},
             [("bandwidth", "downstream", {"rate": rate})],
         )
+        return self._slow_record
+
+    def on_pace(self, seconds: float) -> None:
+        """Called by the client each time a slow reader waits to keep to its rate."""
+        if self._slow_record is not None:
+            key = id(self._slow_record)
+            self._paced[key] = self._paced.get(key, 0.0) + seconds
 
     def bandwidth(self, kb_per_second: float) -> FaultRecord:
         """Limit the downstream to ``kb_per_second`` KB/s (1 KB = 1000 bytes)."""
@@ -433,6 +443,7 @@ class Faults:
                 active,
                 triggered=triggered.get(id(record), ()),
                 toxics=self._profile_toxics.get(id(record), ()),
+                waited=self._paced.get(id(record), 0.0),
             )
         return [r for r in self.records if not r.fired]
 
@@ -468,6 +479,9 @@ class Faults:
                     record.off_ns = time.perf_counter_ns()
         self._spent.extend(self._triggers)
         self._triggers.clear()
+        # Streams opened from now on are read at full speed (one in flight keeps its pace).
+        self.slow_reader_bps = None
+        self._slow_record = None
         if errors:
             raise ToxiproxyError("could not undo every fault: " + "; ".join(errors))
 

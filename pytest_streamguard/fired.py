@@ -10,7 +10,7 @@ fault                             fired when
 ================================  ==========================================================
 latency, bandwidth, slicer,       bytes of a stream passed the proxy while it was on (for
 ingress, other toxics             an upstream latency: a request was sent while it was on)
-slow_reader                       the reader had to wait to keep to its rate (a stream came
+slow_reader                       its reader waited to keep to its rate (a stream came
                                   faster than the rate asked for)
 stall                             a stream reached its chunk, so the hold went on
 cut, reset, down, blackhole       a stream it was active on ended by it: cut, reset, refused,
@@ -89,22 +89,12 @@ def _ended(
     )
 
 
-def paced(trace: StreamTrace, bytes_per_second: float) -> bool:
-    """Whether a reader keeping to ``bytes_per_second`` had to wait during ``trace``: some read
-    brought the stream's bytes ahead of that rate since the request."""
-    total = 0
-    for stamp, n in trace.reads:
-        total += n
-        if total / bytes_per_second > (stamp - trace.request_ns) / 1e9:
-            return True
-    return False
-
-
-def _slow_reader(record: FaultRecord, traces: Sequence[StreamTrace]) -> tuple[bool, str]:
+def _slow_reader(
+    record: FaultRecord, traces: Sequence[StreamTrace], waited: float
+) -> tuple[bool, str]:
     rate = float(record.params["bytes_per_second"])
-    waited = [t for t in traces if paced(t, rate)]
-    if waited:
-        return True, f"the reader waited to keep to {_n(rate)} B/s on {len(waited)} stream(s)"
+    if waited > 0:
+        return True, f"the reader waited {waited:.3f} s in all to keep to {_n(rate)} B/s"
     fastest = max(traces, key=lambda t: t.nbytes / max(t.total or 0.0, 1e-9))
     return False, (
         f"no stream came faster than {_n(rate)} B/s, so the reader never waited "
@@ -142,11 +132,13 @@ def judge(
     *,
     triggered: Sequence[StreamTrace] = (),
     toxics: Sequence[Toxic] = (),
+    waited: float = 0.0,
 ) -> tuple[bool, str]:
     """(fired, evidence) for ``record`` from the ``traces`` it was active on.
 
     ``triggered``: for a fault the client triggers after N chunks, the streams that reached
-    chunk N; ``toxics``: for a ``profile`` record, the profile's toxics.
+    chunk N; ``toxics``: for a ``profile`` record, the profile's toxics; ``waited``: for a
+    ``slow_reader``, the seconds its reader waited to keep to the rate.
     """
     if not traces:
         return False, "active on no stream (none was read while it was on)"
@@ -156,7 +148,7 @@ def judge(
             return False, "a 0 ms latency delays nothing"
         return _passed(record, traces, str(record.params.get("stream", "downstream")))
     if kind == "slow_reader":
-        return _slow_reader(record, traces)
+        return _slow_reader(record, traces, waited)
     if kind == "stall":
         missing = _reached(record, traces, len(triggered))
         if missing:

@@ -98,6 +98,7 @@ class StreamGuard:
             format=format,
             limits=limits,
             slow_reader_bps=self.faults.slow_reader_bps,
+            on_pace=self.faults.on_pace,
         )
 
     def _recorder(self, request: StreamRequest) -> StreamRecorder:

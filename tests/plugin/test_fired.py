@@ -85,17 +85,18 @@ def test_latency_fires_on_bytes_that_passed_while_it_was_on() -> None:
 
 
 def test_slow_reader_fires_only_when_the_reader_had_to_wait() -> None:
-    # 2,000 bytes within 0.1 s: a 2,000 B/s reader waits ~0.9 s.
-    fast = trace([(50, 1000), (100, 1000)])
-    assert judge(record("slow_reader", bytes_per_second=2000), [fast]) == (
+    slow = record("slow_reader", bytes_per_second=2000)
+    assert judge(slow, [trace([(50, 1000), (1000, 1000)])], waited=0.95) == (
         True,
-        "the reader waited to keep to 2,000 B/s on 1 stream(s)",
+        "the reader waited 0.950 s in all to keep to 2,000 B/s",
     )
-    # 600 bytes over 0.6 s: never ahead of 2,000 B/s.
-    trickle = trace([(100, 100), (300, 200), (600, 300)])
-    fired, evidence = judge(record("slow_reader", bytes_per_second=2000), [trickle])
+    # 600 bytes over 0.6 s: never ahead of 2,000 B/s, so the client never waited.
+    fired, evidence = judge(slow, [trace([(100, 100), (300, 200), (600, 300)])])
     assert not fired
-    assert evidence.startswith("no stream came faster than 2,000 B/s, so the reader never waited")
+    assert evidence == (
+        "no stream came faster than 2,000 B/s, so the reader never waited "
+        "(fastest: 600 bytes in 0.601 s)"
+    )
 
 
 def test_stall_and_chunk_cut_fire_on_the_streams_that_reached_their_chunk() -> None:
