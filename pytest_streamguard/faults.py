@@ -143,7 +143,8 @@ class _ChunkCut:
     """``cut(after_chunks=N)``: once a stream has N data events, a ``limit_data`` 0 toxic, so
     the proxy closes the connection (FIN) at the stream's next bytes, whatever its length.
     The toxic is removed when that stream ends, so the test's next stream is cut the same way;
-    while it is on, it cuts every open stream of the proxy (Toxiproxy's toxics are per proxy).
+    while it is on, it cuts every stream through the proxy, open or new (Toxiproxy's toxics
+    are per proxy).
     """
 
     def __init__(self, faults: Faults, record: FaultRecord, after_chunks: int) -> None:
