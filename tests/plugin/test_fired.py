@@ -137,7 +137,8 @@ import threading
 
 import pytest
 
-SIX = {"max_new_tokens": 6, "interval_s": 0.1}
+# Events 0.2 s apart: a chunk-triggered cut's toxic (one API call) is on long before the next.
+SIX = {"max_new_tokens": 6, "interval_s": 0.2}
 
 
 def test_cut_longer_than_the_answer(streamguard):
@@ -283,8 +284,8 @@ def test_cut_mid_stream_cuts_a_six_event_stream_and_a_byte_profile_never_fires(
 
         @pytest.mark.streamguard_matrix("cut-mid-stream", "cut-100k")
         def test_six(streamguard):
-            # Events 0.1 s apart: the cut's toxic is on well before the 4th (API calls take ms).
-            streamguard.stream(json={"max_new_tokens": 6, "interval_s": 0.1})
+            # Events 0.2 s apart: the cut's toxic is on long before the 4th (API calls take ms).
+            streamguard.stream(json={"max_new_tokens": 6, "interval_s": 0.2})
         """
     )
     result = run("--streamguard-profiles", str(profiles), "--streamguard-json", "report.json")

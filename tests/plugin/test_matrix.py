@@ -75,7 +75,14 @@ def test_incident(streamguard):
         "profile": streamguard.profile.to_dict(),
         "during": proxies()[streamguard.proxy.name],
     })
-    trace = streamguard.stream(json={"max_new_tokens": 30, "interval_s": 0.01})
+    # The chunk-triggered cut acts one API call after the 3rd chunk: events 50 ms apart leave
+    # it over a second, even on a loaded machine. The slow reader gets 2.7 KB in ~0.3 s, far
+    # faster than its 2 KB/s, so it has to wait (it fired).
+    name = streamguard.profile.name
+    body = {"max_new_tokens": 30, "interval_s": 0.05 if name == "cut-mid-stream" else 0.01}
+    if name == "slow-reader-2kbps":
+        body["pad"] = 50
+    trace = streamguard.stream(json=body)
     if streamguard.profile.name in ("cut-mid-stream", "down"):
         # The graceful-error assertion a matrix test makes under a cut.
         assert not trace.completed
