@@ -62,8 +62,16 @@ DEFAULT_READ_LIMIT = 30.0
 CONNECT_TIMEOUT = 10.0
 # Bytes of an error response body kept in the trace's error message.
 _ERROR_BODY_LIMIT = 500
-# Receive buffer asked for by a slow reader, so backpressure reaches the server quickly.
-SLOW_READER_RCVBUF = 4096
+# A slow reader's receive buffer holds this many seconds of its rate (at least
+# SLOW_READER_MIN_RCVBUF bytes), so backpressure reaches the server within about that time.
+# A fixed small buffer caps the rate instead: on loopback (MSS about 64 KB) a window smaller
+# than two segments is never reopened by a window update, only by the sender's zero-window
+# probe every 200 ms, so 4 KB (8 KB once the kernel doubles it) capped any rate at ~45 KB/s.
+SLOW_READER_RCVBUF_SECONDS = 0.5
+SLOW_READER_MIN_RCVBUF = 4096
+# A slow reader takes what arrived in pieces of this many seconds of its rate, each when its
+# rate allows, so its bytes never run ahead of the rate by more than one piece.
+SLOW_READER_PIECE_SECONDS = 0.02
 # How much later than a limit the client's timer is set (see _aread's deadline()).
 _TIMER_SLACK_S = 0.002
 # Failures of the connection itself; after the format's end arrived they cost nothing.
@@ -141,6 +149,9 @@ class StreamRequest:
     limits: ReadLimits = field(default_factory=ReadLimits)
     slow_reader_bps: float | None = None
     allow_empty: bool = False
+    # Told each time a slow reader waits to keep to its rate (seconds), so the fault can say
+    # whether it acted.
+    on_pace: Callable[[float], None] | None = None
 
     def __post_init__(self) -> None:
         self.stream_format = resolve_format(self.format)
@@ -155,10 +166,16 @@ class StreamRequest:
         return headers
 
     def socket_options(self) -> list[tuple[int, int, int]]:
-        """A small receive buffer for a slow reader."""
+        """A small receive buffer for a slow reader (see :func:`slow_reader_rcvbuf`)."""
         if self.slow_reader_bps is None:
             return []
-        return [(socket.SOL_SOCKET, socket.SO_RCVBUF, SLOW_READER_RCVBUF)]
+        return [(socket.SOL_SOCKET, socket.SO_RCVBUF, slow_reader_rcvbuf(self.slow_reader_bps))]
+
+
+def slow_reader_rcvbuf(bytes_per_second: float) -> int:
+    """The receive buffer a slow reader asks for: about half a second of its rate, at least
+    4 KB (the kernel doubles it, and caps it at ``net.core.rmem_max``)."""
+    return max(SLOW_READER_MIN_RCVBUF, int(bytes_per_second * SLOW_READER_RCVBUF_SECONDS))
 
 
 class StreamRecorder:
@@ -540,14 +557,25 @@ def _timeout(limits: ReadLimits) -> httpx.Timeout:
     return httpx.Timeout(connect=CONNECT_TIMEOUT, read=limits.socket_read, write=10.0, pool=10.0)
 
 
-def _pace(recorder: StreamRecorder) -> float:
-    """Seconds a slow reader waits before its next read to keep to its byte rate, never past
-    the stream's own read deadline; 0 for a normal reader."""
+def _pieces(recorder: StreamRecorder, data: bytes) -> list[bytes]:
+    """A network read as the reader takes it: whole, or for a slow reader in pieces of
+    SLOW_READER_PIECE_SECONDS of its rate, each handed over when the rate allows."""
+    rate = recorder.request.slow_reader_bps
+    if rate is None:
+        return [data]
+    size = max(1, int(rate * SLOW_READER_PIECE_SECONDS))
+    return [data[start : start + size] for start in range(0, len(data), size)]
+
+
+def _pace(recorder: StreamRecorder, nbytes: int) -> float:
+    """Seconds a slow reader waits before taking ``nbytes`` more, so that the bytes it has
+    taken never run ahead of its rate since the request; never past the stream's own read
+    deadline; 0 for a normal reader."""
     rate = recorder.request.slow_reader_bps
     if rate is None:
         return 0.0
     now = time.perf_counter_ns()
-    wait = recorder.trace.nbytes / rate - (now - recorder.trace.request_ns) / 1e9
+    wait = (recorder.trace.nbytes + nbytes) / rate - (now - recorder.trace.request_ns) / 1e9
     if wait <= 0:
         return 0.0
     return min(wait, max(recorder.seconds_left(now), 0))
@@ -627,13 +655,21 @@ async def _aread(client: httpx.AsyncClient, recorder: StreamRecorder) -> StreamT
                         return recorder.trace
                     async for data in response.aiter_bytes():
                         # A transport that stamps reads on arrival (load_transport) knows better.
-                        recorder.feed(data, getattr(data, "stamp_ns", 0) or time.perf_counter_ns())
+                        stamp = getattr(data, "stamp_ns", 0) or time.perf_counter_ns()
+                        for piece in _pieces(recorder, data):
+                            wait = _pace(recorder, len(piece))
+                            if wait > 0:
+                                if request.on_pace is not None:
+                                    request.on_pace(wait)
+                                await asyncio.sleep(wait)
+                                # A slow reader takes the bytes now, not when they arrived.
+                                stamp = time.perf_counter_ns()
+                            recorder.feed(piece, stamp)
+                            if recorder.stopped:
+                                break
+                            limit.reschedule(deadline())
                         if recorder.stopped:
                             break
-                        limit.reschedule(deadline())
-                        wait = _pace(recorder)
-                        if wait > 0:
-                            await asyncio.sleep(wait)
                     recorder.eof()
             except httpx.HTTPError as exc:
                 recorder.fail(*_classify(exc))

@@ -100,6 +100,7 @@ class StreamGuard:
             limits=limits,
             slow_reader_bps=self.faults.slow_reader_bps,
             allow_empty=allow_empty,
+            on_pace=self.faults.on_pace,
         )
 
     def _recorder(self, request: StreamRequest) -> StreamRecorder:
@@ -125,6 +126,7 @@ class StreamGuard:
         )
 
     def _keep(self, trace: StreamTrace) -> StreamTrace:
+        self.faults.on_end(trace)
         end = trace.end_ns if trace.end_ns is not None else trace.request_ns
         trace.faults = [f for f in self.faults.records if f.active_during(trace.request_ns, end)]
         self.traces.append(trace)
@@ -282,12 +284,13 @@ class StreamGuard:
         }
         record = FaultRecord(kind="ingress", params=params, toxics=[])
         hop.start()
+        # Before the call: re-pointing the proxy closes its open connections while it runs.
+        record.on_ns = time.perf_counter_ns()
         try:
             self.api.set_upstream(self.proxy, hop.address)
         except BaseException:
             hop.stop()
             raise
-        record.on_ns = time.perf_counter_ns()
         self.faults.records.append(record)
         self._ingress = (hop, record)
         return hop

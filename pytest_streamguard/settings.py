@@ -69,6 +69,11 @@ COMPARE_MIN_SAMPLES_HELP = (
     "A compared figure from fewer samples than this (in either run) is shown but never fails "
     "the run. Default: 5"
 )
+STRICT_FAULTS_HELP = (
+    "Fail a test whose faults never fired (a cut longer than the answer, a stall after more "
+    "chunks than came, a fault active on no stream), naming each fault and why; without it a "
+    "fault that never fired is a warning line in the summary. Default: off"
+)
 
 DEFAULT_READY_PATH = "/readyz"
 DEFAULT_COMPARE_MIN_SAMPLES = 5
@@ -122,6 +127,7 @@ class Settings:
     compare_path: Path | None = None
     compare_fail: tuple[Bound, ...] = ()
     compare_min_samples: int = DEFAULT_COMPARE_MIN_SAMPLES
+    strict_faults: bool = False
 
     @property
     def target_description(self) -> str:
@@ -149,6 +155,14 @@ def add_options(parser: pytest.Parser) -> None:
     group = parser.getgroup("streamguard", "token-stream deadlines under network faults")
     group.addoption("--streamguard", action="store_true", default=None, help=ENABLE_HELP)
     parser.addini("streamguard", ENABLE_HELP, type="bool", default=False)
+    group.addoption(
+        "--streamguard-strict-faults",
+        dest="streamguard_strict_faults",
+        action="store_true",
+        default=None,
+        help=STRICT_FAULTS_HELP,
+    )
+    parser.addini("streamguard_strict_faults", STRICT_FAULTS_HELP, type="bool", default=False)
     for dest, (help_text, default) in _VALUED_OPTIONS.items():
         flag = "--" + dest.replace("_", "-")
         # argparse %-formats option help (a '%' in an example must be doubled), ini help not.
@@ -197,11 +211,12 @@ def _http_url(raw: str, source: str, dest: str) -> str:
     return raw.rstrip("/")
 
 
-def _enabled(config: pytest.Config) -> bool:
-    value = config.getoption("streamguard")
+def _flag(config: pytest.Config, dest: str) -> bool:
+    """A boolean setting: the CLI flag when given, else the ini key (default in the ini)."""
+    value = config.getoption(dest)
     if value is not None:
         return bool(value)
-    return bool(config.getini("streamguard"))
+    return bool(config.getini(dest))
 
 
 def _split(raw: str, source: str, key: str, expected: str) -> tuple[str, ...]:
@@ -304,7 +319,8 @@ def resolve_settings(config: pytest.Config) -> Settings:
         compare_min_samples=int(min_raw),
         save_path=Path(save_raw) if save_raw else None,
         compare_path=Path(compare_raw) if compare_raw else None,
-        enabled=_enabled(config),
+        enabled=_flag(config, "streamguard"),
+        strict_faults=_flag(config, "streamguard_strict_faults"),
         target_url=target_url,
         target_cmd=target_cmd,
         ready_path=ready_path,

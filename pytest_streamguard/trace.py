@@ -79,13 +79,24 @@ class Chunk:
 
 @dataclass
 class FaultRecord:
-    """A fault as applied: its vocabulary word, arguments, toxics and on/off stamps."""
+    """A fault as applied: its vocabulary word, arguments, toxics and on/off stamps.
+
+    ``on_ns`` is taken just before the fault's first API call (it may act from then on) and
+    ``off_ns`` once it is undone. A fault the client triggers (``stall``, ``cut`` after N
+    chunks) is ``armed_ns`` from the call that set it up, and ``on_ns`` once it first acts.
+    ``fired`` says whether it took effect on a stream it was active on, and ``evidence`` what
+    the streams showed either way (judged when the test's body ends; None before that, and in
+    reports written before faults were judged).
+    """
 
     kind: str
     params: dict[str, Any]
     toxics: list[str]
     on_ns: int | None = None
     off_ns: int | None = None
+    armed_ns: int | None = None
+    fired: bool | None = None
+    evidence: str = ""
 
     def describe(self) -> str:
         """``kind(arg=value, ...)`` as a test would have written it."""
@@ -93,8 +104,9 @@ class FaultRecord:
         return f"{self.kind}({args})"
 
     def active_during(self, start_ns: int, end_ns: int) -> bool:
-        """Whether this fault was on at any time in ``[start_ns, end_ns]``."""
-        if self.on_ns is None or self.on_ns > end_ns:
+        """Whether this fault was on (or armed) at any time in ``[start_ns, end_ns]``."""
+        since = self.armed_ns if self.armed_ns is not None else self.on_ns
+        if since is None or since > end_ns:
             return False
         return self.off_ns is None or self.off_ns >= start_ns
 
@@ -106,17 +118,24 @@ class FaultRecord:
             "toxics": list(self.toxics),
             "on_ns": self.on_ns,
             "off_ns": self.off_ns,
+            "armed_ns": self.armed_ns,
+            "fired": self.fired,
+            "evidence": self.evidence,
         }
 
     @classmethod
     def from_dict(cls, raw: dict[str, Any]) -> FaultRecord:
         """Inverse of :meth:`to_dict`."""
+        fired = raw.get("fired")
         return cls(
             kind=str(raw["kind"]),
             params=dict(raw.get("params", {})),
             toxics=list(raw.get("toxics", [])),
             on_ns=raw.get("on_ns"),
             off_ns=raw.get("off_ns"),
+            armed_ns=raw.get("armed_ns"),
+            fired=bool(fired) if fired is not None else None,
+            evidence=str(raw.get("evidence", "")),
         )
 
 
