@@ -443,7 +443,7 @@ async def _aread(client: httpx.AsyncClient, recorder: StreamRecorder) -> StreamT
                         recorder.add_body(await _read_some(response))
                         return recorder.trace
                     async for data in response.aiter_bytes():
-                        # A transport that stamps reads on arrival (load_transport) knows better.
+                        # A transport that stamps reads on arrival (load.transport) knows better.
                         recorder.feed(data, getattr(data, "stamp_ns", 0) or time.perf_counter_ns())
                         if recorder.stopped:
                             break

@@ -33,7 +33,7 @@ import httpx
 
 from pytest_streamguard.client import CONNECT_TIMEOUT, StreamRecorder, aread_stream
 from pytest_streamguard.deadlines import Deadline, assert_traces
-from pytest_streamguard.load_transport import LoadTransport
+from pytest_streamguard.load.transport import LoadTransport
 from pytest_streamguard.stats import percentile
 from pytest_streamguard.trace import StreamTrace
 
@@ -248,7 +248,7 @@ def shared_client(
     max_streams: int, socket_options: list[tuple[int, int, int]]
 ) -> httpx.AsyncClient:
     """One client for a whole load: a connection per stream, ``TCP_NODELAY``, and the lean
-    :class:`~pytest_streamguard.load_transport.LoadTransport` for plain HTTP."""
+    :class:`~pytest_streamguard.load.transport.LoadTransport` for plain HTTP."""
     options = [(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1), *socket_options]
     limits = httpx.Limits(max_connections=max_streams, max_keepalive_connections=max_streams)
     fallback = httpx.AsyncHTTPTransport(socket_options=options, limits=limits)
