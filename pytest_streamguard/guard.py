@@ -24,6 +24,7 @@ from pytest_streamguard.faults import Faults
 from pytest_streamguard.formats import StreamFormat
 from pytest_streamguard.ingress import Ingress, IngressError
 from pytest_streamguard.load import LoadPlan, LoadResult, arun, run
+from pytest_streamguard.load.pool import arun_processes, check_processes, run_processes
 from pytest_streamguard.profiles import Profile
 from pytest_streamguard.settings import DEFAULT_MAX_STREAM_SECONDS
 from pytest_streamguard.target import Target
@@ -103,10 +104,12 @@ class StreamGuard:
     def _recorder(self, request: StreamRequest) -> StreamRecorder:
         """A recorder for one stream, numbered in the order streams are opened (concurrent
         streams of one test get distinct names)."""
+        return StreamRecorder(request, self._next_name(request), on_chunk=self.faults.on_chunk)
+
+    def _next_name(self, request: StreamRequest) -> str:
         self._opened += 1
         path = request.url[len(self.url) :]
-        name = f"stream {self._opened} ({request.method} {path})"
-        return StreamRecorder(request, name, on_chunk=self.faults.on_chunk)
+        return f"stream {self._opened} ({request.method} {path})"
 
     def _prepare(
         self,
@@ -193,6 +196,7 @@ class StreamGuard:
         headers: dict[str, str] | None = None,
         format: str | StreamFormat = "sse",
         read_timeout: float | None = None,
+        processes: int | None = None,
     ) -> LoadResult:
         """Read many streams at once through the proxy and return a :class:`LoadResult`.
 
@@ -203,9 +207,16 @@ class StreamGuard:
         also added to :attr:`traces`, so the test's ``token_deadline`` checks them (with
         ``percentile``, on the pooled gaps). Runs on a private event loop; in an async test
         use :meth:`aload`.
+
+        ``processes``: read the streams in that many processes of their own (shards, see
+        :mod:`pytest_streamguard.load.pool`) to use every core; the result holds every trace
+        as a local load would, and its percentiles are pooled over every sample.
         """
         plan = LoadPlan(n=n, rate=rate, duration=duration, arrival=arrival, seed=seed)
         request = self._request(path, json, method, headers, format, read_timeout)
+        if processes is not None:
+            self._check_sharded(processes)
+            return self._keep_sharded(request, run_processes(plan, request, processes))
         return self._keep_load(
             run(plan, lambda _: self._recorder(request), request.socket_options())
         )
@@ -224,10 +235,14 @@ class StreamGuard:
         headers: dict[str, str] | None = None,
         format: str | StreamFormat = "sse",
         read_timeout: float | None = None,
+        processes: int | None = None,
     ) -> LoadResult:
         """The async twin of :meth:`load`, on the test's own event loop."""
         plan = LoadPlan(n=n, rate=rate, duration=duration, arrival=arrival, seed=seed)
         request = self._request(path, json, method, headers, format, read_timeout)
+        if processes is not None:
+            self._check_sharded(processes)
+            return self._keep_sharded(request, await arun_processes(plan, request, processes))
         return self._keep_load(
             await arun(plan, lambda _: self._recorder(request), request.socket_options())
         )
@@ -236,6 +251,23 @@ class StreamGuard:
         for trace in result.traces:
             self._keep(trace)
         return result
+
+    def _check_sharded(self, processes: int) -> None:
+        """A bad ``processes``, or a fault that only this process's reader can set off, is a
+        ValueError before any process starts."""
+        check_processes(processes)
+        if any(r.kind == "stall" and r.on_ns is None for r in self.faults.records):
+            raise ValueError(
+                "faults.stall() is set off by this process's reader counting tokens, which a "
+                "load with processes= reads elsewhere: read it without processes=, or stall "
+                "with a toxic (faults.bandwidth, a profile)"
+            )
+
+    def _keep_sharded(self, request: StreamRequest, result: LoadResult) -> LoadResult:
+        # Shards name their streams on their own; the test's numbering goes by send order.
+        for trace in result.traces:
+            trace.name = self._next_name(request)
+        return self._keep_load(result)
 
     def ingress(
         self,
