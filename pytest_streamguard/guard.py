@@ -26,9 +26,9 @@ from pytest_streamguard.ingress import Ingress, IngressError
 from pytest_streamguard.load import LoadPlan, LoadResult, arun, run
 from pytest_streamguard.load.pool import arun_processes, check_processes, run_processes
 from pytest_streamguard.profiles import Profile
-from pytest_streamguard.settings import DEFAULT_MAX_STREAM_SECONDS
+from pytest_streamguard.settings import DEFAULT_MAX_STREAM_SECONDS, DEFAULT_PROXY_HOST
 from pytest_streamguard.target import Target
-from pytest_streamguard.toxiproxy_client import ToxiproxyAPI
+from pytest_streamguard.toxiproxy_client import ToxiproxyAPI, proxy_url
 from pytest_streamguard.trace import FaultRecord, StreamTrace
 
 
@@ -50,15 +50,18 @@ class StreamGuard:
         target: Target,
         deadline: Deadline | None,
         max_stream_seconds: float = DEFAULT_MAX_STREAM_SECONDS,
+        proxy_host: str = DEFAULT_PROXY_HOST,
+        upstream: str | None = None,
     ) -> None:
         self.api = api
         self.max_stream_seconds = max_stream_seconds
         self.proxy = proxy
         self.target = target
         self.deadline = deadline
-        self.url = "http://" + str(proxy.listen).replace("[::]", "127.0.0.1").replace(
-            "0.0.0.0", "127.0.0.1"
-        )
+        # Where the proxy reaches the target (--streamguard-upstream-host), restored after an
+        # ingress hop.
+        self.upstream = upstream if upstream is not None else target.address
+        self.url = proxy_url(str(proxy.listen), proxy_host, api.host)
         self.faults = Faults(api, proxy)
         self.traces: list[StreamTrace] = []
         self._opened = 0
@@ -323,7 +326,7 @@ class StreamGuard:
                 hop, record = self._ingress
                 self._ingress = None
                 try:
-                    self.api.set_upstream(self.proxy, self.target.address)
+                    self.api.set_upstream(self.proxy, self.upstream)
                 finally:
                     hop.stop()
                     record.off_ns = time.perf_counter_ns()

@@ -8,7 +8,9 @@ that carries the real default, sharing one help text. :func:`resolve_settings` r
 
 from __future__ import annotations
 
+import ipaddress
 import math
+import re
 import shlex
 from dataclasses import dataclass
 from pathlib import Path
@@ -37,6 +39,16 @@ STARTUP_TIMEOUT_HELP = "Seconds to wait for a started process to be ready. Defau
 TOXIPROXY_HELP = (
     "URL of a running toxiproxy-server API (e.g. http://127.0.0.1:8474). "
     "Default: start the embedded one"
+)
+PROXY_HOST_HELP = (
+    "Address the session's Toxiproxy proxies listen on and clients dial, for a Toxiproxy on "
+    "another host or in a container (a wildcard such as 0.0.0.0 listens everywhere; clients "
+    "then dial the Toxiproxy API's host). Default: 127.0.0.1"
+)
+UPSTREAM_HOST_HELP = (
+    "Address Toxiproxy uses to reach the target (the proxies' upstream host), e.g. the CI "
+    "runner as seen from a Toxiproxy container; the target's port is kept. "
+    "Default: the target's own host"
 )
 TTFT_HELP = "TTFT deadline in seconds for a bare @pytest.mark.token_deadline. Default: 0.5"
 CHUNK_HELP = (
@@ -76,6 +88,7 @@ DEFAULT_STARTUP_TIMEOUT = 120.0
 DEFAULT_TTFT = 0.5
 DEFAULT_CHUNK = 0.2
 DEFAULT_MAX_STREAM_SECONDS = 300.0
+DEFAULT_PROXY_HOST = "127.0.0.1"
 
 
 # ini key (== CLI dest) -> (help, default as the ini string)
@@ -86,6 +99,8 @@ _VALUED_OPTIONS: dict[str, tuple[str, str]] = {
     "streamguard_ready_path": (READY_PATH_HELP, DEFAULT_READY_PATH),
     "streamguard_startup_timeout": (STARTUP_TIMEOUT_HELP, str(DEFAULT_STARTUP_TIMEOUT)),
     "streamguard_toxiproxy": (TOXIPROXY_HELP, ""),
+    "streamguard_proxy_host": (PROXY_HOST_HELP, DEFAULT_PROXY_HOST),
+    "streamguard_upstream_host": (UPSTREAM_HOST_HELP, ""),
     "streamguard_ttft": (TTFT_HELP, str(DEFAULT_TTFT)),
     "streamguard_chunk": (CHUNK_HELP, str(DEFAULT_CHUNK)),
     "streamguard_max_stream_seconds": (MAX_STREAM_HELP, str(DEFAULT_MAX_STREAM_SECONDS)),
@@ -122,6 +137,8 @@ class Settings:
     compare_path: Path | None = None
     compare_fail: tuple[Bound, ...] = ()
     compare_min_samples: int = DEFAULT_COMPARE_MIN_SAMPLES
+    proxy_host: str = DEFAULT_PROXY_HOST
+    upstream_host: str | None = None
 
     @property
     def target_description(self) -> str:
@@ -195,6 +212,31 @@ def _http_url(raw: str, source: str, dest: str) -> str:
             "such as http://127.0.0.1:8000"
         ) from None
     return raw.rstrip("/")
+
+
+_HOST_LABEL = re.compile(r"(?!-)[A-Za-z0-9-]{1,63}(?<!-)")
+
+
+def _host(config: pytest.Config, dest: str) -> str | None:
+    """A host name or IP address, without a port (None when empty)."""
+    raw, source = _raw(config, dest)
+    host = raw.strip()
+    if not host:
+        return None
+    try:
+        ipaddress.ip_address(host)
+    except ValueError:
+        valid = len(host) <= 253 and all(
+            _HOST_LABEL.fullmatch(label) for label in host.removesuffix(".").split(".")
+        )
+    else:
+        valid = True
+    if not valid:
+        raise pytest.UsageError(
+            f"{raw!r} from {source} is not a valid {dest}: expected a host name or an IP "
+            "address without a port or scheme, such as 127.0.0.1, ::1 or toxiproxy.ci.internal"
+        )
+    return host
 
 
 def _enabled(config: pytest.Config) -> bool:
@@ -299,7 +341,16 @@ def resolve_settings(config: pytest.Config) -> Settings:
             f"{min_raw!r} from {min_source} is not a valid streamguard_compare_min_samples: "
             "expected an integer >= 1"
         )
+    proxy_host = _host(config, "streamguard_proxy_host")
+    if proxy_host is None:
+        _, proxy_source = _raw(config, "streamguard_proxy_host")
+        raise pytest.UsageError(
+            f"streamguard_proxy_host ({proxy_source}) is empty: expected a host name or an IP "
+            f"address, such as {DEFAULT_PROXY_HOST}"
+        )
     return Settings(
+        proxy_host=proxy_host,
+        upstream_host=_host(config, "streamguard_upstream_host"),
         compare_fail=compare_fail,
         compare_min_samples=int(min_raw),
         save_path=Path(save_raw) if save_raw else None,
