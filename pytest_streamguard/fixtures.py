@@ -18,6 +18,7 @@ from toxiproxy.proxy import Proxy
 from toxiproxy.server import Toxiproxy
 
 from pytest_streamguard.guard import StreamGuard
+from pytest_streamguard.load.cluster import RayShards
 from pytest_streamguard.names import SKIP_REASON
 from pytest_streamguard.processes import StartupError
 from pytest_streamguard.session import DEADLINE_KEY, GUARD_KEY, SESSION_KEY, SETTINGS_KEY
@@ -142,6 +143,7 @@ def make_streamguard(
     settings = pytestconfig.stash[SETTINGS_KEY]
     api = streamguard_toxiproxy_server.api()
     proxies: dict[str, Proxy] = {}
+    ray = RayShards(settings.ray_address) if settings.ray_address is not None else None
 
     def make(item: pytest.Item, target: Target) -> StreamGuard:
         proxy = proxies.get(target.address)
@@ -167,6 +169,7 @@ def make_streamguard(
             max_stream_seconds=settings.max_stream_seconds,
             proxy_host=settings.proxy_host,
             upstream=upstream,
+            ray=ray,
         )
         guard.faults.reset_proxy()
         item.stash[GUARD_KEY] = guard
@@ -175,6 +178,8 @@ def make_streamguard(
     try:
         yield make
     finally:
+        if ray is not None:
+            ray.close()
         for proxy in proxies.values():
             # A server that died with the session leaves no proxy to delete.
             with contextlib.suppress(ToxiproxyError):

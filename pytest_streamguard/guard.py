@@ -24,6 +24,7 @@ from pytest_streamguard.faults import Faults
 from pytest_streamguard.formats import StreamFormat
 from pytest_streamguard.ingress import Ingress, IngressError
 from pytest_streamguard.load import LoadPlan, LoadResult, arun, run
+from pytest_streamguard.load.cluster import RayShards, check_shards
 from pytest_streamguard.load.pool import arun_processes, check_processes, run_processes
 from pytest_streamguard.profiles import Profile
 from pytest_streamguard.settings import DEFAULT_MAX_STREAM_SECONDS, DEFAULT_PROXY_HOST
@@ -52,8 +53,11 @@ class StreamGuard:
         max_stream_seconds: float = DEFAULT_MAX_STREAM_SECONDS,
         proxy_host: str = DEFAULT_PROXY_HOST,
         upstream: str | None = None,
+        ray: RayShards | None = None,
     ) -> None:
         self.api = api
+        # --streamguard-ray: loads are sharded over that Ray cluster.
+        self.ray = ray
         self.max_stream_seconds = max_stream_seconds
         self.proxy = proxy
         self.target = target
@@ -200,6 +204,7 @@ class StreamGuard:
         format: str | StreamFormat = "sse",
         read_timeout: float | None = None,
         processes: int | None = None,
+        shards: int | None = None,
     ) -> LoadResult:
         """Read many streams at once through the proxy and return a :class:`LoadResult`.
 
@@ -213,12 +218,16 @@ class StreamGuard:
 
         ``processes``: read the streams in that many processes of their own (shards, see
         :mod:`pytest_streamguard.load.pool`) to use every core; the result holds every trace
-        as a local load would, and its percentiles are pooled over every sample.
+        as a local load would, and its percentiles are pooled over every sample. With
+        ``--streamguard-ray`` the load is sharded over that Ray cluster instead (``shards``:
+        how many Ray tasks, by default one per alive node; see
+        :mod:`pytest_streamguard.load.cluster`), each trace naming its ``node``.
         """
         plan = LoadPlan(n=n, rate=rate, duration=duration, arrival=arrival, seed=seed)
         request = self._request(path, json, method, headers, format, read_timeout)
+        if self._check_sharded(processes, shards) and self.ray is not None:
+            return self._keep_sharded(request, self.ray.run(plan, request, shards))
         if processes is not None:
-            self._check_sharded(processes)
             return self._keep_sharded(request, run_processes(plan, request, processes))
         return self._keep_load(
             run(plan, lambda _: self._recorder(request), request.socket_options())
@@ -239,12 +248,14 @@ class StreamGuard:
         format: str | StreamFormat = "sse",
         read_timeout: float | None = None,
         processes: int | None = None,
+        shards: int | None = None,
     ) -> LoadResult:
         """The async twin of :meth:`load`, on the test's own event loop."""
         plan = LoadPlan(n=n, rate=rate, duration=duration, arrival=arrival, seed=seed)
         request = self._request(path, json, method, headers, format, read_timeout)
+        if self._check_sharded(processes, shards) and self.ray is not None:
+            return self._keep_sharded(request, await self.ray.arun(plan, request, shards))
         if processes is not None:
-            self._check_sharded(processes)
             return self._keep_sharded(request, await arun_processes(plan, request, processes))
         return self._keep_load(
             await arun(plan, lambda _: self._recorder(request), request.socket_options())
@@ -255,16 +266,33 @@ class StreamGuard:
             self._keep(trace)
         return result
 
-    def _check_sharded(self, processes: int) -> None:
-        """A bad ``processes``, or a fault that only this process's reader can set off, is a
-        ValueError before any process starts."""
-        check_processes(processes)
+    def _check_sharded(self, processes: int | None, shards: int | None) -> bool:
+        """Whether the load is sharded (``processes``, or ``--streamguard-ray``). Bad
+        arguments, or a fault that only this process's reader can set off, are a ValueError
+        before anything starts."""
+        if processes is not None:
+            check_processes(processes)
+            if self.ray is not None:
+                raise ValueError(
+                    f"load processes={processes!r}: this session shards every load over Ray "
+                    "(--streamguard-ray); use shards= for the number of Ray tasks"
+                )
+        if shards is not None:
+            check_shards(shards)
+            if self.ray is None:
+                raise ValueError(
+                    f"load shards={shards!r} needs a Ray cluster (--streamguard-ray); on this "
+                    "machine use processes="
+                )
+        if processes is None and self.ray is None:
+            return False
         if any(r.kind == "stall" and r.on_ns is None for r in self.faults.records):
             raise ValueError(
                 "faults.stall() is set off by this process's reader counting tokens, which a "
                 "load with processes= reads elsewhere: read it without processes=, or stall "
                 "with a toxic (faults.bandwidth, a profile)"
             )
+        return True
 
     def _keep_sharded(self, request: StreamRequest, result: LoadResult) -> LoadResult:
         # Shards name their streams on their own; the test's numbering goes by send order.

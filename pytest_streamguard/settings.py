@@ -50,6 +50,11 @@ UPSTREAM_HOST_HELP = (
     "runner as seen from a Toxiproxy container; the target's port is kept. "
     "Default: the target's own host"
 )
+RAY_HELP = (
+    "Shard every streamguard.load()/aload() over a Ray cluster (the 'ray' extra): 'auto' joins "
+    "the running cluster, 'local' starts one on this machine, or a cluster address such as "
+    "127.0.0.1:6379 or ray://head:10001. Default: off"
+)
 TTFT_HELP = "TTFT deadline in seconds for a bare @pytest.mark.token_deadline. Default: 0.5"
 CHUNK_HELP = (
     "Per-chunk gap deadline in seconds for a bare @pytest.mark.token_deadline. Default: 0.2"
@@ -101,6 +106,7 @@ _VALUED_OPTIONS: dict[str, tuple[str, str]] = {
     "streamguard_toxiproxy": (TOXIPROXY_HELP, ""),
     "streamguard_proxy_host": (PROXY_HOST_HELP, DEFAULT_PROXY_HOST),
     "streamguard_upstream_host": (UPSTREAM_HOST_HELP, ""),
+    "streamguard_ray": (RAY_HELP, ""),
     "streamguard_ttft": (TTFT_HELP, str(DEFAULT_TTFT)),
     "streamguard_chunk": (CHUNK_HELP, str(DEFAULT_CHUNK)),
     "streamguard_max_stream_seconds": (MAX_STREAM_HELP, str(DEFAULT_MAX_STREAM_SECONDS)),
@@ -139,6 +145,7 @@ class Settings:
     compare_min_samples: int = DEFAULT_COMPARE_MIN_SAMPLES
     proxy_host: str = DEFAULT_PROXY_HOST
     upstream_host: str | None = None
+    ray_address: str | None = None
 
     @property
     def target_description(self) -> str:
@@ -348,7 +355,18 @@ def resolve_settings(config: pytest.Config) -> Settings:
             f"streamguard_proxy_host ({proxy_source}) is empty: expected a host name or an IP "
             f"address, such as {DEFAULT_PROXY_HOST}"
         )
+    ray_raw, ray_source = _raw(config, "streamguard_ray")
+    ray_address = ray_raw.strip() or None
+    if ray_address is not None and (
+        any(c.isspace() for c in ray_address)
+        or (ray_address not in ("auto", "local") and ":" not in ray_address)
+    ):
+        raise pytest.UsageError(
+            f"{ray_raw!r} from {ray_source} is not a valid streamguard_ray: expected 'auto', "
+            "'local' or a Ray cluster address such as 127.0.0.1:6379 or ray://head:10001"
+        )
     return Settings(
+        ray_address=ray_address,
         proxy_host=proxy_host,
         upstream_host=_host(config, "streamguard_upstream_host"),
         compare_fail=compare_fail,

@@ -112,13 +112,14 @@ async def aread_shard(
     )
     traces = []
     for trace in result.traces:
-        raw = trace.to_dict()
-        raw["node"] = node
-        traces.append(raw)
+        trace.node = node
+        traces.append(trace.to_dict())
     return {"shard": shard.index, "node": node, "wall_s": result.wall_s, "traces": traces}
 
 
-def lost_traces(shard: Shard, origin_ns: int, kind: str, error: str) -> list[StreamTrace]:
+def lost_traces(
+    shard: Shard, origin_ns: int, kind: str, error: str, node: str | None = None
+) -> list[StreamTrace]:
     """Every stream ``shard`` was given, as failed traces (``kind``, ``error``): what a shard
     that never returned leaves in the result. With ``duration`` a closed-loop shard's workers
     may have read several streams each; one failed trace stands for each worker."""
@@ -135,6 +136,7 @@ def lost_traces(shard: Shard, origin_ns: int, kind: str, error: str) -> list[Str
             end_ns=max(now, origin_ns + round(offset * 1e9)),
             error_kind=kind,
             error=error,
+            node=node,
         )
         for i, offset in enumerate(starts)
     ]
