@@ -143,6 +143,7 @@ class RayShards:
         start_line = start_line_class.options(
             scheduling_strategy=NodeAffinitySchedulingStrategy(here, soft=False)
         ).remote()
+        refs: list[Any] = []
         try:
             refs = [
                 task.options(
@@ -171,6 +172,10 @@ class RayShards:
                     error = f"{where} was lost ({type(exc).__name__}: {cause})"
                     results.append(lost_traces(part, origin_ns, "network", error, node))
         finally:
+            # Interrupted (Ctrl-C) or failed: no task reads on after the load.
+            pending = ray.wait(refs, num_returns=len(refs), timeout=0)[1] if refs else []
+            for ref in pending:
+                ray.cancel(ref, force=True)
             ray.kill(start_line)
         return merge(plan, results, origin_ns)
 
