@@ -1,8 +1,8 @@
 """Sharded loads in local processes: ``streamguard.load(..., processes=N)``.
 
 The load is split into ``N`` shards (:mod:`pytest_streamguard.load.shards`), each read by a
-fresh Python process (``python -m pytest_streamguard.load.pool``) with its own event loop, so a
-load uses every core. The handshake over the child's stdin and stdout:
+fresh Python process (running :func:`main`) with its own event loop, so a load uses every
+core. The handshake over the child's stdin and stdout:
 
 1. the parent sends the pickled shard (with its ``sys.path``, so a custom
    :class:`~pytest_streamguard.formats.StreamFormat` unpickles in the child);
@@ -49,8 +49,13 @@ _STOP_GRACE_S = 2.0
 _TAIL_LINES = 20
 _READY = b"ready"
 _HEADER = 8
-# Where this package was imported from, so the child imports the same copy.
+# Where this package was imported from: the child falls back to it (last on its sys.path, so
+# its own environment wins) when the package is not installed there.
 _IMPORT_ROOT = str(Path(__file__).resolve().parents[2])
+_BOOTSTRAP = (
+    "import sys; sys.path.append(sys.argv[1]); "
+    "from pytest_streamguard.load.pool import main; main()"
+)
 
 
 def check_processes(processes: object) -> int:
@@ -87,18 +92,14 @@ class _Child:
 
     @classmethod
     async def start(cls, shard: Shard) -> _Child:
-        env = dict(os.environ)
-        env["PYTHONPATH"] = os.pathsep.join(
-            p for p in (_IMPORT_ROOT, env.get("PYTHONPATH", "")) if p
-        )
         process = await asyncio.create_subprocess_exec(
             sys.executable,
-            "-m",
-            "pytest_streamguard.load.pool",
+            "-c",
+            _BOOTSTRAP,
+            _IMPORT_ROOT,
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
-            env=env,
             start_new_session=True,
         )
         return cls(shard, process)
@@ -277,7 +278,3 @@ def main() -> None:
         result = runner.run(_read(shard, channel))
     channel.write(_frame(pickle.dumps(result)))
     channel.flush()
-
-
-if __name__ == "__main__":
-    main()
