@@ -654,7 +654,7 @@ async def _aread(client: httpx.AsyncClient, recorder: StreamRecorder) -> StreamT
                         recorder.add_body(await _read_some(response))
                         return recorder.trace
                     async for data in response.aiter_bytes():
-                        # A transport that stamps reads on arrival (load_transport) knows better.
+                        # A transport that stamps reads on arrival (load.transport) knows better.
                         stamp = getattr(data, "stamp_ns", 0) or time.perf_counter_ns()
                         for piece in _pieces(recorder, data):
                             wait = _pace(recorder, len(piece))

@@ -24,10 +24,12 @@ from pytest_streamguard.faults import Faults
 from pytest_streamguard.formats import StreamFormat
 from pytest_streamguard.ingress import Ingress, IngressError
 from pytest_streamguard.load import LoadPlan, LoadResult, arun, run
+from pytest_streamguard.load.cluster import RayShards, check_shards
+from pytest_streamguard.load.pool import arun_processes, check_processes, run_processes
 from pytest_streamguard.profiles import Profile
-from pytest_streamguard.settings import DEFAULT_MAX_STREAM_SECONDS
+from pytest_streamguard.settings import DEFAULT_MAX_STREAM_SECONDS, DEFAULT_PROXY_HOST
 from pytest_streamguard.target import Target
-from pytest_streamguard.toxiproxy_client import ToxiproxyAPI
+from pytest_streamguard.toxiproxy_client import ToxiproxyAPI, proxy_url
 from pytest_streamguard.trace import FaultRecord, StreamTrace
 
 
@@ -49,15 +51,21 @@ class StreamGuard:
         target: Target,
         deadline: Deadline | None,
         max_stream_seconds: float = DEFAULT_MAX_STREAM_SECONDS,
+        proxy_host: str = DEFAULT_PROXY_HOST,
+        upstream: str | None = None,
+        ray: RayShards | None = None,
     ) -> None:
         self.api = api
+        # --streamguard-ray: loads are sharded over that Ray cluster.
+        self.ray = ray
         self.max_stream_seconds = max_stream_seconds
         self.proxy = proxy
         self.target = target
         self.deadline = deadline
-        self.url = "http://" + str(proxy.listen).replace("[::]", "127.0.0.1").replace(
-            "0.0.0.0", "127.0.0.1"
-        )
+        # Where the proxy reaches the target (--streamguard-upstream-host), restored after an
+        # ingress hop.
+        self.upstream = upstream if upstream is not None else target.address
+        self.url = proxy_url(str(proxy.listen), proxy_host, api.host)
         self.faults = Faults(api, proxy)
         self.traces: list[StreamTrace] = []
         self._opened = 0
@@ -106,10 +114,12 @@ class StreamGuard:
     def _recorder(self, request: StreamRequest) -> StreamRecorder:
         """A recorder for one stream, numbered in the order streams are opened (concurrent
         streams of one test get distinct names)."""
+        return StreamRecorder(request, self._next_name(request), on_chunk=self.faults.on_chunk)
+
+    def _next_name(self, request: StreamRequest) -> str:
         self._opened += 1
         path = request.url[len(self.url) :]
-        name = f"stream {self._opened} ({request.method} {path})"
-        return StreamRecorder(request, name, on_chunk=self.faults.on_chunk)
+        return f"stream {self._opened} ({request.method} {path})"
 
     def _prepare(
         self,
@@ -205,6 +215,8 @@ class StreamGuard:
         format: str | StreamFormat = "auto",
         read_timeout: float | None = None,
         allow_empty: bool = False,
+        processes: int | None = None,
+        shards: int | None = None,
     ) -> LoadResult:
         """Read many streams at once through the proxy and return a :class:`LoadResult`.
 
@@ -215,9 +227,20 @@ class StreamGuard:
         also added to :attr:`traces`, so the test's ``token_deadline`` checks them (with
         ``percentile``, on the pooled gaps). ``format`` and ``allow_empty`` are as in
         :meth:`stream`. Runs on a private event loop; in an async test use :meth:`aload`.
+
+        ``processes``: read the streams in that many processes of their own (shards, see
+        :mod:`pytest_streamguard.load.pool`) to use every core; the result holds every trace
+        as a local load would, and its percentiles are pooled over every sample. With
+        ``--streamguard-ray`` the load is sharded over that Ray cluster instead (``shards``:
+        how many Ray tasks, by default one per alive node; see
+        :mod:`pytest_streamguard.load.cluster`), each trace naming its ``node``.
         """
         plan = LoadPlan(n=n, rate=rate, duration=duration, arrival=arrival, seed=seed)
         request = self._request(path, json, method, headers, format, read_timeout, allow_empty)
+        if self._check_sharded(processes, shards) and self.ray is not None:
+            return self._keep_sharded(request, self.ray.run(plan, request, shards))
+        if processes is not None:
+            return self._keep_sharded(request, run_processes(plan, request, processes))
         return self._keep_load(
             run(plan, lambda _: self._recorder(request), request.socket_options())
         )
@@ -237,10 +260,16 @@ class StreamGuard:
         format: str | StreamFormat = "auto",
         read_timeout: float | None = None,
         allow_empty: bool = False,
+        processes: int | None = None,
+        shards: int | None = None,
     ) -> LoadResult:
         """The async twin of :meth:`load`, on the test's own event loop."""
         plan = LoadPlan(n=n, rate=rate, duration=duration, arrival=arrival, seed=seed)
         request = self._request(path, json, method, headers, format, read_timeout, allow_empty)
+        if self._check_sharded(processes, shards) and self.ray is not None:
+            return self._keep_sharded(request, await self.ray.arun(plan, request, shards))
+        if processes is not None:
+            return self._keep_sharded(request, await arun_processes(plan, request, processes))
         return self._keep_load(
             await arun(plan, lambda _: self._recorder(request), request.socket_options())
         )
@@ -249,6 +278,40 @@ class StreamGuard:
         for trace in result.traces:
             self._keep(trace)
         return result
+
+    def _check_sharded(self, processes: int | None, shards: int | None) -> bool:
+        """Whether the load is sharded (``processes``, or ``--streamguard-ray``). Bad
+        arguments, or a fault that only this process's reader can set off, are a ValueError
+        before anything starts."""
+        if processes is not None:
+            check_processes(processes)
+            if self.ray is not None:
+                raise ValueError(
+                    f"load processes={processes!r}: this session shards every load over Ray "
+                    "(--streamguard-ray); use shards= for the number of Ray tasks"
+                )
+        if shards is not None:
+            check_shards(shards)
+            if self.ray is None:
+                raise ValueError(
+                    f"load shards={shards!r} needs a Ray cluster (--streamguard-ray); on this "
+                    "machine use processes="
+                )
+        if processes is None and self.ray is None:
+            return False
+        if any(r.kind == "stall" and r.on_ns is None for r in self.faults.records):
+            raise ValueError(
+                "faults.stall() is set off by this process's reader counting tokens, which a "
+                "load with processes= reads elsewhere: read it without processes=, or stall "
+                "with a toxic (faults.bandwidth, a profile)"
+            )
+        return True
+
+    def _keep_sharded(self, request: StreamRequest, result: LoadResult) -> LoadResult:
+        # Shards name their streams on their own; the test's numbering goes by send order.
+        for trace in result.traces:
+            trace.name = self._next_name(request)
+        return self._keep_load(result)
 
     def ingress(
         self,
@@ -305,7 +368,7 @@ class StreamGuard:
                 hop, record = self._ingress
                 self._ingress = None
                 try:
-                    self.api.set_upstream(self.proxy, self.target.address)
+                    self.api.set_upstream(self.proxy, self.upstream)
                 finally:
                     hop.stop()
                     record.off_ns = time.perf_counter_ns()

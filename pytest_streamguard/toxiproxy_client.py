@@ -86,6 +86,27 @@ def is_stale_proxy(name: str) -> bool:
     return recorded not in (None, "0") and start != "0" and start != recorded
 
 
+def host_port(host: str, port: int | str) -> str:
+    """``host:port``, with an IPv6 address in brackets (``[::1]:8474``), as Go writes it."""
+    return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+
+
+def with_host(address: str, host: str | None) -> str:
+    """``address`` (``host:port``) with its host replaced by ``host`` (unchanged for None)."""
+    if host is None:
+        return address
+    return host_port(host, address.rsplit(":", 1)[1])
+
+
+def proxy_url(listen: str, proxy_host: str, api_host: str) -> str:
+    """The base URL a client dials for a proxy that reports ``listen``: ``proxy_host`` with the
+    proxy's port, or, when ``proxy_host`` is a wildcard (listen everywhere), the host of the
+    Toxiproxy API."""
+    wildcard = proxy_host.strip("[]") in ("0.0.0.0", "::")
+    host = api_host if wildcard else proxy_host
+    return "http://" + with_host(listen, host)
+
+
 class _Binding:
     """toxiproxy-python reads ``APIConsumer.host``/``port`` (process-wide) at call time, so one
     lock serialises every call; ``holder`` names the call holding it, for error messages."""
@@ -169,11 +190,12 @@ class ToxiproxyAPI:
             return text
         return str(parsed.get("version", text)) if isinstance(parsed, dict) else text
 
-    def create_proxy(self, name: str, upstream: str) -> Proxy:
-        """Create a proxy listening on a free loopback port."""
+    def create_proxy(self, name: str, upstream: str, host: str = "127.0.0.1") -> Proxy:
+        """Create a proxy listening on a free port of ``host`` (loopback by default)."""
+        listen = host_port(host, 0)
         return self.call(
             f"create proxy {name!r}",
-            lambda: self.client.create(upstream=upstream, name=name, listen="127.0.0.1:0"),
+            lambda: self.client.create(upstream=upstream, name=name, listen=listen),
         )
 
     def get_proxy(self, name: str) -> Proxy:

@@ -178,6 +178,9 @@ class StreamTrace:
     caught: list[str] = field(default_factory=list)
     """Headlines of violations an explicit :meth:`assert_deadline` raised on this stream, kept
     even when the test expects and catches them, so reports can say the plugin caught them."""
+    node: str | None = None
+    """Where the stream was read: the Ray node id for a load sharded over a Ray cluster, None
+    for a read on this machine (its stamps are on that node's clock)."""
 
     @property
     def ttft(self) -> float | None:
@@ -322,6 +325,7 @@ class StreamTrace:
             "error_kind": self.error_kind,
             "faults": [f.to_dict() for f in self.faults],
             "caught": list(self.caught),
+            "node": self.node,
             "stats": self.summary(),
         }
 
@@ -347,4 +351,5 @@ class StreamTrace:
             error_kind=raw.get("error_kind"),
             faults=[FaultRecord.from_dict(f) for f in raw.get("faults", [])],
             caught=[str(c) for c in raw.get("caught", [])],
+            node=raw.get("node"),
         )
