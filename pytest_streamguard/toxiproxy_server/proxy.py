@@ -77,7 +77,9 @@ async def resolve_listen(listen: str) -> str:
         return f":{port}"
     try:
         infos = await asyncio.get_running_loop().getaddrinfo(host, port, type=socket.SOCK_STREAM)
-    except OSError:
+    except (OSError, UnicodeError):
+        # UnicodeError: a name IDNA cannot encode (an empty or 64+ character label, U+FFFD),
+        # which Go's resolver simply fails to find.
         raise ApiError(f"lookup {host}: no such host", 500) from None
     infos.sort(key=lambda info: info[0] != socket.AF_INET)
     return format_address(infos[0][4], infos[0][0])
@@ -97,7 +99,7 @@ async def bind_listener(listen: str) -> socket.socket:
         loop = asyncio.get_running_loop()
         try:
             infos = await loop.getaddrinfo(host or "0.0.0.0", port, type=socket.SOCK_STREAM)
-        except OSError:
+        except (OSError, UnicodeError):
             raise ApiError(f"listen tcp: lookup {host}: no such host", 500) from None
         infos.sort(key=lambda info: info[0] != socket.AF_INET)
         family, address = infos[0][0], infos[0][4]
