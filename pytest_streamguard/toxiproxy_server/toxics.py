@@ -233,12 +233,18 @@ def new_toxic(body: object, taken: Callable[[str], bool]) -> Toxic:
     )
 
 
+_PATCH_BODY: Final = (
+    'struct { Attributes interface {} "json:\\"attributes\\""; '
+    'Toxicity float32 "json:\\"toxicity\\"" }'
+)
+
+
 def updated_toxic(current: Toxic, body: object) -> Toxic:
     """Apply a ``PATCH`` body: attributes decode into the current ones, toxicity is optional.
 
     A body with any error changes nothing (Go has by then written the attributes decoded
     before the error into the live toxic; see the docs' divergences)."""
-    obj = expect_object(body, "struct { Attributes interface {}; Toxicity float32 }")
+    obj = expect_object(body, _PATCH_BODY)
     attributes = dict(current.attributes)
     decoded = _Attributes(current.type)
     fields = decode_fields(obj, {"toxicity": "float32"}, "", {"attributes": decoded})

@@ -317,3 +317,17 @@ def test_proxy_list_is_sorted_by_name_as_go_writes_a_map(
     for name in ("zeta", "alpha", "Mid"):
         proxy(name)
     assert list(api.get("/proxies").json()) == ["Mid", "alpha", "zeta"]
+
+
+def test_a_toxic_patch_that_is_not_an_object_names_go_s_anonymous_struct(
+    api: httpx.Client, proxy: Callable[..., str]
+) -> None:
+    proxy()
+    api.post("/proxies/p/toxics", json={"type": "latency"})
+    response = api.patch("/proxies/p/toxics/latency_downstream", content=b'["x"]')
+    assert response.status_code == 400
+    assert response.json()["error"] == (
+        "bad request body: json: cannot unmarshal array into Go value of type struct { "
+        'Attributes interface {} "json:\\"attributes\\""; Toxicity float32 '
+        '"json:\\"toxicity\\"" }'
+    )
