@@ -74,6 +74,7 @@ class StreamGuard:
         headers: dict[str, str] | None,
         format: str | StreamFormat,
         read_timeout: float | None,
+        allow_empty: bool = False,
     ) -> StreamRequest:
         """Validate a stream's arguments into the request to send through the proxy."""
         if not path.startswith("/"):
@@ -98,6 +99,7 @@ class StreamGuard:
             format=format,
             limits=limits,
             slow_reader_bps=self.faults.slow_reader_bps,
+            allow_empty=allow_empty,
         )
 
     def _recorder(self, request: StreamRequest) -> StreamRecorder:
@@ -116,8 +118,11 @@ class StreamGuard:
         headers: dict[str, str] | None,
         format: str | StreamFormat,
         read_timeout: float | None,
+        allow_empty: bool,
     ) -> StreamRecorder:
-        return self._recorder(self._request(path, json, method, headers, format, read_timeout))
+        return self._recorder(
+            self._request(path, json, method, headers, format, read_timeout, allow_empty)
+        )
 
     def _keep(self, trace: StreamTrace) -> StreamTrace:
         end = trace.end_ns if trace.end_ns is not None else trace.request_ns
@@ -137,22 +142,25 @@ class StreamGuard:
         json: Any = None,
         method: str = "POST",
         headers: dict[str, str] | None = None,
-        format: str | StreamFormat = "sse",
+        format: str | StreamFormat = "auto",
         *,
         read_timeout: float | None = None,
+        allow_empty: bool = False,
     ) -> StreamTrace:
         """Send a request through the proxy and read the streamed answer into a StreamTrace.
 
-        ``format``: the stream's protocol, a built-in name (``sse``, ``openai``,
-        ``openai-responses``, ``anthropic``, ``gemini``, ``ollama``, ``tgi``, ``ndjson``,
-        ``raw``) or a :class:`~pytest_streamguard.formats.StreamFormat` such as
-        ``SSEFormat(...)``. ``read_timeout`` overrides how long the client waits for each token
-        (default: from the test's deadline, or 30 s); every stream ends within the ``total``
-        deadline's read limit or ``--streamguard-max-stream-seconds``. Never raises for a
-        failed stream: the outcome is on the trace (``completed``, or ``error_kind`` and
-        ``error``).
+        ``format``: the stream's protocol: ``auto`` (the default: recognised from the content
+        type and the first events, and recorded as ``trace.format``), a built-in name
+        (``sse``, ``openai``, ``openai-responses``, ``anthropic``, ``gemini``, ``ollama``,
+        ``tgi``, ``ndjson``, ``raw``) or a :class:`~pytest_streamguard.formats.StreamFormat`
+        such as ``SSEFormat(...)``. A stream whose end arrives before any token is ``empty``,
+        a violation, unless ``allow_empty=True`` says the test expects that. ``read_timeout``
+        overrides how long the client waits for each token (default: from the test's
+        deadline, or 30 s); every stream ends within the ``total`` deadline's read limit or
+        ``--streamguard-max-stream-seconds``. Never raises for a failed stream: the outcome is
+        on the trace (``completed``, or ``error_kind`` and ``error``).
         """
-        recorder = self._prepare(path, json, method, headers, format, read_timeout)
+        recorder = self._prepare(path, json, method, headers, format, read_timeout, allow_empty)
         try:
             trace = read_stream(recorder)
         except KeyboardInterrupt:
@@ -166,12 +174,13 @@ class StreamGuard:
         json: Any = None,
         method: str = "POST",
         headers: dict[str, str] | None = None,
-        format: str | StreamFormat = "sse",
+        format: str | StreamFormat = "auto",
         *,
         read_timeout: float | None = None,
+        allow_empty: bool = False,
     ) -> StreamTrace:
         """The async twin of :meth:`stream`."""
-        recorder = self._prepare(path, json, method, headers, format, read_timeout)
+        recorder = self._prepare(path, json, method, headers, format, read_timeout, allow_empty)
         try:
             trace = await aread_stream(recorder)
         except (KeyboardInterrupt, asyncio.CancelledError):
@@ -191,8 +200,9 @@ class StreamGuard:
         seed: int | None = None,
         method: str = "POST",
         headers: dict[str, str] | None = None,
-        format: str | StreamFormat = "sse",
+        format: str | StreamFormat = "auto",
         read_timeout: float | None = None,
+        allow_empty: bool = False,
     ) -> LoadResult:
         """Read many streams at once through the proxy and return a :class:`LoadResult`.
 
@@ -201,11 +211,11 @@ class StreamGuard:
         Open loop (``rate`` requests/s, ``arrival`` ``constant`` or ``poisson`` with ``seed``):
         up to ``n`` requests, stopping early when ``duration`` is over. Every stream's trace is
         also added to :attr:`traces`, so the test's ``token_deadline`` checks them (with
-        ``percentile``, on the pooled gaps). Runs on a private event loop; in an async test
-        use :meth:`aload`.
+        ``percentile``, on the pooled gaps). ``format`` and ``allow_empty`` are as in
+        :meth:`stream`. Runs on a private event loop; in an async test use :meth:`aload`.
         """
         plan = LoadPlan(n=n, rate=rate, duration=duration, arrival=arrival, seed=seed)
-        request = self._request(path, json, method, headers, format, read_timeout)
+        request = self._request(path, json, method, headers, format, read_timeout, allow_empty)
         return self._keep_load(
             run(plan, lambda _: self._recorder(request), request.socket_options())
         )
@@ -222,12 +232,13 @@ class StreamGuard:
         seed: int | None = None,
         method: str = "POST",
         headers: dict[str, str] | None = None,
-        format: str | StreamFormat = "sse",
+        format: str | StreamFormat = "auto",
         read_timeout: float | None = None,
+        allow_empty: bool = False,
     ) -> LoadResult:
         """The async twin of :meth:`load`, on the test's own event loop."""
         plan = LoadPlan(n=n, rate=rate, duration=duration, arrival=arrival, seed=seed)
-        request = self._request(path, json, method, headers, format, read_timeout)
+        request = self._request(path, json, method, headers, format, read_timeout, allow_empty)
         return self._keep_load(
             await arun(plan, lambda _: self._recorder(request), request.socket_options())
         )

@@ -184,8 +184,8 @@ class LoadResult:
     @property
     def outcomes(self) -> dict[str, int]:
         """How many streams ended in each outcome: ``completed`` or an ``error_kind``
-        (``truncated``, ``protocol``, ``server``, ``http``, ``cut``, ``reset``, ``timeout``,
-        ``connect``, ``network``)."""
+        (``empty``, ``truncated``, ``protocol``, ``server``, ``http``, ``cut``, ``reset``,
+        ``timeout``, ``connect``, ``network``, ``interrupted``)."""
         counts: dict[str, int] = {}
         for trace in self.traces:
             outcome = "completed" if trace.completed else str(trace.error_kind)

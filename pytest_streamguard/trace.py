@@ -128,9 +128,14 @@ class StreamTrace:
     request sent to the first token (of any kind: text, reasoning, tool-call arguments); a gap
     is the time between two consecutive tokens. Every stream ends in one outcome: ``completed``
     (the format's end arrived; ``error_kind`` is None), or ``completed`` false with
-    ``error_kind`` one of ``truncated``, ``protocol``, ``server``, ``http``, ``cut``, ``reset``,
-    ``timeout``, ``connect``, ``network``, ``interrupted`` and ``error`` saying what happened.
-    A failed stream is kept, never dropped from the statistics.
+    ``error_kind`` one of ``empty`` (the end arrived before any token), ``truncated``,
+    ``protocol``, ``server``, ``http``, ``cut``, ``reset``, ``timeout``, ``connect``,
+    ``network``, ``interrupted`` and ``error`` saying what happened. A failed stream is kept,
+    never dropped from the statistics.
+
+    ``format`` is the name of the format the stream was read as: the one recognised when
+    ``format_auto`` is true (``format="auto"``, the default; it stays ``auto`` when nothing
+    arrived to recognise it by), else the one the test passed.
     """
 
     name: str
@@ -150,6 +155,7 @@ class StreamTrace:
     error: str | None = None
     error_kind: str | None = None
     faults: list[FaultRecord] = field(default_factory=list)
+    format_auto: bool = False
     caught: list[str] = field(default_factory=list)
     """Headlines of violations an explicit :meth:`assert_deadline` raised on this stream, kept
     even when the test expects and catches them, so reports can say the plugin caught them."""
@@ -283,6 +289,7 @@ class StreamTrace:
             "method": self.method,
             "url": self.url,
             "format": self.format,
+            "format_auto": self.format_auto,
             "request_ns": self.request_ns,
             "status_code": self.status_code,
             "response_ns": self.response_ns,
@@ -307,6 +314,7 @@ class StreamTrace:
             method=str(raw["method"]),
             url=str(raw["url"]),
             format=str(raw["format"]),
+            format_auto=bool(raw.get("format_auto", False)),
             request_ns=int(raw["request_ns"]),
             status_code=raw.get("status_code"),
             response_ns=raw.get("response_ns"),
