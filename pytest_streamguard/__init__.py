@@ -55,13 +55,16 @@ __all__ = [
 
 
 def __getattr__(name: str) -> Any:
-    """Import a public name's module on first access."""
+    """The public name from its module, imported on first access.
+
+    Not cached here: the module's own entry in ``sys.modules`` is the one source, so a test
+    process that drops and re-imports the plugin's modules (pytester's in-process runs) gets
+    the class the plugin now raises, never the one of an earlier run.
+    """
     module = _PUBLIC.get(name)
     if module is None:
         raise AttributeError(f"module 'pytest_streamguard' has no attribute {name!r}")
-    value = getattr(importlib.import_module(f"pytest_streamguard.{module}"), name)
-    globals()[name] = value
-    return value
+    return getattr(importlib.import_module(f"pytest_streamguard.{module}"), name)
 
 
 def __dir__() -> list[str]:
