@@ -32,7 +32,10 @@ TARGET_ARGS_HELP = (
     "Extra command-line flags for the target the plugin starts (the bundled target_app or "
     "--streamguard-target-cmd), split like a shell would, e.g. '--model gpt2 --heartbeat 0.5'"
 )
-READY_PATH_HELP = "Path polled on the target until it answers 2xx. Default: /readyz"
+READY_PATH_HELP = (
+    "Path polled on the target until it answers 2xx (a 4xx for 3 s fails the start). "
+    "Default: /readyz"
+)
 STARTUP_TIMEOUT_HELP = "Seconds to wait for a started process to be ready. Default: 120"
 TOXIPROXY_HELP = (
     "URL of a running toxiproxy-server API (e.g. http://127.0.0.1:8474). "
