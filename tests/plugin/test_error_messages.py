@@ -301,3 +301,44 @@ def test_report_paths_in_the_summary_are_relative_to_rootdir(
     assert str(pytester.path) not in "\n".join(
         line for line in result.stdout.lines if "report:" in line
     )
+
+
+@pytest.mark.parametrize(
+    ("cause", "args"),
+    [
+        ("target", ["-q"]),
+        ("target", ["-qq"]),
+        ("target", ["-q", "-n", "2"]),
+        ("toxiproxy", ["-qq"]),
+        ("toxiproxy", ["-q", "-n", "2"]),
+    ],
+    ids=["target-q", "target-qq", "target-xdist", "toxiproxy-qq", "toxiproxy-xdist"],
+)
+def test_a_session_error_names_its_cause_at_every_verbosity(
+    pytester: pytest.Pytester, toxiproxy_url: str, cause: str, args: list[str]
+) -> None:
+    pytester.makepyfile(USES_PLUGIN + "\n\ndef test_b(streamguard):\n    pass\n")
+    if cause == "target":
+        crash = f"{sys.executable} -c \"raise SystemExit('no such model')\""
+        options = ["--streamguard-toxiproxy", toxiproxy_url, "--streamguard-target-cmd", crash]
+        shown = [
+            "streamguard target failed to start: target exited before printing its listening "
+            "line (exit code 1); command: *",
+            "--- last output of target ---",
+            "no such model",
+        ]
+    else:
+        url = f"http://127.0.0.1:{_closed_port()}"
+        options = ["--streamguard-toxiproxy", url]
+        shown = [
+            f"streamguard toxiproxy server unavailable: toxiproxy-server at {url} "
+            "(--streamguard-toxiproxy) did not answer GET /version: *refused*"
+        ]
+    result = pytester.runpytest_subprocess(
+        "--streamguard", "-p", "no:cacheprovider", *options, *args, timeout=120
+    )
+    assert result.ret == pytest.ExitCode.TESTS_FAILED
+    # -qq prints no counts line: the short summary names each errored test.
+    for test in ("test_a", "test_b"):
+        result.stdout.fnmatch_lines([f"ERROR *::{test} - *"])
+    result.stdout.fnmatch_lines(shown)
