@@ -371,7 +371,9 @@ def listening_url(line: str) -> str | None:
     stripped = line.strip()
     if stripped.startswith("{"):
         try:
-            parsed = json.loads(stripped)
+            # Only the object at the start: print() writes the text and its newline separately,
+            # and stderr shares the pipe, so another thread's log line can land in between.
+            parsed, _ = json.JSONDecoder().raw_decode(stripped)
         except ValueError:
             parsed = None
         if isinstance(parsed, dict) and isinstance(parsed.get("url"), str):
