@@ -59,9 +59,10 @@ def __getattr__(name: str) -> Any:
     module = _PUBLIC.get(name)
     if module is None:
         raise AttributeError(f"module 'pytest_streamguard' has no attribute {name!r}")
-    value = getattr(importlib.import_module(f"pytest_streamguard.{module}"), name)
-    globals()[name] = value
-    return value
+    # Not cached in this module's globals: a second in-process pytest run (pytester) imports
+    # the plugin's modules afresh, and a cached name would be the first run's class (an
+    # exception the test catches by it would then go uncaught).
+    return getattr(importlib.import_module(f"pytest_streamguard.{module}"), name)
 
 
 def __dir__() -> list[str]:
