@@ -155,7 +155,9 @@ def test_formats_through_the_proxy(pytester: pytest.Pytester, run) -> None:  # t
             ("/generate", "raw"),
         ]
 
-        @pytest.mark.token_deadline(ttft=0.5, chunk=0.2)
+        # What is checked is each format read through the proxy; the deadline only has to
+        # hold on a busy machine (headers took 0.69 s once with a core kept busy).
+        @pytest.mark.token_deadline(ttft=5.0, chunk=2.0)
         @pytest.mark.parametrize(("path", "fmt"), FORMATS)
         def test_format(streamguard, path, fmt):
             body = {"max_new_tokens": 3, "interval_s": 0.02, "stream": True}
