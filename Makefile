@@ -18,7 +18,7 @@ all: test
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
-	$(BIN)/python -m pip install -q -e '.[target,test,docs]'
+	$(BIN)/python -m pip install -q -e '.[target,test,docs,ray]'
 	touch $@
 
 install: $(STAMP) system-deps

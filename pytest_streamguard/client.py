@@ -5,14 +5,17 @@ stream's format carries the stamp of the read that completed it. What a frame me
 clean end, a heartbeat, a server error) is the format's call (:mod:`pytest_streamguard.formats`),
 so the sync client, the async client and the load transport read every protocol the same way.
 
-Every stream ends in exactly one outcome: ``completed`` (the format's end arrived), or an
-``error_kind``: ``truncated`` (a clean close without the end), ``protocol`` (not a stream of this
-format), ``server`` (an error inside the stream), ``http`` (a non-2xx answer), ``cut``,
-``reset``, ``timeout``, ``connect``, ``network``, or ``interrupted`` (pytest was interrupted, or
-the reading task cancelled, mid-stream). Nothing is raised and nothing hangs: the
-wait for the first token, for each next token and for the whole stream each have a limit
-(from the test's deadline, ``read_timeout``, or ``--streamguard-max-stream-seconds``), enforced
-on the clock even when heartbeats keep the socket busy.
+Every stream ends in exactly one outcome: ``completed`` (the format's end arrived after at least
+one token), or an ``error_kind``: ``empty`` (the end arrived before any token; a test that
+expects that passes ``allow_empty=True``), ``truncated`` (a clean close without the end),
+``protocol`` (not a stream of this format), ``server`` (an error inside the stream), ``http``
+(a non-2xx answer), ``cut``, ``reset``, ``timeout``, ``connect``, ``network``, or
+``interrupted`` (pytest was interrupted, or the reading task cancelled, mid-stream). A stream
+with several answers (OpenAI ``n>1`` choices, Gemini candidates) has ended once every answer
+that appeared has finished. Nothing is raised and nothing hangs: the wait for the first token,
+for each next token and for the whole stream each have a limit (from the test's deadline,
+``read_timeout``, or ``--streamguard-max-stream-seconds``), enforced on the clock even when
+heartbeats keep the socket busy.
 
 Parsing is sans-IO (:class:`StreamRecorder`); the sync entry point runs the async reader on a
 private event loop, so both twins share one reading loop.
@@ -22,6 +25,7 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import itertools
 import socket
 import time
 from collections.abc import Callable, Coroutine
@@ -32,14 +36,21 @@ import httpx
 
 from pytest_streamguard.deadlines import Deadline
 from pytest_streamguard.formats import (
+    AUTO,
+    BUILTIN_FORMATS,
     TEXT,
-    Frame,
+    Framed,
     Framer,
     Reading,
     StreamError,
     StreamFormat,
+    body_looks_like,
+    detect,
+    looks_like,
     resolve_format,
 )
+from pytest_streamguard.formats.base import NDJSON_TYPES, SSE_TYPES, media_type, not_a_stream
+from pytest_streamguard.formats.detect import ARRIVAL_LABELS, body_start, label
 from pytest_streamguard.settings import DEFAULT_MAX_STREAM_SECONDS
 from pytest_streamguard.trace import Chunk, StreamTrace
 
@@ -51,12 +62,27 @@ DEFAULT_READ_LIMIT = 30.0
 CONNECT_TIMEOUT = 10.0
 # Bytes of an error response body kept in the trace's error message.
 _ERROR_BODY_LIMIT = 500
-# Receive buffer asked for by a slow reader, so backpressure reaches the server quickly.
-SLOW_READER_RCVBUF = 4096
+# A slow reader's receive buffer holds this many seconds of its rate (at least
+# SLOW_READER_MIN_RCVBUF bytes), so backpressure reaches the server within about that time.
+# A fixed small buffer caps the rate instead: on loopback (MSS about 64 KB) a window smaller
+# than two segments is never reopened by a window update, only by the sender's zero-window
+# probe every 200 ms, so 4 KB (8 KB once the kernel doubles it) capped any rate at ~45 KB/s.
+SLOW_READER_RCVBUF_SECONDS = 0.5
+SLOW_READER_MIN_RCVBUF = 4096
+# A slow reader takes what arrived in pieces of this many seconds of its rate, each when its
+# rate allows, so its bytes never run ahead of the rate by more than one piece.
+SLOW_READER_PIECE_SECONDS = 0.02
 # How much later than a limit the client's timer is set (see _aread's deadline()).
 _TIMER_SLACK_S = 0.002
 # Failures of the connection itself; after the format's end arrived they cost nothing.
 _TRANSPORT_KINDS = frozenset({"cut", "reset", "timeout", "network"})
+# format="auto": the Accept header sent, and the content types that are never a stream.
+_AUTO_ACCEPT = "text/event-stream, application/x-ndjson;q=0.9, */*;q=0.8"
+_AUTO_REFUSED = frozenset({"application/json", "text/html"})
+# Data frames whose shape is checked for what the stream looks like (the first one almost
+# always tells).
+_SNIFF_FRAMES = 8
+_DONE = "[DONE]"
 
 
 def read_limit(bound: float | None) -> float:
@@ -111,35 +137,54 @@ class ReadLimits:
 
 @dataclass
 class StreamRequest:
-    """What to send and how to read the answer (``format``: a built-in name or a
-    :class:`~pytest_streamguard.formats.StreamFormat`)."""
+    """What to send and how to read the answer (``format``: ``"auto"``, a built-in name or a
+    :class:`~pytest_streamguard.formats.StreamFormat`; ``allow_empty``: an answer without any
+    token is expected, so its end completes it instead of making it ``empty``)."""
 
     method: str
     url: str
     json_body: Any = None
     headers: dict[str, str] = field(default_factory=dict)
-    format: str | StreamFormat = "sse"
+    format: str | StreamFormat = AUTO
     limits: ReadLimits = field(default_factory=ReadLimits)
     slow_reader_bps: float | None = None
+    allow_empty: bool = False
+    # Told each time a slow reader waits to keep to its rate (seconds), so the fault can say
+    # whether it acted.
+    on_pace: Callable[[float], None] | None = None
 
     def __post_init__(self) -> None:
         self.stream_format = resolve_format(self.format)
+        if not isinstance(self.allow_empty, bool):
+            raise ValueError(f"allow_empty={self.allow_empty!r}: expected True or False")
 
     def request_headers(self) -> dict[str, str]:
         """Headers to send: the caller's, plus an Accept that fits the format."""
-        headers = {"user-agent": "pytest-streamguard", "accept": self.stream_format.accept}
+        accept = _AUTO_ACCEPT if self.stream_format is None else self.stream_format.accept
+        headers = {"user-agent": "pytest-streamguard", "accept": accept}
         headers.update({k.lower(): v for k, v in self.headers.items()})
         return headers
 
     def socket_options(self) -> list[tuple[int, int, int]]:
-        """A small receive buffer for a slow reader."""
+        """A small receive buffer for a slow reader (see :func:`slow_reader_rcvbuf`)."""
         if self.slow_reader_bps is None:
             return []
-        return [(socket.SOL_SOCKET, socket.SO_RCVBUF, SLOW_READER_RCVBUF)]
+        return [(socket.SOL_SOCKET, socket.SO_RCVBUF, slow_reader_rcvbuf(self.slow_reader_bps))]
+
+
+def slow_reader_rcvbuf(bytes_per_second: float) -> int:
+    """The receive buffer a slow reader asks for: about half a second of its rate, at least
+    4 KB (the kernel doubles it, and caps it at ``net.core.rmem_max``)."""
+    return max(SLOW_READER_MIN_RCVBUF, int(bytes_per_second * SLOW_READER_RCVBUF_SECONDS))
 
 
 class StreamRecorder:
-    """Sans-IO state of one stream: feed it reads, it builds the trace and decides when to stop."""
+    """Sans-IO state of one stream: feed it reads, it builds the trace and decides when to stop.
+
+    With ``format="auto"`` the framing comes from the content type (or, without a telling
+    one, from how the body begins) and the format from the first data frame; the trace's
+    ``format`` then names the format recognised.
+    """
 
     def __init__(
         self,
@@ -148,18 +193,39 @@ class StreamRecorder:
         on_chunk: Callable[[StreamTrace], None] | None = None,
     ) -> None:
         self.request = request
-        self.format = request.stream_format
+        # None until an "auto" stream's format is recognised.
+        self.format: StreamFormat | None = request.stream_format
         self.trace = StreamTrace(
             name=name,
             method=request.method,
             url=request.url,
-            format=self.format.name,
+            format=AUTO if self.format is None else self.format.name,
+            format_auto=self.format is None,
             request_ns=0,
         )
         self._on_chunk = on_chunk
-        self._framer = Framer(self.format.framing)
+        self._framer = None if self.format is None else Framer(self.format.framing)
+        # The body's first reads, held until its start shows what it is.
+        self._head: list[tuple[bytes, int]] = []
+        self._started = False
+        self._content_type = ""
+        # What the stream looks like (a built-in format's name, JSON, an HTML page), for the
+        # messages of a stream that does not read as its format.
+        self._looks: str | None = None
+        self._sniffed = 0
+        # What arrived before the first token, for the message of an empty stream.
+        self._arrived: list[str] = []
+        self._arrived_more = False
+        self._answers: set[int] = set()
+        self._finished: set[int] = set()
         self._ended = False
         self.stopped = False
+
+    @property
+    def ended(self) -> bool:
+        """Whether the format's end has arrived: its end frame, or a finish on every answer
+        that appeared (OpenAI choices, Gemini candidates)."""
+        return self._ended or bool(self._answers and self._answers <= self._finished)
 
     def start(self) -> None:
         """Stamp the moment the request is sent."""
@@ -170,17 +236,40 @@ class StreamRecorder:
         stream of this format, stops the stream (see :meth:`add_body`)."""
         self.trace.response_ns = time.perf_counter_ns()
         self.trace.status_code = status_code
+        self._content_type = media_type(content_type)
         if not 200 <= status_code < 300:
             self.fail("http", f"HTTP {status_code}")
             return
-        problem = self.format.not_a_stream(content_type or "")
+        if self.format is not None:
+            problem = self.format.not_a_stream(content_type or "")
+        elif self._content_type in _AUTO_REFUSED or self._content_type.endswith("+json"):
+            problem = f'{not_a_stream(self._content_type)} (format="auto" reads event streams, '
+            problem += "JSON lines or text)"
+        else:
+            problem = None
+            if self._content_type in SSE_TYPES:
+                self._framer = Framer("sse")
+            elif self._content_type in NDJSON_TYPES:
+                self._framer = Framer("lines")
         if problem is not None:
             self.fail("protocol", problem)
 
     def add_body(self, body: bytes) -> None:
-        """Append the start of a rejected answer's body to its error message."""
+        """Append the start of a rejected answer's body to its error message (and, for an
+        answer that is not a stream of the format, what it looks like)."""
         snippet = body[:_ERROR_BODY_LIMIT].decode("utf-8", "replace").strip()
-        if snippet and self.trace.error is not None:
+        if self.trace.error is None:
+            return
+        if self.trace.error_kind == "protocol":
+            looks = body_looks_like(body[:_ERROR_BODY_LIMIT])
+            # The content type already said JSON or HTML; a format's name says more.
+            said = {
+                "JSON": "json" in self._content_type,
+                "an HTML page": "html" in self._content_type,
+            }
+            self._looks = None if said.get(looks or "") else looks
+            self.trace.error += self._looks_note()
+        if snippet:
             separator = ": " if self.trace.error_kind == "http" else "; body: "
             self.trace.error += separator + snippet
 
@@ -189,7 +278,7 @@ class StreamRecorder:
         connection after the format's end arrived leaves the stream completed."""
         if self.stopped:
             return
-        if self._ended and kind in _TRANSPORT_KINDS:
+        if self.ended and kind in _TRANSPORT_KINDS:
             self._complete()
             return
         self.trace.error = message
@@ -198,10 +287,38 @@ class StreamRecorder:
         self.stopped = True
 
     def _complete(self) -> None:
+        if not self.trace.chunks and not self.request.allow_empty:
+            self._fail_empty()
+            return
         self.trace.completed = True
         self.trace.error = None
         self.trace.error_kind = None
         self.stopped = True
+
+    def _fail_empty(self) -> None:
+        if self._arrived == [_DONE]:
+            what = "a bare [DONE] and nothing else"
+        elif self._arrived:
+            runs = [(seen, len(list(same))) for seen, same in itertools.groupby(self._arrived)]
+            shown = ", ".join(seen if n == 1 else f"{seen} (x{n})" for seen, n in runs)
+            what = "only " + shown + (", ..." if self._arrived_more else "")
+        else:
+            what = "nothing"
+        self.fail(
+            "empty",
+            f"the {self.trace.format} stream ended before any token: it sent {what}"
+            f"{self._looks_note()} (pass allow_empty=True if an empty answer is expected)",
+        )
+
+    def _looks_note(self) -> str:
+        """``; it looks like anthropic (format="anthropic")`` when the stream looks like
+        something other than the format it was read as."""
+        looks = self._looks
+        if looks is None or looks == self.trace.format:
+            return ""
+        if looks in BUILTIN_FORMATS:
+            return f'; it looks like {looks} (format="{looks}")'
+        return f"; it looks like {looks}"
 
     def finish(self) -> None:
         """Stamp the end of the stream. Reading that stopped without an outcome (the task was
@@ -213,15 +330,26 @@ class StreamRecorder:
 
     def eof(self) -> None:
         """The body ended cleanly: completed if the format's end arrived (or a clean close is
-        its end), else truncated."""
+        its end), ``empty`` if that end came before any token, else truncated."""
         if self.stopped:
             return
         now = time.perf_counter_ns()
-        for framed in self._framer.close(now):
-            self._apply(framed.frame, framed.start_ns, framed.stamp_ns, framed.nbytes)
-            if self.stopped:
-                return
-        if self._ended or self.format.end_on_eof:
+        if self._framer is not None and self._started:
+            for framed in self._framer.close(now):
+                self._apply(framed)
+                if self.stopped:
+                    return
+        if self.format is None:
+            seen = "an empty body" if self.trace.nbytes == 0 else "no data event"
+            if self.trace.heartbeats:
+                seen = f"only {self.trace.heartbeats} heartbeat(s)"
+            self.fail(
+                "truncated",
+                f"the connection closed cleanly before any token, after {seen}: nothing to "
+                'recognise the stream\'s format by (format="auto")',
+            )
+            return
+        if self.ended or self.format.end_on_eof:
             self._complete()
             return
         if self.trace.chunks:
@@ -233,7 +361,7 @@ class StreamRecorder:
         self.fail(
             "truncated",
             f"the connection closed cleanly {where}, without the {self.format.name} stream's "
-            f"end ({self.format.end_description})",
+            f"end ({self.format.end_description}){self._looks_note()}",
         )
 
     def seconds_left(self, now_ns: int) -> float:
@@ -276,25 +404,97 @@ class StreamRecorder:
         if not data or self.stopped:
             return
         self.trace.reads.append((stamp_ns, len(data)))
-        for framed in self._framer.feed(data, stamp_ns):
-            self._apply(framed.frame, framed.start_ns, framed.stamp_ns, framed.nbytes)
-            if self.stopped:
-                return
+        if self._started:
+            self._frame(data, stamp_ns)
+        else:
+            self._head.append((data, stamp_ns))
+            if self._begin():
+                head, self._head = self._head, []
+                for held, held_ns in head:
+                    self._frame(held, held_ns)
+                    if self.stopped:
+                        return
         self.check_limits(stamp_ns)
 
-    def _apply(self, frame: Frame | None, start_ns: int, stamp_ns: int, nbytes: int) -> None:
+    def _frame(self, data: bytes, stamp_ns: int) -> None:
+        assert self._framer is not None
+        for framed in self._framer.feed(data, stamp_ns):
+            self._apply(framed)
+            if self.stopped:
+                return
+
+    def _begin(self) -> bool:
+        """Whether the body's start has arrived and reads as a stream (then the framer is
+        set); a body that is JSON or HTML where events were expected is ``protocol``."""
+        framing = self._framer.framing if self._framer is not None else None
+        if framing in ("raw", "lines"):
+            # Any first byte may begin these; a line that is not JSON is the format's to judge.
+            self._started = True
+            return True
+        head = b"".join(data for data, _ in self._head)
+        start = body_start(head)
+        if start is None:
+            return False
+        if framing is None:
+            # format="auto" without a telling content type: the body's start decides.
+            if start == "sse":
+                framing = "sse"
+            elif start == "object":
+                framing = "lines"
+            elif start == "text":
+                self._use_format(BUILTIN_FORMATS["raw"])
+                framing = "raw"
+            self._framer = Framer(framing) if framing is not None else None
+        if framing is None or (framing == "sse" and start in ("object", "array", "html")):
+            kind = "JSON" if start in ("object", "array") else "an HTML page"
+            looks = body_looks_like(head)
+            self._looks = looks if looks not in (None, kind) else None
+            answered = self._content_type or "no content type"
+            reads = "server-sent events" if framing == "sse" else "a stream"
+            snippet = head[:_ERROR_BODY_LIMIT].decode("utf-8", "replace").strip()
+            self.fail(
+                "protocol",
+                f"answered {answered}, but the body is {kind}, not {reads}"
+                f"{self._looks_note()}; body: {snippet}",
+            )
+            return False
+        self._started = True
+        return True
+
+    def _use_format(self, fmt: StreamFormat) -> None:
+        self.format = fmt
+        self.trace.format = fmt.name
+
+    def _apply(self, framed: Framed) -> None:
+        frame = framed.frame
         if frame is None:
-            self._heartbeat(stamp_ns)
+            self._heartbeat(framed.stamp_ns)
             return
+        assert self._framer is not None
+        framing = self._framer.framing
+        if self._sniffed < _SNIFF_FRAMES and self._looks not in BUILTIN_FORMATS:
+            self._sniffed += 1
+            self._looks = looks_like(frame, framing) or self._looks
+        if self.format is None:
+            self._use_format(BUILTIN_FORMATS[detect(frame, framing)])
+        assert self.format is not None
         try:
             reading: Reading = self.format.read(frame)
         except StreamError as exc:
-            self.fail(exc.kind, str(exc))
+            note = self._looks_note() if exc.kind == "protocol" else ""
+            self.fail(exc.kind, f"{exc}{note}")
             return
         if reading.heartbeat:
-            self._heartbeat(stamp_ns)
+            self._heartbeat(framed.stamp_ns)
         if reading.pieces:
-            self._add_chunk(reading, start_ns, stamp_ns, nbytes)
+            self._add_chunk(reading, framed)
+        elif not self.trace.chunks and not reading.heartbeat:
+            if len(self._arrived) < ARRIVAL_LABELS:
+                self._arrived.append(label(frame, framing))
+            else:
+                self._arrived_more = True
+        self._answers.update(reading.answers, reading.finished)
+        self._finished.update(reading.finished)
         if reading.end:
             self._ended = True
             if reading.last:
@@ -304,7 +504,7 @@ class StreamRecorder:
         self.trace.heartbeats += 1
         self.trace.heartbeat_ns.append(stamp_ns)
 
-    def _add_chunk(self, reading: Reading, start_ns: int, stamp_ns: int, nbytes: int) -> None:
+    def _add_chunk(self, reading: Reading, framed: Framed) -> None:
         pieces = reading.pieces
         parts: dict[str, str] | None = None
         if len(pieces) > 1 or pieces[0].kind != TEXT:
@@ -313,9 +513,9 @@ class StreamRecorder:
                 parts[piece.kind] = parts.get(piece.kind, "") + piece.text
         chunk = Chunk(
             index=len(self.trace.chunks),
-            stamp_ns=stamp_ns,
-            first_byte_ns=start_ns,
-            nbytes=nbytes,
+            stamp_ns=framed.stamp_ns,
+            first_byte_ns=framed.start_ns,
+            nbytes=framed.nbytes,
             text="".join(piece.text for piece in pieces),
             data=reading.data,
             parts=parts,
@@ -357,14 +557,25 @@ def _timeout(limits: ReadLimits) -> httpx.Timeout:
     return httpx.Timeout(connect=CONNECT_TIMEOUT, read=limits.socket_read, write=10.0, pool=10.0)
 
 
-def _pace(recorder: StreamRecorder) -> float:
-    """Seconds a slow reader waits before its next read to keep to its byte rate, never past
-    the stream's own read deadline; 0 for a normal reader."""
+def _pieces(recorder: StreamRecorder, data: bytes) -> list[bytes]:
+    """A network read as the reader takes it: whole, or for a slow reader in pieces of
+    SLOW_READER_PIECE_SECONDS of its rate, each handed over when the rate allows."""
+    rate = recorder.request.slow_reader_bps
+    if rate is None:
+        return [data]
+    size = max(1, int(rate * SLOW_READER_PIECE_SECONDS))
+    return [data[start : start + size] for start in range(0, len(data), size)]
+
+
+def _pace(recorder: StreamRecorder, nbytes: int) -> float:
+    """Seconds a slow reader waits before taking ``nbytes`` more, so that the bytes it has
+    taken never run ahead of its rate since the request; never past the stream's own read
+    deadline; 0 for a normal reader."""
     rate = recorder.request.slow_reader_bps
     if rate is None:
         return 0.0
     now = time.perf_counter_ns()
-    wait = recorder.trace.nbytes / rate - (now - recorder.trace.request_ns) / 1e9
+    wait = (recorder.trace.nbytes + nbytes) / rate - (now - recorder.trace.request_ns) / 1e9
     if wait <= 0:
         return 0.0
     return min(wait, max(recorder.seconds_left(now), 0))
@@ -443,14 +654,22 @@ async def _aread(client: httpx.AsyncClient, recorder: StreamRecorder) -> StreamT
                         recorder.add_body(await _read_some(response))
                         return recorder.trace
                     async for data in response.aiter_bytes():
-                        # A transport that stamps reads on arrival (load_transport) knows better.
-                        recorder.feed(data, getattr(data, "stamp_ns", 0) or time.perf_counter_ns())
+                        # A transport that stamps reads on arrival (load.transport) knows better.
+                        stamp = getattr(data, "stamp_ns", 0) or time.perf_counter_ns()
+                        for piece in _pieces(recorder, data):
+                            wait = _pace(recorder, len(piece))
+                            if wait > 0:
+                                if request.on_pace is not None:
+                                    request.on_pace(wait)
+                                await asyncio.sleep(wait)
+                                # A slow reader takes the bytes now, not when they arrived.
+                                stamp = time.perf_counter_ns()
+                            recorder.feed(piece, stamp)
+                            if recorder.stopped:
+                                break
+                            limit.reschedule(deadline())
                         if recorder.stopped:
                             break
-                        limit.reschedule(deadline())
-                        wait = _pace(recorder)
-                        if wait > 0:
-                            await asyncio.sleep(wait)
                     recorder.eof()
             except httpx.HTTPError as exc:
                 recorder.fail(*_classify(exc))

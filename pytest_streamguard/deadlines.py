@@ -10,6 +10,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from pytest_streamguard.display import counted
 from pytest_streamguard.stats import ns_to_s, percentile
 
 
@@ -139,7 +140,7 @@ class DeadlineViolation(AssertionError):
 def format_violations(violations: list[Violation]) -> str:
     """The full message: one headline per violation, then each stream's timeline once."""
     streams = {v.stream for v in violations}
-    lines = [f"token deadline violated ({len(violations)} in {len(streams)} stream(s)):"]
+    lines = [f"token deadline violated ({len(violations)} in {counted(len(streams), 'stream')}):"]
     lines.extend(f"  {v.headline()}" for v in violations)
     shown: set[str] = set()
     for v in violations:
@@ -165,7 +166,7 @@ def check_trace(trace: CheckedStream, deadline: Deadline) -> list[Violation]:
                 None,
                 len(trace.chunks),
                 f"stream did not complete ({trace.error_kind}: {trace.error}) "
-                f"after {len(trace.chunks)} chunk(s){trailing}",
+                f"after {counted(len(trace.chunks), 'chunk')}{trailing}",
             )
         )
     if deadline.ttft is not None:
@@ -280,16 +281,16 @@ def check_traces(traces: Sequence[CheckedStream], deadline: Deadline) -> list[Vi
     streams = len({id(trace) for _, trace, _ in over})
     found.append(
         Violation(
-            stream=f"{len(traces)} stream(s) pooled",
+            stream=f"{counted(len(traces), 'stream')} pooled",
             bound="chunk",
             measured=value,
             limit=deadline.chunk,
             chunk_index=worst_index + 1,
             detail=(
                 f"p{deadline.percentile:g} gap {value:.3f} s > chunk deadline "
-                f"{deadline.chunk:.3f} s ({len(over)} of {len(pooled)} gaps over, in {streams} "
-                f"stream(s); worst {worst_gap:.3f} s before chunk {worst_index + 1} of "
-                f"{worst.name})"
+                f"{deadline.chunk:.3f} s ({len(over)} of {len(pooled)} gaps over, in "
+                f"{counted(streams, 'stream')}; worst {worst_gap:.3f} s before chunk "
+                f"{worst_index + 1} of {worst.name})"
             ),
             faults=worst.active_faults(),
             timeline=worst.timeline(marks),

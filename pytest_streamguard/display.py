@@ -52,3 +52,8 @@ def shown_path(path: Path | str, rootdir: Path | None) -> str:
         except ValueError:
             pass
     return str(path)
+
+
+def counted(n: int, noun: str, plural: str | None = None) -> str:
+    """``1 stream``, ``2 streams``: a count with its noun in the right number."""
+    return f"{n} {noun if n == 1 else plural or noun + 's'}"

@@ -3,8 +3,10 @@
 Every fault applies when called and is removed when the test ends; each is recorded as a
 :class:`~pytest_streamguard.trace.FaultRecord` with its on/off ``perf_counter_ns`` stamps, which
 the test's traces carry. Where the network alone cannot express a fault, the client helps:
-``stall`` is triggered by the client after N data events, and ``slow_reader`` also makes the
-client read slowly through a small receive buffer.
+``stall`` and ``cut(after_chunks=N)`` are triggered by the client after N data events, and
+``slow_reader`` makes the client read slowly through a small receive buffer. When the test's
+body ends, :meth:`Faults.judge` says of each fault whether it took effect
+(:mod:`pytest_streamguard.fired`).
 
 =================  =====================================================================
 word               what the proxy does
@@ -12,10 +14,13 @@ word               what the proxy does
 latency            ``latency`` toxic (latency ms, jitter ms) on the chosen stream
 stall              ``bandwidth`` rate 0 downstream after N data events, removed after S s
                    (data is held, not dropped, and flows again)
-slow_reader        ``bandwidth`` downstream at the reader's rate + slow client reads
+slow_reader        client reads paced to the rate through a receive buffer of ~0.5 s of it,
+                   and ``bandwidth`` downstream at 1.25 times the rate
 bandwidth          ``bandwidth`` toxic downstream, KB/s (1 KB = 1000 bytes)
 slicer             ``slicer`` toxic downstream (average_size, size_variation, delay µs)
-cut                ``limit_data`` downstream: N bytes (headers included), then a FIN
+cut                ``limit_data`` downstream: N bytes (headers included), then a FIN; or,
+                   with ``after_chunks``, ``limit_data`` 0 added once a stream has N data
+                   events (its next bytes end it), removed when that stream ends
 reset              ``reset_peer`` downstream: new connections lose their first response
                    chunk and get an RST after ``after_ms``
 blackhole          ``timeout`` 0 both ways: data is dropped, the connection stays open
@@ -35,11 +40,31 @@ from typing import Any
 
 from toxiproxy.proxy import Proxy
 
-from pytest_streamguard.profiles import Profile
+from pytest_streamguard.fired import judge
+from pytest_streamguard.profiles import Profile, Toxic
 from pytest_streamguard.toxiproxy_client import ToxiproxyAPI, ToxiproxyError
 from pytest_streamguard.trace import FaultRecord, StreamTrace
 
 STREAMS = ("upstream", "downstream")
+# The fastest slow reader measured to keep its rate within 10 % (benchmarks/slow_reader_rate.py,
+# docs/faults.md); a faster one is refused rather than silently slower than asked.
+SLOW_READER_MAX_BPS = 10_000_000
+# The slow reader's toxic runs this much faster than the reader, so the client's pacing (exact
+# to the byte) sets the rate and the toxic's 100 ms steps cannot pull it below the rate asked.
+SLOW_READER_TOXIC_HEADROOM = 1.25
+
+
+class FaultsNotFired(AssertionError):
+    """Under ``--streamguard-strict-faults``: the test's faults that never took effect, each
+    with what its streams showed (:mod:`pytest_streamguard.fired`)."""
+
+    def __init__(self, faults: list[FaultRecord]) -> None:
+        self.faults = faults
+        lines = [f"  {f.describe()}: {f.evidence}" for f in faults]
+        super().__init__(
+            f"{len(faults)} fault(s) never fired, so the test proved nothing about them "
+            "(--streamguard-strict-faults):\n" + "\n".join(lines)
+        )
 
 
 def _number(fault: str, name: str, value: Any, *, minimum: float, integer: bool = False) -> float:
@@ -62,25 +87,35 @@ class _Stall:
         self.after_chunks = after_chunks
         self.seconds = seconds
         self.fired = False
+        self.hit: StreamTrace | None = None
         self.cancel = threading.Event()
         self.error: BaseException | None = None
         self.thread: threading.Thread | None = None
+
+    @property
+    def triggered(self) -> list[StreamTrace]:
+        """The stream that reached the chunk (a stall fires once per test)."""
+        return [self.hit] if self.hit is not None else []
 
     def on_chunk(self, trace: StreamTrace) -> None:
         if self.fired or len(trace.chunks) < self.after_chunks:
             return
         self.fired = True
+        self.hit = trace
         # A thread, so neither the sync reader nor an event loop blocks on the API calls.
         self.thread = threading.Thread(target=self._run, name="streamguard-stall", daemon=True)
         self.thread.start()
 
+    def on_end(self, trace: StreamTrace) -> None:
+        """A stall holds for its seconds whatever the stream does."""
+
     def _run(self) -> None:
         name = self.record.toxics[0]
         try:
+            self.record.on_ns = time.perf_counter_ns()
             self.faults.api.add_toxic(
                 self.faults.proxy, name, "bandwidth", "downstream", {"rate": 0}
             )
-            self.record.on_ns = time.perf_counter_ns()
             self.cancel.wait(self.seconds)
             self.faults.api.remove_toxic(self.faults.proxy, name)
             self.record.off_ns = time.perf_counter_ns()
@@ -94,6 +129,82 @@ class _Stall:
         return self.error
 
 
+class _Hit:
+    """One stream that reached a chunk cut's trigger: the toxic added for it, until it ends."""
+
+    def __init__(self, trace: StreamTrace, name: str) -> None:
+        self.trace = trace
+        self.name = name
+        self.ended = threading.Event()
+        self.thread: threading.Thread | None = None
+
+
+class _ChunkCut:
+    """``cut(after_chunks=N)``: once a stream has N data events, a ``limit_data`` 0 toxic, so
+    the proxy closes the connection (FIN) at the stream's next bytes, whatever its length.
+    The toxic is removed when that stream ends, so the test's next stream is cut the same way;
+    while it is on, it cuts every stream through the proxy, open or new (Toxiproxy's toxics
+    are per proxy).
+    """
+
+    def __init__(self, faults: Faults, record: FaultRecord, after_chunks: int) -> None:
+        self.faults = faults
+        self.record = record
+        self.after_chunks = after_chunks
+        self.hits: dict[int, _Hit] = {}
+        self.lock = threading.Lock()
+        self.error: BaseException | None = None
+
+    @property
+    def triggered(self) -> list[StreamTrace]:
+        """The streams that reached chunk N."""
+        return [hit.trace for hit in self.hits.values()]
+
+    def on_chunk(self, trace: StreamTrace) -> None:
+        if len(trace.chunks) != self.after_chunks or id(trace) in self.hits:
+            return
+        hit = _Hit(trace, self.faults._name("cut"))
+        with self.lock:
+            self.hits[id(trace)] = hit
+            self.record.toxics.append(hit.name)
+        hit.thread = threading.Thread(
+            target=self._run, args=(hit,), name="streamguard-cut", daemon=True
+        )
+        hit.thread.start()
+
+    def _run(self, hit: _Hit) -> None:
+        api, proxy = self.faults.api, self.faults.proxy
+        try:
+            with self.lock:
+                if self.record.on_ns is None:
+                    self.record.on_ns = time.perf_counter_ns()
+            api.add_toxic(proxy, hit.name, "limit_data", "downstream", {"bytes": 0})
+            try:
+                hit.ended.wait()
+            finally:
+                api.remove_toxic(proxy, hit.name)
+        except BaseException as exc:
+            self.error = exc
+
+    def _finish(self, hit: _Hit) -> None:
+        hit.ended.set()
+        if hit.thread is not None:
+            hit.thread.join(self.faults.api.timeout * 2 + 1)
+
+    def on_end(self, trace: StreamTrace) -> None:
+        """The stream ended: take its toxic off before the test reads another stream."""
+        hit = self.hits.get(id(trace))
+        if hit is not None:
+            self._finish(hit)
+
+    def stop(self) -> BaseException | None:
+        for hit in list(self.hits.values()):
+            self._finish(hit)
+        if self.record.off_ns is None:
+            self.record.off_ns = time.perf_counter_ns()
+        return self.error
+
+
 class Faults:
     """Faults for one test (``streamguard.faults``); all are undone when the test ends."""
 
@@ -102,7 +213,14 @@ class Faults:
         self.proxy = proxy
         self.records: list[FaultRecord] = []
         self.slow_reader_bps: float | None = None
-        self._stalls: list[_Stall] = []
+        self._triggers: list[_Stall | _ChunkCut] = []
+        # Seconds the reader waited under each slow_reader fault (by the record's id).
+        self._paced: dict[int, float] = {}
+        self._slow_record: FaultRecord | None = None
+        # Triggers undone by clear(), still needed to judge their faults.
+        self._spent: list[_Stall | _ChunkCut] = []
+        # The toxics of each profile record, by the record's id (to judge them by type).
+        self._profile_toxics: dict[int, tuple[Toxic, ...]] = {}
         self._down = False
         self._counter = 0
 
@@ -115,11 +233,12 @@ class Faults:
     ) -> FaultRecord:
         record = FaultRecord(kind=kind, params=params, toxics=[])
         self.records.append(record)
+        # Before the first call: a toxic may act on an open stream before the call returns.
+        record.on_ns = time.perf_counter_ns()
         for type_, stream, attributes in toxics:
             name = self._name(type_)
             self.api.add_toxic(self.proxy, name, type_, stream, attributes)
             record.toxics.append(name)
-        record.on_ns = time.perf_counter_ns()
         return record
 
     def latency(self, ms: float, jitter: float = 0, stream: str = "downstream") -> FaultRecord:
@@ -146,21 +265,37 @@ class Faults:
             kind="stall",
             params={"after_chunks": after_chunks, "seconds": seconds},
             toxics=[self._name("stall")],
+            armed_ns=time.perf_counter_ns(),
         )
         self.records.append(record)
-        self._stalls.append(_Stall(self, record, int(after_chunks), float(seconds)))
+        self._triggers.append(_Stall(self, record, int(after_chunks), float(seconds)))
         return record
 
     def slow_reader(self, bytes_per_second: float) -> FaultRecord:
-        """Throttle the proxy and read slowly through a small receive buffer (backpressure)."""
+        """Read every later stream of the test at ``bytes_per_second`` through a receive buffer
+        of about half a second of it, so backpressure reaches the server; the proxy is
+        throttled too, a little above the rate. Up to 10 MB/s (``SLOW_READER_MAX_BPS``)."""
         _number("slow_reader", "bytes_per_second", bytes_per_second, minimum=1)
+        if bytes_per_second > SLOW_READER_MAX_BPS:
+            raise ValueError(
+                f"faults.slow_reader(bytes_per_second={bytes_per_second!r}): at most "
+                f"{SLOW_READER_MAX_BPS:,} (10 MB/s), the fastest rate measured to be kept "
+                "within 10 %; for a faster link use faults.bandwidth(kb_per_second)"
+            )
         self.slow_reader_bps = float(bytes_per_second)
-        rate = max(1, math.ceil(bytes_per_second / 1000))
-        return self._toxics(
+        rate = max(1, math.ceil(bytes_per_second * SLOW_READER_TOXIC_HEADROOM / 1000))
+        self._slow_record = self._toxics(
             "slow_reader",
             {"bytes_per_second": bytes_per_second},
             [("bandwidth", "downstream", {"rate": rate})],
         )
+        return self._slow_record
+
+    def on_pace(self, seconds: float) -> None:
+        """Called by the client each time a slow reader waits to keep to its rate."""
+        if self._slow_record is not None:
+            key = id(self._slow_record)
+            self._paced[key] = self._paced.get(key, 0.0) + seconds
 
     def bandwidth(self, kb_per_second: float) -> FaultRecord:
         """Limit the downstream to ``kb_per_second`` KB/s (1 KB = 1000 bytes)."""
@@ -197,13 +332,34 @@ class Faults:
             ],
         )
 
-    def cut(self, after_bytes: int) -> FaultRecord:
-        """Close each connection after ``after_bytes`` response bytes (headers included)."""
-        _number("cut", "after_bytes", after_bytes, minimum=0, integer=True)
+    def cut(
+        self, after_bytes: int | None = None, *, after_chunks: int | None = None
+    ) -> FaultRecord:
+        """Close each connection (a FIN) after ``after_bytes`` response bytes (headers
+        included), or right after each stream's ``after_chunks``-th data event, whatever the
+        stream's length (a stream with fewer events is not cut; see :class:`_ChunkCut`)."""
+        if (after_bytes is None) == (after_chunks is None):
+            raise ValueError(
+                f"faults.cut(after_bytes={after_bytes!r}, after_chunks={after_chunks!r}): "
+                "expected exactly one of after_bytes (an integer >= 0) or after_chunks "
+                "(an integer >= 1)"
+            )
+        if after_chunks is not None:
+            _number("cut", "after_chunks", after_chunks, minimum=1, integer=True)
+            record = FaultRecord(
+                kind="cut",
+                params={"after_chunks": after_chunks},
+                toxics=[],
+                armed_ns=time.perf_counter_ns(),
+            )
+            self.records.append(record)
+            self._triggers.append(_ChunkCut(self, record, int(after_chunks)))
+            return record
+        limit = int(_number("cut", "after_bytes", after_bytes, minimum=0, integer=True))
         return self._toxics(
             "cut",
             {"after_bytes": after_bytes},
-            [("limit_data", "downstream", {"bytes": int(after_bytes)})],
+            [("limit_data", "downstream", {"bytes": limit})],
         )
 
     def reset(self, after_ms: float = 0) -> FaultRecord:
@@ -225,11 +381,12 @@ class Faults:
 
     def down(self) -> FaultRecord:
         """Disable the proxy: open connections are closed and new ones refused."""
-        record = FaultRecord(kind="down", params={}, toxics=[])
+        # Stamped before the call: open connections close while it runs, and a stream cut
+        # by it must count it among its faults.
+        record = FaultRecord(kind="down", params={}, toxics=[], on_ns=time.perf_counter_ns())
         self.records.append(record)
         self.api.set_enabled(self.proxy, False)
         self._down = True
-        record.on_ns = time.perf_counter_ns()
         return record
 
     def apply_profile(self, profile: Profile) -> list[FaultRecord]:
@@ -237,8 +394,14 @@ class Faults:
         ``profile(name=...)`` fault, then its fault-vocabulary calls; undone by :meth:`clear`."""
         applied: list[FaultRecord] = []
         if profile.toxics:
-            record = FaultRecord(kind="profile", params={"name": profile.name}, toxics=[])
+            record = FaultRecord(
+                kind="profile",
+                params={"name": profile.name},
+                toxics=[],
+                on_ns=time.perf_counter_ns(),
+            )
             self.records.append(record)
+            self._profile_toxics[id(record)] = profile.toxics
             for toxic in profile.toxics:
                 name = toxic.name or self._name(toxic.type)
                 # Through the API wrapper's call(), with the toxicity a profile file may set.
@@ -255,7 +418,6 @@ class Faults:
                     ),
                 )
                 record.toxics.append(name)
-            record.on_ns = time.perf_counter_ns()
             applied.append(record)
         for word, kwargs in profile.faults:
             applied.append(getattr(self, word)(**kwargs))
@@ -263,21 +425,42 @@ class Faults:
 
     def on_chunk(self, trace: StreamTrace) -> None:
         """Called by the client after each data event (drives client-triggered faults)."""
-        for stall in self._stalls:
-            stall.on_chunk(trace)
+        for trigger in self._triggers:
+            trigger.on_chunk(trace)
+
+    def on_end(self, trace: StreamTrace) -> None:
+        """Called when a stream has ended (a chunk cut takes its toxic off)."""
+        for trigger in self._triggers:
+            trigger.on_end(trace)
+
+    def judge(self, traces: list[StreamTrace]) -> list[FaultRecord]:
+        """Decide ``fired`` and ``evidence`` of every fault of the test from ``traces`` (see
+        :mod:`pytest_streamguard.fired`); return the faults that never fired."""
+        triggered = {id(t.record): t.triggered for t in [*self._spent, *self._triggers]}
+        for record in self.records:
+            active = [t for t in traces if any(f is record for f in t.faults)]
+            record.fired, record.evidence = judge(
+                record,
+                active,
+                triggered=triggered.get(id(record), ()),
+                toxics=self._profile_toxics.get(id(record), ()),
+                waited=self._paced.get(id(record), 0.0),
+            )
+        return [r for r in self.records if not r.fired]
 
     def clear(self) -> None:
         """Undo every fault of this test (again: only those added since); raise
         ToxiproxyError if any could not be undone."""
         errors: list[str] = []
-        for stall in self._stalls:
-            error = stall.stop()
+        for trigger in self._triggers:
+            error = trigger.stop()
             if error is not None:
-                errors.append(f"stall: {error}")
+                errors.append(f"{trigger.record.kind}: {error}")
+        triggered = {id(t.record) for t in self._triggers}
         for record in reversed(self.records):
-            # Stalls undo themselves, the ingress is undone by its StreamGuard, and a fault
-            # with an off stamp was undone by an earlier clear().
-            if record.kind in ("stall", "ingress") or record.off_ns is not None:
+            # Client-triggered faults undo themselves, the ingress is undone by its
+            # StreamGuard, and a fault with an off stamp was undone by an earlier clear().
+            if id(record) in triggered or record.kind == "ingress" or record.off_ns is not None:
                 continue
             for name in reversed(record.toxics):
                 try:
@@ -295,7 +478,11 @@ class Faults:
             for record in self.records:
                 if record.kind == "down" and record.off_ns is None:
                     record.off_ns = time.perf_counter_ns()
-        self._stalls.clear()
+        self._spent.extend(self._triggers)
+        self._triggers.clear()
+        # Streams opened from now on are read at full speed (one in flight keeps its pace).
+        self.slow_reader_bps = None
+        self._slow_record = None
         if errors:
             raise ToxiproxyError("could not undo every fault: " + "; ".join(errors))
 

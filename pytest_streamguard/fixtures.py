@@ -18,6 +18,7 @@ from toxiproxy.proxy import Proxy
 from toxiproxy.server import Toxiproxy
 
 from pytest_streamguard.guard import StreamGuard
+from pytest_streamguard.load.cluster import RayShards
 from pytest_streamguard.names import SKIP_REASON
 from pytest_streamguard.processes import StartupError
 from pytest_streamguard.session import DEADLINE_KEY, GUARD_KEY, SESSION_KEY, SETTINGS_KEY
@@ -29,6 +30,7 @@ from pytest_streamguard.toxiproxy_client import (
     _Binding,
     proxy_name,
     remove_stale_proxies,
+    with_host,
 )
 
 
@@ -124,30 +126,37 @@ def streamguard_toxiproxy_server(pytestconfig: pytest.Config) -> Iterator[Toxipr
 
 @pytest.fixture(scope="session")
 def make_streamguard(
+    pytestconfig: pytest.Config,
     streamguard_toxiproxy_server: ToxiproxyServer,
     make_streamguard_target: Callable[..., Target],
 ) -> Iterator[Callable[[pytest.Item, Target], StreamGuard]]:
     """Factory (session scope): ``make_streamguard(item, target)`` returns a fresh
     :class:`~pytest_streamguard.guard.StreamGuard` for one test. Each target gets one Toxiproxy
     proxy, created on first use and deleted at session end; before each test its leftover
-    toxics are removed, it is re-enabled and pointed back at the target.
+    toxics are removed, it is re-enabled and pointed back at the target. Proxies listen on
+    ``--streamguard-proxy-host`` and reach the target at ``--streamguard-upstream-host``.
 
     It requests ``make_streamguard_target`` only for the teardown order: the proxies are deleted
     (cutting any stream still open, e.g. after Ctrl-C) before the targets are stopped, so a
     target's graceful shutdown does not wait on a stream the proxy keeps open."""
     del make_streamguard_target
+    settings = pytestconfig.stash[SETTINGS_KEY]
     api = streamguard_toxiproxy_server.api()
     proxies: dict[str, Proxy] = {}
+    ray = RayShards(settings.ray_address) if settings.ray_address is not None else None
 
     def make(item: pytest.Item, target: Target) -> StreamGuard:
         proxy = proxies.get(target.address)
+        upstream = with_host(target.address, settings.upstream_host)
         error: str | None = None
         try:
             if proxy is None:
-                proxy = proxies[target.address] = api.create_proxy(proxy_name(), target.address)
-            elif api.upstream(proxy) != target.address:
+                proxy = proxies[target.address] = api.create_proxy(
+                    proxy_name(), upstream, settings.proxy_host
+                )
+            elif api.upstream(proxy) != upstream:
                 # A test that crashed before undoing its ingress left the proxy pointing at it.
-                api.set_upstream(proxy, target.address)
+                api.set_upstream(proxy, upstream)
         except ToxiproxyError as exc:
             error = f"streamguard could not set up its proxy: {exc}"
         if error is not None:
@@ -157,7 +166,10 @@ def make_streamguard(
             proxy=proxy,
             target=target,
             deadline=item.stash.get(DEADLINE_KEY, None),
-            max_stream_seconds=item.config.stash[SETTINGS_KEY].max_stream_seconds,
+            max_stream_seconds=settings.max_stream_seconds,
+            proxy_host=settings.proxy_host,
+            upstream=upstream,
+            ray=ray,
         )
         guard.faults.reset_proxy()
         item.stash[GUARD_KEY] = guard
@@ -166,6 +178,8 @@ def make_streamguard(
     try:
         yield make
     finally:
+        if ray is not None:
+            ray.close()
         for proxy in proxies.values():
             # A server that died with the session leaves no proxy to delete.
             with contextlib.suppress(ToxiproxyError):

@@ -24,10 +24,12 @@ from pytest_streamguard.faults import Faults
 from pytest_streamguard.formats import StreamFormat
 from pytest_streamguard.ingress import Ingress, IngressError
 from pytest_streamguard.load import LoadPlan, LoadResult, arun, run
+from pytest_streamguard.load.cluster import RayShards, check_shards
+from pytest_streamguard.load.pool import arun_processes, check_processes, run_processes
 from pytest_streamguard.profiles import Profile
-from pytest_streamguard.settings import DEFAULT_MAX_STREAM_SECONDS
+from pytest_streamguard.settings import DEFAULT_MAX_STREAM_SECONDS, DEFAULT_PROXY_HOST
 from pytest_streamguard.target import Target
-from pytest_streamguard.toxiproxy_client import ToxiproxyAPI
+from pytest_streamguard.toxiproxy_client import ToxiproxyAPI, proxy_url
 from pytest_streamguard.trace import FaultRecord, StreamTrace
 
 
@@ -49,15 +51,21 @@ class StreamGuard:
         target: Target,
         deadline: Deadline | None,
         max_stream_seconds: float = DEFAULT_MAX_STREAM_SECONDS,
+        proxy_host: str = DEFAULT_PROXY_HOST,
+        upstream: str | None = None,
+        ray: RayShards | None = None,
     ) -> None:
         self.api = api
+        # --streamguard-ray: loads are sharded over that Ray cluster.
+        self.ray = ray
         self.max_stream_seconds = max_stream_seconds
         self.proxy = proxy
         self.target = target
         self.deadline = deadline
-        self.url = "http://" + str(proxy.listen).replace("[::]", "127.0.0.1").replace(
-            "0.0.0.0", "127.0.0.1"
-        )
+        # Where the proxy reaches the target (--streamguard-upstream-host), restored after an
+        # ingress hop.
+        self.upstream = upstream if upstream is not None else target.address
+        self.url = proxy_url(str(proxy.listen), proxy_host, api.host)
         self.faults = Faults(api, proxy)
         self.traces: list[StreamTrace] = []
         self._opened = 0
@@ -74,6 +82,7 @@ class StreamGuard:
         headers: dict[str, str] | None,
         format: str | StreamFormat,
         read_timeout: float | None,
+        allow_empty: bool = False,
     ) -> StreamRequest:
         """Validate a stream's arguments into the request to send through the proxy."""
         if not path.startswith("/"):
@@ -98,15 +107,19 @@ class StreamGuard:
             format=format,
             limits=limits,
             slow_reader_bps=self.faults.slow_reader_bps,
+            allow_empty=allow_empty,
+            on_pace=self.faults.on_pace,
         )
 
     def _recorder(self, request: StreamRequest) -> StreamRecorder:
         """A recorder for one stream, numbered in the order streams are opened (concurrent
         streams of one test get distinct names)."""
+        return StreamRecorder(request, self._next_name(request), on_chunk=self.faults.on_chunk)
+
+    def _next_name(self, request: StreamRequest) -> str:
         self._opened += 1
         path = request.url[len(self.url) :]
-        name = f"stream {self._opened} ({request.method} {path})"
-        return StreamRecorder(request, name, on_chunk=self.faults.on_chunk)
+        return f"stream {self._opened} ({request.method} {path})"
 
     def _prepare(
         self,
@@ -116,10 +129,14 @@ class StreamGuard:
         headers: dict[str, str] | None,
         format: str | StreamFormat,
         read_timeout: float | None,
+        allow_empty: bool,
     ) -> StreamRecorder:
-        return self._recorder(self._request(path, json, method, headers, format, read_timeout))
+        return self._recorder(
+            self._request(path, json, method, headers, format, read_timeout, allow_empty)
+        )
 
     def _keep(self, trace: StreamTrace) -> StreamTrace:
+        self.faults.on_end(trace)
         end = trace.end_ns if trace.end_ns is not None else trace.request_ns
         trace.faults = [f for f in self.faults.records if f.active_during(trace.request_ns, end)]
         self.traces.append(trace)
@@ -137,22 +154,25 @@ class StreamGuard:
         json: Any = None,
         method: str = "POST",
         headers: dict[str, str] | None = None,
-        format: str | StreamFormat = "sse",
+        format: str | StreamFormat = "auto",
         *,
         read_timeout: float | None = None,
+        allow_empty: bool = False,
     ) -> StreamTrace:
         """Send a request through the proxy and read the streamed answer into a StreamTrace.
 
-        ``format``: the stream's protocol, a built-in name (``sse``, ``openai``,
-        ``openai-responses``, ``anthropic``, ``gemini``, ``ollama``, ``tgi``, ``ndjson``,
-        ``raw``) or a :class:`~pytest_streamguard.formats.StreamFormat` such as
-        ``SSEFormat(...)``. ``read_timeout`` overrides how long the client waits for each token
-        (default: from the test's deadline, or 30 s); every stream ends within the ``total``
-        deadline's read limit or ``--streamguard-max-stream-seconds``. Never raises for a
-        failed stream: the outcome is on the trace (``completed``, or ``error_kind`` and
-        ``error``).
+        ``format``: the stream's protocol: ``auto`` (the default: recognised from the content
+        type and the first events, and recorded as ``trace.format``), a built-in name
+        (``sse``, ``openai``, ``openai-responses``, ``anthropic``, ``gemini``, ``ollama``,
+        ``tgi``, ``ndjson``, ``raw``) or a :class:`~pytest_streamguard.formats.StreamFormat`
+        such as ``SSEFormat(...)``. A stream whose end arrives before any token is ``empty``,
+        a violation, unless ``allow_empty=True`` says the test expects that. ``read_timeout``
+        overrides how long the client waits for each token (default: from the test's
+        deadline, or 30 s); every stream ends within the ``total`` deadline's read limit or
+        ``--streamguard-max-stream-seconds``. Never raises for a failed stream: the outcome is
+        on the trace (``completed``, or ``error_kind`` and ``error``).
         """
-        recorder = self._prepare(path, json, method, headers, format, read_timeout)
+        recorder = self._prepare(path, json, method, headers, format, read_timeout, allow_empty)
         try:
             trace = read_stream(recorder)
         except KeyboardInterrupt:
@@ -166,12 +186,13 @@ class StreamGuard:
         json: Any = None,
         method: str = "POST",
         headers: dict[str, str] | None = None,
-        format: str | StreamFormat = "sse",
+        format: str | StreamFormat = "auto",
         *,
         read_timeout: float | None = None,
+        allow_empty: bool = False,
     ) -> StreamTrace:
         """The async twin of :meth:`stream`."""
-        recorder = self._prepare(path, json, method, headers, format, read_timeout)
+        recorder = self._prepare(path, json, method, headers, format, read_timeout, allow_empty)
         try:
             trace = await aread_stream(recorder)
         except (KeyboardInterrupt, asyncio.CancelledError):
@@ -191,8 +212,11 @@ class StreamGuard:
         seed: int | None = None,
         method: str = "POST",
         headers: dict[str, str] | None = None,
-        format: str | StreamFormat = "sse",
+        format: str | StreamFormat = "auto",
         read_timeout: float | None = None,
+        allow_empty: bool = False,
+        processes: int | None = None,
+        shards: int | None = None,
     ) -> LoadResult:
         """Read many streams at once through the proxy and return a :class:`LoadResult`.
 
@@ -201,11 +225,22 @@ class StreamGuard:
         Open loop (``rate`` requests/s, ``arrival`` ``constant`` or ``poisson`` with ``seed``):
         up to ``n`` requests, stopping early when ``duration`` is over. Every stream's trace is
         also added to :attr:`traces`, so the test's ``token_deadline`` checks them (with
-        ``percentile``, on the pooled gaps). Runs on a private event loop; in an async test
-        use :meth:`aload`.
+        ``percentile``, on the pooled gaps). ``format`` and ``allow_empty`` are as in
+        :meth:`stream`. Runs on a private event loop; in an async test use :meth:`aload`.
+
+        ``processes``: read the streams in that many processes of their own (shards, see
+        :mod:`pytest_streamguard.load.pool`) to use every core; the result holds every trace
+        as a local load would, and its percentiles are pooled over every sample. With
+        ``--streamguard-ray`` the load is sharded over that Ray cluster instead (``shards``:
+        how many Ray tasks, by default one per alive node; see
+        :mod:`pytest_streamguard.load.cluster`), each trace naming its ``node``.
         """
         plan = LoadPlan(n=n, rate=rate, duration=duration, arrival=arrival, seed=seed)
-        request = self._request(path, json, method, headers, format, read_timeout)
+        request = self._request(path, json, method, headers, format, read_timeout, allow_empty)
+        if self._check_sharded(processes, shards) and self.ray is not None:
+            return self._keep_sharded(request, self.ray.run(plan, request, shards))
+        if processes is not None:
+            return self._keep_sharded(request, run_processes(plan, request, processes))
         return self._keep_load(
             run(plan, lambda _: self._recorder(request), request.socket_options())
         )
@@ -222,12 +257,19 @@ class StreamGuard:
         seed: int | None = None,
         method: str = "POST",
         headers: dict[str, str] | None = None,
-        format: str | StreamFormat = "sse",
+        format: str | StreamFormat = "auto",
         read_timeout: float | None = None,
+        allow_empty: bool = False,
+        processes: int | None = None,
+        shards: int | None = None,
     ) -> LoadResult:
         """The async twin of :meth:`load`, on the test's own event loop."""
         plan = LoadPlan(n=n, rate=rate, duration=duration, arrival=arrival, seed=seed)
-        request = self._request(path, json, method, headers, format, read_timeout)
+        request = self._request(path, json, method, headers, format, read_timeout, allow_empty)
+        if self._check_sharded(processes, shards) and self.ray is not None:
+            return self._keep_sharded(request, await self.ray.arun(plan, request, shards))
+        if processes is not None:
+            return self._keep_sharded(request, await arun_processes(plan, request, processes))
         return self._keep_load(
             await arun(plan, lambda _: self._recorder(request), request.socket_options())
         )
@@ -236,6 +278,40 @@ class StreamGuard:
         for trace in result.traces:
             self._keep(trace)
         return result
+
+    def _check_sharded(self, processes: int | None, shards: int | None) -> bool:
+        """Whether the load is sharded (``processes``, or ``--streamguard-ray``). Bad
+        arguments, or a fault that only this process's reader can set off, are a ValueError
+        before anything starts."""
+        if processes is not None:
+            check_processes(processes)
+            if self.ray is not None:
+                raise ValueError(
+                    f"load processes={processes!r}: this session shards every load over Ray "
+                    "(--streamguard-ray); use shards= for the number of Ray tasks"
+                )
+        if shards is not None:
+            check_shards(shards)
+            if self.ray is None:
+                raise ValueError(
+                    f"load shards={shards!r} needs a Ray cluster (--streamguard-ray); on this "
+                    "machine use processes="
+                )
+        if processes is None and self.ray is None:
+            return False
+        if any(r.kind == "stall" and r.on_ns is None for r in self.faults.records):
+            raise ValueError(
+                "faults.stall() is set off by this process's reader counting tokens, which a "
+                "load with processes= reads elsewhere: read it without processes=, or stall "
+                "with a toxic (faults.bandwidth, a profile)"
+            )
+        return True
+
+    def _keep_sharded(self, request: StreamRequest, result: LoadResult) -> LoadResult:
+        # Shards name their streams on their own; the test's numbering goes by send order.
+        for trace in result.traces:
+            trace.name = self._next_name(request)
+        return self._keep_load(result)
 
     def ingress(
         self,
@@ -271,12 +347,13 @@ class StreamGuard:
         }
         record = FaultRecord(kind="ingress", params=params, toxics=[])
         hop.start()
+        # Before the call: re-pointing the proxy closes its open connections while it runs.
+        record.on_ns = time.perf_counter_ns()
         try:
             self.api.set_upstream(self.proxy, hop.address)
         except BaseException:
             hop.stop()
             raise
-        record.on_ns = time.perf_counter_ns()
         self.faults.records.append(record)
         self._ingress = (hop, record)
         return hop
@@ -291,7 +368,7 @@ class StreamGuard:
                 hop, record = self._ingress
                 self._ingress = None
                 try:
-                    self.api.set_upstream(self.proxy, self.target.address)
+                    self.api.set_upstream(self.proxy, self.upstream)
                 finally:
                     hop.stop()
                     record.off_ns = time.perf_counter_ns()

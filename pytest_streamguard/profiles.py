@@ -3,9 +3,9 @@
 A profile is a list of toxics in Toxiproxy's own JSON toxic format (the body of
 ``POST /proxies/{proxy}/toxics``: ``name``, ``type``, ``stream``, ``toxicity``,
 ``attributes``), so the files under ``toxiproxy/profiles/`` can be loaded into a real
-toxiproxy-server as they are. Incidents the network alone cannot express (a stall that starts
-mid-stream, a slow reader, a disabled proxy) are built-in profiles that use the fault
-vocabulary of :class:`~pytest_streamguard.faults.Faults` instead.
+toxiproxy-server as they are. Incidents the network alone cannot express (a stall or a cut that
+starts after a stream's Nth chunk, a slow reader, a disabled proxy) are built-in profiles that
+use the fault vocabulary of :class:`~pytest_streamguard.faults.Faults` instead.
 
 A user's own profiles are ``*.json`` files in the directory named by the
 ``streamguard_profiles`` ini key (or ``--streamguard-profiles``): each file is one profile
@@ -75,8 +75,8 @@ class Profile:
     """A named incident: toxics added to the test's proxy, and fault-vocabulary calls.
 
     ``faults`` holds ``(word, kwargs)`` pairs for :class:`~pytest_streamguard.faults.Faults`
-    (``stall``, ``slow_reader``, ``down``, ``blackhole``); ``source`` is ``built-in`` or the
-    file the profile came from.
+    (``stall``, ``cut``, ``slow_reader``, ``down``, ``blackhole``); ``source`` is ``built-in``
+    or the file the profile came from.
     """
 
     name: str
@@ -132,8 +132,9 @@ BUILTIN: dict[str, Profile] = {
         ),
         Profile(
             "cut-mid-stream",
-            "each connection is closed (FIN) after 400 response bytes, headers included",
-            (Toxic("limit_data", {"bytes": 400}),),
+            "each stream's connection is closed (FIN) right after its third chunk, whatever "
+            "the stream's length",
+            faults=(("cut", {"after_chunks": 3}),),
         ),
         Profile(
             "reset",

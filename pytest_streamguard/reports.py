@@ -15,10 +15,13 @@ from typing import Any
 
 from pytest_streamguard.deadlines import Deadline
 from pytest_streamguard.stats import percentile
-from pytest_streamguard.trace import StreamTrace
+from pytest_streamguard.trace import FaultRecord, StreamTrace
 
 JSON_FORMAT = "pytest-streamguard"
 JSON_VERSION = 1
+# How a fault that never fired is listed among a test's violations under
+# --streamguard-strict-faults.
+NOT_FIRED = "fault never fired: "
 
 
 @dataclass
@@ -36,6 +39,8 @@ class TestRecord:
     # Under @pytest.mark.streamguard_matrix: the profile's name and the test it expands.
     profile: str | None = None
     matrix_test: str | None = None
+    # Every fault the test applied, judged (``fired``, ``evidence``), streams or not.
+    faults: list[FaultRecord] = field(default_factory=list)
 
     def gaps(self) -> list[float]:
         """Every gap of every stream of the test (raw samples, for percentiles)."""
@@ -51,13 +56,36 @@ class TestRecord:
         gaps = self.gaps()
         return max(gaps) if gaps else None
 
-    def fault_names(self) -> list[str]:
-        """Distinct faults active during any stream of the test, in order."""
-        names: list[str] = []
+    def all_faults(self) -> list[FaultRecord]:
+        """Every fault of the test: its own list, or (in a report written before tests kept
+        one) the faults active during its streams, each once."""
+        if self.faults:
+            return list(self.faults)
+        seen: list[FaultRecord] = []
         for trace in self.traces:
-            for fault in trace.faults:
-                if fault.describe() not in names:
-                    names.append(fault.describe())
+            seen.extend(f for f in trace.faults if f not in seen)
+        return seen
+
+    @property
+    def failed_on_faults(self) -> bool:
+        """Whether the test failed only because faults never fired (strict faults)."""
+        return (
+            self.verdict == "FAIL"
+            and bool(self.violations)
+            and all(v.startswith(NOT_FIRED) for v in self.violations)
+        )
+
+    def unfired(self) -> list[FaultRecord]:
+        """The test's faults judged as never fired."""
+        return [f for f in self.all_faults() if f.fired is False]
+
+    def fault_names(self) -> list[str]:
+        """Distinct faults of the test, in order; one that never fired is marked so."""
+        names: list[str] = []
+        for fault in self.all_faults():
+            name = fault.describe() + (" (never fired)" if fault.fired is False else "")
+            if name not in names:
+                names.append(name)
         return names
 
     def to_dict(self) -> dict[str, Any]:
@@ -71,6 +99,7 @@ class TestRecord:
             "worker": self.worker,
             "profile": self.profile,
             "matrix_test": self.matrix_test,
+            "faults": [f.to_dict() for f in self.faults],
         }
 
     @classmethod
@@ -86,6 +115,7 @@ class TestRecord:
             worker=raw.get("worker"),
             profile=raw.get("profile"),
             matrix_test=raw.get("matrix_test"),
+            faults=[FaultRecord.from_dict(f) for f in raw.get("faults", [])],
         )
 
 
@@ -158,6 +188,21 @@ def summary_lines(records: list[TestRecord]) -> list[str]:
         1, "(times in ms; ttft is the worst stream's, gaps are pooled over the test's streams)"
     )
     return lines
+
+
+def unfired_lines(records: list[TestRecord], *, strict: bool) -> list[str]:
+    """One line per fault that never fired, with why; empty when every fault fired."""
+    unfired = [(r.nodeid, f) for r in records for f in r.unfired()]
+    if not unfired:
+        return []
+    if strict:
+        head = f"{len(unfired)} fault(s) never fired (failed: --streamguard-strict-faults):"
+    else:
+        head = (
+            f"warning: {len(unfired)} fault(s) never fired, so their tests proved nothing about "
+            "them (--streamguard-strict-faults fails such tests):"
+        )
+    return [head, *(f"  {nodeid}: {f.describe()}: {f.evidence}" for nodeid, f in unfired)]
 
 
 def matrix(records: list[TestRecord]) -> list[dict[str, Any]]:

@@ -1,7 +1,7 @@
 """The plugin while on (``--streamguard``): its fixtures, the session object and the header.
 
 :mod:`pytest_streamguard.plugin` registers this module from ``pytest_configure`` only when the
-plugin is on, so toxiproxy-python, requests, httpx, prometheus_client, plotly and the rest load
+plugin is on, so toxiproxy-python, requests, httpx, prometheus_client and the rest load
 only then. pytest calls this module's ``pytest_configure`` as soon as it is registered.
 """
 

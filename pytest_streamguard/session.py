@@ -22,20 +22,24 @@ from pytest_streamguard import xdist
 from pytest_streamguard.baseline import Gate, compare
 from pytest_streamguard.deadlines import Deadline, DeadlineViolation, Violation, check_traces
 from pytest_streamguard.display import shown_path, shown_text
+from pytest_streamguard.faults import FaultsNotFired
 from pytest_streamguard.guard import StreamGuard
 from pytest_streamguard.html_report import write_html
 from pytest_streamguard.markers import resolve_deadline
 from pytest_streamguard.matrix import item_profile, matrix_test
 from pytest_streamguard.merge import Merger
 from pytest_streamguard.reports import (
+    NOT_FIRED,
     TestRecord,
     json_document,
     load_json,
     matrix_lines,
     summary_lines,
+    unfired_lines,
     write_json,
 )
 from pytest_streamguard.settings import SETTINGS_KEY, Settings
+from pytest_streamguard.trace import FaultRecord
 
 SESSION_KEY = pytest.StashKey["StreamGuardSession"]()
 DEADLINE_KEY = pytest.StashKey[Deadline | None]()
@@ -123,20 +127,35 @@ class StreamGuardSession:
         except BaseException:
             self._record(item, body_failed=True)
             raise
-        violations = self._record(item, body_failed=False)
+        violations, unfired = self._record(item, body_failed=False)
         if violations:
             __tracebackhide__ = True
             raise DeadlineViolation(violations)
+        if unfired and self.settings.strict_faults:
+            __tracebackhide__ = True
+            raise FaultsNotFired(unfired)
         return result
 
-    def _record(self, item: pytest.Item, *, body_failed: bool) -> list[Violation]:
-        """Keep the test's record and JUnit properties; return its deadline violations."""
+    def _record(
+        self, item: pytest.Item, *, body_failed: bool
+    ) -> tuple[list[Violation], list[FaultRecord]]:
+        """Keep the test's record and JUnit properties; return its deadline violations and
+        the faults that never fired."""
         guard = item.stash.get(GUARD_KEY, None)
-        # A matrix item is kept even without streams: its cell says how it ended.
-        if guard is None or (not guard.traces and guard.profile is None):
-            return []
+        # A matrix item is kept even without streams (its cell says how it ended), and so is a
+        # test that applied faults (whether they fired is part of its verdict).
+        if guard is None or (
+            not guard.traces and guard.profile is None and not guard.faults.records
+        ):
+            return [], []
+        unfired = guard.faults.judge(guard.traces)
         deadline = item.stash.get(DEADLINE_KEY, None)
-        record = TestRecord(nodeid=item.nodeid, deadline=deadline, traces=list(guard.traces))
+        record = TestRecord(
+            nodeid=item.nodeid,
+            deadline=deadline,
+            traces=list(guard.traces),
+            faults=list(guard.faults.records),
+        )
         if guard.profile is not None:
             record.profile = guard.profile.name
             record.matrix_test = matrix_test(item.nodeid, guard.profile.name)
@@ -151,6 +170,9 @@ class StreamGuardSession:
             # the test expected it (it went on) or failed on it (body_failed below).
             record.violations = caught
             record.verdict = "caught"
+        if unfired and self.settings.strict_faults and not body_failed:
+            record.violations += [f"{NOT_FIRED}{f.describe()}: {f.evidence}" for f in unfired]
+            record.verdict = "FAIL"
         if body_failed:
             record.verdict = "FAIL" if caught or violations else "error"
         self.records.append(record)
@@ -162,7 +184,7 @@ class StreamGuardSession:
         item.user_properties.append(("streamguard_verdict", record.verdict))
         if record.profile is not None:
             item.user_properties.append(("streamguard_profile", record.profile))
-        return violations
+        return violations, unfired
 
     def pytest_terminal_summary(self, terminalreporter: pytest.TerminalReporter) -> None:
         """The streamguard section: one row per test that read streams; quiet with -q. Why the
@@ -172,13 +194,18 @@ class StreamGuardSession:
         verbosity = self.config.get_verbosity()
         if verbosity < 0:
             if verbosity == -1 and self.records:
-                failed = sum(r.verdict == "FAIL" for r in self.records)
+                on_faults = sum(r.failed_on_faults for r in self.records)
+                failed = sum(r.verdict == "FAIL" for r in self.records) - on_faults
                 caught = sum(r.verdict == "caught" for r in self.records)
                 expected = f", {caught} caught as expected" if caught else ""
+                if on_faults:
+                    expected += f", {on_faults} failed on faults that never fired"
                 terminalreporter.write_line(
                     f"streamguard: {len(self.records)} test(s) read streams, "
                     f"{failed} violated a deadline{expected}"
                 )
+                for line in unfired_lines(self.records, strict=self.settings.strict_faults):
+                    terminalreporter.write_line(line)
             self._write_gate_problems(terminalreporter)
             return
         terminalreporter.section("streamguard")
@@ -194,7 +221,12 @@ class StreamGuardSession:
         if not self.records:
             terminalreporter.write_line("no test read a stream")
         else:
-            for line in [*summary_lines(self.records), *matrix_lines(self.records)]:
+            lines = [
+                *summary_lines(self.records),
+                *matrix_lines(self.records),
+                *unfired_lines(self.records, strict=self.settings.strict_faults),
+            ]
+            for line in lines:
                 terminalreporter.write_line(line)
         if self.gate is not None:
             for line in self.gate.table_lines():

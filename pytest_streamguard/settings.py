@@ -8,7 +8,9 @@ that carries the real default, sharing one help text. :func:`resolve_settings` r
 
 from __future__ import annotations
 
+import ipaddress
 import math
+import re
 import shlex
 from dataclasses import dataclass
 from pathlib import Path
@@ -40,6 +42,21 @@ STARTUP_TIMEOUT_HELP = "Seconds to wait for a started process to be ready. Defau
 TOXIPROXY_HELP = (
     "URL of a running toxiproxy-server API (e.g. http://127.0.0.1:8474). "
     "Default: start the embedded one"
+)
+PROXY_HOST_HELP = (
+    "Address the session's Toxiproxy proxies listen on and clients dial, for a Toxiproxy on "
+    "another host or in a container (a wildcard such as 0.0.0.0 listens everywhere; clients "
+    "then dial the Toxiproxy API's host). Default: 127.0.0.1"
+)
+UPSTREAM_HOST_HELP = (
+    "Address Toxiproxy uses to reach the target (the proxies' upstream host), e.g. the CI "
+    "runner as seen from a Toxiproxy container; the target's port is kept. "
+    "Default: the target's own host"
+)
+RAY_HELP = (
+    "Shard every streamguard.load()/aload() over a Ray cluster (the 'ray' extra): 'auto' joins "
+    "the running cluster, 'local' starts one on this machine, or a cluster address such as "
+    "127.0.0.1:6379 or ray://head:10001. Default: off"
 )
 TTFT_HELP = "TTFT deadline in seconds for a bare @pytest.mark.token_deadline. Default: 0.5"
 CHUNK_HELP = (
@@ -73,6 +90,11 @@ COMPARE_MIN_SAMPLES_HELP = (
     "A compared figure from fewer samples than this (in either run) is shown but never fails "
     "the run. Default: 5"
 )
+STRICT_FAULTS_HELP = (
+    "Fail a test whose faults never fired (a cut longer than the answer, a stall after more "
+    "chunks than came, a fault active on no stream), naming each fault and why; without it a "
+    "fault that never fired is a warning line in the summary. Default: off"
+)
 
 DEFAULT_READY_PATH = "/readyz"
 DEFAULT_COMPARE_MIN_SAMPLES = 5
@@ -80,6 +102,7 @@ DEFAULT_STARTUP_TIMEOUT = 120.0
 DEFAULT_TTFT = 0.5
 DEFAULT_CHUNK = 0.2
 DEFAULT_MAX_STREAM_SECONDS = 300.0
+DEFAULT_PROXY_HOST = "127.0.0.1"
 
 
 # ini key (== CLI dest) -> (help, default as the ini string)
@@ -90,6 +113,9 @@ _VALUED_OPTIONS: dict[str, tuple[str, str]] = {
     "streamguard_ready_path": (READY_PATH_HELP, DEFAULT_READY_PATH),
     "streamguard_startup_timeout": (STARTUP_TIMEOUT_HELP, str(DEFAULT_STARTUP_TIMEOUT)),
     "streamguard_toxiproxy": (TOXIPROXY_HELP, ""),
+    "streamguard_proxy_host": (PROXY_HOST_HELP, DEFAULT_PROXY_HOST),
+    "streamguard_upstream_host": (UPSTREAM_HOST_HELP, ""),
+    "streamguard_ray": (RAY_HELP, ""),
     "streamguard_ttft": (TTFT_HELP, str(DEFAULT_TTFT)),
     "streamguard_chunk": (CHUNK_HELP, str(DEFAULT_CHUNK)),
     "streamguard_max_stream_seconds": (MAX_STREAM_HELP, str(DEFAULT_MAX_STREAM_SECONDS)),
@@ -126,6 +152,10 @@ class Settings:
     compare_path: Path | None = None
     compare_fail: tuple[Bound, ...] = ()
     compare_min_samples: int = DEFAULT_COMPARE_MIN_SAMPLES
+    strict_faults: bool = False
+    proxy_host: str = DEFAULT_PROXY_HOST
+    upstream_host: str | None = None
+    ray_address: str | None = None
 
     @property
     def target_description(self) -> str:
@@ -153,6 +183,14 @@ def add_options(parser: pytest.Parser) -> None:
     group = parser.getgroup("streamguard", "token-stream deadlines under network faults")
     group.addoption("--streamguard", action="store_true", default=None, help=ENABLE_HELP)
     parser.addini("streamguard", ENABLE_HELP, type="bool", default=False)
+    group.addoption(
+        "--streamguard-strict-faults",
+        dest="streamguard_strict_faults",
+        action="store_true",
+        default=None,
+        help=STRICT_FAULTS_HELP,
+    )
+    parser.addini("streamguard_strict_faults", STRICT_FAULTS_HELP, type="bool", default=False)
     for dest, (help_text, default) in _VALUED_OPTIONS.items():
         flag = "--" + dest.replace("_", "-")
         # argparse %-formats option help (a '%' in an example must be doubled), ini help not.
@@ -201,11 +239,37 @@ def _http_url(raw: str, source: str, dest: str) -> str:
     return raw.rstrip("/")
 
 
-def _enabled(config: pytest.Config) -> bool:
-    value = config.getoption("streamguard")
+_HOST_LABEL = re.compile(r"(?!-)[A-Za-z0-9-]{1,63}(?<!-)")
+
+
+def _host(config: pytest.Config, dest: str) -> str | None:
+    """A host name or IP address, without a port (None when empty)."""
+    raw, source = _raw(config, dest)
+    host = raw.strip()
+    if not host:
+        return None
+    try:
+        ipaddress.ip_address(host)
+    except ValueError:
+        valid = len(host) <= 253 and all(
+            _HOST_LABEL.fullmatch(label) for label in host.removesuffix(".").split(".")
+        )
+    else:
+        valid = True
+    if not valid:
+        raise pytest.UsageError(
+            f"{raw!r} from {source} is not a valid {dest}: expected a host name or an IP "
+            "address without a port or scheme, such as 127.0.0.1, ::1 or toxiproxy.ci.internal"
+        )
+    return host
+
+
+def _flag(config: pytest.Config, dest: str) -> bool:
+    """A boolean setting: the CLI flag when given, else the ini key (default in the ini)."""
+    value = config.getoption(dest)
     if value is not None:
         return bool(value)
-    return bool(config.getini("streamguard"))
+    return bool(config.getini(dest))
 
 
 def _split(raw: str, source: str, key: str, expected: str) -> tuple[str, ...]:
@@ -303,12 +367,33 @@ def resolve_settings(config: pytest.Config) -> Settings:
             f"{min_raw!r} from {min_source} is not a valid streamguard_compare_min_samples: "
             "expected an integer >= 1"
         )
+    proxy_host = _host(config, "streamguard_proxy_host")
+    if proxy_host is None:
+        _, proxy_source = _raw(config, "streamguard_proxy_host")
+        raise pytest.UsageError(
+            f"streamguard_proxy_host ({proxy_source}) is empty: expected a host name or an IP "
+            f"address, such as {DEFAULT_PROXY_HOST}"
+        )
+    ray_raw, ray_source = _raw(config, "streamguard_ray")
+    ray_address = ray_raw.strip() or None
+    if ray_address is not None and (
+        any(c.isspace() for c in ray_address)
+        or (ray_address not in ("auto", "local") and ":" not in ray_address)
+    ):
+        raise pytest.UsageError(
+            f"{ray_raw!r} from {ray_source} is not a valid streamguard_ray: expected 'auto', "
+            "'local' or a Ray cluster address such as 127.0.0.1:6379 or ray://head:10001"
+        )
     return Settings(
+        ray_address=ray_address,
+        proxy_host=proxy_host,
+        upstream_host=_host(config, "streamguard_upstream_host"),
         compare_fail=compare_fail,
         compare_min_samples=int(min_raw),
         save_path=Path(save_raw) if save_raw else None,
         compare_path=Path(compare_raw) if compare_raw else None,
-        enabled=_enabled(config),
+        enabled=_flag(config, "streamguard"),
+        strict_faults=_flag(config, "streamguard_strict_faults"),
         target_url=target_url,
         target_cmd=target_cmd,
         ready_path=ready_path,

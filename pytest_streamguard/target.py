@@ -8,11 +8,13 @@ once with a hint naming the option, since no waiting turns a wrong path into a r
 
 from __future__ import annotations
 
+import os
 import shlex
 import sys
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import httpx
 from prometheus_client.metrics_core import Metric
@@ -31,8 +33,9 @@ from pytest_streamguard.processes import (
 from pytest_streamguard.settings import Settings
 
 BUNDLED_TARGET_HINT = (
-    "the bundled target needs the 'target' extra (pip install 'pytest-streamguard[target]'); "
-    "or test your own app with --streamguard-target-cmd or --streamguard-target-url"
+    "the bundled target needs the 'target' extra (pip install 'pytest-streamguard[target]', or "
+    "'./pytest-streamguard[target]' from a clone); or test your own app with "
+    "--streamguard-target-cmd or --streamguard-target-url"
 )
 
 READY_PATH_HINT = (
@@ -40,6 +43,24 @@ READY_PATH_HINT = (
     "--streamguard-ready-path (ini streamguard_ready_path) at a path your app answers 2xx once "
     "it is ready, such as /health or /"
 )
+
+
+def bundled_target_root() -> Path:
+    """The folder that holds the bundled ``target_app`` package.
+
+    An installed wheel has it inside the plugin (``pytest_streamguard/_bundled/``), so installing
+    the plugin puts no top-level ``target_app`` into the user's environment; a source checkout
+    (the editable development install) has the repository's ``target_app/`` beside
+    ``pytest_streamguard/``.
+    """
+    package = Path(__file__).resolve().parent
+    for root in (package / "_bundled", package.parent):
+        if (root / "target_app" / "__main__.py").is_file():
+            return root
+    raise StartupError(
+        f"the bundled target is missing from this installation of the plugin ({package}): "
+        "reinstall pytest-streamguard"
+    )
 
 
 @dataclass
@@ -140,9 +161,14 @@ def start_target(settings: Settings, extra_args: Sequence[str] = ()) -> Target:
         process = ManagedProcess("target", [*argv, *flags])
         kind = "command"
     else:
-        argv = [sys.executable, "-m", "target_app", "--host", "127.0.0.1", "--port", "0"]
+        # -P keeps the working directory off sys.path, so a user's own `target_app` folder
+        # cannot stand in for the bundled one.
+        argv = [sys.executable, "-P", "-m", "target_app", "--host", "127.0.0.1", "--port", "0"]
         fixed_url = None
-        process = ManagedProcess("bundled target_app", [*argv, *flags])
+        path = os.pathsep.join(
+            filter(None, [str(bundled_target_root()), os.environ.get("PYTHONPATH")])
+        )
+        process = ManagedProcess("bundled target_app", [*argv, *flags], env={"PYTHONPATH": path})
         kind = "bundled"
     try:
         url = fixed_url or process.wait_for_line(listening_url, settings.startup_timeout)

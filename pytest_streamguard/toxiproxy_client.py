@@ -86,6 +86,27 @@ def is_stale_proxy(name: str) -> bool:
     return recorded not in (None, "0") and start != "0" and start != recorded
 
 
+def host_port(host: str, port: int | str) -> str:
+    """``host:port``, with an IPv6 address in brackets (``[::1]:8474``), as Go writes it."""
+    return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+
+
+def with_host(address: str, host: str | None) -> str:
+    """``address`` (``host:port``) with its host replaced by ``host`` (unchanged for None)."""
+    if host is None:
+        return address
+    return host_port(host, address.rsplit(":", 1)[1])
+
+
+def proxy_url(listen: str, proxy_host: str, api_host: str) -> str:
+    """The base URL a client dials for a proxy that reports ``listen``: ``proxy_host`` with the
+    proxy's port, or, when ``proxy_host`` is a wildcard (listen everywhere), the host of the
+    Toxiproxy API."""
+    wildcard = proxy_host.strip("[]") in ("0.0.0.0", "::")
+    host = api_host if wildcard else proxy_host
+    return "http://" + with_host(listen, host)
+
+
 class _Binding:
     """toxiproxy-python reads ``APIConsumer.host``/``port`` (process-wide) at call time, so one
     lock serialises every call; ``holder`` names the call holding it, for error messages."""
@@ -160,20 +181,18 @@ class ToxiproxyAPI:
             raise ToxiproxyError(f"toxiproxy API at {self.url}: {what} failed: {exc}") from exc
 
     def version(self) -> str:
-        """The server's version string (from ``GET /version``)."""
+        """The server's version string (from ``GET /version``, read as
+        :func:`parse_version` reads it; the raw text if it is not a Toxiproxy answer)."""
         raw: bytes = self.call("GET /version", lambda: APIConsumer.get("/version").content)
-        text = raw.decode("utf-8", "replace").strip()
-        try:
-            parsed = json.loads(text)
-        except ValueError:
-            return text
-        return str(parsed.get("version", text)) if isinstance(parsed, dict) else text
+        text = raw.decode("utf-8", "replace")
+        return parse_version(text) or text.strip()
 
-    def create_proxy(self, name: str, upstream: str) -> Proxy:
-        """Create a proxy listening on a free loopback port."""
+    def create_proxy(self, name: str, upstream: str, host: str = "127.0.0.1") -> Proxy:
+        """Create a proxy listening on a free port of ``host`` (loopback by default)."""
+        listen = host_port(host, 0)
         return self.call(
             f"create proxy {name!r}",
-            lambda: self.client.create(upstream=upstream, name=name, listen="127.0.0.1:0"),
+            lambda: self.client.create(upstream=upstream, name=name, listen=listen),
         )
 
     def get_proxy(self, name: str) -> Proxy:
@@ -241,22 +260,43 @@ class ToxiproxyAPI:
 
 
 _VERSION_TEXT = re.compile(r"[0-9A-Za-z][0-9A-Za-z.+\-_]{0,63}")
+# Without JSON around it, only what a release (the tag without v), a build from source (git)
+# or an old Makefile build (git-<hash>) sends, so that a health endpoint's "OK" is not a version.
+_BARE_VERSION = re.compile(r"v?[0-9][0-9A-Za-z.+\-_]{0,63}|git(-[0-9a-f]{4,40})?|dev")
+# Toxiproxy 2.6.0 formats its answer with a Go raw string, so the newline is sent as the two
+# characters backslash and n: {"version": "2.6.0"}\n (fixed in 2.7.0, Shopify/toxiproxy#538).
+_LITERAL_NEWLINE = "\\n"
+
+
+def parse_version(body: str) -> str | None:
+    """The version in the body of a Toxiproxy ``GET /version`` answer, or None when the body is
+    not one (an HTML page, other JSON, an error text).
+
+    Accepted, byte for byte as the releases send them (``Version`` is ``git`` in a build from
+    source, the tag without ``v`` in a release):
+
+    - ``2.5.0``: bare text (2.0 to 2.5; old Makefile builds send ``git-<hash>``);
+    - ``{"version": "2.6.0"}\\n``: 2.6.0, with a literal backslash and ``n``;
+    - ``{"version": "2.12.0"}`` and a newline: 2.7.0 and later.
+    """
+    text = body.strip()
+    if not text.startswith("{"):
+        return text if _BARE_VERSION.fullmatch(text) else None
+    try:
+        parsed, end = json.JSONDecoder().raw_decode(text)
+    except ValueError:
+        return None
+    if text[end:].strip() not in ("", _LITERAL_NEWLINE) or not isinstance(parsed, dict):
+        return None
+    version = parsed.get("version")
+    if isinstance(version, str) and _VERSION_TEXT.fullmatch(version):
+        return version
+    return None
 
 
 def _toxiproxy_version(response: httpx.Response) -> str | None:
-    """The version in a Toxiproxy ``GET /version`` answer: JSON ``{"version": ...}`` (2.x), or
-    a bare version string (older servers); None for anything else (an HTML page, an error)."""
-    if not response.is_success:
-        return None
-    text = response.text.strip()
-    try:
-        parsed = json.loads(text)
-    except ValueError:
-        return text if _VERSION_TEXT.fullmatch(text) else None
-    if isinstance(parsed, dict) and isinstance(parsed.get("version"), str):
-        version = str(parsed["version"])
-        return version if _VERSION_TEXT.fullmatch(version) else None
-    return None
+    """The version in a successful ``GET /version`` answer (:func:`parse_version`)."""
+    return parse_version(response.text) if response.is_success else None
 
 
 def _describe(response: httpx.Response) -> str:

@@ -79,13 +79,24 @@ class Chunk:
 
 @dataclass
 class FaultRecord:
-    """A fault as applied: its vocabulary word, arguments, toxics and on/off stamps."""
+    """A fault as applied: its vocabulary word, arguments, toxics and on/off stamps.
+
+    ``on_ns`` is taken just before the fault's first API call (it may act from then on) and
+    ``off_ns`` once it is undone. A fault the client triggers (``stall``, ``cut`` after N
+    chunks) is ``armed_ns`` from the call that set it up, and ``on_ns`` once it first acts.
+    ``fired`` says whether it took effect on a stream it was active on, and ``evidence`` what
+    the streams showed either way (judged when the test's body ends; None before that, and in
+    reports written before faults were judged).
+    """
 
     kind: str
     params: dict[str, Any]
     toxics: list[str]
     on_ns: int | None = None
     off_ns: int | None = None
+    armed_ns: int | None = None
+    fired: bool | None = None
+    evidence: str = ""
 
     def describe(self) -> str:
         """``kind(arg=value, ...)`` as a test would have written it."""
@@ -93,8 +104,9 @@ class FaultRecord:
         return f"{self.kind}({args})"
 
     def active_during(self, start_ns: int, end_ns: int) -> bool:
-        """Whether this fault was on at any time in ``[start_ns, end_ns]``."""
-        if self.on_ns is None or self.on_ns > end_ns:
+        """Whether this fault was on (or armed) at any time in ``[start_ns, end_ns]``."""
+        since = self.armed_ns if self.armed_ns is not None else self.on_ns
+        if since is None or since > end_ns:
             return False
         return self.off_ns is None or self.off_ns >= start_ns
 
@@ -106,17 +118,24 @@ class FaultRecord:
             "toxics": list(self.toxics),
             "on_ns": self.on_ns,
             "off_ns": self.off_ns,
+            "armed_ns": self.armed_ns,
+            "fired": self.fired,
+            "evidence": self.evidence,
         }
 
     @classmethod
     def from_dict(cls, raw: dict[str, Any]) -> FaultRecord:
         """Inverse of :meth:`to_dict`."""
+        fired = raw.get("fired")
         return cls(
             kind=str(raw["kind"]),
             params=dict(raw.get("params", {})),
             toxics=list(raw.get("toxics", [])),
             on_ns=raw.get("on_ns"),
             off_ns=raw.get("off_ns"),
+            armed_ns=raw.get("armed_ns"),
+            fired=bool(fired) if fired is not None else None,
+            evidence=str(raw.get("evidence", "")),
         )
 
 
@@ -128,9 +147,14 @@ class StreamTrace:
     request sent to the first token (of any kind: text, reasoning, tool-call arguments); a gap
     is the time between two consecutive tokens. Every stream ends in one outcome: ``completed``
     (the format's end arrived; ``error_kind`` is None), or ``completed`` false with
-    ``error_kind`` one of ``truncated``, ``protocol``, ``server``, ``http``, ``cut``, ``reset``,
-    ``timeout``, ``connect``, ``network``, ``interrupted`` and ``error`` saying what happened.
-    A failed stream is kept, never dropped from the statistics.
+    ``error_kind`` one of ``empty`` (the end arrived before any token), ``truncated``,
+    ``protocol``, ``server``, ``http``, ``cut``, ``reset``, ``timeout``, ``connect``,
+    ``network``, ``interrupted`` and ``error`` saying what happened. A failed stream is kept,
+    never dropped from the statistics.
+
+    ``format`` is the name of the format the stream was read as: the one recognised when
+    ``format_auto`` is true (``format="auto"``, the default; it stays ``auto`` when nothing
+    arrived to recognise it by), else the one the test passed.
     """
 
     name: str
@@ -150,9 +174,13 @@ class StreamTrace:
     error: str | None = None
     error_kind: str | None = None
     faults: list[FaultRecord] = field(default_factory=list)
+    format_auto: bool = False
     caught: list[str] = field(default_factory=list)
     """Headlines of violations an explicit :meth:`assert_deadline` raised on this stream, kept
     even when the test expects and catches them, so reports can say the plugin caught them."""
+    node: str | None = None
+    """Where the stream was read: the Ray node id for a load sharded over a Ray cluster, None
+    for a read on this machine (its stamps are on that node's clock)."""
 
     @property
     def ttft(self) -> float | None:
@@ -283,6 +311,7 @@ class StreamTrace:
             "method": self.method,
             "url": self.url,
             "format": self.format,
+            "format_auto": self.format_auto,
             "request_ns": self.request_ns,
             "status_code": self.status_code,
             "response_ns": self.response_ns,
@@ -296,6 +325,7 @@ class StreamTrace:
             "error_kind": self.error_kind,
             "faults": [f.to_dict() for f in self.faults],
             "caught": list(self.caught),
+            "node": self.node,
             "stats": self.summary(),
         }
 
@@ -307,6 +337,7 @@ class StreamTrace:
             method=str(raw["method"]),
             url=str(raw["url"]),
             format=str(raw["format"]),
+            format_auto=bool(raw.get("format_auto", False)),
             request_ns=int(raw["request_ns"]),
             status_code=raw.get("status_code"),
             response_ns=raw.get("response_ns"),
@@ -320,4 +351,5 @@ class StreamTrace:
             error_kind=raw.get("error_kind"),
             faults=[FaultRecord.from_dict(f) for f in raw.get("faults", [])],
             caught=[str(c) for c in raw.get("caught", [])],
+            node=raw.get("node"),
         )

@@ -2,12 +2,15 @@
 
 One definition per protocol serves the sync client, the async client and the load transport
 (they all feed :class:`~pytest_streamguard.client.StreamRecorder`). Pass a built-in name or a
-:class:`StreamFormat` instance as ``format=`` to ``streamguard.stream()``, ``astream()`` or
-``load()``:
+:class:`StreamFormat` instance as ``format=`` to ``streamguard.stream()``, ``astream()``,
+``load()`` or ``aload()``:
 
 ================  ==========================================================================
 name              protocol
 ================  ==========================================================================
+auto              the default: recognised from the content type and the first events (any
+                  of the formats below but ``raw``; a body that is neither events nor JSON
+                  lines is read as ``raw``)
 sse               the bundled target's events: JSON ``text`` tokens, ``event: done`` ends
 openai            OpenAI Chat Completions / legacy Completions chunks, ``[DONE]``
 openai-responses  OpenAI Responses API events, ``response.completed``
@@ -37,6 +40,7 @@ from pytest_streamguard.formats.base import (
     StreamError,
     StreamFormat,
 )
+from pytest_streamguard.formats.detect import body_looks_like, detect, looks_like
 from pytest_streamguard.formats.framing import Framed, Framer
 from pytest_streamguard.formats.gemini import GeminiFormat
 from pytest_streamguard.formats.generic import NDJSONFormat, RawFormat, SSEFormat
@@ -45,6 +49,7 @@ from pytest_streamguard.formats.openai import OpenAIChatFormat, OpenAIResponsesF
 from pytest_streamguard.formats.tgi import TGIFormat
 
 __all__ = [
+    "AUTO",
     "BUILTIN_FORMATS",
     "KINDS",
     "REASONING",
@@ -69,8 +74,14 @@ __all__ = [
     "StreamError",
     "StreamFormat",
     "TGIFormat",
+    "body_looks_like",
+    "detect",
+    "looks_like",
     "resolve_format",
 ]
+
+AUTO = "auto"
+"""The default ``format=``: recognise the format from the answer (see the module docstring)."""
 
 BUILTIN_FORMATS: dict[str, StreamFormat] = {
     fmt.name: fmt
@@ -89,13 +100,17 @@ BUILTIN_FORMATS: dict[str, StreamFormat] = {
 """The built-in formats by name."""
 
 
-def resolve_format(value: str | StreamFormat) -> StreamFormat:
-    """The format named ``value`` (or ``value`` itself); ValueError listing what is accepted."""
+def resolve_format(value: str | StreamFormat) -> StreamFormat | None:
+    """The format named ``value`` (or ``value`` itself); None for ``"auto"`` (recognised from
+    the answer); ValueError listing what is accepted."""
     if isinstance(value, StreamFormat):
         return value
+    if value == AUTO:
+        return None
     if isinstance(value, str) and value in BUILTIN_FORMATS:
         return BUILTIN_FORMATS[value]
     raise ValueError(
-        f"format={value!r} is not supported: expected one of {', '.join(BUILTIN_FORMATS)} "
+        f"format={value!r} is not supported: expected {AUTO} (the default), one of "
+        f"{', '.join(BUILTIN_FORMATS)} "
         "or a pytest_streamguard.formats.StreamFormat instance (e.g. SSEFormat(...))"
     )

@@ -76,6 +76,11 @@ class Reading:
     frames may still come (usage chunks after an OpenAI ``finish_reason``) and a clean close then
     is fine. ``heartbeat``: a keep-alive the format defines (comments are always heartbeats).
     ``data``: the frame's parsed payload, kept on the chunk.
+
+    A protocol that streams several answers at once (OpenAI ``n>1`` choices, Gemini
+    candidates) says which ones a frame carries (``answers``, their indexes) and which of them
+    it finishes (``finished``) instead of setting ``end``: the stream's end has arrived once
+    every answer that appeared has finished.
     """
 
     pieces: tuple[Piece, ...] = ()
@@ -83,6 +88,8 @@ class Reading:
     last: bool = False
     heartbeat: bool = False
     data: Any = None
+    answers: tuple[int, ...] = ()
+    finished: tuple[int, ...] = ()
 
 
 NOTHING = Reading()
@@ -118,6 +125,16 @@ def media_type(content_type: str | None) -> str:
     return (content_type or "").split(";", 1)[0].strip().lower()
 
 
+def not_a_stream(kind: str) -> str:
+    """``answered {kind}, not a stream``, with a hint for a JSON answer or an HTML page."""
+    hint = ""
+    if kind == "application/json":
+        hint = ': did you send "stream": true?'
+    elif kind == "text/html":
+        hint = ": an HTML page (a proxy's or framework's error page, or the wrong path?)"
+    return f"answered {kind}, not a stream{hint}"
+
+
 class StreamFormat(ABC):
     """A stream protocol: how frames are cut, what they mean, and how the stream ends.
 
@@ -150,13 +167,8 @@ class StreamFormat(ABC):
         kind = media_type(content_type)
         if not kind or not self.content_types or kind in self.content_types:
             return None
-        hint = ""
-        if kind == "application/json":
-            hint = ': did you send "stream": true?'
-        elif kind == "text/html":
-            hint = ": an HTML page (a proxy's or framework's error page, or the wrong path?)"
         accepted = ", ".join(self.content_types)
-        return f"answered {kind}, not a stream{hint} (the {self.name} format reads {accepted})"
+        return f"{not_a_stream(kind)} (the {self.name} format reads {accepted})"
 
     def __repr__(self) -> str:
         return f"<stream format {self.name!r}>"

@@ -4,11 +4,12 @@ Sans-IO: feed each network read with its ``perf_counter_ns`` stamp, get back the
 completed. A frame's ``stamp_ns`` is the stamp of the read that completed it, ``start_ns`` that
 of the read that brought its first byte (they differ when the network splits a frame).
 
-- ``sse``: the WHATWG event-stream rules: lines end with LF (a CR before it is dropped), a
-  blank line dispatches the event, ``data`` lines are joined with newlines, ``event`` names the
-  type, ``:`` lines are comments (a heartbeat each), other fields are ignored, and an event
-  cut off by the end of the body is discarded.
-- ``lines``: one frame per line; a last line without its newline still counts at the end.
+- ``sse``: the WHATWG event-stream rules: lines end with CRLF, LF or a lone CR (also when
+  a CRLF is split across two reads), a blank line dispatches the event, ``data`` lines are
+  joined with newlines, ``event`` names the type, ``:`` lines are comments (a heartbeat
+  each), other fields are ignored, and an event cut off by the end of the body is discarded.
+- ``lines``: one frame per line (LF, or CRLF); a last line without its newline still counts
+  at the end.
 - ``raw``: one frame per read (text decoded incrementally, so a character split across reads
   is not garbled).
 """
@@ -16,9 +17,13 @@ of the read that brought its first byte (they differ when the network splits a f
 from __future__ import annotations
 
 import codecs
+import re
 from dataclasses import dataclass
 
 from pytest_streamguard.formats.base import Frame, Framing
+
+_SSE_LINE_END = re.compile(rb"\r\n|\r|\n")
+_LF = re.compile(rb"\n")
 
 
 @dataclass(frozen=True, slots=True)
@@ -44,24 +49,37 @@ class Framer:
         self._event_start_ns: int | None = None
         self._event_bytes = 0
         self._first_line = True
+        self._skip_lf = False
 
     def feed(self, data: bytes, stamp_ns: int) -> list[Framed]:
         """The frames completed by one read of ``data`` that arrived at ``stamp_ns``."""
         if self.framing == "raw":
             text = self._decoder.decode(data)
             return [Framed(Frame(text), stamp_ns, stamp_ns, len(data))] if text else []
+        if self._skip_lf:
+            # The CR that ended the previous read's last line was the first half of a CRLF.
+            self._skip_lf = False
+            data = data.removeprefix(b"\n")
+        if not data:
+            return []
         if not self._buffer:
             self._buffer_start_ns = stamp_ns
         self._buffer += data
         out: list[Framed] = []
-        while (newline := self._buffer.find(b"\n")) >= 0:
-            line, self._buffer = self._buffer[: newline + 1], self._buffer[newline + 1 :]
+        line_end = _SSE_LINE_END if self.framing == "sse" else _LF
+        pos = 0
+        while (match := line_end.search(self._buffer, pos)) is not None:
             line_start = self._buffer_start_ns
-            if len(self._buffer) <= len(data):
+            body, nbytes = self._buffer[pos : match.start()], match.end() - pos
+            pos = match.end()
+            if len(self._buffer) - pos <= len(data):
                 self._buffer_start_ns = stamp_ns
-            framed = self._line(line, line_start, stamp_ns)
+            # A lone CR ends a line (WHATWG), and an LF in the next read may complete it.
+            self._skip_lf = match.group() == b"\r" and pos == len(self._buffer)
+            framed = self._line(body, nbytes, line_start, stamp_ns)
             if framed is not None:
                 out.append(framed)
+        self._buffer = self._buffer[pos:]
         return out
 
     def close(self, stamp_ns: int) -> list[Framed]:
@@ -72,18 +90,18 @@ class Framer:
             return [Framed(Frame(text), self._buffer_start_ns, stamp_ns, len(rest))]
         return []
 
-    def _line(self, raw: bytes, start_ns: int, stamp_ns: int) -> Framed | None:
-        text = raw.decode("utf-8", "replace").rstrip("\n").removesuffix("\r")
+    def _line(self, body: bytes, nbytes: int, start_ns: int, stamp_ns: int) -> Framed | None:
+        text = body.decode("utf-8", "replace").removesuffix("\r")
         if self._first_line:
             self._first_line = False
             text = text.removeprefix("\ufeff")
         if self.framing == "lines":
-            return Framed(Frame(text), start_ns, stamp_ns, len(raw)) if text.strip() else None
+            return Framed(Frame(text), start_ns, stamp_ns, nbytes) if text.strip() else None
         if not text:
-            return self._dispatch(stamp_ns, len(raw))
+            return self._dispatch(stamp_ns, nbytes)
         if self._event_start_ns is None:
             self._event_start_ns = start_ns
-        self._event_bytes += len(raw)
+        self._event_bytes += nbytes
         if text.startswith(":"):
             framed = Framed(None, self._event_start_ns, stamp_ns, self._event_bytes)
             self._event_start_ns, self._event_bytes = None, 0

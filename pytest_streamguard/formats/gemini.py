@@ -2,9 +2,10 @@
 
 Each ``data:`` event is a ``GenerateContentResponse``. Tokens are the parts of each candidate's
 content: ``text`` (reasoning when the part has ``"thought": true``) and ``functionCall`` (its
-arguments, as JSON, are a tool token). The stream has no end event: its end is a candidate
-with a ``finishReason`` (or a prompt blocked by ``promptFeedback.blockReason``), after which the
-server closes the connection. An ``error`` object fails the stream.
+arguments, as JSON, are a tool token). The stream has no end event: its end is a
+``finishReason`` on every candidate that appeared (``candidateCount`` > 1 streams several), or
+a prompt blocked by ``promptFeedback.blockReason``, after which the server closes the
+connection. An ``error`` object fails the stream.
 """
 
 from __future__ import annotations
@@ -44,27 +45,38 @@ class GeminiFormat(StreamFormat):
     """Gemini ``GenerateContentResponse`` chunks as server-sent events."""
 
     name = "gemini"
-    end_description = "a candidate with a finishReason"
+    end_description = "a finishReason on every candidate"
 
     def read(self, frame: Frame) -> Reading:
-        """Parts are tokens; a finishReason (or a blocked prompt) is the end."""
+        """Parts are tokens; a finishReason on every candidate (or a blocked prompt) is the
+        end."""
         obj = parse_object(frame.data, "the gemini stream sent a data event")
         if obj.get("error"):
             raise ServerError(f"server sent an error: {error_message(obj)}")
         pieces: list[Piece] = []
-        end = False
+        answers: list[int] = []
+        finished: list[int] = []
         candidates = obj.get("candidates")
-        for candidate in candidates if isinstance(candidates, list) else []:
+        for position, candidate in enumerate(candidates if isinstance(candidates, list) else []):
             if not isinstance(candidate, dict):
                 continue
+            index = candidate.get("index", position)
+            index = index if isinstance(index, int) else position
+            answers.append(index)
             content = candidate.get("content")
             parts = content.get("parts") if isinstance(content, dict) else None
             for part in parts if isinstance(parts, list) else []:
                 if (piece := _part_piece(part)) is not None:
                     pieces.append(piece)
             reason = candidate.get("finishReason")
-            end = end or bool(reason and reason != _UNSPECIFIED)
+            if reason and reason != _UNSPECIFIED:
+                finished.append(index)
         feedback = obj.get("promptFeedback")
-        if isinstance(feedback, dict) and feedback.get("blockReason"):
-            end = True
-        return Reading(pieces=tuple(pieces), end=end, data=obj)
+        blocked = isinstance(feedback, dict) and bool(feedback.get("blockReason"))
+        return Reading(
+            pieces=tuple(pieces),
+            end=blocked,
+            data=obj,
+            answers=tuple(answers),
+            finished=tuple(finished),
+        )

@@ -4,8 +4,9 @@ Chat chunks (``chat.completion.chunk``): a token is any non-empty ``delta.conten
 ``delta.reasoning_content`` / ``delta.reasoning`` (reasoning models, vLLM, OpenRouter),
 ``delta.refusal`` or ``delta.tool_calls[].function.arguments``; legacy completions carry
 ``choices[].text``. Role-only and usage-only chunks are not tokens. The end is ``data: [DONE]``,
-or a chunk with a ``finish_reason`` (more chunks, such as usage, may follow it). An ``error``
-object fails the stream.
+or a ``finish_reason`` on every choice that appeared (``n>1`` streams several; more chunks,
+such as usage, may follow). An ``error`` object fails the stream. Named events are read as the
+openai client reads them: their data is a chunk like any other.
 
 Responses API (``POST /v1/responses`` with ``stream: true``): typed events; the ``*.delta``
 events of output text, reasoning text or summary, function-call arguments and refusals are
@@ -64,33 +65,43 @@ class OpenAIChatFormat(StreamFormat):
     """OpenAI Chat Completions and legacy Completions streaming (``format="openai"``)."""
 
     name = "openai"
-    end_description = "data: [DONE] or a chunk with a finish_reason"
+    end_description = "data: [DONE], or a finish_reason on every choice"
 
     def read(self, frame: Frame) -> Reading:
-        """Tokens from every choice's delta (or legacy text); the end on [DONE] or a
-        finish_reason; an error object or ``event: error`` fails."""
+        """Tokens from every choice's delta (or legacy text); the end on [DONE] or once every
+        choice has a finish_reason; an error object or ``event: error`` fails.
+
+        As the openai client does, the data of a named event (``event: completion``) is read
+        like any other chunk, except the Assistants API's ``thread.*`` events."""
         if frame.data.strip() == _DONE:
             return FINAL
         if frame.event == "error":
             raise ServerError(f"server sent event: error: {frame.data}")
-        if frame.event not in (None, "message"):
+        if frame.event is not None and frame.event.startswith("thread."):
             return NOTHING
         obj = parse_object(frame.data, f"the {self.name} stream sent a data event")
         if obj.get("error"):
             raise ServerError(f"server sent an error: {error_message(obj)}")
         pieces: list[Piece] = []
-        end = False
+        answers: list[int] = []
+        finished: list[int] = []
         choices = obj.get("choices")
-        for choice in choices if isinstance(choices, list) else []:
+        for position, choice in enumerate(choices if isinstance(choices, list) else []):
             if not isinstance(choice, dict):
                 continue
+            index = choice.get("index", position)
+            index = index if isinstance(index, int) else position
+            answers.append(index)
             delta = choice.get("delta")
             if isinstance(delta, dict):
                 pieces += _delta_pieces(delta)
             if text := _text(choice.get("text")):
                 pieces.append(Piece(TEXT, text))
-            end = end or bool(choice.get("finish_reason"))
-        return Reading(pieces=tuple(pieces), end=end, data=obj)
+            if choice.get("finish_reason"):
+                finished.append(index)
+        return Reading(
+            pieces=tuple(pieces), data=obj, answers=tuple(answers), finished=tuple(finished)
+        )
 
 
 _RESPONSES_TOKENS = {

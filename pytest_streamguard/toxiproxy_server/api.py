@@ -8,7 +8,6 @@ routes pass the middleware (request id header, the ``Mozilla/`` user-agent block
 from __future__ import annotations
 
 import base64
-import json
 import os
 import re
 import urllib.parse
@@ -20,7 +19,7 @@ from starlette.responses import Response
 from starlette.types import Receive, Scope, Send
 
 from .collection import Collection, PopulateError
-from .decode import parse_body
+from .decode import go_json, parse_body
 from .errors import TOXIC_NOT_FOUND, ApiError, invalid_input
 from .logs import log
 from .metrics import CONTENT_TYPE, Metrics
@@ -35,13 +34,12 @@ _TEXT: Final = {"content-type": "text/plain; charset=utf-8", "x-content-type-opt
 
 
 def _json(data: object, status: int = 200) -> Response:
-    body = json.dumps(data, separators=(",", ":"), ensure_ascii=False)
-    return Response(body, status, {"content-type": "application/json"})
+    return Response(go_json(data), status, {"content-type": "application/json"})
 
 
 def error_response(error: ApiError) -> Response:
     """Go's ``http.Error`` with the JSON error: text/plain, nosniff, trailing newline."""
-    body = json.dumps({"error": error.message, "status": error.status}, separators=(",", ":"))
+    body = go_json({"error": error.message, "status": error.status})
     return Response(body + "\n", error.status, _TEXT)
 
 
@@ -164,8 +162,9 @@ class Api:
         return Response(status_code=204)
 
     async def proxy_index(self, request: Request, params: dict[str, str]) -> Response:
-        """``GET /proxies``: an object keyed by proxy name."""
-        return _json({name: p.to_json() for name, p in self.collection.proxies.items()})
+        """``GET /proxies``: an object keyed by proxy name, sorted as Go writes a map."""
+        proxies = sorted(self.collection.proxies.items())
+        return _json({name: proxy.to_json() for name, proxy in proxies})
 
     async def proxy_create(self, request: Request, params: dict[str, str]) -> Response:
         """``POST /proxies``."""

@@ -6,7 +6,7 @@ import asyncio
 import random
 from typing import Any, Final
 
-from .decode import FieldKind, decode_fields, expect_object
+from .decode import FieldKind, decode_fields, expect_object, json_kind
 from .errors import BAD_REQUEST_BODY, MISSING_FIELD, PROXY_EXISTS, PROXY_NOT_FOUND, ApiError
 from .metrics import Metrics
 from .proxy import DEFAULT_LISTEN, Proxy, check_upstream
@@ -18,7 +18,7 @@ _PROXY_FIELDS: Final[dict[str, FieldKind]] = {
     "upstream": "string",
     "enabled": "bool",
 }
-_POPULATE_TYPE: Final = "[]struct { toxiproxy.Proxy; Enabled *bool }"
+_POPULATE_ENTRY: Final = 'struct { toxiproxy.Proxy; Enabled *bool "json:\\"enabled\\"" }'
 
 
 class PopulateError(Exception):
@@ -75,14 +75,27 @@ class Collection:
         A failure part-way raises :class:`PopulateError` carrying the proxies already
         applied, which the API lists next to the error, as Toxiproxy 2.12 does.
         """
+        if body is None:
+            # Go decodes null into the slice as "leave it empty".
+            body = []
         if not isinstance(body, list):
-            kind = "object" if isinstance(body, dict) else type(body).__name__
             raise BAD_REQUEST_BODY.joined(
-                f"json: cannot unmarshal {kind} into Go value of type {_POPULATE_TYPE}"
+                f"json: cannot unmarshal {json_kind(body)} into Go value of type "
+                f"[]{_POPULATE_ENTRY}"
             )
+        # Go decodes the whole array (first type error wins) before checking any entry.
+        decoded: list[dict[str, Any]] = []
+        first: ApiError | None = None
+        for item in body:
+            try:
+                entry = expect_object(item, _POPULATE_ENTRY)
+                decoded.append(decode_fields(entry, _PROXY_FIELDS, ""))
+            except ApiError as error:
+                first = first or error
+        if first is not None:
+            raise first
         entries: list[tuple[Proxy, bool]] = []
-        for index, item in enumerate(body, start=1):
-            fields = decode_fields(expect_object(item, "toxiproxy.Proxy"), _PROXY_FIELDS, "Proxy")
+        for index, fields in enumerate(decoded, start=1):
             for required in ("name", "upstream"):
                 if not fields.get(required):
                     raise MISSING_FIELD.joined(f"{required} at proxy {index}")

@@ -1,19 +1,20 @@
 """Request-body decoding that answers like Go's ``encoding/json`` does for Toxiproxy's types.
 
 The real server decodes bodies into typed Go structs: unknown keys are ignored, keys match
-case-insensitively, ``null`` leaves a field alone, only the first JSON value counts, and a
-value of the wrong type fails with ``json: cannot unmarshal <kind> into Go struct field ...``.
-This module reproduces those rules (and their messages, closely) for the handful of field
-types the API uses.
+case-insensitively (Unicode simple folding: U+017F long s is ``s``, U+212A Kelvin is ``k``), every
+occurrence of a repeated key is applied in document order (the last valid one wins), ``null``
+leaves a field alone, only the first JSON value counts, and a value of the wrong type fails
+with ``json: cannot unmarshal <kind> into Go struct field ...``, the first such error in
+document order being the one reported. This module reproduces those rules (and their
+messages, closely) for the handful of field types the API uses.
 """
 
 from __future__ import annotations
 
 import json
-import math
 import re
 import struct
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from decimal import Decimal
 from typing import Any, Final, Literal
 
@@ -23,7 +24,9 @@ FieldKind = Literal["string", "bool", "int64", "int", "float32"]
 
 INT64_MIN: Final = -(2**63)
 INT64_MAX: Final = 2**63 - 1
-_FLOAT32_MAX: Final = 3.4028234663852886e38
+# A literal at or past the midpoint between the largest float32 and 2**128 rounds to
+# infinity, which Go's ParseFloat(s, 32) refuses; anything below rounds to a finite float32.
+_FLOAT32_OVERFLOW: Final = Decimal(2**128 - 2**103)
 
 
 def _reject_constant(name: str) -> Any:
@@ -42,8 +45,40 @@ class JsonNumber(float):
         return number
 
 
+class JsonObject(dict[str, Any]):
+    """A decoded JSON object that also keeps every key/value pair in document order, repeated
+    keys included (as a dict it holds the last value of each key)."""
+
+    pairs: list[tuple[str, Any]]
+
+
+def _object(pairs: list[tuple[str, Any]]) -> JsonObject:
+    obj = JsonObject(pairs)
+    obj.pairs = pairs
+    return obj
+
+
+def pairs(obj: Mapping[str, Any]) -> list[tuple[str, Any]]:
+    """Every key/value pair of a decoded object in document order, repeated keys included."""
+    return obj.pairs if isinstance(obj, JsonObject) else list(obj.items())
+
+
+# Go folds a key with unicode.SimpleFold; only two non-ASCII letters fold onto the ASCII
+# letters a field name is made of.
+_FOLD: Final = str.maketrans(
+    {chr(c): chr(c - 32) for c in range(ord("a"), ord("z") + 1)} | {"\u017f": "S", "\u212a": "K"}
+)
+
+
+def fold(key: str) -> str:
+    """``key`` folded as Go matches a JSON key to a struct field name."""
+    return key.translate(_FOLD)
+
+
 _DECODER: Final = json.JSONDecoder(
-    parse_constant=lambda name: _reject_constant(name), parse_float=JsonNumber
+    parse_constant=lambda name: _reject_constant(name),
+    parse_float=JsonNumber,
+    object_pairs_hook=_object,
 )
 _LONE_SURROGATE: Final = re.compile("[\ud800-\udfff]")
 
@@ -103,23 +138,48 @@ def expect_object(value: object, go_type: str) -> Mapping[str, Any]:
         return {}
     if not isinstance(value, dict):
         raise BAD_REQUEST_BODY.joined(
-            f"json: cannot unmarshal {json_kind(value).split(' ')[0]} into Go value of type "
-            f"{go_type}"
+            f"json: cannot unmarshal {json_kind(value)} into Go value of type {go_type}"
         )
     return value
 
 
+def go_json(data: object) -> str:
+    """``data`` as Go's ``json.Marshal`` writes it: compact, UTF-8 as is, ``<``, ``>``, ``&``,
+    U+2028 and U+2029 escaped, a lone surrogate as U+FFFD."""
+    text = json.dumps(data, separators=(",", ":"), ensure_ascii=False)
+    return go_string(text).translate(_GO_ESCAPES)
+
+
+_GO_ESCAPES: Final = str.maketrans({c: f"\\u{ord(c):04x}" for c in "<>&\u2028\u2029"})
+
+
 def decode_fields(
-    obj: Mapping[str, Any], fields: Mapping[str, FieldKind], go_struct: str
+    obj: Mapping[str, Any],
+    fields: Mapping[str, FieldKind],
+    go_struct: str,
+    others: Mapping[str, Callable[[object], None]] | None = None,
 ) -> dict[str, Any]:
-    """Pick ``fields`` out of ``obj`` as Go fills a struct; absent and null keys are left out."""
+    """Pick ``fields`` out of ``obj`` as Go fills a struct: every occurrence of a field's key,
+    in any case, is type-checked and applied in document order; absent and null keys are left
+    out. ``others`` are checks for further fields (called with every occurrence, null
+    included). The first error in document order is raised once every pair was seen."""
     found: dict[str, Any] = {}
-    lowered = {name.lower(): name for name in fields}
-    for key, value in obj.items():
-        name = key if key in fields else lowered.get(key.lower())
-        if name is None or value is None:
+    names = {fold(name): name for name in [*fields, *(others or {})]}
+    first: ApiError | None = None
+    for key, value in pairs(obj):
+        name = names.get(fold(key))
+        if name is None:
             continue
-        found[name] = convert(value, fields[name], f"{go_struct}.{name}")
+        try:
+            if name not in fields:
+                assert others is not None
+                others[name](value)
+            elif value is not None:
+                found[name] = convert(value, fields[name], f"{go_struct}.{name}")
+        except ApiError as error:
+            first = first or error
+    if first is not None:
+        raise first
     return found
 
 
@@ -144,10 +204,10 @@ def convert(value: object, kind: FieldKind, where: str) -> Any:
     if isinstance(value, bool) or not isinstance(value, int | float):
         raise wrong()
     if kind == "float32":
-        number = float(value)
-        if not math.isfinite(number) or abs(number) > _FLOAT32_MAX:
+        literal = Decimal(value.text if isinstance(value, JsonNumber) else int(value))
+        if not literal.is_finite() or abs(literal) >= _FLOAT32_OVERFLOW:
             raise wrong()
-        return to_float32(number)
+        return to_float32(float(value))
     if isinstance(value, float):
         # Go parses an integer field's literal as an integer: 1.0 and 1e3 do not fit.
         raise wrong()

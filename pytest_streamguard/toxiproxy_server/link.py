@@ -42,6 +42,7 @@ class Link:
         self.paused = False
         self.eof = False
         self.finished = False
+        self.source_reset = False
         self.received = 0
 
     def feed(self, data: bytes) -> None:
@@ -55,10 +56,11 @@ class Link:
             self.paused = True
             self.source.pause_reading()
 
-    def feed_eof(self) -> None:
-        """The source socket will give no more data."""
+    def feed_eof(self, reset: bool = False) -> None:
+        """The source socket will give no more data; ``reset``: it ended with a reset."""
         if not self.eof:
             self.eof = True
+            self.source_reset = reset
             self.head.push(EOF)
 
     def _source_space(self) -> None:

@@ -77,7 +77,9 @@ async def resolve_listen(listen: str) -> str:
         return f":{port}"
     try:
         infos = await asyncio.get_running_loop().getaddrinfo(host, port, type=socket.SOCK_STREAM)
-    except OSError:
+    except (OSError, UnicodeError):
+        # UnicodeError: a name IDNA cannot encode (an empty or 64+ character label, U+FFFD),
+        # which Go's resolver simply fails to find.
         raise ApiError(f"lookup {host}: no such host", 500) from None
     infos.sort(key=lambda info: info[0] != socket.AF_INET)
     return format_address(infos[0][4], infos[0][0])
@@ -97,7 +99,7 @@ async def bind_listener(listen: str) -> socket.socket:
         loop = asyncio.get_running_loop()
         try:
             infos = await loop.getaddrinfo(host or "0.0.0.0", port, type=socket.SOCK_STREAM)
-        except OSError:
+        except (OSError, UnicodeError):
             raise ApiError(f"listen tcp: lookup {host}: no such host", 500) from None
         infos.sort(key=lambda info: info[0] != socket.AF_INET)
         family, address = infos[0][0], infos[0][4]
@@ -131,6 +133,7 @@ class Side(asyncio.BufferedProtocol):
         self.lost = False
         self.early: list[bytes] = []
         self.early_eof = False
+        self.reset = False
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         """Hold reading until the connection is wired to its links."""
@@ -166,10 +169,12 @@ class Side(asyncio.BufferedProtocol):
         return True
 
     def connection_lost(self, exc: Exception | None) -> None:
-        """The socket is gone: no more input, and nothing waits on its write buffer."""
+        """The socket is gone: no more input, and nothing waits on its write buffer. A read
+        that failed with ECONNRESET is recorded, so the reset can be passed on."""
         self.lost = True
+        self.reset = isinstance(exc, ConnectionResetError)
         if self.reader is not None:
-            self.reader.feed_eof()
+            self.reader.feed_eof(reset=self.reset)
         else:
             self.early_eof = True
         if self.sink is not None:
@@ -241,13 +246,21 @@ class Connection:
                 link.feed(data)
             side.early.clear()
             if side.early_eof or side.lost:
-                link.feed_eof()
+                link.feed_eof(reset=side.reset)
             elif not link.paused and not link.eof:
                 link.source.resume_reading()
 
     def _link_finished(self, link: Link) -> None:
         # Go closes the destination when a link ends; the other link's source is that same
         # socket, so it ends too once its chain has drained.
+        if link.source_reset and link.direction is Direction.DOWNSTREAM:
+            # The upstream reset the connection: the client gets an RST too, after the bytes
+            # read before it (real Toxiproxy sends a FIN, so a close-delimited body that was
+            # reset reads as complete; a documented divergence).
+            sock = link.sink.transport.get_extra_info("socket")
+            if sock is not None:
+                with contextlib.suppress(OSError):
+                    sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
         link.sink.transport.close()
         for other in self.links.values():
             if other is not link:

@@ -13,8 +13,20 @@ from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any, Final
 
-from .decode import FieldKind, convert, decode_fields, expect_object, format_float32
-from .errors import INVALID_STREAM, INVALID_TOXIC_TYPE, TOXIC_EXISTS, invalid_input
+from .decode import (
+    FieldKind,
+    decode_fields,
+    expect_object,
+    format_float32,
+    json_kind,
+)
+from .errors import (
+    BAD_REQUEST_BODY,
+    INVALID_STREAM,
+    INVALID_TOXIC_TYPE,
+    TOXIC_EXISTS,
+    invalid_input,
+)
 
 NAME_PATTERN: Final = re.compile(r"[A-Za-z0-9._-]{1,64}")
 NAME_RULE: Final = "1 to 64 characters from A-Z a-z 0-9 . _ -"
@@ -126,30 +138,68 @@ def parse_direction(stream: str) -> Direction:
     raise INVALID_STREAM
 
 
-def _decode_attributes(toxic_type: ToxicType, raw: object, into: dict[str, int]) -> None:
-    if raw is None:
-        return
-    obj = expect_object(raw, f"toxics.{toxic_type.go_struct}")
-    kinds = {spec.name: spec.kind for spec in toxic_type.attributes}
-    values = decode_fields(obj, kinds, f".attributes.{toxic_type.go_struct}")
-    for spec in toxic_type.attributes:
-        if spec.name not in values:
-            continue
-        value = values[spec.name]
-        if not spec.minimum <= value <= spec.maximum:
-            raise invalid_input(
-                f"invalid {toxic_type.name} attribute {spec.name}={value}: accepted is an "
-                f"integer from {spec.minimum} to {spec.maximum} ({spec.unit})"
+class _Attributes:
+    """Every ``attributes`` occurrence decoded as Go decodes it into the toxic struct held by
+    an ``interface{}``: objects merge in document order, a non-object is a type error, and a
+    ``null`` empties the interface, so whatever follows decodes into a throwaway value."""
+
+    def __init__(self, toxic_type: ToxicType) -> None:
+        self.type = toxic_type
+        self.held = True
+        self.values: dict[str, Any] = {}
+
+    def __call__(self, value: object) -> None:
+        if value is None:
+            self.held = False
+        if not self.held:
+            return
+        go_struct = self.type.go_struct
+        if not isinstance(value, dict):
+            raise BAD_REQUEST_BODY.joined(
+                f"json: cannot unmarshal {json_kind(value)} into Go struct field .attributes "
+                f"of type toxics.{go_struct}"
             )
-        into[spec.name] = value
+        kinds = {spec.name: spec.kind for spec in self.type.attributes}
+        self.values.update(decode_fields(value, kinds, f".attributes.{go_struct}"))
+
+    def apply(self, into: dict[str, int]) -> None:
+        """Check the decoded values against this server's bounds and store them in ``into``."""
+        for spec in self.type.attributes:
+            if spec.name not in self.values:
+                continue
+            value = self.values[spec.name]
+            if not spec.minimum <= value <= spec.maximum:
+                raise invalid_input(
+                    f"invalid {self.type.name} attribute {spec.name}={value}: accepted is an "
+                    f"integer from {spec.minimum} to {spec.maximum} ({spec.unit})"
+                )
+            into[spec.name] = value
+
+
+class _WrapperAttributes:
+    """Go's first pass over a new toxic's body: ``attributes`` decodes into the ``Toxic``
+    interface holding a ``NoopToxic``, so an object passes, anything else is a type error, and
+    after a ``null`` (which empties the interface) nothing but ``null`` can be decoded."""
+
+    def __init__(self) -> None:
+        self.held = True
+
+    def __call__(self, value: object) -> None:
+        if value is None:
+            self.held = False
+        elif not self.held or not isinstance(value, dict):
+            go_type = "toxics.NoopToxic" if self.held else "toxics.Toxic"
+            raise BAD_REQUEST_BODY.joined(
+                f"json: cannot unmarshal {json_kind(value)} into Go struct field "
+                f"ToxicWrapper.attributes of type {go_type}"
+            )
 
 
 def new_toxic(body: object, taken: Callable[[str], bool]) -> Toxic:
-    """Build a toxic from a ``POST /proxies/{p}/toxics`` body, checking in the real order.
-
-    ``taken`` says whether a name is already used on the proxy (a 409 comes before any
-    attribute error, as in Toxiproxy's ``AddToxicJson``).
-    """
+    """Build a toxic from a ``POST /proxies/{p}/toxics`` body, checking in the real order:
+    the wrapper's fields (and that ``attributes`` is an object), the stream, the type, the
+    name (a 409 comes before any attribute error, as in Toxiproxy's ``AddToxicJson``), then
+    the attributes against the type."""
     obj = expect_object(body, "toxics.ToxicWrapper")
     top: dict[str, FieldKind] = {
         "name": "string",
@@ -157,7 +207,7 @@ def new_toxic(body: object, taken: Callable[[str], bool]) -> Toxic:
         "stream": "string",
         "toxicity": "float32",
     }
-    fields = decode_fields(obj, top, "ToxicWrapper")
+    fields = decode_fields(obj, top, "ToxicWrapper", {"attributes": _WrapperAttributes()})
     stream = fields.get("stream", "downstream")
     direction = parse_direction(stream)
     type_name = fields.get("type", "")
@@ -169,7 +219,9 @@ def new_toxic(body: object, taken: Callable[[str], bool]) -> Toxic:
     if taken(name):
         raise TOXIC_EXISTS
     attributes = {spec.name: 0 for spec in toxic_type.attributes}
-    _decode_attributes(toxic_type, _field(obj, "attributes"), attributes)
+    decoded = _Attributes(toxic_type)
+    decode_fields(obj, {}, "", {"attributes": decoded})
+    decoded.apply(attributes)
     _check_consistency(toxic_type, attributes)
     return Toxic(
         name=name,
@@ -181,32 +233,31 @@ def new_toxic(body: object, taken: Callable[[str], bool]) -> Toxic:
     )
 
 
+_PATCH_BODY: Final = (
+    'struct { Attributes interface {} "json:\\"attributes\\""; '
+    'Toxicity float32 "json:\\"toxicity\\"" }'
+)
+
+
 def updated_toxic(current: Toxic, body: object) -> Toxic:
-    """Apply a ``PATCH`` body: attributes decode into the current ones, toxicity is optional."""
-    obj = expect_object(body, "struct { Attributes interface {}; Toxicity float32 }")
+    """Apply a ``PATCH`` body: attributes decode into the current ones, toxicity is optional.
+
+    A body with any error changes nothing (Go has by then written the attributes decoded
+    before the error into the live toxic; see the docs' divergences)."""
+    obj = expect_object(body, _PATCH_BODY)
     attributes = dict(current.attributes)
-    _decode_attributes(current.type, _field(obj, "attributes"), attributes)
+    decoded = _Attributes(current.type)
+    fields = decode_fields(obj, {"toxicity": "float32"}, "", {"attributes": decoded})
+    decoded.apply(attributes)
     _check_consistency(current.type, attributes)
-    raw_toxicity = _field(obj, "toxicity")
-    toxicity = current.toxicity
-    if raw_toxicity is not None:
-        toxicity = convert(raw_toxicity, "float32", ".Toxicity")
     return Toxic(
         name=current.name,
         type=current.type,
         stream=current.stream,
         direction=current.direction,
-        toxicity=toxicity,
+        toxicity=fields.get("toxicity", current.toxicity),
         attributes=attributes,
     )
-
-
-def _field(obj: Mapping[str, Any], name: str) -> object:
-    found: object = None
-    for key, value in obj.items():
-        if key == name or key.lower() == name:
-            found = value
-    return found
 
 
 def _check_consistency(toxic_type: ToxicType, attributes: Mapping[str, int]) -> None:

@@ -38,6 +38,9 @@ class Case:
     """A fragment the error message must contain."""
     data_type: str | None = None
     """When set, the type name every chunk's ``data`` must have."""
+    auto: bool = True
+    """Whether reading it without ``format=`` (``auto``) must give the same, with the
+    format recognised as this one (a chat stream filed under openai-responses is not)."""
 
 
 def _pages(suffix: str, json_hint: str = JSON_PAGE) -> list[Case]:
@@ -102,6 +105,25 @@ FORMATS: dict[str, tuple[str, list[Case]]] = {
             ),
             Case("http_error", CHAT, error_kind="http", error_has="429"),
             *_pages(CHAT, 'answered application/json, not a stream: did you send "stream": true?'),
+            # WHATWG: a lone CR ends a line; the openai client reads all 7 tokens.
+            Case("chat_cr", CHAT, (T,) * 7, text="One two three four five six seven."),
+            # n=2: choice 0 finished, choice 1 never did: not the end, cut or clean close.
+            Case(
+                "chat_n2_unfinished",
+                CHAT,
+                (T, T, T),
+                text="RedBlue sky",
+                error_kind="truncated",
+                error_has="a finish_reason on every choice",
+            ),
+            Case("chat_n2_cut", CHAT, (T, T, T), text="RedBlue sky", error_kind="cut"),
+            # Chat chunks under `event: completion`: the openai client reads their data.
+            Case("chat_named_event", CHAT, (T,) * 5, text="A named event stream."),
+            # llama.cpp's server interrupting a request: a role chunk, then a bare [DONE].
+            Case(
+                "llama_empty", CHAT, error_kind="empty", error_has="it sent only role chunk, [DONE]"
+            ),
+            Case("bare_done", CHAT, error_kind="empty", error_has="it sent a bare [DONE]"),
         ],
     ),
     "openai-responses": (
@@ -138,6 +160,14 @@ FORMATS: dict[str, tuple[str, list[Case]]] = {
                 error_has="The model failed to generate a response.",
             ),
             *_pages("/responses"),
+            # A chat stream read as the Responses API: no event of its own, so no token.
+            Case(
+                "chat_stream",
+                "/responses",
+                error_kind="empty",
+                error_has='it looks like openai (format="openai")',
+                auto=False,
+            ),
         ],
     ),
     "anthropic": (
@@ -197,6 +227,22 @@ FORMATS: dict[str, tuple[str, list[Case]]] = {
             ),
             # streamGenerateContent without alt=sse answers a JSON array.
             *_pages(GEMINI),
+            # candidateCount=2: candidate 0 finished, candidate 1 was mid-answer.
+            Case(
+                "two_candidates_cut",
+                GEMINI,
+                (T, T, T),
+                text="The foxA fox jumps. runs and",
+                error_kind="cut",
+            ),
+            Case(
+                "two_candidates_unfinished",
+                GEMINI,
+                (T, T, T),
+                text="The foxA fox jumps. runs and",
+                error_kind="truncated",
+                error_has="a finishReason on every candidate",
+            ),
         ],
     ),
     "ollama": (

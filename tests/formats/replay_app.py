@@ -6,6 +6,8 @@ on disk. ``{anything}`` is whatever path a vendor SDK appends to its base URL
 plugin read the same bytes. Each format's ``manifest.json`` gives a transcript's content type,
 status and pauses: ``{"at_byte": n, "seconds": s}`` sleeps ``s`` before byte ``n`` is written,
 which splits the body into timed writes (a role-only chunk at 0 s, the first token 0.2 s later).
+``"cut": true`` ends the answer without the chunked body's last chunk: the server closes the
+connection mid-body, as a crashed or reset upstream does.
 
 Run it on its own (``python replay_app.py --port 0``) or serve ``app`` with uvicorn.
 """
@@ -16,6 +18,7 @@ import argparse
 import asyncio
 import itertools
 import json
+import logging
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -25,6 +28,7 @@ from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import PlainTextResponse, Response, StreamingResponse
 from starlette.routing import Route
+from starlette.types import Receive, Scope, Send
 
 TRANSCRIPTS = Path(__file__).resolve().parent / "transcripts"
 
@@ -37,6 +41,7 @@ class Transcript:
     content_type: str
     status: int
     pauses: tuple[tuple[int, float], ...]
+    cut: bool = False
 
     def writes(self) -> list[tuple[float, bytes]]:
         """The body as ``(pause before, bytes)`` writes, split at the pause offsets."""
@@ -61,6 +66,7 @@ def load_transcript(fmt: str, name: str) -> Transcript:
         content_type=entry["content_type"],
         status=int(entry.get("status", 200)),
         pauses=tuple((int(p["at_byte"]), float(p["seconds"])) for p in entry.get("pauses", [])),
+        cut=bool(entry.get("cut", False)),
     )
 
 
@@ -80,11 +86,41 @@ async def replay(request: Request) -> Response:
                 await asyncio.sleep(wait)
             yield data
 
+    if transcript.cut:
+        return CutResponse(chunks(), transcript.content_type)
     return StreamingResponse(
         chunks(),
         status_code=transcript.status,
         headers={"content-type": transcript.content_type},
     )
+
+
+_UNFINISHED = "ASGI callable returned without completing response."
+
+
+class CutResponse(Response):
+    """A body that stops without its end: uvicorn then closes the connection mid-body."""
+
+    def __init__(self, chunks: AsyncIterator[bytes], content_type: str) -> None:
+        # Not Response.__init__: it would add content-length: 0 for the missing content.
+        self.status_code = 200
+        self.background = None
+        self.raw_headers = [(b"content-type", content_type.encode("latin-1"))]
+        self.chunks = chunks
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        """Start the answer and send every chunk, but never the last (empty) one."""
+        await send({"type": "http.response.start", "status": 200, "headers": self.raw_headers})
+        async for data in self.chunks:
+            await send({"type": "http.response.body", "body": data, "more_body": True})
+
+
+def _not_the_deliberate_cut(record: logging.LogRecord) -> bool:
+    return record.getMessage() != _UNFINISHED
+
+
+# The cut is the transcript's point; uvicorn's error line for it is noise.
+logging.getLogger("uvicorn.error").addFilter(_not_the_deliberate_cut)
 
 
 async def readyz(request: Request) -> Response:

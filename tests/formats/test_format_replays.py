@@ -2,10 +2,11 @@
 through the plugin: the replay app (real uvicorn) as the target, behind the embedded Toxiproxy.
 
 One pytester run per format reads each transcript with ``streamguard.stream`` (sync client),
-``streamguard.astream`` (async client, all transcripts at once) and ``streamguard.load(3)``
-(load transport) and dumps what it saw; the outer test checks it against ``format_cases`` and,
-where the vendor has an official Python client, against the text that client assembles from
-the same bytes (``oracles.py``).
+``streamguard.astream`` (async client, several transcripts at once), ``streamguard.load(3)``
+(load transport), and, for the built-in formats, ``streamguard.stream`` without ``format=``
+(the format recognised from the answer), and dumps what it saw; the outer test checks it
+against ``format_cases`` and, where the vendor has an official Python client, against the
+text that client assembles from the same bytes (``oracles.py``).
 """
 
 from __future__ import annotations
@@ -33,6 +34,7 @@ import pytest
 from pytest_streamguard.formats import NDJSONFormat, SSEFormat
 
 CASES = json.loads({cases!r})
+AUTO_CASES = json.loads({auto_cases!r})
 FORMAT = {fmt!r}
 BODY = {{"model": "m", "stream": True, "messages": [{{"role": "user", "content": "hi"}}]}}
 
@@ -76,6 +78,8 @@ def seen(trace):
         "tool": trace.text_of("tool"),
         "refusal": trace.text_of("refusal"),
         "heartbeats": trace.heartbeats,
+        "format": trace.format,
+        "format_auto": trace.format_auto,
         "ttft": trace.ttft,
         "completed": trace.completed,
         "error_kind": trace.error_kind,
@@ -93,11 +97,24 @@ def test_sync_and_load(streamguard):
         json.dump(out, f)
 
 
+def test_auto(streamguard):
+    # No format=: recognised from the content type and the first events.
+    out = {{name: seen(streamguard.stream(path, json=BODY)) for name, path in AUTO_CASES}}
+    with open("seen_auto.json", "w") as f:
+        json.dump(out, f)
+
+
 @pytest.mark.asyncio
 async def test_async(streamguard):
-    traces = await asyncio.gather(
-        *(streamguard.astream(path, json=BODY, format=fmt) for _, path in CASES)
-    )
+    # Concurrent, but not all at once: on a busy 2-core machine 20 streams at once would
+    # measure the machine's queue, not the first token's pause.
+    slots = asyncio.Semaphore(4)
+
+    async def one(path):
+        async with slots:
+            return await streamguard.astream(path, json=BODY, format=fmt)
+
+    traces = await asyncio.gather(*(one(path) for _, path in CASES))
     with open("seen_async.json", "w") as f:
         json.dump({{name: seen(t) for (name, _), t in zip(CASES, traces)}}, f)
 """
@@ -137,17 +154,27 @@ def test_format_reads_its_transcripts(
 ) -> None:
     _, cases = FORMATS[fmt]
     pairs = [[case.name, path_of(fmt, case)] for case in cases]
-    pytester.makepyfile(INNER.format(cases=json.dumps(pairs), fmt=fmt))
+    builtin = not fmt.startswith("custom")
+    auto = [pair for pair, case in zip(pairs, cases, strict=True) if builtin and case.auto]
+    pytester.makepyfile(INNER.format(cases=json.dumps(pairs), auto_cases=json.dumps(auto), fmt=fmt))
     result = run()
-    result.assert_outcomes(passed=2)
+    result.assert_outcomes(passed=3)
     seen = json.loads((pytester.path / "seen.json").read_text())
     seen_async = json.loads((pytester.path / "seen_async.json").read_text())
+    seen_auto = json.loads((pytester.path / "seen_auto.json").read_text())
     for case in cases:
         check(case, seen[case.name]["stream"], "stream")
+        assert seen[case.name]["stream"]["format_auto"] is False
         check(case, seen_async[case.name], "astream")
         assert len(seen[case.name]["load"]) == 3
         for i, trace in enumerate(seen[case.name]["load"]):
             check(case, trace, f"load trace {i}")
+        if case.name in seen_auto:
+            got = seen_auto[case.name]
+            check(case, got, "auto")
+            recognised = case.kinds or case.error_kind == "empty"
+            assert (got["format"], got["format_auto"]) == (fmt if recognised else "auto", True)
+    assert len(seen_auto) == len(auto)
     # The official client, where there is one, reads the same bytes the same way.
     oracle = oracles.ORACLES.get(fmt)
     if oracle is not None:

@@ -1,60 +1,138 @@
-"""``.github/workflows/ci.yml``: it parses, and its jobs do what the README says they do."""
+"""``.github/workflows/ci.yml`` and docs/ci.md's job for a user's repository: they parse, the
+workflow installs only what each job needs, and the documented job is the one CI runs."""
 
 from __future__ import annotations
 
+import re
+import tomllib
 from pathlib import Path
 from typing import Any
 
-import pytest
 import yaml
 
-WORKFLOW = Path(__file__).resolve().parents[2] / ".github" / "workflows" / "ci.yml"
-README = Path(__file__).resolve().parents[2] / "README.md"
-CI_PAGE = Path(__file__).resolve().parents[2] / "docs" / "ci.md"
+ROOT = Path(__file__).resolve().parents[2]
+WORKFLOW = ROOT / ".github" / "workflows" / "ci.yml"
+README = ROOT / "README.md"
+CI_PAGE = ROOT / "docs" / "ci.md"
+PYPROJECT = ROOT / "pyproject.toml"
+
+USER_JOB = "stream-deadlines"
+TORCH_CPU_INDEX = "--index-url https://download.pytorch.org/whl/cpu"
+
+
+def _load(text: str) -> dict[Any, Any]:
+    raw = yaml.safe_load(text)
+    assert isinstance(raw, dict)
+    # YAML 1.1 reads the bare key `on` as True.
+    if True in raw:
+        raw["on"] = raw.pop(True)
+    return raw
 
 
 def _workflow() -> dict[Any, Any]:
-    raw = yaml.safe_load(WORKFLOW.read_text(encoding="utf-8"))
-    assert isinstance(raw, dict)
-    return raw
+    return _load(WORKFLOW.read_text(encoding="utf-8"))
+
+
+def _documented_workflow() -> dict[Any, Any]:
+    text = CI_PAGE.read_text(encoding="utf-8")
+    section = text.index("## A job for your repository")
+    start = text.index("```yaml\n", section) + len("```yaml\n")
+    return _load(text[start : text.index("```", start)])
 
 
 def _runs(job: dict[str, Any]) -> str:
     return "\n".join(step.get("run", "") for step in job["steps"])
 
 
-def test_workflow_parses_with_a_make_test_job_and_a_real_toxiproxy_job() -> None:
+def _uses(job: dict[str, Any], action: str) -> list[dict[str, Any]]:
+    return [s for s in job["steps"] if str(s.get("uses", "")).startswith(action + "@")]
+
+
+def test_workflow_has_the_make_test_job_and_the_documented_user_job() -> None:
     workflow = _workflow()
-    # YAML 1.1 reads the bare key `on` as True.
-    assert set(workflow.get("on", workflow.get(True))) == {"push", "pull_request"}
-    jobs = workflow["jobs"]
-    assert set(jobs) == {"test", "examples-real-toxiproxy"}
-    assert "make test" in _runs(jobs["test"])
-    examples = jobs["examples-real-toxiproxy"]
-    runs = _runs(examples)
-    assert "ghcr.io/shopify/toxiproxy:" in runs
-    assert "python -m pytest examples" in runs
-    assert "--streamguard-toxiproxy http://127.0.0.1:8474" in runs
-    assert "--junitxml reports/examples-junit.xml" in runs
-    assert "--streamguard-html reports/examples.html" in runs
-    uploads = [s for s in examples["steps"] if str(s.get("uses", "")).startswith("actions/upload")]
-    assert len(uploads) == 1
-    assert uploads[0]["if"] == "always()"
-    paths = uploads[0]["with"]["path"].split()
-    assert {"reports/examples.html", "reports/examples-junit.xml"} <= set(paths)
+    assert set(workflow["on"]) == {"push", "pull_request"}
+    assert set(workflow["jobs"]) == {"test", USER_JOB}
+    assert "make test" in _runs(workflow["jobs"]["test"])
 
 
-@pytest.mark.parametrize(
-    ("page", "heading"),
-    [(README, "## Running in CI"), (CI_PAGE, "## A workflow with the real Toxiproxy")],
-    ids=["README", "docs-ci"],
-)
-def test_docs_show_the_snippet_of_the_real_toxiproxy_job(page: Path, heading: str) -> None:
-    text = page.read_text(encoding="utf-8")
-    workflow = WORKFLOW.read_text(encoding="utf-8")
-    start = text.index("```yaml\n", text.index(heading)) + len("```yaml\n")
-    snippet = text[start : text.index("```", start)]
-    # The documented steps are the workflow's own, line for line.
-    for line in snippet.strip().splitlines():
-        assert line.strip() in workflow, line
-    assert "ghcr.io/shopify/toxiproxy" in snippet
+def test_the_test_job_installs_torchs_cpu_build_at_the_target_extras_pin() -> None:
+    target = tomllib.loads(PYPROJECT.read_text())["project"]["optional-dependencies"]["target"]
+    (pin,) = [r for r in target if r.startswith("torch")]
+    job = _workflow()["jobs"]["test"]
+    runs = _runs(job).splitlines()
+    torch_lines = [line for line in runs if TORCH_CPU_INDEX in line]
+    assert len(torch_lines) == 1
+    assert torch_lines[0].split() == [
+        ".venv/bin/python",
+        "-m",
+        "pip",
+        "install",
+        pin,
+        *TORCH_CPU_INDEX.split(),
+    ]
+    # Into make's .venv, before make runs (which would otherwise take the CUDA build).
+    steps = [s.get("run", "") for s in job["steps"]]
+    torch_step = next(i for i, run in enumerate(steps) if TORCH_CPU_INDEX in run)
+    make_step = next(i for i, run in enumerate(steps) if "make test" in run)
+    assert "python -m venv .venv" in steps[torch_step]
+    assert torch_step < make_step
+
+
+def test_the_test_job_gets_a_real_chromium_not_ubuntus_snap_stub() -> None:
+    job = _workflow()["jobs"]["test"]
+    runs = _runs(job)
+    assert not re.search(r"apt-get install[^\n]*\bchromium\b", runs)
+    (chrome,) = _uses(job, "browser-actions/setup-chrome")
+    assert chrome["id"] == "chrome"
+    # tests/report drives /usr/bin/chromium.
+    assert '"${{ steps.chrome.outputs.chrome-path }}" /usr/bin/chromium' in runs
+
+
+def test_the_user_job_installs_the_plugin_plain() -> None:
+    job = _workflow()["jobs"][USER_JOB]
+    assert job["env"]["STREAMGUARD"] == "."
+    assert job["env"]["APP_REQUIREMENTS"] == ""
+    # No extra: the example app needs no torch, and no test-only plugin in the user's run.
+    assert "[" not in _runs(job)
+    assert 'python -m pip install "$STREAMGUARD" $APP_REQUIREMENTS' in _runs(job)
+
+
+def test_the_documented_job_is_the_workflows_job_but_for_its_env_values() -> None:
+    documented = _documented_workflow()
+    assert set(documented["on"]) == {"push", "pull_request"}
+    assert documented["permissions"] == {"contents": "read"}
+    assert set(documented["jobs"]) == {USER_JOB}
+    user_job = documented["jobs"][USER_JOB]
+    ours = _workflow()["jobs"][USER_JOB]
+    assert set(user_job["env"]) == set(ours["env"])
+    assert {k: v for k, v in user_job.items() if k != "env"} == {
+        k: v for k, v in ours.items() if k != "env"
+    }
+    # The user's values are the documented placeholders.
+    assert user_job["env"]["STREAMGUARD"] == "git+https://github.com/OWNER/pytest-streamguard"
+    assert "{port}" in user_job["env"]["APP_CMD"]
+
+
+def test_the_user_job_runs_both_toxiproxies_and_keeps_every_report() -> None:
+    job = _documented_workflow()["jobs"][USER_JOB]
+    runs = [s.get("run", "") for s in job["steps"]]
+    pytest_runs = [r for r in runs if "python -m pytest" in r]
+    assert len(pytest_runs) == 2
+    embedded, official = pytest_runs
+    assert "--streamguard-toxiproxy" not in embedded
+    assert "--streamguard-toxiproxy http://127.0.0.1:8474" in official
+    assert any("ghcr.io/shopify/toxiproxy:" in r and "--network host" in r for r in runs)
+    for run in pytest_runs:
+        assert '--streamguard-target-cmd "$APP_CMD"' in run
+        for flag in ("--streamguard-json reports/", "--streamguard-html reports/", "--junitxml"):
+            assert flag in run
+    (upload,) = _uses(job, "actions/upload-artifact")
+    assert upload["if"] == "${{ !cancelled() }}"
+    assert upload["with"]["path"] == "reports/"
+    # The second run and the upload happen also when the first run fails.
+    official_step = next(s for s in job["steps"] if s.get("run") == official)
+    assert official_step["if"] == "${{ !cancelled() }}"
+
+
+def test_the_readme_points_to_the_documented_job() -> None:
+    assert "(docs/ci.md#a-job-for-your-repository)" in README.read_text(encoding="utf-8")

@@ -130,7 +130,8 @@ def test_bad_format_is_rejected() -> None:
     with pytest.raises(
         ValueError,
         match=(
-            r"expected one of sse, openai, openai-responses, anthropic, gemini, ollama, tgi, "
+            r"expected auto \(the default\), one of sse, openai, openai-responses, anthropic, "
+            r"gemini, ollama, tgi, "
             r"ndjson, raw or a pytest_streamguard\.formats\.StreamFormat"
         ),
     ):

@@ -144,9 +144,9 @@ def test_errors_and_cuts_count_as_violations(pytester: pytest.Pytester, run) -> 
     # The plugin's own check after the body: three violations, each naming its stream.
     result.stdout.fnmatch_lines(
         [
-            "*DeadlineViolation: token deadline violated (3 in 3 stream(s)):",
+            "*DeadlineViolation: token deadline violated (3 in 3 streams):",
             "*stream 6 (POST /generate): stream did not complete (server: server sent event: "
-            "error: generation failed after 2 tokens) after 2 chunk(s)*",
+            "error: generation failed after 2 tokens) after 2 chunks*",
         ]
     )
 
@@ -175,9 +175,9 @@ def test_pooled_percentile_over_every_stream(pytester: pytest.Pytester, run) -> 
     result.assert_outcomes(passed=1, failed=1)
     result.stdout.fnmatch_lines(
         [
-            "*DeadlineViolation: token deadline violated (1 in 1 stream(s)):",
-            "*6 stream(s) pooled: p90 gap 0.3* s > chunk deadline 0.200 s (2 of 10 gaps over, "
-            "in 2 stream(s); worst 0.3* s before chunk 1 of stream *",
+            "*DeadlineViolation: token deadline violated (1 in 1 stream):",
+            "*6 streams pooled: p90 gap 0.3* s > chunk deadline 0.200 s (2 of 10 gaps over, "
+            "in 2 streams; worst 0.3* s before chunk 1 of stream *",
             "*timeline of stream *",
         ]
     )

@@ -75,7 +75,14 @@ def test_incident(streamguard):
         "profile": streamguard.profile.to_dict(),
         "during": proxies()[streamguard.proxy.name],
     })
-    trace = streamguard.stream(json={"max_new_tokens": 30, "interval_s": 0.01})
+    # The chunk-triggered cut acts one API call after the 3rd chunk: events 50 ms apart leave
+    # it over a second, even on a loaded machine. The slow reader gets 2.7 KB in ~0.3 s, far
+    # faster than its 2 KB/s, so it has to wait (it fired).
+    name = streamguard.profile.name
+    body = {"max_new_tokens": 30, "interval_s": 0.05 if name == "cut-mid-stream" else 0.01}
+    if name == "slow-reader-2kbps":
+        body["pad"] = 50
+    trace = streamguard.stream(json=body)
     if streamguard.profile.name in ("cut-mid-stream", "down"):
         # The graceful-error assertion a matrix test makes under a cut.
         assert not trace.completed
@@ -122,16 +129,14 @@ def test_matrix_expands_applies_and_undoes_each_profile(
         "enabled": True,
         "toxics": [["latency", "downstream", 1.0, {"latency": 200, "jitter": 0}]],
     }
-    assert during["cut-mid-stream"] == {
-        "enabled": True,
-        "toxics": [["limit_data", "downstream", 1.0, {"bytes": 400}]],
-    }
     assert during["down"] == {"enabled": False, "toxics": []}
-    # The client-triggered stall adds its toxic only after the third chunk.
+    # The client-triggered cut and stall add their toxics only after the third chunk.
+    assert during["cut-mid-stream"] == {"enabled": True, "toxics": []}
     assert during["stall-1s"] == {"enabled": True, "toxics": []}
+    # 2 KB/s read by the client; the proxy's toxic a little faster (2.5 KB/s, rounded up).
     assert during["slow-reader-2kbps"] == {
         "enabled": True,
-        "toxics": [["bandwidth", "downstream", 1.0, {"rate": 2}]],
+        "toxics": [["bandwidth", "downstream", 1.0, {"rate": 3}]],
     }
     # The body saw the profile's definition, not only its name.
     assert bodies[1]["profile"]["toxics"] == [
@@ -170,6 +175,14 @@ def test_matrix_expands_applies_and_undoes_each_profile(
     assert by_id["test_matrix_inner.py::test_incident[cut-mid-stream]"]["profile"] == (
         "cut-mid-stream"
     )
+    # Every profile's faults took effect on the stream it ran under.
+    for name in ids[1:]:
+        faults = by_id[f"test_matrix_inner.py::test_incident[{name}]"]["faults"]
+        assert faults, name
+        assert all(f["fired"] is True for f in faults), (name, faults)
+    cut = by_id["test_matrix_inner.py::test_incident[cut-mid-stream]"]["traces"][0]
+    assert cut["error_kind"] == "cut"
+    assert 3 <= len(cut["chunks"]) < 30
     stalled = by_id["test_matrix_inner.py::test_incident[stall-1s]"]
     assert [f["kind"] for f in stalled["traces"][0]["faults"]] == ["stall"]
     stamps = [c["stamp_ns"] for c in stalled["traces"][0]["chunks"]]

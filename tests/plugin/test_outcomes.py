@@ -34,13 +34,43 @@ def test_openai_without_finish_reason_and_done_is_truncated(streamguard):
     body = {**BODY, "drop_end": True, "stream": True}
     trace = streamguard.stream("/v1/completions", json=body, format="openai")
     assert (trace.completed, trace.error_kind) == (False, "truncated")
-    assert "data: [DONE] or a chunk with a finish_reason" in trace.error
+    assert "data: [DONE], or a finish_reason on every choice" in trace.error
 
 
 def test_openai_with_its_end_completes(streamguard):
     trace = streamguard.stream("/v1/completions", json={**BODY, "stream": True}, format="openai")
     assert (trace.completed, trace.error_kind, trace.error) == (True, None, None)
     assert trace.text == "tok0 tok1 tok2 tok3 tok4 "
+
+
+def test_openai_without_a_format_is_recognised(streamguard):
+    trace = streamguard.stream("/v1/completions", json={**BODY, "stream": True})
+    assert (trace.completed, trace.format, trace.format_auto) == (True, "openai", True)
+    assert trace.text == "tok0 tok1 tok2 tok3 tok4 "
+    assert trace.to_dict()["format_auto"] is True
+
+
+def test_answer_without_tokens_is_empty_unless_allowed(streamguard):
+    body = {**BODY, "max_new_tokens": 0, "stream": True}
+    trace = streamguard.stream("/v1/completions", json=body)
+    assert (trace.completed, trace.error_kind) == (False, "empty")
+    assert trace.error.startswith(
+        "the openai stream ended before any token: it sent only role chunk, "
+        "finish_reason chunk, [DONE]"
+    )
+    allowed = streamguard.stream("/v1/completions", json=body, allow_empty=True)
+    assert (allowed.completed, allowed.error_kind, allowed.chunks) == (True, None, [])
+    assert streamguard.load(2, "/v1/completions", json=body).outcomes == {"empty": 2}
+    result = streamguard.load(2, "/v1/completions", json=body, allow_empty=True)
+    assert result.outcomes == {"completed": 2}
+
+
+async def test_async_twins_take_allow_empty(streamguard):
+    body = {**BODY, "max_new_tokens": 0, "stream": True}
+    trace = await streamguard.astream("/v1/completions", json=body, allow_empty=True)
+    assert trace.completed
+    result = await streamguard.aload(2, "/v1/completions", json=body)
+    assert result.outcomes == {"empty": 2}
 
 
 def test_json_answer_is_not_a_stream(streamguard):
@@ -113,7 +143,7 @@ def test_every_stream_ends_in_one_outcome(pytester: pytest.Pytester, run) -> Non
         "[pytest]\nasyncio_default_fixture_loop_scope = function\nasyncio_mode = auto\n"
     )
     result = run("--streamguard-max-stream-seconds", "1")
-    result.assert_outcomes(passed=11)
+    result.assert_outcomes(passed=14)
 
 
 @pytest.mark.parametrize("value", ["0", "-3", "soon", "inf"])

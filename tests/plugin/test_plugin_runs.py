@@ -68,7 +68,7 @@ def test_violation_fails_with_message_and_timeline(pytester: pytest.Pytester, ru
     result.assert_outcomes(failed=1)
     result.stdout.fnmatch_lines(
         [
-            "*DeadlineViolation: token deadline violated (1 in 1 stream(s)):",
+            "*DeadlineViolation: token deadline violated (1 in 1 stream):",
             "*stream 1 (POST /generate): gap before chunk 2 = *.* s > chunk deadline 0.800 s "
             "(1 of 3 gaps over); active faults: stall(after_chunks=2, seconds=1.6)",
             "*timeline of stream 1 (POST /generate) (ms since request sent):",
@@ -184,7 +184,7 @@ def test_a_stream_error_is_a_violation(pytester: pytest.Pytester, run) -> None: 
     result.stdout.fnmatch_lines(
         [
             "*stream did not complete (server: server sent event: error: generation failed after "
-            "2 tokens) after 2 chunk(s)*"
+            "2 tokens) after 2 chunks*"
         ]
     )
 

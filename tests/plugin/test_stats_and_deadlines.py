@@ -125,7 +125,7 @@ def test_incomplete_stream_is_always_a_violation() -> None:
     (violation,) = check_trace(trace, Deadline())
     assert violation.bound == "completed"
     assert (
-        "did not complete (cut: RemoteProtocolError: peer closed) after 2 chunk(s)"
+        "did not complete (cut: RemoteProtocolError: peer closed) after 2 chunks"
         in violation.detail
     )
 

@@ -4,6 +4,9 @@ Chromium is started with ``--remote-debugging-port=0``; it writes the port it bo
 ``DevToolsActivePort`` file in its profile directory, which we poll. One websocket to the
 browser endpoint carries everything: a page target is attached in flattened mode, so page
 commands carry its ``sessionId``. Events that arrive while waiting for a reply are kept.
+
+Run as a script it takes a screenshot of an HTML file (how ``docs/report.png`` is made):
+``python tests/report/chromium_cdp.py reports/streamguard.html docs/report.png``.
 """
 
 from __future__ import annotations
@@ -14,6 +17,8 @@ import json
 import os
 import signal
 import subprocess
+import sys
+import tempfile
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -195,3 +200,37 @@ def chromium_page(workdir: Path, width: int = 1280, height: int = 900) -> Iterat
             os.killpg(process.pid, signal.SIGKILL)
             process.wait(10)
         log.close()
+
+
+def main(argv: list[str]) -> int:
+    """``HTML PNG [WIDTH [ID]]``: save a screenshot of the top of the page ``HTML``, down to
+    the bottom of the element ``ID`` (default: one screen, 1000 px)."""
+    if not 2 <= len(argv) <= 4:
+        print("usage: chromium_cdp.py PAGE.html OUT.png [WIDTH (default 1280) [ELEMENT_ID]]")
+        return 2
+    source, out = Path(argv[0]).resolve(), Path(argv[1])
+    width = int(argv[2]) if len(argv) > 2 else 1280
+    with (
+        tempfile.TemporaryDirectory() as workdir,
+        chromium_page(Path(workdir), width=width, height=1000) as page,
+    ):
+        page.send("Page.navigate", url=source.as_uri())
+        page.wait_event("Page.loadEventFired", COMMAND_TIMEOUT)
+        if len(argv) == 4:
+            bottom = page.evaluate(
+                f"document.getElementById({json.dumps(argv[3])}).getBoundingClientRect().bottom"
+            )
+            page.send(
+                "Emulation.setDeviceMetricsOverride",
+                width=width,
+                height=int(bottom) + 16,
+                deviceScaleFactor=1,
+                mobile=False,
+            )
+        page.screenshot(out)
+    print(f"wrote {out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

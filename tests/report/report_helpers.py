@@ -15,8 +15,9 @@ RUN_TIMEOUT = 180
 # A parametrize id with markup and an ampersand: the report must show it, not render it.
 MARKUP_ID = "<b>bold</b>&amp"
 
-# Test order is report order; the stall test comes first so the top of the page (the README
-# screenshot) shows the summary and a broken deadline.
+# Test order is report order. The passing tests' deadlines are far above what they take (0.2 s
+# to the first token, 0.05 s gaps), so they pass on a busy machine and under xdist; the stall
+# (0.45 s against 0.2 s) and the cut fail whatever the load.
 INNER_TESTS = f"""
 import asyncio
 
@@ -29,7 +30,7 @@ def test_stall_breaks_chunk_deadline(streamguard):
     streamguard.stream(json={{"max_new_tokens": 10, "interval_s": 0.03}})
 
 
-@pytest.mark.token_deadline(ttft=0.5, chunk=0.2)
+@pytest.mark.token_deadline(ttft=2.0, chunk=1.0)
 @pytest.mark.parametrize("label", ["x"], ids=[{MARKUP_ID!r}])
 def test_passes_with_heartbeats(streamguard, label):
     trace = streamguard.stream(
@@ -47,7 +48,7 @@ def test_cut_mid_stream(streamguard):
 
 
 @pytest.mark.asyncio
-@pytest.mark.token_deadline(ttft=0.5, chunk=0.2)
+@pytest.mark.token_deadline(ttft=2.0, chunk=1.0)
 async def test_load_under_latency(streamguard):
     streamguard.faults.latency(20, jitter=10)
     traces = await asyncio.gather(

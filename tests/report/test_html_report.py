@@ -1,9 +1,10 @@
 """The HTML report from a real run, opened in a real headless Chromium.
 
 Checks the page loads with no console errors or warnings and no network requests, that each
-test's section has its plots (a gap histogram too for the load test), that what the plots
+test's section has its SVG plots (a gap histogram too for the load test), that what the plots
 draw matches the run (heartbeats, the stall's over-deadline gap, the cut), that test ids are
-shown as text, and that the summary sorts when a header is clicked. Screenshots are saved in
+shown as text, that nothing is cut off at common widths, and that the summary sorts when a
+header is clicked. Screenshots are saved in
 the test's tmp dir (README: "The HTML report" says how to refresh docs/report.png from them).
 """
 
@@ -43,28 +44,24 @@ def test_run_writes_json_and_html_from_the_same_records(report_run: ReportRun) -
     for index, nodeid in enumerate(_sections(report_run), start=1):
         assert f'id="test-{index}" data-nodeid="{html.escape(nodeid)}"' in page
         assert f'href="#test-{index}"' in page
-    # Self-contained: plotly.js inline exactly once, nothing loaded from anywhere.
-    assert page.count("* plotly.js v") == 1
+    # Self-contained: inline SVG plots and one small inline script (the table sort); nothing
+    # loaded from anywhere.
+    assert page.count("<script") == 1
+    assert page.count('<svg class="timeline"') == 4
     assert "<script src" not in page
     assert "<link" not in page
+    assert 'href="http' not in page
     assert MARKUP_ID not in page
     assert html.escape(MARKUP_ID) in page
 
 
 @pytest.fixture(scope="module")
 def page(report_run: ReportRun, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Page]:
-    """The run's HTML report loaded in headless Chromium, every plot drawn."""
+    """The run's HTML report loaded in headless Chromium."""
     workdir = tmp_path_factory.mktemp("chromium")
     with chromium_page(workdir, width=1280, height=1400) as page:
         page.send("Page.navigate", url=report_run.html_path.as_uri())
         page.wait_event("Page.loadEventFired", LOAD_TIMEOUT)
-        # plotly draws each figure into an SVG inside its div once the div is laid out.
-        page.wait_for(
-            "document.querySelectorAll('.plotly-graph-div').length > 0 && "
-            "Array.from(document.querySelectorAll('.plotly-graph-div'))"
-            ".every((d) => d.querySelector('svg.main-svg'))",
-            LOAD_TIMEOUT,
-        )
         yield page
 
 
@@ -76,10 +73,11 @@ def test_page_loads_clean_with_a_plot_per_test(
     sections = page.evaluate(
         "Array.from(document.querySelectorAll('section.test')).map((s) => ({"
         "  nodeid: s.dataset.nodeid, verdict: s.dataset.verdict,"
-        "  heading: s.querySelector('h2').textContent,"
+        "  heading: s.querySelector('h2 .fn').textContent,"
+        "  nodeidLine: s.querySelector('p.nodeid').textContent,"
         "  elementsInHeading: s.querySelectorAll('h2 *').length,"
-        "  plots: Array.from(s.querySelectorAll('.js-plotly-plot')).map((p) => p.id),"
-        "  drawn: s.querySelectorAll('.js-plotly-plot svg.main-svg .scatterlayer .trace').length"
+        "  plots: Array.from(s.querySelectorAll('.plot')).map((p) => p.id),"
+        "  drawn: s.querySelectorAll('.plot svg.timeline g.chunks > circle').length"
         "}))"
     )
     expected = _sections(report_run)
@@ -87,8 +85,9 @@ def test_page_loads_clean_with_a_plot_per_test(
     for index, section in enumerate(sections, start=1):
         assert section["verdict"] == expected[section["nodeid"]]["verdict"]
         # The id is shown as text: markup in it is not turned into elements.
-        assert section["heading"].endswith(section["nodeid"])
-        assert section["elementsInHeading"] == 1  # the verdict badge only
+        assert section["nodeidLine"] == section["nodeid"]
+        assert section["nodeid"].endswith("::" + section["heading"])
+        assert section["elementsInHeading"] == 2  # the verdict badge and the name
         assert section["drawn"] > 0
         plots = [f"timeline-{index}"]
         if "test_load_under_latency" in section["nodeid"]:
@@ -100,37 +99,58 @@ def test_page_loads_clean_with_a_plot_per_test(
     assert (tmp_path / "report.png").stat().st_size > 20_000
 
 
-def _trace_names(page: Page, div_id: str) -> list[str]:
-    names: list[str] = page.evaluate(f"document.getElementById('{div_id}').data.map((t) => t.name)")
-    return names
+def _kinds(page: Page, div_id: str) -> set[str]:
+    """The kinds of marks a timeline drew (its SVG's layer groups)."""
+    kinds: list[str] = page.evaluate(
+        f"Array.from(document.querySelectorAll('#{div_id} svg.timeline g[class]'))"
+        ".map((g) => g.getAttribute('class'))"
+    )
+    return set(kinds)
+
+
+def _marks(page: Page, div_id: str, kind: str) -> int:
+    """How many events the marks of ``kind`` stand for (a mark may stand for a close run)."""
+    count: int = page.evaluate(
+        f"Array.from(document.querySelectorAll('#{div_id} svg.timeline g.{kind} > *'))"
+        ".reduce((n, m) => n + Number(m.dataset.n || 1), 0)"
+    )
+    return count
 
 
 def test_timelines_draw_what_the_streams_did(page: Page, report_run: ReportRun) -> None:
     stall, passing, cut, load = (f"timeline-{i}" for i in range(1, 5))
-    assert {"gap over deadline", "chunk deadline ran out", "fault active"} <= set(
-        _trace_names(page, stall)
-    )
-    assert "cut / error" in _trace_names(page, cut)
-    assert "completed" not in _trace_names(page, cut)
+    assert {"over", "expired", "faults", "window", "ttft"} <= _kinds(page, stall)
+    assert "cut" in _kinds(page, cut)
+    assert "done" not in _kinds(page, cut)
     # Heartbeats are drawn apart from other reads, one mark per heartbeat the JSON holds.
-    assert "heartbeat" in _trace_names(page, passing)
-    beats = page.evaluate(
-        f"document.getElementById('{passing}').data.find((t) => t.name === 'heartbeat').x.length"
-    )
+    assert "beats" in _kinds(page, passing)
     passing_traces = report_run.document["tests"][1]["traces"]
-    assert beats == sum(len(t["heartbeat_ns"]) for t in passing_traces) >= 2
-    assert "gap over deadline" not in _trace_names(page, passing)
+    assert _marks(page, passing, "beats") == sum(len(t["heartbeat_ns"]) for t in passing_traces)
+    assert _marks(page, passing, "beats") >= 2
+    assert "over" not in _kinds(page, passing)
     # One chunk mark per chunk the JSON holds, one row per stream.
     tests = report_run.document["tests"]
     for div_id, test in zip((stall, passing, cut, load), tests, strict=True):
-        chunks = page.evaluate(
-            f"document.getElementById('{div_id}').data.find((t) => t.name === 'chunk').x.length"
+        assert _marks(page, div_id, "chunks") == sum(len(t["chunks"]) for t in test["traces"])
+        rows = page.evaluate(f"document.querySelector('#{div_id} svg.timeline').dataset.rows")
+        assert int(rows) == len(test["traces"])
+        # Every mark lies inside the drawing (nothing clipped at its edges).
+        outside = page.evaluate(
+            f"(() => {{ const svg = document.querySelector('#{div_id} svg.timeline');"
+            "  const box = svg.viewBox.baseVal;"
+            "  return Array.from(svg.querySelectorAll('circle, rect, path')).filter((e) => {"
+            "    const b = e.getBBox();"
+            "    return b.x < -0.5 || b.y < -0.5 || b.x + b.width > box.width + 0.5"
+            "      || b.y + b.height > box.height + 0.5; }).length; })()"
         )
-        assert chunks == sum(len(t["chunks"]) for t in test["traces"])
-        rows = page.evaluate(f"document.getElementById('{div_id}').layout.yaxis.tickvals.length")
-        assert rows == len(test["traces"])
-    ttft_line = page.evaluate(f"document.getElementById('{stall}').layout.shapes.map((s) => s.x0)")
-    assert ttft_line == [0.5]
+        assert outside == 0
+    ttft_line = page.evaluate(f"document.querySelector('#{stall} svg.timeline g.ttft').dataset.x")
+    assert float(ttft_line) == 0.5
+    titles = page.evaluate(
+        f"Array.from(document.querySelectorAll('#{stall} g.over title')).map((t) => t.textContent)"
+    )
+    assert titles
+    assert all("> chunk deadline 200.0 ms" in t for t in titles), titles
 
 
 def test_summary_links_and_sorting(page: Page) -> None:

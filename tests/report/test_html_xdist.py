@@ -28,5 +28,5 @@ def test_two_workers_one_page(tmp_path: Path) -> None:
         assert f'id="test-{index}" data-nodeid="{html.escape(test["nodeid"])}"' in page
         assert f'id="timeline-{index}"' in page
         assert f"ran on pytest-xdist worker {test['worker']}" in page
-    assert "Merged from 2 pytest-xdist worker(s):" in page
+    assert "Merged from 2 pytest-xdist workers:" in page
     assert 'class="missing"' not in page

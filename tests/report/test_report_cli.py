@@ -118,7 +118,7 @@ def test_missing_xdist_worker_is_named_on_the_page(
     out = tmp_path / "out.html"
     assert main([str(_write(tmp_path / "in.json", document)), "-o", str(out)]) == 0
     page = out.read_text(encoding="utf-8")
-    assert "Merged from 1 pytest-xdist worker(s):" in page
+    assert "Merged from 1 pytest-xdist worker:" in page
     assert (
         '<li class="missing">MISSING gw1: crashed &lt;signal 9&gt;; '
         "its tests' streams are not in this report</li>"

@@ -37,6 +37,8 @@ async def stream_then_fault(streamguard: StreamGuard, fault: str) -> tuple[Strea
     record = await asyncio.to_thread(getattr(streamguard.faults, fault))
     trace = await task
     assert record.on_ns is not None
+    # The fault that ended the stream is on its trace (it went on before the call returned).
+    assert trace.faults == [record]
     return trace, record.on_ns
 
 

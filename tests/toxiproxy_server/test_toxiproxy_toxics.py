@@ -87,8 +87,10 @@ def test_bandwidth_throttles_and_pushes_back(api: httpx.Client, proxy: Callable[
         data = recv_exactly(sock, size)
         elapsed = time.perf_counter() - started
     assert data == b"z" * size
-    # 50 KB at 50 KB/s: 1.0 s +- 10 %.
-    assert elapsed == pytest.approx(1.0, rel=0.10)
+    # 50 KB at 50 KB/s: 1.0 s. The throttle can never deliver early (10 % below for timer
+    # granularity), while a busy 2-core machine can only add time (50 % above; an unthrottled
+    # proxy delivers 50 KB in milliseconds).
+    assert 0.9 <= elapsed <= 1.5, elapsed
 
 
 def test_bandwidth_backpressure_reaches_the_upstream(

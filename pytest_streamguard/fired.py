@@ -1,0 +1,187 @@
+"""Whether a fault took effect, judged from the streams it was active on.
+
+A test under a fault that never acted proved nothing, so every fault of a test is judged when
+its body ends (:meth:`~pytest_streamguard.faults.Faults.judge`): ``fired`` and a sentence of
+``evidence`` on its :class:`~pytest_streamguard.trace.FaultRecord`. What counts as taking
+effect, by fault:
+
+================================  ==========================================================
+fault                             fired when
+================================  ==========================================================
+latency, bandwidth, slicer,       bytes of a stream passed the proxy while it was on (for
+ingress, other toxics             an upstream latency: a request was sent while it was on)
+slow_reader                       its reader waited to keep to its rate (a stream came
+                                  faster than the rate asked for)
+stall                             a stream reached its chunk, so the hold went on
+cut, reset, down, blackhole       a stream it was active on ended by it: cut, reset, refused,
+                                  or silent until its read limit
+profile                           any of its toxics did, each judged as above by its type
+================================  ==========================================================
+
+A fault active on no stream did not fire.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from pytest_streamguard.profiles import Toxic
+from pytest_streamguard.trace import FaultRecord, StreamTrace
+
+# How a stream ends when the proxy closes its connection (a FIN from limit_data, or a
+# disabled proxy): httpx's RemoteProtocolError mid-body or before the answer, a clean close of
+# a close-delimited body, or another broken connection.
+CLOSED = frozenset({"cut", "truncated", "network"})
+RESET = frozenset({"reset", "cut", "network"})
+DOWN = frozenset({"connect", "cut", "reset", "network", "truncated"})
+SILENCED = frozenset({"timeout", "cut", "reset", "network", "truncated"})
+
+
+def _n(value: float) -> str:
+    return f"{value:,.0f}"
+
+
+def _largest(traces: Sequence[StreamTrace]) -> str:
+    return f"largest {_n(max(t.nbytes for t in traces))} bytes"
+
+
+def _window(record: FaultRecord) -> tuple[int, float]:
+    start = record.on_ns if record.on_ns is not None else record.armed_ns
+    return (start or 0), (record.off_ns if record.off_ns is not None else float("inf"))
+
+
+def _passed(record: FaultRecord, traces: Sequence[StreamTrace], stream: str) -> tuple[bool, str]:
+    """Fired when bytes passed while the fault was on (downstream: the answer; upstream: the
+    request)."""
+    start, end = _window(record)
+    if stream == "upstream":
+        sent = [t for t in traces if start <= t.request_ns <= end]
+        if sent:
+            return True, f"{len(sent)} request(s) were sent while it was on"
+        return False, "no request was sent while it was on"
+    moved = 0
+    streams = 0
+    for trace in traces:
+        during = sum(n for stamp, n in trace.reads if start <= stamp <= end)
+        headers = trace.response_ns is not None and start <= trace.response_ns <= end
+        if during or headers:
+            moved += during
+            streams += 1
+    if streams:
+        return True, f"{_n(moved)} response bytes of {streams} stream(s) passed while it was on"
+    return False, "no response byte passed while it was on"
+
+
+def _ended(
+    traces: Sequence[StreamTrace], kinds: frozenset[str], how: str, *, since: int | None = None
+) -> tuple[bool, str]:
+    """Fired when a stream it was active on ended in one of ``kinds`` (after ``since``)."""
+    for trace in traces:
+        late = since is None or (trace.end_ns is not None and trace.end_ns >= since)
+        if not trace.completed and trace.error_kind in kinds and late:
+            return True, f"{trace.name} ended {trace.error_kind} after {_n(trace.nbytes)} bytes"
+    if all(t.completed for t in traces):
+        return False, f"every stream it was active on completed ({_largest(traces)})"
+    outcomes = sorted({str(t.error_kind) for t in traces if not t.completed})
+    return False, (
+        f"no stream it was active on was {how} (outcomes: completed or "
+        f"{', '.join(outcomes)}; {_largest(traces)})"
+    )
+
+
+def _slow_reader(
+    record: FaultRecord, traces: Sequence[StreamTrace], waited: float
+) -> tuple[bool, str]:
+    rate = float(record.params["bytes_per_second"])
+    if waited > 0:
+        return True, f"the reader waited {waited:.3f} s in all to keep to {_n(rate)} B/s"
+    fastest = max(traces, key=lambda t: t.nbytes / max(t.total or 0.0, 1e-9))
+    return False, (
+        f"no stream came faster than {_n(rate)} B/s, so the reader never waited "
+        f"(fastest: {_n(fastest.nbytes)} bytes in {fastest.total or 0.0:.3f} s)"
+    )
+
+
+def _reached(record: FaultRecord, traces: Sequence[StreamTrace], hits: int) -> str:
+    after = int(record.params["after_chunks"])
+    if hits:
+        return ""
+    longest = max(len(t.chunks) for t in traces)
+    return f"no stream reached chunk {after} (longest: {longest} chunk(s))"
+
+
+def judge_toxic(
+    toxic: Toxic, record: FaultRecord, traces: Sequence[StreamTrace]
+) -> tuple[bool, str]:
+    """One toxic of a profile, by its type."""
+    if toxic.type == "limit_data":
+        return _ended(traces, CLOSED, "cut")
+    if toxic.type == "reset_peer":
+        return _ended(traces, RESET, "reset")
+    if toxic.type == "timeout":
+        return _ended(traces, SILENCED, "held silent")
+    quiet = not toxic.attributes.get("latency") and not toxic.attributes.get("jitter")
+    if toxic.type == "latency" and quiet:
+        return False, "a 0 ms latency delays nothing"
+    return _passed(record, traces, toxic.stream)
+
+
+def judge(
+    record: FaultRecord,
+    traces: Sequence[StreamTrace],
+    *,
+    triggered: Sequence[StreamTrace] = (),
+    toxics: Sequence[Toxic] = (),
+    waited: float = 0.0,
+) -> tuple[bool, str]:
+    """(fired, evidence) for ``record`` from the ``traces`` it was active on.
+
+    ``triggered``: for a fault the client triggers after N chunks, the streams that reached
+    chunk N; ``toxics``: for a ``profile`` record, the profile's toxics; ``waited``: for a
+    ``slow_reader``, the seconds its reader waited to keep to the rate.
+    """
+    if not traces:
+        return False, "active on no stream (none was read while it was on)"
+    kind = record.kind
+    if kind == "latency":
+        if not record.params.get("ms") and not record.params.get("jitter"):
+            return False, "a 0 ms latency delays nothing"
+        return _passed(record, traces, str(record.params.get("stream", "downstream")))
+    if kind == "slow_reader":
+        return _slow_reader(record, traces, waited)
+    if kind == "stall":
+        missing = _reached(record, traces, len(triggered))
+        if missing:
+            return False, missing
+        return True, f"{triggered[0].name} reached chunk {record.params['after_chunks']}"
+    if kind == "cut" and "after_chunks" in record.params:
+        missing = _reached(record, traces, len(triggered))
+        if missing:
+            return False, missing
+        fired, evidence = _ended(triggered, CLOSED, "cut", since=record.on_ns)
+        if fired:
+            return fired, evidence
+        return False, (
+            f"{len(triggered)} stream(s) reached chunk {record.params['after_chunks']} but "
+            f"ended before the cut took effect ({evidence})"
+        )
+    if kind == "cut":
+        return _ended(traces, CLOSED, "cut")
+    if kind == "reset":
+        return _ended(traces, RESET, "reset")
+    if kind == "down":
+        return _ended(traces, DOWN, "refused or cut", since=record.on_ns)
+    if kind == "blackhole":
+        return _ended(traces, SILENCED, "held silent")
+    if kind == "profile":
+        if not toxics:
+            return False, "the profile has no toxic of its own"
+        verdicts = [(t, *judge_toxic(t, record, traces)) for t in toxics]
+        took = [f"{t.type}: {why}" for t, ok, why in verdicts if ok]
+        if took:
+            return True, "; ".join(took)
+        return False, "; ".join(
+            f"{t.type}({', '.join(f'{k}={v}' for k, v in t.attributes.items())}): {why}"
+            for t, _, why in verdicts
+        )
+    return _passed(record, traces, "downstream")

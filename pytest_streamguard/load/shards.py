@@ -1,0 +1,167 @@
+"""The shard protocol: one load split into parts that are read apart and merged exactly.
+
+A :class:`Shard` is what one reader (a local process, or a Ray task) reads: its share of the
+load's concurrent streams (closed loop), or its share of the load's arrival schedule (open loop:
+the schedule is drawn once for the whole load and its offsets dealt round-robin, so the union of
+the shards' arrivals is exactly the process asked for, Poisson or constant). Each shard reads
+with the plugin's own client and :class:`~pytest_streamguard.client.StreamRecorder` on its own
+host's clock, starting at one origin, and returns its traces as builtin-typed dicts
+(:meth:`~pytest_streamguard.trace.StreamTrace.to_dict`).
+
+:func:`merge` puts every trace of every shard into one
+:class:`~pytest_streamguard.load.LoadResult`, in the order the streams were sent, so its pooled
+percentiles are computed over every sample of every shard, never averaged from shard
+percentiles. A shard that never returned (its process or node died, or it overran its bound)
+leaves every stream it was given in the result as a failed trace that says where and why: no
+stream is ever dropped.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any
+
+from pytest_streamguard.client import StreamRecorder, StreamRequest
+from pytest_streamguard.formats import AUTO
+from pytest_streamguard.load import LoadPlan, LoadResult, arun
+from pytest_streamguard.trace import StreamTrace
+
+
+@dataclass(frozen=True)
+class Shard:
+    """One reader's part of a load.
+
+    ``plan`` is the shard's own plan (``n``: its concurrent streams, or its number of
+    arrivals); ``offsets`` its start offsets out of the whole load's open-loop schedule (None
+    for a closed loop); ``of`` how many shards the load has.
+    """
+
+    index: int
+    of: int
+    plan: LoadPlan
+    request: StreamRequest
+    offsets: tuple[float, ...] | None = None
+
+    @property
+    def bound_s(self) -> float:
+        """Seconds after the origin by which every stream of the shard has ended: each stream
+        is bounded by its read limits (``total``), and the last one starts at the end of the
+        schedule or of the duration."""
+        last_start = 0.0
+        if self.offsets:
+            last_start = self.offsets[-1]
+        elif self.plan.duration is not None:
+            last_start = self.plan.duration
+        return last_start + self.request.limits.total
+
+    def describe(self) -> str:
+        """``shard 2 of 4 (25 streams)``."""
+        return f"shard {self.index + 1} of {self.of} ({self.plan.n} stream(s))"
+
+
+def split(plan: LoadPlan, request: StreamRequest, count: int) -> list[Shard]:
+    """``plan`` in at most ``count`` shards (never an empty one).
+
+    Closed loop: the ``n`` concurrent streams (or workers, with ``duration``) spread as evenly
+    as they go. Open loop: the load's schedule (:meth:`LoadPlan.start_offsets`, drawn once)
+    dealt round-robin, so shard ``k`` sends arrivals ``k``, ``k + count``, ...
+    """
+    # A shard is read in another process or on another node: the slow reader's pace callback
+    # (bound to this session's faults) stays here.
+    request = dataclasses.replace(request, on_pace=None)
+    if plan.rate is None:
+        count = min(count, plan.n)
+        sizes = [plan.n // count + (k < plan.n % count) for k in range(count)]
+        return [
+            Shard(
+                index=k,
+                of=count,
+                plan=LoadPlan(n=size, duration=plan.duration),
+                request=request,
+            )
+            for k, size in enumerate(sizes)
+        ]
+    schedule = plan.start_offsets()
+    count = min(count, len(schedule))
+    shards = []
+    for k in range(count):
+        offsets = tuple(schedule[k::count])
+        part = LoadPlan(
+            n=len(offsets),
+            rate=plan.rate / count,
+            duration=plan.duration,
+            arrival=plan.arrival,
+            seed=plan.seed,
+        )
+        shards.append(Shard(index=k, of=count, plan=part, request=request, offsets=offsets))
+    return shards
+
+
+async def aread_shard(
+    shard: Shard, origin: Callable[[], Awaitable[int]], node: str | None = None
+) -> dict[str, Any]:
+    """Read ``shard``'s streams on the running loop. ``origin`` is awaited once the shard's
+    client is ready and returns the instant the load starts (this host's
+    ``perf_counter_ns()``). The result is builtin-typed data: ``shard``, ``node``, ``wall_s``
+    and ``traces`` (each :meth:`~pytest_streamguard.trace.StreamTrace.to_dict`)."""
+    request = shard.request
+
+    def recorder(i: int) -> StreamRecorder:
+        return StreamRecorder(request, f"shard {shard.index + 1} stream {i + 1}")
+
+    result = await arun(
+        shard.plan, recorder, request.socket_options(), offsets=shard.offsets, origin=origin
+    )
+    traces = []
+    for trace in result.traces:
+        trace.node = node
+        traces.append(trace.to_dict())
+    return {"shard": shard.index, "node": node, "wall_s": result.wall_s, "traces": traces}
+
+
+def lost_traces(
+    shard: Shard, origin_ns: int, kind: str, error: str, node: str | None = None
+) -> list[StreamTrace]:
+    """Every stream ``shard`` was given, as failed traces (``kind``, ``error``): what a shard
+    that never returned leaves in the result. With ``duration`` a closed-loop shard's workers
+    may have read several streams each; one failed trace stands for each worker."""
+    request = shard.request
+    now = time.perf_counter_ns()
+    starts = shard.offsets if shard.offsets is not None else (0.0,) * shard.plan.n
+    return [
+        StreamTrace(
+            name=f"shard {shard.index + 1} stream {i + 1}",
+            method=request.method,
+            url=request.url,
+            format=AUTO if request.stream_format is None else request.stream_format.name,
+            request_ns=origin_ns + round(offset * 1e9),
+            end_ns=max(now, origin_ns + round(offset * 1e9)),
+            error_kind=kind,
+            error=error,
+            node=node,
+        )
+        for i, offset in enumerate(starts)
+    ]
+
+
+def merge(
+    plan: LoadPlan, results: list[dict[str, Any] | list[StreamTrace]], origin_ns: int
+) -> LoadResult:
+    """One :class:`LoadResult` for the whole load from each shard's result: the dict it
+    returned, or the failed traces :func:`lost_traces` made for it (``origin_ns`` on this
+    host's clock). Every trace is kept, in the order sent."""
+    traces: list[StreamTrace] = []
+    wall_s = 0.0
+    for result in results:
+        if isinstance(result, list):
+            traces.extend(result)
+            ends = (t.end_ns for t in result if t.end_ns is not None)
+            wall_s = max(wall_s, (max(ends, default=origin_ns) - origin_ns) / 1e9)
+            continue
+        traces.extend(StreamTrace.from_dict(raw) for raw in result["traces"])
+        wall_s = max(wall_s, float(result["wall_s"]))
+    traces.sort(key=lambda trace: trace.request_ns)
+    return LoadResult(plan, traces, wall_s)

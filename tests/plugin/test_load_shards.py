@@ -1,0 +1,250 @@
+"""Sharded loads: ``streamguard.load(..., processes=N)`` and the shard protocol under it.
+
+The split and the merge are checked directly; the loads run through pytester against the
+example app (real uvicorn) and the session's embedded Toxiproxy, each shard a real process.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from pytest_streamguard.client import StreamRequest
+from pytest_streamguard.load import LoadPlan
+from pytest_streamguard.load.pool import check_processes
+from pytest_streamguard.load.shards import lost_traces, merge, split
+from pytest_streamguard.trace import Chunk, StreamTrace
+
+REQUEST = StreamRequest(method="POST", url="http://127.0.0.1:9/generate")
+
+# Finds this process's shard children by their command line, for the tests that kill one and
+# that check none is left.
+SHARD_PIDS = """
+import os
+
+def shard_pids():
+    found = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/cmdline", "rb") as f:
+                cmdline = f.read()
+            with open(f"/proc/{entry}/stat") as f:
+                ppid = int(f.read().rsplit(")", 1)[1].split()[1])
+        except OSError:
+            continue
+        if ppid == os.getpid() and b"pytest_streamguard.load.pool" in cmdline:
+            found.append(int(entry))
+    return found
+"""
+
+
+def test_closed_loop_splits_streams_evenly_and_never_makes_an_empty_shard() -> None:
+    shards = split(LoadPlan(n=101), REQUEST, 4)
+    assert [s.plan.n for s in shards] == [26, 25, 25, 25]
+    assert shards[0].describe() == "shard 1 of 4 (26 stream(s))"
+    assert all(s.offsets is None for s in shards)
+    assert [s.plan.n for s in split(LoadPlan(n=3), REQUEST, 8)] == [1, 1, 1]
+    timed = split(LoadPlan(n=4, duration=2.0), REQUEST, 2)
+    assert [(s.plan.n, s.plan.duration) for s in timed] == [(2, 2.0), (2, 2.0)]
+
+
+@pytest.mark.parametrize("arrival", ["constant", "poisson"])
+def test_open_loop_shards_deal_out_the_one_schedule(arrival: str) -> None:
+    plan = LoadPlan(n=500, rate=100.0, arrival=arrival, seed=5)
+    shards = split(plan, REQUEST, 3)
+    # Together the shards send exactly the load's arrivals, each at its planned offset.
+    offsets = sorted(o for s in shards for o in (s.offsets or ()))
+    assert offsets == plan.start_offsets()
+    assert [s.plan.n for s in shards] == [167, 167, 166]
+    assert all(s.plan.rate == pytest.approx(100 / 3) for s in shards)
+    short = LoadPlan(n=50, rate=2.0, duration=1.0)
+    assert [s.offsets for s in split(short, REQUEST, 4)] == [(0.0,), (0.5,)]
+
+
+def test_a_shards_bound_covers_its_last_start_and_the_stream_limit() -> None:
+    assert split(LoadPlan(n=2), REQUEST, 2)[0].bound_s == REQUEST.limits.total
+    timed = split(LoadPlan(n=2, duration=3.0), REQUEST, 2)[0]
+    assert timed.bound_s == 3.0 + REQUEST.limits.total
+    open_loop = split(LoadPlan(n=4, rate=2.0), REQUEST, 2)
+    assert open_loop[1].bound_s == 1.5 + REQUEST.limits.total
+
+
+def _trace(request_ns: int, stamps: list[int]) -> StreamTrace:
+    trace = StreamTrace(
+        name="x", method="POST", url="u", format="sse", request_ns=request_ns, completed=True
+    )
+    trace.chunks = [Chunk(i, s, s, 1, "t") for i, s in enumerate(stamps)]
+    trace.end_ns = stamps[-1]
+    return trace
+
+
+def test_merge_keeps_every_trace_in_send_order_and_pools_every_sample() -> None:
+    # Two shards with very different gaps: the pooled p50 is a sample of the pooled list, not
+    # a mean of the shards' p50s.
+    fast = [_trace(10, [20, 21, 22, 23]), _trace(30, [40, 41, 42])]
+    slow = [_trace(15, [100, 300, 500])]
+    results = [
+        {"shard": 0, "node": None, "wall_s": 0.5, "traces": [t.to_dict() for t in fast]},
+        {"shard": 1, "node": None, "wall_s": 0.7, "traces": [t.to_dict() for t in slow]},
+    ]
+    merged = merge(LoadPlan(n=3), list(results), origin_ns=0)
+    assert [t.request_ns for t in merged.traces] == [10, 15, 30]
+    assert sorted(merged.gaps) == sorted([1e-9] * 5 + [2e-7] * 2)
+    assert merged.percentile(50) == 1e-9
+    assert merged.percentile(90) == 2e-7
+    assert merged.wall_s == 0.7
+
+
+def test_a_lost_shard_leaves_each_of_its_streams_failed() -> None:
+    shard = split(LoadPlan(n=6, rate=10.0), REQUEST, 2)[1]
+    lost = lost_traces(shard, 1_000_000_000, "network", "shard 2 of 2 died")
+    assert len(lost) == 3
+    assert [t.request_ns for t in lost] == [1_100_000_000, 1_300_000_000, 1_500_000_000]
+    assert all(not t.completed and t.error_kind == "network" for t in lost)
+    assert all(t.error == "shard 2 of 2 died" and t.end_ns is not None for t in lost)
+    merged = merge(LoadPlan(n=6, rate=10.0), [lost], origin_ns=1_000_000_000)
+    assert merged.outcomes == {"network": 3}
+
+
+@pytest.mark.parametrize("bad", [0, 65, 1.5, True, "2"])
+def test_bad_processes_say_what_is_accepted(bad: object) -> None:
+    with pytest.raises(ValueError, match=rf"^load processes={bad!r} is not accepted: expected an"):
+        check_processes(bad)
+
+
+def test_sharded_load_keeps_every_trace_and_pools_exact_percentiles(
+    pytester: pytest.Pytester, run
+) -> None:  # type: ignore[no-untyped-def]
+    pytester.makepyfile(
+        SHARD_PIDS
+        + """
+import pytest
+from pytest_streamguard.stats import percentile
+
+@pytest.mark.token_deadline(ttft=5.0, chunk=1.0, percentile=95)
+def test_hundred_in_two_processes(streamguard):
+    result = streamguard.load(
+        100, json={"max_new_tokens": 8, "interval_s": 0.02}, processes=2
+    )
+    assert len(result.traces) == 100
+    assert result.completed == 100, result.outcomes
+    assert streamguard.traces == result.traces
+    assert [t.name for t in result.traces] == [
+        f"stream {i} (POST /generate)" for i in range(1, 101)
+    ]
+    assert all(t.text == "".join(f"tok{i} " for i in range(8)) for t in result.traces)
+    # Sent in order, and all in flight together across both processes.
+    starts = [t.request_ns for t in result.traces]
+    assert starts == sorted(starts)
+    assert max(starts) < min(t.end_ns for t in result.traces)
+    gaps = [g for t in result.traces for g in t.gaps]
+    ttfts = [t.ttft for t in result.traces]
+    assert len(gaps) == 700
+    for q in (50, 95, 99, 100):
+        assert result.percentile(q) == percentile(gaps, q)
+        assert result.percentile(q, "ttft") == percentile(ttfts, q)
+    assert shard_pids() == []
+"""
+    )
+    run("--streamguard-json", "report.json").assert_outcomes(passed=1)
+    report = (pytester.path / "report.json").read_text()
+    assert report.count('"name": "stream ') == 100
+
+
+def test_sharded_open_loop_keeps_the_schedule_and_the_proxys_faults(
+    pytester: pytest.Pytester, run
+) -> None:  # type: ignore[no-untyped-def]
+    pytester.makepyfile(
+        """
+def test_poisson_in_three_processes(streamguard):
+    streamguard.faults.latency(ms=300)
+    result = streamguard.load(
+        30, json={"max_new_tokens": 3, "interval_s": 0.01},
+        rate=20, arrival="poisson", seed=4, processes=3,
+    )
+    assert result.completed == 30, result.outcomes
+    offsets = [(t.request_ns - result.traces[0].request_ns) / 1e9 for t in result.traces]
+    expected = result.plan.start_offsets()
+    # Every request left on the one schedule, within 50 ms of its planned offset, whichever
+    # process sent it.
+    assert all(abs(o - e) < 0.05 for o, e in zip(offsets, expected)), (offsets, expected)
+    # The toxic on the session's proxy delayed every shard's streams (300 ms a chunk).
+    assert min(result.ttft) >= 0.3
+    assert all(t.active_faults() == ("latency(ms=300, jitter=0, stream='downstream')",)
+               for t in result.traces)
+"""
+    )
+    run().assert_outcomes(passed=1)
+
+
+def test_a_killed_shard_process_leaves_its_streams_failed_and_nothing_behind(
+    pytester: pytest.Pytester, run
+) -> None:  # type: ignore[no-untyped-def]
+    pytester.makepyfile(
+        SHARD_PIDS
+        + """
+import signal
+import threading
+import time
+
+import pytest
+
+def active_streams(target):
+    return target.metrics()["stream_app_active_streams"].samples[0].value
+
+def test_kill_one(streamguard):
+    killed = []
+
+    def kill_one_shard_mid_load():
+        deadline = time.monotonic() + 60
+        # Every stream of both shards is being written: the load is in the middle.
+        while active_streams(streamguard.target) < 20:
+            assert time.monotonic() < deadline, "the 20 streams never were all open"
+            time.sleep(0.02)
+        pid = shard_pids()[0]
+        os.kill(pid, signal.SIGKILL)
+        killed.append(pid)
+
+    killer = threading.Thread(target=kill_one_shard_mid_load)
+    killer.start()
+    # 40 tokens at 50 ms: each stream lasts about 2 s, far longer than finding the shards.
+    result = streamguard.load(20, json={"max_new_tokens": 40, "interval_s": 0.05}, processes=2)
+    killer.join()
+    assert killed
+    assert len(result.traces) == 20
+    assert result.outcomes == {"completed": 10, "network": 10}, result.outcomes
+    lost = [t for t in result.traces if not t.completed]
+    assert all(
+        f"local process {killed[0]} died before it returned its traces: exited with code -9"
+        in t.error
+        for t in lost
+    ), lost[0].error
+    assert shard_pids() == []
+"""
+    )
+    run().assert_outcomes(passed=1)
+
+
+def test_async_twin_and_a_client_side_stall_is_refused(pytester: pytest.Pytester, run) -> None:  # type: ignore[no-untyped-def]
+    pytester.makepyfile(
+        """
+import pytest
+
+@pytest.mark.asyncio
+async def test_aload_in_processes(streamguard):
+    result = await streamguard.aload(6, json={"max_new_tokens": 3, "interval_s": 0.01},
+                                     processes=2)
+    assert result.completed == 6
+
+def test_stall_needs_this_process(streamguard):
+    streamguard.faults.stall(after_chunks=2, seconds=0.5)
+    with pytest.raises(ValueError, match="faults.stall.. is set off by this process's reader"):
+        streamguard.load(4, processes=2)
+
+def test_bad_processes(streamguard):
+    with pytest.raises(ValueError, match="load processes=0 is not accepted"):
+        streamguard.load(4, processes=0)
+"""
+    )
+    run().assert_outcomes(passed=3)
