@@ -194,10 +194,7 @@ class Gate:
             causes.append(f"{len(self.unmeasured)} gated figure(s) with no samples")
         if self.regressions:
             causes.append(f"{len(self.regressions)} regression(s)")
-        return (
-            f"streamguard: baseline gate FAILED ({', '.join(causes)}) against "
-            f"{self.baseline_path}; the reasons are listed above"
-        )
+        return f"streamguard: baseline gate FAILED ({', '.join(causes)}); the reasons are above"
 
     def _unmatched(self) -> str:
         if not self.run_ids:
