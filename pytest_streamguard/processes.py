@@ -2,7 +2,9 @@
 
 :class:`ManagedProcess` runs the target app and the embedded Toxiproxy server without a shell,
 each in its own process group (``start_new_session``), with its output drained into a ring
-buffer (the tail goes into the error when it fails to start). nginx of
+buffer (the tail goes into the error when it fails to start). stderr shares stdout's pipe, so
+the tail shows the lines in the order the child wrote them (two pipes are read in whatever
+order their reader threads happen to run). nginx of
 :class:`~pytest_streamguard.ingress.Ingress` is started the same way by its own module.
 
 Lifetime: the whole group is stopped at teardown (SIGTERM, SIGKILL after a grace period), on
@@ -48,8 +50,31 @@ _REAPER_SCRIPT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "_reap
 _URL_IN_LINE = re.compile(r"(https?://[0-9A-Za-z.\-\[\]:]+)")
 
 
+#: A ready URL that answers a 4xx this long is not a server still starting up: a starting
+#: server refuses connections or answers 5xx (503 is the usual "not ready yet"), while a 4xx
+#: says the request is wrong, which waiting will not change. A few seconds, not one answer,
+#: so a server that registers its routes just after it starts listening still gets ready.
+CLIENT_ERROR_FAIL_S = 3.0
+# The 4xx answers that do mean "not now": a starting server may give them.
+_RETRY_LATER = frozenset({408, 425, 429})
+
+
 class StartupError(RuntimeError):
     """A process exited or did not become ready in time; the message carries its output tail."""
+
+
+class ReadyPathError(StartupError):
+    """The ready URL kept answering a 4xx (see :data:`CLIENT_ERROR_FAIL_S`): a wrong path."""
+
+
+class ClientErrorAnswer(Exception):
+    """:func:`poll_until_ok` gave up: the URL answered ``status`` (a 4xx) for ``seconds`` (at
+    least; the threshold it was given, so the message reads the same on a slow machine)."""
+
+    def __init__(self, status: int, seconds: float) -> None:
+        super().__init__(f"HTTP {status} for {seconds:g} s")
+        self.status = status
+        self.seconds = seconds
 
 
 class Reaper:
@@ -163,12 +188,15 @@ def poll_until_ok(
     *,
     before_each: Callable[[str], None] | None = None,
     pause: Callable[[], None] | None = None,
+    client_error_fail_s: float | None = None,
 ) -> str | None:
     """GET ``url`` until it answers 2xx: None then, else the last failure once ``timeout``
     seconds are over. ``before_each(last)`` may raise to stop early; ``pause`` waits between
-    tries (50 ms by default)."""
+    tries (50 ms by default). With ``client_error_fail_s``, a 4xx answered for that long
+    (408, 425 and 429 aside) raises :class:`ClientErrorAnswer` instead of waiting on."""
     deadline = time.monotonic() + timeout
     last = "no answer yet"
+    client_error_since: float | None = None
     with httpx.Client(timeout=2.0) as client:
         while True:
             if before_each is not None:
@@ -178,8 +206,19 @@ def poll_until_ok(
                 if response.is_success:
                     return None
                 last = f"HTTP {response.status_code}"
+                if response.is_client_error and response.status_code not in _RETRY_LATER:
+                    now = time.monotonic()
+                    if client_error_since is None:
+                        client_error_since = now
+                    if client_error_fail_s is not None and (
+                        now - client_error_since >= client_error_fail_s
+                    ):
+                        raise ClientErrorAnswer(response.status_code, client_error_fail_s)
+                else:
+                    client_error_since = None
             except httpx.HTTPError as exc:
                 last = f"{type(exc).__name__}: {exc}"
+                client_error_since = None
             if time.monotonic() >= deadline:
                 return last
             if pause is not None:
@@ -208,7 +247,7 @@ class ManagedProcess:
                 self.argv,
                 stdin=subprocess.DEVNULL,
                 stdout=subprocess.PIPE,
-                stderr=subprocess.PIPE,
+                stderr=subprocess.STDOUT,
                 env=full_env,
                 start_new_session=True,
             )
@@ -217,31 +256,27 @@ class ManagedProcess:
         Reaper.get().watch_group(self.popen.pid)
         with ManagedProcess._live_lock:
             ManagedProcess._live.add(self)
-        self._readers = [
-            threading.Thread(target=self._drain, args=(stream, label), daemon=True)
-            for stream, label in ((self.popen.stdout, "out"), (self.popen.stderr, "err"))
-        ]
-        for reader in self._readers:
-            reader.start()
+        self._reader = threading.Thread(target=self._drain, args=(self.popen.stdout,), daemon=True)
+        self._reader.start()
 
     @property
     def pid(self) -> int:
         """The child's process id (also its process group id)."""
         return self.popen.pid
 
-    def _drain(self, stream: object, label: str) -> None:
+    def _drain(self, stream: object) -> None:
         assert hasattr(stream, "readline")
         for raw in iter(stream.readline, b""):
             line = raw.decode("utf-8", "replace").rstrip("\n")
             with self._new_line:
-                self._lines.append(f"[{label}] {line}")
+                self._lines.append(line)
                 self._seen.append(line)
                 self._new_line.notify_all()
         with self._new_line:
             self._new_line.notify_all()
 
     def tail(self) -> str:
-        """The last lines of the child's stdout and stderr."""
+        """The last lines of the child's output (stdout and stderr, as written)."""
         with self._new_line:
             lines = list(self._lines)
         return "\n".join(lines) if lines else "(no output)"
@@ -266,15 +301,18 @@ class ManagedProcess:
                     checked += 1
                     if found is not None:
                         return found
-                if self.popen.poll() is not None and not any(r.is_alive() for r in self._readers):
+                if self.popen.poll() is not None and not self._reader.is_alive():
                     raise self.failure("exited before printing its listening line")
                 left = deadline - time.monotonic()
                 if left <= 0:
                     raise self.failure(f"printed no listening line within {timeout:g} s")
                 self._new_line.wait(min(left, 0.2))
 
-    def wait_ready(self, url: str, timeout: float) -> None:
-        """Poll ``url`` until it answers 2xx; fail early if the process exits."""
+    def wait_ready(
+        self, url: str, timeout: float, *, client_error_fail_s: float | None = None
+    ) -> None:
+        """Poll ``url`` until it answers 2xx; fail early if the process exits, or (with
+        ``client_error_fail_s``) with :class:`ReadyPathError` if it keeps answering a 4xx."""
 
         def still_running(last: str) -> None:
             if self.popen.poll() is not None:
@@ -285,7 +323,20 @@ class ManagedProcess:
                 # Wake early when the child prints or exits; otherwise poll every 50 ms.
                 self._new_line.wait(0.05)
 
-        last = poll_until_ok(url, timeout, before_each=still_running, pause=pause)
+        try:
+            last = poll_until_ok(
+                url,
+                timeout,
+                before_each=still_running,
+                pause=pause,
+                client_error_fail_s=client_error_fail_s,
+            )
+        except ClientErrorAnswer as answer:
+            failure = self.failure(
+                f"answered HTTP {answer.status} at {url} for {answer.seconds:g} s: a 4xx "
+                "means the path is wrong, not that the app is still starting"
+            )
+            raise ReadyPathError(str(failure)) from None
         if last is not None:
             raise self.failure(f"was not ready at {url} within {timeout:g} s (last: {last})")
 
@@ -295,11 +346,9 @@ class ManagedProcess:
             stop_group(self.popen, _STOP_GRACE)
             Reaper.get().forget_group(self.popen.pid)
         finally:
-            for reader in self._readers:
-                reader.join(1.0)
-            for stream in (self.popen.stdout, self.popen.stderr):
-                if stream is not None:
-                    stream.close()
+            self._reader.join(1.0)
+            if self.popen.stdout is not None:
+                self.popen.stdout.close()
             with ManagedProcess._live_lock:
                 ManagedProcess._live.discard(self)
 
@@ -322,7 +371,9 @@ def listening_url(line: str) -> str | None:
     stripped = line.strip()
     if stripped.startswith("{"):
         try:
-            parsed = json.loads(stripped)
+            # Only the object at the start: print() writes the text and its newline separately,
+            # and stderr shares the pipe, so another thread's log line can land in between.
+            parsed, _ = json.JSONDecoder().raw_decode(stripped)
         except ValueError:
             parsed = None
         if isinstance(parsed, dict) and isinstance(parsed.get("url"), str):

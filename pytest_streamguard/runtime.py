@@ -11,7 +11,6 @@ from collections.abc import Generator
 
 import pytest
 
-from pytest_streamguard import matrix
 from pytest_streamguard.display import shown_text
 from pytest_streamguard.fixtures import (
     make_streamguard,
@@ -21,6 +20,11 @@ from pytest_streamguard.fixtures import (
     streamguard_toxiproxy_server,
     toxiproxy,
 )
+
+# Not ``from pytest_streamguard import matrix``: that form takes the package's attribute, which
+# in a second in-process pytest run (pytester) is the first run's module, whose profiles are of
+# another Profile class than the one the session checks items against.
+from pytest_streamguard.matrix import configure as configure_matrix
 from pytest_streamguard.session import PLUGIN_NAME, SESSION_KEY, SETTINGS_KEY, StreamGuardSession
 from pytest_streamguard.toxiproxy_client import ToxiproxyServer
 
@@ -40,7 +44,7 @@ __all__ = [
 def pytest_configure(config: pytest.Config) -> None:
     """Load the fault profiles (a bad file is a usage error), and create and register the
     session object (its hooks run only while the plugin is on)."""
-    matrix.configure(config)
+    configure_matrix(config)
     session = StreamGuardSession(config, config.stash[SETTINGS_KEY])
     config.stash[SESSION_KEY] = session
     config.pluginmanager.register(session, PLUGIN_NAME)

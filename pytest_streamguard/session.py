@@ -5,8 +5,9 @@ after its body (a violation fails the test as an assertion failure), keeps one
 :class:`~pytest_streamguard.reports.TestRecord` per test, adds JUnit properties, and writes the
 terminal summary and the JSON and HTML reports. Under ``@pytest.mark.streamguard_matrix`` it
 applies each item's profile after the fixtures are set up; with ``--streamguard-compare`` it
-compares the run with a saved baseline and, over a ``--streamguard-compare-fail`` bound, fails
-the run through ``session.exitstatus``.
+compares the run with a saved baseline and, when the ``--streamguard-compare-fail`` gate fails
+(a regression over a bound, or nothing compared), fails the run through ``session.exitstatus``,
+prints why at every verbosity, and ends the output with a line saying so (after pytest's counts).
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from typing import Any
 import pytest
 
 from pytest_streamguard import xdist
-from pytest_streamguard.baseline import Change, compare, compare_lines
+from pytest_streamguard.baseline import Gate, compare
 from pytest_streamguard.deadlines import Deadline, DeadlineViolation, Violation, check_traces
 from pytest_streamguard.display import shown_path, shown_text
 from pytest_streamguard.faults import FaultsNotFired
@@ -79,7 +80,7 @@ class StreamGuardSession:
                     f"--streamguard-compare {settings.compare_path}: cannot read the baseline "
                     f"({exc}); expected a JSON report saved by --streamguard-save"
                 ) from None
-        self.changes: list[Change] = []
+        self.gate: Gate | None = None
 
     @property
     def workers(self) -> dict[str, dict[str, Any]]:
@@ -186,7 +187,8 @@ class StreamGuardSession:
         return violations, unfired
 
     def pytest_terminal_summary(self, terminalreporter: pytest.TerminalReporter) -> None:
-        """The streamguard section: one row per test that read streams; quiet with -q."""
+        """The streamguard section: one row per test that read streams; quiet with -q. Why the
+        baseline gate failed (or what it warns about) is shown at every verbosity."""
         if xdist.is_worker(self.config):
             return
         verbosity = self.config.get_verbosity()
@@ -204,6 +206,7 @@ class StreamGuardSession:
                 )
                 for line in unfired_lines(self.records, strict=self.settings.strict_faults):
                     terminalreporter.write_line(line)
+            self._write_gate_problems(terminalreporter)
             return
         terminalreporter.section("streamguard")
         if self.workers or self.missing_workers:
@@ -217,27 +220,40 @@ class StreamGuardSession:
             )
         if not self.records:
             terminalreporter.write_line("no test read a stream")
-            return
-        for line in summary_lines(self.records):
-            terminalreporter.write_line(line)
-        for line in matrix_lines(self.records):
-            terminalreporter.write_line(line)
-        for line in unfired_lines(self.records, strict=self.settings.strict_faults):
-            terminalreporter.write_line(line)
-        if self.baseline is not None and self.settings.compare_path is not None:
-            for line in compare_lines(
-                self.changes,
-                str(self.settings.compare_path),
-                self.records,
-                {r.nodeid for r in self.baseline},
-            ):
+        else:
+            lines = [
+                *summary_lines(self.records),
+                *matrix_lines(self.records),
+                *unfired_lines(self.records, strict=self.settings.strict_faults),
+            ]
+            for line in lines:
                 terminalreporter.write_line(line)
+        if self.gate is not None:
+            for line in self.gate.table_lines():
+                terminalreporter.write_line(line)
+            self._write_gate_problems(terminalreporter)
         if self.settings.save_path is not None:
             terminalreporter.write_line(f"baseline saved: {self.settings.save_path}")
         if self.settings.json_path is not None:
             terminalreporter.write_line(f"JSON report: {self._shown(self.settings.json_path)}")
         if self.settings.html_path is not None:
             terminalreporter.write_line(f"HTML report: {self._shown(self.settings.html_path)}")
+
+    def _write_gate_problems(self, terminalreporter: pytest.TerminalReporter) -> None:
+        if self.gate is None:
+            return
+        red = self.gate.failed
+        for line in self.gate.problem_lines():
+            terminalreporter.write_line(line, red=red, yellow=not red)
+
+    def pytest_unconfigure(self, config: pytest.Config) -> None:
+        """After pytest's counts line (the last line a CI log shows): say that the baseline
+        gate failed the run, since the counts alone may read ``2 passed``."""
+        if self.gate is None or not self.gate.failed or xdist.is_worker(config):
+            return
+        reporter = config.pluginmanager.get_plugin("terminalreporter")
+        if reporter is not None:
+            reporter.write_line(self.gate.failure_line(), red=True, bold=True)
 
     def _shown(self, path: Path) -> str:
         return shown_path(path, self.config.rootpath)
@@ -257,19 +273,26 @@ class StreamGuardSession:
         return lines
 
     def pytest_sessionfinish(self, session: pytest.Session) -> None:
-        """Write the JSON report and the baseline, compare with a saved baseline (a
-        regression over a bound fails the run); on a pytest-xdist worker, send the records."""
+        """Write the JSON report and the baseline, compare with a saved baseline (a failed gate
+        fails the run); on a pytest-xdist worker, send the records."""
         if xdist.is_worker(self.config):
             xdist.send(self.config, self.records, self.meta)
             return
-        if self.baseline is not None:
-            self.changes = compare(
+        if self.baseline is not None and self.settings.compare_path is not None:
+            changes = compare(
                 self.baseline,
                 self.records,
                 self.settings.compare_fail,
                 self.settings.compare_min_samples,
             )
-            if any(c.regression for c in self.changes) and session.exitstatus == 0:
+            self.gate = Gate(
+                str(self.settings.compare_path),
+                self.settings.compare_fail,
+                changes,
+                [r.nodeid for r in self.records],
+                [r.nodeid for r in self.baseline],
+            )
+            if self.gate.failed and session.exitstatus == 0:
                 session.exitstatus = pytest.ExitCode.TESTS_FAILED
         if self.settings.json_path is not None:
             write_json(self.settings.json_path, self.records, self._report_meta())

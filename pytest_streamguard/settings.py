@@ -34,7 +34,10 @@ TARGET_ARGS_HELP = (
     "Extra command-line flags for the target the plugin starts (the bundled target_app or "
     "--streamguard-target-cmd), split like a shell would, e.g. '--model gpt2 --heartbeat 0.5'"
 )
-READY_PATH_HELP = "Path polled on the target until it answers 2xx. Default: /readyz"
+READY_PATH_HELP = (
+    "Path polled on the target until it answers 2xx (a 4xx for 3 s fails the start). "
+    "Default: /readyz"
+)
 STARTUP_TIMEOUT_HELP = "Seconds to wait for a started process to be ready. Default: 120"
 TOXIPROXY_HELP = (
     "URL of a running toxiproxy-server API (e.g. http://127.0.0.1:8474). "
@@ -80,7 +83,8 @@ COMPARE_HELP = (
 COMPARE_FAIL_HELP = (
     "With --streamguard-compare: fail the run when a figure got worse than its bound, e.g. "
     "'ttft_p95:20%,gap_p95:30%,gap_max:0.1s' (metrics ttft_p50, ttft_p95, gap_p95, gap_max; "
-    "units %, s, ms)"
+    "units %, s, ms), or when it compared nothing (no test in the baseline, a gated figure "
+    "without samples)"
 )
 COMPARE_MIN_SAMPLES_HELP = (
     "A compared figure from fewer samples than this (in either run) is shown but never fails "

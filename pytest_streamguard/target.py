@@ -1,4 +1,10 @@
-"""The app under test: a running URL, a user command the plugin starts, or the bundled target."""
+"""The app under test: a running URL, a user command the plugin starts, or the bundled target.
+
+Readiness: the ready path (``--streamguard-ready-path``) is polled until it answers 2xx. A
+refused connection or a 5xx is waited on (a server still starting), up to the startup timeout;
+a 4xx answered for :data:`~pytest_streamguard.processes.CLIENT_ERROR_FAIL_S` seconds fails at
+once with a hint naming the option, since no waiting turns a wrong path into a right one.
+"""
 
 from __future__ import annotations
 
@@ -15,7 +21,10 @@ from prometheus_client.metrics_core import Metric
 from prometheus_client.parser import text_string_to_metric_families
 
 from pytest_streamguard.processes import (
+    CLIENT_ERROR_FAIL_S,
+    ClientErrorAnswer,
     ManagedProcess,
+    ReadyPathError,
     StartupError,
     free_port,
     listening_url,
@@ -27,6 +36,12 @@ BUNDLED_TARGET_HINT = (
     "the bundled target needs the 'target' extra (pip install 'pytest-streamguard[target]', or "
     "'./pytest-streamguard[target]' from a clone); or test your own app with "
     "--streamguard-target-cmd or --streamguard-target-url"
+)
+
+READY_PATH_HINT = (
+    "hint: the plugin polls the ready path until it answers 2xx; point "
+    "--streamguard-ready-path (ini streamguard_ready_path) at a path your app answers 2xx once "
+    "it is ready, such as /health or /"
 )
 
 
@@ -100,7 +115,16 @@ def _wait_url_ready(url: str, timeout: float) -> None:
                 "plugin start it with --streamguard-target-cmd"
             )
 
-    last = poll_until_ok(url, timeout, before_each=refused_too_long)
+    try:
+        last = poll_until_ok(
+            url, timeout, before_each=refused_too_long, client_error_fail_s=CLIENT_ERROR_FAIL_S
+        )
+    except ClientErrorAnswer as answer:
+        raise StartupError(
+            f"target at {url} (--streamguard-target-url) answered HTTP {answer.status} for "
+            f"{answer.seconds:g} s: a 4xx means the path is wrong, not that the app is still "
+            f"starting\n{READY_PATH_HINT}"
+        ) from None
     if last is not None:
         raise StartupError(
             f"target at {url} (--streamguard-target-url) did not answer 2xx within "
@@ -148,7 +172,14 @@ def start_target(settings: Settings, extra_args: Sequence[str] = ()) -> Target:
         kind = "bundled"
     try:
         url = fixed_url or process.wait_for_line(listening_url, settings.startup_timeout)
-        process.wait_ready(url + settings.ready_path, settings.startup_timeout)
+        process.wait_ready(
+            url + settings.ready_path,
+            settings.startup_timeout,
+            client_error_fail_s=CLIENT_ERROR_FAIL_S,
+        )
+    except ReadyPathError as exc:
+        process.stop()
+        raise StartupError(f"{exc}\n{READY_PATH_HINT}") from None
     except StartupError as exc:
         process.stop()
         if kind == "bundled":

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import fnmatch
 import http.server
 import shlex
 import socket
 import sys
 import threading
+import time
 from collections.abc import Callable, Iterator
 
 import pytest
@@ -39,6 +41,139 @@ def html_server() -> Iterator[str]:
     finally:
         server.shutdown()
         server.server_close()
+
+
+class _ReadyHandler(http.server.BaseHTTPRequestHandler):
+    server: _ReadyServer
+
+    def do_GET(self) -> None:
+        status = self.server.status(self.path)
+        self.server.answers.append(status)
+        self.send_response(status)
+        self.send_header("Content-Length", "0")
+        self.end_headers()
+
+    def log_message(self, format: str, *args: object) -> None:
+        pass
+
+
+class _ReadyServer(http.server.ThreadingHTTPServer):
+    """A server whose status code per path comes from ``status``; it keeps what it answered."""
+
+    def __init__(self, status: Callable[[str], int]) -> None:
+        super().__init__(("127.0.0.1", 0), _ReadyHandler)
+        self.status = status
+        self.answers: list[int] = []
+
+
+@pytest.fixture
+def ready_server() -> Iterator[Callable[[Callable[[str], int]], _ReadyServer]]:
+    """Start :class:`_ReadyServer` s in threads; shut them down after the test."""
+    servers: list[_ReadyServer] = []
+
+    def start(status: Callable[[str], int]) -> _ReadyServer:
+        server = _ReadyServer(status)
+        threading.Thread(target=server.serve_forever, daemon=True).start()
+        servers.append(server)
+        return server
+
+    yield start
+    for server in servers:
+        server.shutdown()
+        server.server_close()
+
+
+READY_PATH_HINT = (
+    "hint: the plugin polls the ready path until it answers 2xx; point --streamguard-ready-path "
+    "(ini streamguard_ready_path) at a path your app answers 2xx once it is ready, such as "
+    "/health or /"
+)
+# The startup timeout stays at its 120 s default in these runs. A wrong path is known after
+# 3 s of 4xx answers; ending within 30 s (pytest's own start included, on a busy machine)
+# shows that the 4xx ended the wait, not the timeout.
+WELL_BEFORE_THE_TIMEOUT_S = 30.0
+
+
+def test_ready_path_answering_404_fails_within_seconds_with_a_hint(
+    pytester: pytest.Pytester,
+    toxiproxy_url: str,
+    ready_server: Callable[[Callable[[str], int]], _ReadyServer],
+) -> None:
+    server = ready_server(lambda path: 200 if path == "/" else 404)
+    url = f"http://127.0.0.1:{server.server_address[1]}"
+    pytester.makepyfile(USES_PLUGIN)
+    started = time.monotonic()
+    result = pytester.runpytest_subprocess(
+        "--streamguard",
+        "--streamguard-toxiproxy",
+        toxiproxy_url,
+        "--streamguard-target-url",
+        url,
+        timeout=100,
+    )
+    elapsed = time.monotonic() - started
+    result.assert_outcomes(errors=1)
+    assert error_section(result.stdout.lines, "ERROR at setup of test_a") == [
+        f"streamguard target failed to start: target at {url}/readyz (--streamguard-target-url) "
+        "answered HTTP 404 for 3 s: a 4xx means the path is wrong, not that the app is still "
+        "starting",
+        READY_PATH_HINT,
+    ]
+    assert elapsed < WELL_BEFORE_THE_TIMEOUT_S
+    assert set(server.answers) == {404}
+
+
+def test_started_target_whose_ready_path_answers_404_fails_within_seconds_with_a_hint(
+    pytester: pytest.Pytester, toxiproxy_url: str
+) -> None:
+    # The standard library's file server on an empty directory: 404 for /readyz.
+    (pytester.path / "empty").mkdir()
+    cmd = f"{sys.executable} -m http.server {{port}} --bind 127.0.0.1 --directory empty"
+    pytester.makepyfile(USES_PLUGIN)
+    started = time.monotonic()
+    result = pytester.runpytest_subprocess(
+        "--streamguard", "--streamguard-toxiproxy", toxiproxy_url, "--streamguard-target-cmd", cmd
+    )
+    elapsed = time.monotonic() - started
+    result.assert_outcomes(errors=1)
+    section = error_section(result.stdout.lines, "ERROR at setup of test_a")
+    assert fnmatch.fnmatch(
+        section[0],
+        "streamguard target failed to start: target answered HTTP 404 at http://127.0.0.1:*"
+        "/readyz for 3 s: a 4xx means the path is wrong, not that the app is still starting "
+        f"(still running); command: {sys.executable} -m http.server * --bind 127.0.0.1 "
+        "--directory empty",
+    ), section[0]
+    assert section[1] == "--- last output of target ---"
+    assert any('"GET /readyz HTTP/1.1" 404' in line for line in section[2:-1])
+    assert section[-1] == READY_PATH_HINT
+    assert elapsed < WELL_BEFORE_THE_TIMEOUT_S
+
+
+def test_ready_path_answering_503_is_waited_on(
+    pytester: pytest.Pytester,
+    toxiproxy_url: str,
+    ready_server: Callable[[Callable[[str], int]], _ReadyServer],
+) -> None:
+    # 503 (a server still starting) for longer than a 4xx is tolerated, then ready.
+    asked: list[float] = []
+
+    def starting(path: str) -> int:
+        asked.append(time.monotonic())
+        return 200 if asked[-1] - asked[0] > 4.0 else 503
+
+    server = ready_server(starting)
+    pytester.makepyfile(USES_PLUGIN)
+    result = pytester.runpytest(
+        "--streamguard",
+        "--streamguard-toxiproxy",
+        toxiproxy_url,
+        "--streamguard-target-url",
+        f"http://127.0.0.1:{server.server_address[1]}",
+    )
+    result.assert_outcomes(passed=1)
+    assert server.answers[0] == 503
+    assert server.answers[-1] == 200
 
 
 def _closed_port() -> int:
@@ -74,7 +209,12 @@ def test_crashing_target_error_once_with_its_output(
     pytester: pytest.Pytester, toxiproxy_url: str
 ) -> None:
     pytester.makepyfile(USES_PLUGIN + "\n\ndef test_b(streamguard):\n    pass\n")
-    crash = f"{sys.executable} -c \"print('loading...'); raise SystemExit('no such model')\""
+    # stdout and stderr lines alternate: the tail must show them in the order written.
+    crash = (
+        f"{sys.executable} -c \"import sys; print('loading...'); "
+        "print('warning: slow disk', file=sys.stderr); print('model: none'); "
+        "raise SystemExit('no such model')\""
+    )
     result = pytester.runpytest(
         "--streamguard", "--streamguard-toxiproxy", toxiproxy_url, "--streamguard-target-cmd", crash
     )
@@ -84,8 +224,10 @@ def test_crashing_target_error_once_with_its_output(
         "streamguard target failed to start: target exited before printing its listening line "
         f"(exit code 1); command: {shlex.join(shlex.split(crash))}",
         "--- last output of target ---",
-        "[out] loading...",
-        "[err] no such model",
+        "loading...",
+        "warning: slow disk",
+        "model: none",
+        "no such model",
     ]
     # The second test that needs the target refers to the first instead of repeating it.
     assert error_section(result.stdout.lines, "ERROR at setup of test_b") == [
@@ -159,3 +301,44 @@ def test_report_paths_in_the_summary_are_relative_to_rootdir(
     assert str(pytester.path) not in "\n".join(
         line for line in result.stdout.lines if "report:" in line
     )
+
+
+@pytest.mark.parametrize(
+    ("cause", "args"),
+    [
+        ("target", ["-q"]),
+        ("target", ["-qq"]),
+        ("target", ["-q", "-n", "2"]),
+        ("toxiproxy", ["-qq"]),
+        ("toxiproxy", ["-q", "-n", "2"]),
+    ],
+    ids=["target-q", "target-qq", "target-xdist", "toxiproxy-qq", "toxiproxy-xdist"],
+)
+def test_a_session_error_names_its_cause_at_every_verbosity(
+    pytester: pytest.Pytester, toxiproxy_url: str, cause: str, args: list[str]
+) -> None:
+    pytester.makepyfile(USES_PLUGIN + "\n\ndef test_b(streamguard):\n    pass\n")
+    if cause == "target":
+        crash = f"{sys.executable} -c \"raise SystemExit('no such model')\""
+        options = ["--streamguard-toxiproxy", toxiproxy_url, "--streamguard-target-cmd", crash]
+        shown = [
+            "streamguard target failed to start: target exited before printing its listening "
+            "line (exit code 1); command: *",
+            "--- last output of target ---",
+            "no such model",
+        ]
+    else:
+        url = f"http://127.0.0.1:{_closed_port()}"
+        options = ["--streamguard-toxiproxy", url]
+        shown = [
+            f"streamguard toxiproxy server unavailable: toxiproxy-server at {url} "
+            "(--streamguard-toxiproxy) did not answer GET /version: *refused*"
+        ]
+    result = pytester.runpytest_subprocess(
+        "--streamguard", "-p", "no:cacheprovider", *options, *args, timeout=120
+    )
+    assert result.ret == pytest.ExitCode.TESTS_FAILED
+    # -qq prints no counts line: the short summary names each errored test.
+    for test in ("test_a", "test_b"):
+        result.stdout.fnmatch_lines([f"ERROR *::{test} - *"])
+    result.stdout.fnmatch_lines(shown)

@@ -9,6 +9,7 @@ second. Runs that exercise process management start their own.
 from __future__ import annotations
 
 import json
+import re
 import sys
 import xml.etree.ElementTree as ET
 from pathlib import Path
@@ -51,10 +52,15 @@ def test_violation_fails_with_message_and_timeline(pytester: pytest.Pytester, ru
         """
         import pytest
 
-        @pytest.mark.token_deadline(ttft=0.5, chunk=0.2)
+        # The stall goes on once the client has read 2 events, through an API call: the 3rd
+        # event must still be on its way then. 300 ms between tokens leaves that call (ms)
+        # room on a busy machine, where a late event can arrive just before the next one
+        # (100 ms did not: the stall landed after event 2). The deadline (0.8 s) is far from
+        # both a normal gap (0.3 s) and the stalled one (1.6 s and more).
+        @pytest.mark.token_deadline(ttft=0.5, chunk=0.8)
         def test_stalled(streamguard):
-            streamguard.faults.stall(after_chunks=2, seconds=0.6)
-            streamguard.stream(json={"max_new_tokens": 4, "interval_s": 0.1})
+            streamguard.faults.stall(after_chunks=2, seconds=1.6)
+            streamguard.stream(json={"max_new_tokens": 4, "interval_s": 0.3})
         """
     )
     result = run()
@@ -63,15 +69,15 @@ def test_violation_fails_with_message_and_timeline(pytester: pytest.Pytester, ru
     result.stdout.fnmatch_lines(
         [
             "*DeadlineViolation: token deadline violated (1 in 1 stream):",
-            "*stream 1 (POST /generate): gap before chunk 2 = 0.* s > chunk deadline 0.200 s "
-            "(1 of 3 gaps over); active faults: stall(after_chunks=2, seconds=0.6)",
+            "*stream 1 (POST /generate): gap before chunk 2 = *.* s > chunk deadline 0.800 s "
+            "(1 of 3 gaps over); active faults: stall(after_chunks=2, seconds=1.6)",
             "*timeline of stream 1 (POST /generate) (ms since request sent):",
-            "*fault on: stall(after_chunks=2, seconds=0.6)",
-            "*chunk 2 (* B) +* <-- over 200.0 ms",
+            "*fault on: stall(after_chunks=2, seconds=1.6)",
+            "*chunk 2 (* B) +* <-- over 800.0 ms",
             "*end: completed",
         ]
     )
-    result.stdout.fnmatch_lines(["*test_stalled * FAIL  stall(after_chunks=2, seconds=0.6)"])
+    result.stdout.fnmatch_lines(["*test_stalled * FAIL  stall(after_chunks=2, seconds=1.6)"])
 
 
 def test_bare_marker_uses_configured_defaults(pytester: pytest.Pytester, run) -> None:  # type: ignore[no-untyped-def]
@@ -86,7 +92,8 @@ def test_bare_marker_uses_configured_defaults(pytester: pytest.Pytester, run) ->
     )
     result = run()
     result.assert_outcomes(failed=1)
-    result.stdout.fnmatch_lines(["*ttft 0.7* s > deadline 0.500 s*"])
+    # A first token 0.7 s after the headers (later on a busy machine) over a 0.5 s default.
+    result.stdout.fnmatch_lines(["*ttft *.* s > deadline 0.500 s*"])
     result = run("--streamguard-ttft", "2.0")
     result.assert_outcomes(passed=1)
 
@@ -99,8 +106,9 @@ def test_explicit_assert_deadline_and_async_twin(pytester: pytest.Pytester, run)
 
         def test_explicit(streamguard):
             trace = streamguard.stream(json={"max_new_tokens": 3, "first_token_s": 0.3})
-            trace.assert_deadline(ttft=1.0)
-            with pytest.raises(DeadlineViolation, match="ttft 0.3.* s > deadline 0.100 s"):
+            # The first token comes 0.3 s after the headers, which a busy machine may delay.
+            trace.assert_deadline(ttft=2.0)
+            with pytest.raises(DeadlineViolation, match=r"ttft \\d+\\.\\d{3} s > deadline 0.100 s"):
                 trace.assert_deadline(ttft=0.1)
 
         @pytest.mark.asyncio
@@ -129,7 +137,7 @@ def test_explicit_assert_deadline_and_async_twin(pytester: pytest.Pytester, run)
     # An expected violation the plugin found is "caught", not "unchecked"; one that failed the
     # test is a FAIL.
     assert verdicts["test_explicit"][0] == "caught"
-    assert "ttft 0.3" in verdicts["test_explicit"][1][0]
+    assert re.search(r"ttft \d+\.\d{3} s > deadline 0\.100 s", verdicts["test_explicit"][1][0])
     assert verdicts["test_async"] == ("pass", [])
     assert verdicts["test_explicit_failure"][0] == "FAIL"
     result.stdout.fnmatch_lines(["*test_explicit *caught*", "all 3 tests*1 FAIL, 1 caught*"])
@@ -147,7 +155,9 @@ def test_formats_through_the_proxy(pytester: pytest.Pytester, run) -> None:  # t
             ("/generate", "raw"),
         ]
 
-        @pytest.mark.token_deadline(ttft=0.5, chunk=0.2)
+        # What is checked is each format read through the proxy; the deadline only has to
+        # hold on a busy machine (headers took 0.69 s once with a core kept busy).
+        @pytest.mark.token_deadline(ttft=5.0, chunk=2.0)
         @pytest.mark.parametrize(("path", "fmt"), FORMATS)
         def test_format(streamguard, path, fmt):
             body = {"max_new_tokens": 3, "interval_s": 0.02, "stream": True}
@@ -190,18 +200,21 @@ def test_latency(streamguard):
     assert trace.completed
     # A 300 ms toxic on a stream whose first token is immediate (tolerance: 60 ms below).
     assert trace.ttft >= 0.24
-    assert trace.max_gap < 0.25  # latency shifts the stream, it does not stretch the gaps
+    # Latency shifts the stream, it does not stretch the gaps: stretched, every gap would be
+    # 0.33 s or more; shifted they are ~0.03 s, and the median ignores one scheduling hiccup.
+    assert sorted(trace.gaps)[len(trace.gaps) // 2] < 0.15
     assert trace.faults == [record]
 
 def test_stall(streamguard):
-    streamguard.faults.stall(after_chunks=3, seconds=0.5)
-    # Tokens 100 ms apart: the toxic is in place well before the 4th token (API calls take ms).
-    trace = streamguard.stream(json={"max_new_tokens": 6, "interval_s": 0.1})
+    streamguard.faults.stall(after_chunks=3, seconds=1.0)
+    # Tokens 300 ms apart: the toxic is in place before the 4th token (API calls take ms) even
+    # when a busy machine delivers the 3rd late, close to the 4th (100 ms was not enough).
+    trace = streamguard.stream(json={"max_new_tokens": 6, "interval_s": 0.3})
     assert trace.completed
     assert trace.text.count("tok") == 6
     gaps = trace.gaps
     assert gaps.index(max(gaps)) == 2  # the gap before chunk 3
-    assert max(gaps) >= 0.5
+    assert max(gaps) >= 1.0
     (record,) = trace.faults
     assert trace.chunks[2].stamp_ns < record.on_ns < trace.chunks[3].stamp_ns
 
