@@ -20,7 +20,8 @@ bandwidth          ``bandwidth`` toxic downstream, KB/s (1 KB = 1000 bytes)
 slicer             ``slicer`` toxic downstream (average_size, size_variation, delay µs)
 cut                ``limit_data`` downstream: N bytes (headers included), then a FIN; or,
                    with ``after_chunks``, ``limit_data`` 0 added once a stream has N data
-                   events (its next bytes end it), removed when that stream ends
+                   events (its next bytes end it), removed when that stream ends, behind a
+                   ``bandwidth`` toxic that holds the response to 1 KB/s meanwhile
 reset              ``reset_peer`` downstream: new connections lose their first response
                    chunk and get an RST after ``after_ms``
 blackhole          ``timeout`` 0 both ways: data is dropped, the connection stays open
@@ -49,6 +50,10 @@ STREAMS = ("upstream", "downstream")
 # The fastest slow reader measured to keep its rate within 10 % (benchmarks/slow_reader_rate.py,
 # docs/faults.md); a faster one is refused rather than silently slower than asked.
 SLOW_READER_MAX_BPS = 10_000_000
+# A chunk cut paces the response to this many KB/s while armed: the rest of a fast stream is
+# still inside the proxy when the client, having seen chunk N, adds the cut (one API call
+# later); unpaced, a stream sent in a few milliseconds was through before the cut landed.
+CHUNK_CUT_HOLD_KBPS = 1
 # The slow reader's toxic runs this much faster than the reader, so the client's pacing (exact
 # to the byte) sets the rate and the toxic's 100 ms steps cannot pull it below the rate asked.
 SLOW_READER_TOXIC_HEADROOM = 1.25
@@ -144,7 +149,9 @@ class _ChunkCut:
     the proxy closes the connection (FIN) at the stream's next bytes, whatever its length.
     The toxic is removed when that stream ends, so the test's next stream is cut the same way;
     while it is on, it cuts every stream through the proxy, open or new (Toxiproxy's toxics
-    are per proxy).
+    are per proxy). While armed, a ``bandwidth`` toxic holds responses to
+    :data:`CHUNK_CUT_HOLD_KBPS`, so the bytes after chunk N are still in the proxy when the
+    cut is added, however fast the server sends them.
     """
 
     def __init__(self, faults: Faults, record: FaultRecord, after_chunks: int) -> None:
@@ -154,6 +161,11 @@ class _ChunkCut:
         self.hits: dict[int, _Hit] = {}
         self.lock = threading.Lock()
         self.error: BaseException | None = None
+        self.hold: str | None = faults._name("cut_hold")
+        faults.api.add_toxic(
+            faults.proxy, self.hold, "bandwidth", "downstream", {"rate": CHUNK_CUT_HOLD_KBPS}
+        )
+        record.toxics.append(self.hold)
 
     @property
     def triggered(self) -> list[StreamTrace]:
@@ -200,6 +212,12 @@ class _ChunkCut:
     def stop(self) -> BaseException | None:
         for hit in list(self.hits.values()):
             self._finish(hit)
+        if self.hold is not None:
+            try:
+                self.faults.api.remove_toxic(self.faults.proxy, self.hold)
+            except ToxiproxyError as exc:
+                self.error = self.error or exc
+            self.hold = None
         if self.record.off_ns is None:
             self.record.off_ns = time.perf_counter_ns()
         return self.error

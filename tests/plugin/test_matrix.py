@@ -130,8 +130,12 @@ def test_matrix_expands_applies_and_undoes_each_profile(
         "toxics": [["latency", "downstream", 1.0, {"latency": 200, "jitter": 0}]],
     }
     assert during["down"] == {"enabled": False, "toxics": []}
-    # The client-triggered cut and stall add their toxics only after the third chunk.
-    assert during["cut-mid-stream"] == {"enabled": True, "toxics": []}
+    # The client-triggered cut and stall add their toxics only after the third chunk; the armed
+    # cut holds responses to 1 KB/s meanwhile, so a fast stream cannot pass before it lands.
+    assert during["cut-mid-stream"] == {
+        "enabled": True,
+        "toxics": [["bandwidth", "downstream", 1.0, {"rate": 1}]],
+    }
     assert during["stall-1s"] == {"enabled": True, "toxics": []}
     # 2 KB/s read by the client; the proxy's toxic a little faster (2.5 KB/s, rounded up).
     assert during["slow-reader-2kbps"] == {
