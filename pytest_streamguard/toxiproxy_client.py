@@ -193,23 +193,26 @@ class ToxiproxyAPI:
     ) -> Proxy:
         """Create a proxy listening on a free port of ``host`` (loopback by default): the one
         the server picks, or the first of ``ports`` it can listen on."""
-        listens = [host_port(host, port) for port in (ports or [0])]
+
+        def create(listen: str, what: str) -> Proxy:
+            return self.call(
+                what,
+                functools.partial(self.client.create, upstream=upstream, name=name, listen=listen),
+            )
+
+        if ports is None:
+            return create(host_port(host, 0), f"create proxy {name!r}")
         last = "none (an empty range)"
-        for listen in listens:
+        for port in ports:
+            listen = host_port(host, port)
             try:
-                return self.call(
-                    f"create proxy {name!r}" + (f" on {listen}" if ports else ""),
-                    functools.partial(
-                        self.client.create, upstream=upstream, name=name, listen=listen
-                    ),
-                )
+                return create(listen, f"create proxy {name!r} on {listen}")
             except ToxiproxyError as exc:
                 # The server answered an error (e.g. the port is in use): the next port may
                 # do. A timeout or a refused connection would be the same on every port.
-                if ports is None or not isinstance(exc.__cause__, KeyError):
+                if not isinstance(exc.__cause__, KeyError):
                     raise
                 last = str(exc)
-        assert ports is not None
         raise ToxiproxyError(
             f"toxiproxy API at {self.url}: create proxy {name!r}: no port of "
             f"{ports.start}-{ports.stop - 1} (--streamguard-proxy-ports) could be listened on "
