@@ -134,7 +134,8 @@ def make_streamguard(
     :class:`~pytest_streamguard.guard.StreamGuard` for one test. Each target gets one Toxiproxy
     proxy, created on first use and deleted at session end; before each test its leftover
     toxics are removed, it is re-enabled and pointed back at the target. Proxies listen on
-    ``--streamguard-proxy-host`` and reach the target at ``--streamguard-upstream-host``.
+    ``--streamguard-proxy-host`` (on a port of ``--streamguard-proxy-ports`` if given) and
+    reach the target at ``--streamguard-upstream-host``.
 
     It requests ``make_streamguard_target`` only for the teardown order: the proxies are deleted
     (cutting any stream still open, e.g. after Ctrl-C) before the targets are stopped, so a
@@ -152,7 +153,7 @@ def make_streamguard(
         try:
             if proxy is None:
                 proxy = proxies[target.address] = api.create_proxy(
-                    proxy_name(), upstream, settings.proxy_host
+                    proxy_name(), upstream, settings.proxy_host, settings.proxy_ports
                 )
             elif api.upstream(proxy) != upstream:
                 # A test that crashed before undoing its ingress left the proxy pointing at it.

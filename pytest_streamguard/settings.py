@@ -48,6 +48,11 @@ PROXY_HOST_HELP = (
     "another host or in a container (a wildcard such as 0.0.0.0 listens everywhere; clients "
     "then dial the Toxiproxy API's host). Default: 127.0.0.1"
 )
+PROXY_PORTS_HELP = (
+    "Ports the session's proxies listen on, LOW-HIGH (e.g. 20000-20019): each proxy takes the "
+    "first one free on the Toxiproxy host, for a Toxiproxy whose ports are mapped one to one "
+    "(a container's published range). Default: a free port chosen by Toxiproxy"
+)
 UPSTREAM_HOST_HELP = (
     "Address Toxiproxy uses to reach the target (the proxies' upstream host), e.g. the CI "
     "runner as seen from a Toxiproxy container; the target's port is kept. "
@@ -114,6 +119,7 @@ _VALUED_OPTIONS: dict[str, tuple[str, str]] = {
     "streamguard_startup_timeout": (STARTUP_TIMEOUT_HELP, str(DEFAULT_STARTUP_TIMEOUT)),
     "streamguard_toxiproxy": (TOXIPROXY_HELP, ""),
     "streamguard_proxy_host": (PROXY_HOST_HELP, DEFAULT_PROXY_HOST),
+    "streamguard_proxy_ports": (PROXY_PORTS_HELP, ""),
     "streamguard_upstream_host": (UPSTREAM_HOST_HELP, ""),
     "streamguard_ray": (RAY_HELP, ""),
     "streamguard_ttft": (TTFT_HELP, str(DEFAULT_TTFT)),
@@ -154,6 +160,7 @@ class Settings:
     compare_min_samples: int = DEFAULT_COMPARE_MIN_SAMPLES
     strict_faults: bool = False
     proxy_host: str = DEFAULT_PROXY_HOST
+    proxy_ports: range | None = None
     upstream_host: str | None = None
     ray_address: str | None = None
 
@@ -262,6 +269,25 @@ def _host(config: pytest.Config, dest: str) -> str | None:
             "address without a port or scheme, such as 127.0.0.1, ::1 or toxiproxy.ci.internal"
         )
     return host
+
+
+def _port_range(config: pytest.Config, dest: str) -> range | None:
+    """``LOW-HIGH`` (or one port) as the range of ports it names (None when empty)."""
+    raw, source = _raw(config, dest)
+    text = raw.strip()
+    if not text:
+        return None
+    low, dash, high = text.partition("-")
+    if not dash:
+        high = low
+    if not (low.strip().isdigit() and high.strip().isdigit()) or not (
+        1 <= int(low) <= int(high) <= 65535
+    ):
+        raise pytest.UsageError(
+            f"{raw!r} from {source} is not a valid {dest}: expected a port range LOW-HIGH "
+            "with 1 <= LOW <= HIGH <= 65535, such as 20000-20019, or one port"
+        )
+    return range(int(low), int(high) + 1)
 
 
 def _flag(config: pytest.Config, dest: str) -> bool:
@@ -387,6 +413,7 @@ def resolve_settings(config: pytest.Config) -> Settings:
     return Settings(
         ray_address=ray_address,
         proxy_host=proxy_host,
+        proxy_ports=_port_range(config, "streamguard_proxy_ports"),
         upstream_host=_host(config, "streamguard_upstream_host"),
         compare_fail=compare_fail,
         compare_min_samples=int(min_raw),

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import concurrent.futures
 import contextlib
+import functools
 import json
 import os
 import re
@@ -187,12 +188,35 @@ class ToxiproxyAPI:
         text = raw.decode("utf-8", "replace")
         return parse_version(text) or text.strip()
 
-    def create_proxy(self, name: str, upstream: str, host: str = "127.0.0.1") -> Proxy:
-        """Create a proxy listening on a free port of ``host`` (loopback by default)."""
-        listen = host_port(host, 0)
-        return self.call(
-            f"create proxy {name!r}",
-            lambda: self.client.create(upstream=upstream, name=name, listen=listen),
+    def create_proxy(
+        self, name: str, upstream: str, host: str = "127.0.0.1", ports: range | None = None
+    ) -> Proxy:
+        """Create a proxy listening on a free port of ``host`` (loopback by default): the one
+        the server picks, or the first of ``ports`` it can listen on."""
+
+        def create(listen: str, what: str) -> Proxy:
+            return self.call(
+                what,
+                functools.partial(self.client.create, upstream=upstream, name=name, listen=listen),
+            )
+
+        if ports is None:
+            return create(host_port(host, 0), f"create proxy {name!r}")
+        last = "none (an empty range)"
+        for port in ports:
+            listen = host_port(host, port)
+            try:
+                return create(listen, f"create proxy {name!r} on {listen}")
+            except ToxiproxyError as exc:
+                # The server answered an error (e.g. the port is in use): the next port may
+                # do. A timeout or a refused connection would be the same on every port.
+                if not isinstance(exc.__cause__, KeyError):
+                    raise
+                last = str(exc)
+        raise ToxiproxyError(
+            f"toxiproxy API at {self.url}: create proxy {name!r}: no port of "
+            f"{ports.start}-{ports.stop - 1} (--streamguard-proxy-ports) could be listened on "
+            f"at {host}; the last error: {last}"
         )
 
     def get_proxy(self, name: str) -> Proxy:
