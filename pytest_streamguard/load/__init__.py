@@ -25,7 +25,7 @@ import math
 import random
 import socket
 import time
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Coroutine, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -345,6 +345,12 @@ def run(
     socket_options: list[tuple[int, int, int]] | None = None,
 ) -> LoadResult:
     """Run ``plan`` to the end on a private event loop (for sync tests)."""
+    return run_private(lambda: arun(plan, make_recorder, socket_options))
+
+
+def run_private(make: Callable[[], Coroutine[Any, Any, LoadResult]]) -> LoadResult:
+    """Run the load coroutine ``make()`` to its end on a private event loop (uvloop when
+    installed); a clear error when this thread already runs a loop (an async test)."""
     try:
         asyncio.get_running_loop()
     except RuntimeError:
@@ -355,4 +361,4 @@ def run(
             "in an async test use 'await streamguard.aload(...)'"
         )
     with asyncio.Runner(loop_factory=_loop_factory()) as runner:
-        return runner.run(arun(plan, make_recorder, socket_options))
+        return runner.run(make())

@@ -34,7 +34,7 @@ from pathlib import Path
 from typing import Any, BinaryIO
 
 from pytest_streamguard.client import StreamRequest
-from pytest_streamguard.load import LoadPlan, LoadResult, _loop_factory
+from pytest_streamguard.load import LoadPlan, LoadResult, _loop_factory, run_private
 from pytest_streamguard.load.shards import Shard, aread_shard, lost_traces, merge, split
 from pytest_streamguard.trace import StreamTrace
 
@@ -209,17 +209,7 @@ async def arun_processes(plan: LoadPlan, request: StreamRequest, processes: int)
 
 def run_processes(plan: LoadPlan, request: StreamRequest, processes: int) -> LoadResult:
     """:func:`arun_processes` to the end on a private event loop (for sync tests)."""
-    try:
-        asyncio.get_running_loop()
-    except RuntimeError:
-        pass
-    else:
-        raise RuntimeError(
-            "streamguard.load() was called while an event loop is running in this thread; "
-            "in an async test use 'await streamguard.aload(...)'"
-        )
-    with asyncio.Runner(loop_factory=_loop_factory()) as runner:
-        return runner.run(arun_processes(plan, request, processes))
+    return run_private(lambda: arun_processes(plan, request, processes))
 
 
 # The child's side.
