@@ -9,6 +9,7 @@ second. Runs that exercise process management start their own.
 from __future__ import annotations
 
 import json
+import re
 import sys
 import xml.etree.ElementTree as ET
 from pathlib import Path
@@ -100,7 +101,7 @@ def test_explicit_assert_deadline_and_async_twin(pytester: pytest.Pytester, run)
         def test_explicit(streamguard):
             trace = streamguard.stream(json={"max_new_tokens": 3, "first_token_s": 0.3})
             trace.assert_deadline(ttft=1.0)
-            with pytest.raises(DeadlineViolation, match="ttft 0.3.* s > deadline 0.100 s"):
+            with pytest.raises(DeadlineViolation, match="ttft [0-9.]+ s > deadline 0.100 s"):
                 trace.assert_deadline(ttft=0.1)
 
         @pytest.mark.asyncio
@@ -129,7 +130,8 @@ def test_explicit_assert_deadline_and_async_twin(pytester: pytest.Pytester, run)
     # An expected violation the plugin found is "caught", not "unchecked"; one that failed the
     # test is a FAIL.
     assert verdicts["test_explicit"][0] == "caught"
-    assert "ttft 0.3" in verdicts["test_explicit"][1][0]
+    # The app holds the first token 0.3 s; a busy machine adds to it, so any figure over 0.1.
+    assert re.search(r"ttft \d+\.\d{3} s > deadline 0\.100 s", verdicts["test_explicit"][1][0])
     assert verdicts["test_async"] == ("pass", [])
     assert verdicts["test_explicit_failure"][0] == "FAIL"
     result.stdout.fnmatch_lines(["*test_explicit *caught*", "all 3 tests*1 FAIL, 1 caught*"])
