@@ -113,8 +113,12 @@ def test_duration_keeps_workers_busy_and_open_loop_poisson(pytester: pytest.Pyte
             starts = [t.request_ns for t in result.traces]
             offsets = [(s - starts[0]) / 1e9 for s in starts]
             expected = result.plan.start_offsets()
-            # Requests left on schedule, each within 50 ms of its planned offset.
-            assert all(abs(o - e) < 0.05 for o, e in zip(offsets, expected)), (offsets, expected)
+            # Requests left on schedule: the planned offsets reach 0.17 s, so sent at once the
+            # last would be 0.17 s early, and sent each after the one before ended (0.15 s
+            # streams) the fourth would be 0.37 s late. A busy machine only makes a request
+            # late (tens of ms, at worst a few hundred); a late first one makes the rest look
+            # early by as much.
+            assert all(-0.1 < o - e < 0.3 for o, e in zip(offsets, expected)), (offsets, expected)
         """
     )
     run().assert_outcomes(passed=2)
