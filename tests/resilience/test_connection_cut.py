@@ -3,9 +3,9 @@ generating for nobody.
 
 Each way a connection dies (``reset``: RST, ``cut``: FIN after N bytes, ``blackhole``: silence,
 ``down``: the proxy goes away) is reported by the client within the chunk deadline (plus a
-stated tolerance), and the
-target notices the disconnect and stops generating: its active streams are back to 0 within
-1 s (cancelled on disconnect, long before the 1,500 asked-for tokens).
+stated tolerance), and the target notices the disconnect and stops generating: its active
+streams are back to 0 within 1 s (cancelled on disconnect, long before the 1,500 asked-for
+tokens).
 """
 
 from __future__ import annotations
@@ -19,8 +19,8 @@ from resilience_helpers import assert_faults_fired, counter, gauge, wait_for
 from pytest_streamguard import DeadlineViolation, StreamGuard, StreamTrace
 
 CHUNK = 0.2
-# On top of the deadline itself: a cut the client missed would leave it reading until the rest
-# of the 1,500 tokens came (seconds of generation) or, silenced, until a read limit never set;
+# On top of the deadline itself: a cut the client missed would leave it waiting for the rest of
+# the 1,500 tokens (seconds of generation) or, blackholed, until the stream's total limit;
 # scheduling noise on a busy 2-core machine is tens of ms, at worst a few hundred.
 TOLERANCE = 1.0
 # Far more tokens than a test lasts, so a stream at 0 proves cancellation, not completion.

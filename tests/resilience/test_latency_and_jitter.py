@@ -15,6 +15,9 @@ from pytest_streamguard import DeadlineViolation, StreamGuard, StreamTrace, perc
 
 REQUEST = {"prompt": "over a long wire", "max_new_tokens": 48}
 LATENCY_S = 0.6
+# A delayed event can arrive a little under its delay (the proxy's timer may fire early, a stamp
+# is taken after a write): a ms seen. Far below any delay asserted here, far above that.
+EARLY_S = 0.05
 
 
 def test_latency_moves_ttft_not_gaps(streamguard: StreamGuard) -> None:
@@ -29,7 +32,7 @@ def test_latency_moves_ttft_not_gaps(streamguard: StreamGuard) -> None:
     # The toxic holds the first byte for the latency at least (noise only adds to it), and the
     # shift is the latency once, not twice (both directions, or per chunk). Each stream's own
     # TTFT moves by up to 0.2 s on a busy 2-core machine, far inside the 0.6 s either side.
-    assert late.ttft >= LATENCY_S
+    assert late.ttft >= LATENCY_S - EARLY_S
     assert late.ttft - base.ttft < 2 * LATENCY_S
     base_p50, late_p50 = base.percentile(50), late.percentile(50)
     assert base_p50 is not None
@@ -51,7 +54,7 @@ def test_latency_within_the_budget_passes(streamguard: StreamGuard) -> None:
     trace = streamguard.stream(json=REQUEST)
     assert_faults_fired(streamguard)
     assert trace.ttft is not None
-    assert trace.ttft >= 0.2
+    assert trace.ttft >= 0.2 - EARLY_S
 
 
 def transit(trace: StreamTrace) -> list[float]:
@@ -76,10 +79,10 @@ def test_jitter_spreads_the_per_event_delay(streamguard: StreamGuard) -> None:
     assert steady.completed, steady.error
     assert jittery.completed, jittery.error
     assert_faults_fired(streamguard)
-    # Latency alone delays every event alike: by 0.3 s at least (1 ms for the proxy's timer),
-    # and the median event by less than half the jitter more (noise only adds, tens of ms).
+    # Latency alone delays every event alike: by 0.3 s at least, and the median event by less
+    # than half the jitter more (noise only adds, tens of ms).
     steady_transit = transit(steady)
-    assert min(steady_transit) >= JITTER_LATENCY_S - 0.001
+    assert min(steady_transit) >= JITTER_LATENCY_S - EARLY_S
     assert percentile(steady_transit, 50) < JITTER_LATENCY_S + JITTER_S / 2  # type: ignore[operator]
     # Jitter draws each event's delay from 0.3 +- 0.25 s, and since the proxy never reorders,
     # the longest draw holds the events behind it: simulated for 120 events 2.6 ms apart, the
