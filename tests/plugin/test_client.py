@@ -3,6 +3,8 @@ failures recorded rather than raised, and per-read limits that stop a silent str
 
 from __future__ import annotations
 
+import statistics
+
 import pytest
 
 from pytest_streamguard.client import (
@@ -37,8 +39,12 @@ def test_sse_stream_is_stamped_per_event(app_url: str) -> None:
     stamps = [c.stamp_ns for c in trace.chunks]
     assert stamps == sorted(stamps)
     assert all(c.first_byte_ns <= c.stamp_ns for c in trace.chunks)
-    # Paced 50 ms apart by the app; a 2-core CI box may add scheduling noise (tolerance 40 ms).
-    assert all(0.03 <= gap <= 0.09 for gap in trace.gaps), trace.gaps
+    # Paced 50 ms apart by the app, so stamped at each event's arrival the stream spans 0.2 s
+    # (1 ms for the app's timer) and a typical gap is 50 ms, where stamps taken per read of a
+    # burst would be ~0 apart. The median, not each gap: on a busy machine one late event
+    # shortens the gap after it by as much.
+    assert stamps[-1] - stamps[0] >= (4 * 0.05 - 0.001) * 1e9, trace.gaps
+    assert statistics.median(trace.gaps) > 0.05 / 2, trace.gaps
     assert trace.ttft is not None
     assert trace.ttft < 1.0
     assert trace.end_ns is not None

@@ -137,6 +137,7 @@ def test_explicit_assert_deadline_and_async_twin(pytester: pytest.Pytester, run)
     # An expected violation the plugin found is "caught", not "unchecked"; one that failed the
     # test is a FAIL.
     assert verdicts["test_explicit"][0] == "caught"
+    # The app holds the first token 0.3 s; a busy machine adds to it, so any figure over 0.1.
     assert re.search(r"ttft \d+\.\d{3} s > deadline 0\.100 s", verdicts["test_explicit"][1][0])
     assert verdicts["test_async"] == ("pass", [])
     assert verdicts["test_explicit_failure"][0] == "FAIL"

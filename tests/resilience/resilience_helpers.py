@@ -5,7 +5,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 
-from pytest_streamguard import Target
+from pytest_streamguard import StreamGuard, Target
 
 
 def wait_for(condition: Callable[[], bool], timeout: float, what: str) -> float:
@@ -32,3 +32,21 @@ def counter(target: Target, name: str, **labels: str) -> float:
         ):
             return float(sample.value)
     return 0.0
+
+
+def loop_lags_over(target: Target, seconds: float) -> float:
+    """How many of the target's event-loop lag probes so far were late by over ``seconds``
+    (a bucket bound of ``streamguard_target_event_loop_lag_seconds``)."""
+    counts = {
+        sample.labels["le"]: sample.value
+        for sample in target.metrics()["streamguard_target_event_loop_lag_seconds"].samples
+        if sample.name.endswith("_bucket")
+    }
+    return float(counts["+Inf"] - counts[repr(float(seconds))])
+
+
+def assert_faults_fired(streamguard: StreamGuard) -> None:
+    """Every fault of the test so far took effect on a stream it was active on: an incident
+    that never happened proves nothing (the plugin also reports this after the test)."""
+    unfired = streamguard.faults.judge(streamguard.traces)
+    assert not unfired, [f"{r.kind}: {r.evidence}" for r in unfired]

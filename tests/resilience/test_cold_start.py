@@ -20,12 +20,15 @@ def test_cold_start_breaks_the_ttft_deadline(streamguard: StreamGuard) -> None:
     assert trace.completed, trace.error
     assert trace.ttft is not None
     assert trace.ttft >= COLD_START_S
-    with pytest.raises(DeadlineViolation, match=r"ttft 1\.\d{3} s > deadline 0\.500 s") as caught:
+    with pytest.raises(DeadlineViolation, match=r"ttft \d+\.\d{3} s > deadline 0\.500 s") as caught:
         trace.assert_deadline(ttft=0.5, chunk=0.2)
     assert [v.bound for v in caught.value.violations] == ["ttft"]
 
 
-@pytest.mark.token_deadline(ttft=0.5, chunk=0.2)
+# What a cold start breaks is TTFT only (its gaps are a warm model's), so the fix is held to the
+# TTFT bound: half the 1 s cold start, and a warm first token is one prefill (tens of ms; under
+# 0.25 s seen with both cores of a 2-core machine kept busy).
+@pytest.mark.token_deadline(ttft=0.5)
 def test_after_warm_up_the_same_request_meets_it(streamguard: StreamGuard) -> None:
     trace = streamguard.stream(json=REQUEST)
     assert trace.completed, trace.error

@@ -2,9 +2,10 @@
 generating for nobody.
 
 Each way a connection dies (``reset``: RST, ``cut``: FIN after N bytes, ``blackhole``: silence,
-``down``: the proxy goes away) is reported by the client within the chunk deadline, and the
-target notices the disconnect and stops generating: its active streams are back to 0 within
-1 s (cancelled on disconnect, long before the 1,500 asked-for tokens).
+``down``: the proxy goes away) is reported by the client within the chunk deadline (plus a
+stated tolerance), and the target notices the disconnect and stops generating: its active
+streams are back to 0 within 1 s (cancelled on disconnect, long before the 1,500 asked-for
+tokens).
 """
 
 from __future__ import annotations
@@ -13,13 +14,15 @@ import asyncio
 import time
 
 import pytest
-from resilience_helpers import counter, gauge, wait_for
+from resilience_helpers import assert_faults_fired, counter, gauge, wait_for
 
 from pytest_streamguard import DeadlineViolation, StreamGuard, StreamTrace
 
 CHUNK = 0.2
-# Slack for a loaded 2-core machine on top of the deadline itself.
-TOLERANCE = 0.3
+# On top of the deadline itself: a cut the client missed would leave it waiting for the rest of
+# the 1,500 tokens (seconds of generation) or, blackholed, until the stream's total limit;
+# scheduling noise on a busy 2-core machine is tens of ms, at worst a few hundred.
+TOLERANCE = 1.0
 # Far more tokens than a test lasts, so a stream at 0 proves cancellation, not completion.
 REQUEST = {"prompt": "a long answer", "max_new_tokens": 1500}
 
@@ -44,6 +47,7 @@ async def stream_then_fault(streamguard: StreamGuard, fault: str) -> tuple[Strea
 
 def assert_reported_and_released(streamguard: StreamGuard, trace: StreamTrace) -> None:
     """The plugin reports the cut, and the target stopped generating within 1 s."""
+    assert_faults_fired(streamguard)
     assert not trace.completed
     with pytest.raises(DeadlineViolation, match="stream did not complete"):
         trace.assert_deadline(ttft=0.5, chunk=CHUNK)

@@ -2,7 +2,8 @@
 
 The target's ``raise_after`` knob makes generation raise after 5 tokens. The fix (every wait
 on the stream has a deadline, a failed generation becomes ``event: error``) means the client
-learns of the failure within the chunk deadline instead of hanging, and the plugin reports it.
+learns of the failure right after the last token instead of hanging until a read limit (10 s
+here), and the plugin reports it.
 """
 
 from __future__ import annotations
@@ -13,12 +14,16 @@ from resilience_helpers import gauge, wait_for
 from pytest_streamguard import DeadlineViolation, StreamGuard
 
 CHUNK = 0.2
+READ_TIMEOUT_S = 10.0
+# An error event comes one token's time after the last token (ms; scheduling noise on a busy
+# 2-core machine adds tens of ms), a hang lasts the whole 10 s read limit: a second between them.
+ERROR_WITHIN_S = 1.0
 
 
-def test_client_gets_an_error_event_within_the_chunk_deadline(streamguard: StreamGuard) -> None:
+def test_client_gets_an_error_event_instead_of_hanging(streamguard: StreamGuard) -> None:
     trace = streamguard.stream(
         json={"prompt": "doomed", "max_new_tokens": 32, "fault": {"raise_after": 5}},
-        read_timeout=10.0,
+        read_timeout=READ_TIMEOUT_S,
     )
     assert not trace.completed
     assert trace.error_kind == "server", trace.error
@@ -26,7 +31,7 @@ def test_client_gets_an_error_event_within_the_chunk_deadline(streamguard: Strea
     assert trace.end_ns is not None
     # The error event came right after the last token, not after a client or proxy timeout.
     silence = (trace.end_ns - trace.chunks[-1].stamp_ns) / 1e9
-    assert silence < CHUNK, f"error event {silence:.3f} s after the last token"
+    assert silence < ERROR_WITHIN_S, f"error event {silence:.3f} s after the last token"
     with pytest.raises(DeadlineViolation, match=r"stream did not complete .* after 5 chunk"):
         trace.assert_deadline(ttft=0.5, chunk=CHUNK)
     wait_for(

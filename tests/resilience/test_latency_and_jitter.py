@@ -1,35 +1,44 @@
-"""Incident 8 (network): latency shifts TTFT but not the gaps; jitter shows in the gaps.
+"""Incident 8 (network): latency shifts TTFT but not the gaps; jitter spreads the delay.
 
 A ``latency`` toxic delays every chunk by the same amount, so the stream arrives later but
 keeps its rhythm: TTFT grows by the latency and only a TTFT bound can break. ``jitter`` varies
-the delay per chunk, which is what the gaps see. The verdicts follow the numbers.
+the delay per chunk; the proxy never reorders, so an event drawn a long delay holds the ones
+behind it and the stream leaves the proxy in bursts. The verdicts follow the numbers.
 """
 
 from __future__ import annotations
 
 import pytest
+from resilience_helpers import assert_faults_fired
 
 from pytest_streamguard import DeadlineViolation, StreamGuard, StreamTrace, percentile
 
 REQUEST = {"prompt": "over a long wire", "max_new_tokens": 48}
-# Slack for a loaded 2-core machine.
-TOLERANCE = 0.1
+LATENCY_S = 0.6
+# A delayed event can arrive a little under its delay (the proxy's timer may fire early, a stamp
+# is taken after a write): a ms seen. Far below any delay asserted here, far above that.
+EARLY_S = 0.05
 
 
 def test_latency_moves_ttft_not_gaps(streamguard: StreamGuard) -> None:
     base = streamguard.stream(json=REQUEST)
-    streamguard.faults.latency(600)
+    streamguard.faults.latency(int(LATENCY_S * 1000))
     late = streamguard.stream(json=REQUEST)
     assert base.completed, base.error
     assert late.completed, late.error
+    assert_faults_fired(streamguard)
     assert base.ttft is not None
     assert late.ttft is not None
-    assert late.ttft - base.ttft >= 0.6 - 0.01
-    assert late.ttft - base.ttft < 0.6 + TOLERANCE
+    # The toxic holds the first byte for the latency at least (noise only adds to it), and the
+    # shift is the latency once, not twice (both directions, or per chunk). Each stream's own
+    # TTFT moves by up to 0.2 s on a busy 2-core machine, far inside the 0.6 s either side.
+    assert late.ttft >= LATENCY_S - EARLY_S
+    assert late.ttft - base.ttft < 2 * LATENCY_S
     base_p50, late_p50 = base.percentile(50), late.percentile(50)
     assert base_p50 is not None
     assert late_p50 is not None
-    assert abs(late_p50 - base_p50) < 0.05
+    # Gaps that carried the latency would each grow by 0.6 s; the medians stay within half of it.
+    assert abs(late_p50 - base_p50) < LATENCY_S / 2
     # The verdict: only TTFT is over; no gap is.
     with pytest.raises(DeadlineViolation) as caught:
         late.assert_deadline(ttft=0.5, chunk=0.2)
@@ -37,12 +46,15 @@ def test_latency_moves_ttft_not_gaps(streamguard: StreamGuard) -> None:
     assert "latency(ms=600" in str(caught.value)
 
 
-@pytest.mark.token_deadline(ttft=0.5, chunk=0.2)
+# The budget leaves the stream's own TTFT (tens of ms; up to 0.2 s seen on a busy 2-core
+# machine) four times that room beside the 0.2 s latency: a latency within budget passes.
+@pytest.mark.token_deadline(ttft=1.0)
 def test_latency_within_the_budget_passes(streamguard: StreamGuard) -> None:
     streamguard.faults.latency(200)
     trace = streamguard.stream(json=REQUEST)
+    assert_faults_fired(streamguard)
     assert trace.ttft is not None
-    assert trace.ttft >= 0.2
+    assert trace.ttft >= 0.2 - EARLY_S
 
 
 def transit(trace: StreamTrace) -> list[float]:
@@ -54,29 +66,30 @@ def transit(trace: StreamTrace) -> list[float]:
 # Longer than the jitter window: the proxy never reorders, so an early long delay holds the
 # events behind it, and a stream shorter than the window can leave the proxy in one burst.
 JITTER_REQUEST = {**REQUEST, "max_new_tokens": 120}
+JITTER_LATENCY_S, JITTER_S = 0.3, 0.25
 
 
-def test_jitter_shows_in_the_gaps(streamguard: StreamGuard) -> None:
-    base = streamguard.stream(json=JITTER_REQUEST)
-    streamguard.faults.latency(200, jitter=150)
+def test_jitter_spreads_the_per_event_delay(streamguard: StreamGuard) -> None:
+    latency_ms, jitter_ms = int(JITTER_LATENCY_S * 1000), int(JITTER_S * 1000)
+    streamguard.faults.latency(latency_ms)
+    steady = streamguard.stream(json=JITTER_REQUEST)
+    streamguard.faults.clear()
+    streamguard.faults.latency(latency_ms, jitter=jitter_ms)
     jittery = streamguard.stream(json=JITTER_REQUEST)
-    assert base.completed, base.error
+    assert steady.completed, steady.error
     assert jittery.completed, jittery.error
-    # Latency alone delays every event alike; jitter (±150 ms) delays some events well past
-    # the 200 ms (each event waits at least its own draw, and 120 draws reach far above it)...
-    # (p5 to p95 of the unjittered transits: a scheduling hiccup on the 2 shared cores, where
-    # the model's own threads run too, can hold one event for tens of ms)
-    base_transit = transit(base)
-    assert percentile(base_transit, 95) - percentile(base_transit, 5) < 0.05  # type: ignore[operator]
-    assert max(transit(jittery)) > 0.2 + 0.05
-    # ...and the spread reaches the gaps: events leave the proxy in bursts with waits between
-    # them. The p95 gap, not the single largest, so one scheduling hiccup of the unjittered
-    # stream cannot decide it (simulated for 120 events 2.6 ms apart: the jittered p95 is
-    # over 9 ms in 5,000 of 5,000 runs; the unjittered one is a few ms).
-    base_p95, jittery_p95 = base.percentile(95), jittery.percentile(95)
-    assert base_p95 is not None
-    assert jittery_p95 is not None
-    assert jittery_p95 > base_p95 + 0.005
+    assert_faults_fired(streamguard)
+    # Latency alone delays every event alike: by 0.3 s at least, and the median event by less
+    # than half the jitter more (noise only adds, tens of ms).
+    steady_transit = transit(steady)
+    assert min(steady_transit) >= JITTER_LATENCY_S - EARLY_S
+    assert percentile(steady_transit, 50) < JITTER_LATENCY_S + JITTER_S / 2  # type: ignore[operator]
+    # Jitter draws each event's delay from 0.3 +- 0.25 s, and since the proxy never reorders,
+    # the longest draw holds the events behind it: simulated for 120 events 2.6 ms apart, the
+    # largest delay is over 0.51 s in 5,000 of 5,000 runs, well past half the jitter over the
+    # latency (its gaps move by tens of ms only, as much as a busy machine's noise, so they are
+    # not where jitter can be told from noise).
+    assert max(transit(jittery)) > JITTER_LATENCY_S + JITTER_S / 2
     assert jittery.max_gap is not None
     # The verdict follows the measured gaps: a chunk bound breaks exactly when a gap is over.
     for bound in (0.05, 0.2, 0.4):
