@@ -4,10 +4,11 @@ Starts ``python -m target_app`` (default settings plus the flags given), attache
 readers (raw sockets with a 4 KiB receive buffer, each asking for 2,000 tokens and reading
 ``--read-bps`` bytes per second) and, at the same time, M normal clients that stream 64-token
 answers one after another for ``--seconds``. Prints one row per target configuration: how many
-slow readers the target ended (error event or connection closed) and when, whether their
-generation stopped (``streamguard_target_engine_requests`` back to 0), and the normal streams'
-gaps: as the client saw them, as the target wrote them (its ``sent_ns``), and the client's gaps
-while at least one slow reader was still attached. Issue 20's goal: every slow reader ended and
+slow readers saw their connection end and when (``ended``, seconds from their request),
+how many the target counted as ended (``cut``, ``streams_cancelled_total{reason="slow_reader"}``)
+and how many got the error event (``event``; a reader this far behind rarely does), how many
+normal streams completed, and their gaps: as the client saw them, as the target wrote them
+(its ``sent_ns``), and the client's gaps while at least one slow reader was still attached. Issue 20's goal: every slow reader ended and
 normal gaps under 0.2 s with 50 slow readers attached::
 
     .venv/bin/python benchmarks/target_slow_readers.py
@@ -163,7 +164,6 @@ def row(options: argparse.Namespace, flags: str) -> str:
         attached = [gap for at, gap in normals.gaps if at <= last_end]
         gaps = [gap for _, gap in normals.gaps]
         cut = gauge(url, "streamguard_target_streams_cancelled_total", {"reason": "slow_reader"})
-        in_engine = gauge(url, "streamguard_target_engine_requests")
     finally:
         process.terminate()
         process.wait(timeout=30)
@@ -171,10 +171,10 @@ def row(options: argparse.Namespace, flags: str) -> str:
         f"{flags or '(defaults)':<22}{len(ended):>4}/{len(slows):<4}{int(cut):>5}"
         f"{sum(s.error_event for s in slows):>6}"
         f"{percentile(ended, 50):>8.1f}{max(ended, default=float('nan')):>7.1f}"
-        f"{in_engine:>6.0f}{normals.completed:>5}/{normals.streams:<5}"
+        f"{normals.completed:>6}/{normals.streams:<5}"
         f"{percentile(gaps, 50):>8.3f}{percentile(gaps, 95):>7.3f}{max(gaps, default=0):>7.3f}"
         f"{percentile(attached, 95):>9.3f}{max(attached, default=0):>7.3f}"
-        f"{percentile(normals.sent_gaps, 95):>8.3f}{max(normals.sent_gaps, default=0):>7.3f}"
+        f"{percentile(normals.sent_gaps, 95):>9.3f}{max(normals.sent_gaps, default=0):>7.3f}"
     )
 
 
@@ -183,7 +183,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--slow", type=int, default=50, help="slow readers attached")
     parser.add_argument("--normal", type=int, default=8, help="normal clients")
-    parser.add_argument("--read-bps", type=int, default=1024, help="bytes/s a slow reader reads")
+    parser.add_argument("--read-bps", type=int, default=200, help="bytes/s a slow reader reads")
     parser.add_argument("--seconds", type=float, default=40.0, help="length of each run")
     parser.add_argument(
         "--configs",
@@ -201,8 +201,8 @@ def main() -> int:
     )
     print(
         f"{'target flags':<22}{'ended':>9}{'cut':>5}{'event':>6}{'end p50':>8}{'max':>7}"
-        f"{'engine':>6}{'normal ok':>11}{'gap p50':>8}{'p95':>7}{'max':>7}"
-        f"{'attached':>9}{'max':>7}{'sent p95':>8}{'max':>7}"
+        f"{'normal ok':>12}{'gap p50':>8}{'p95':>7}{'max':>7}"
+        f"{'attached':>9}{'max':>7}{'sent p95':>9}{'max':>7}"
     )
     for flags in options.configs:
         print(row(options, flags), flush=True)
