@@ -98,7 +98,7 @@ def _server_side_state(server_port: int, client_port: int) -> str | None:
 TCP_ESTABLISHED = "01"
 
 
-def test_ended_slow_reader_socket_is_closed_within_a_second(
+def test_ended_slow_reader_socket_is_closed_by_the_target(
     make_target: Callable[..., TargetProcess],
 ) -> None:
     target = make_target(
