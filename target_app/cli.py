@@ -54,7 +54,16 @@ def build_parser() -> argparse.ArgumentParser:
         "--send-timeout",
         type=float,
         default=d.send_timeout,
-        help="seconds one write may wait for a slow reader before the stream is ended",
+        help="seconds a byte written to a stream may wait for its client to take it (the "
+        "oldest byte still in uvicorn's transport buffer or the kernel's send queue); past "
+        "that the client is a slow reader: generation is cancelled and the stream is ended",
+    )
+    p.add_argument(
+        "--max-unsent-bytes",
+        type=int,
+        default=d.max_unsent_bytes,
+        help="bytes written to a stream that its client has not taken yet (transport buffer "
+        "plus kernel send queue) beyond which the stream is ended as a slow reader",
     )
     p.add_argument(
         "--max-backlog",
@@ -121,6 +130,7 @@ def config_from_args(args: argparse.Namespace) -> TargetConfig:
         max_new_tokens_limit=args.max_new_tokens_limit,
         allow_fault_knobs=args.allow_fault_knobs,
         send_timeout=args.send_timeout,
+        max_unsent_bytes=args.max_unsent_bytes,
         max_backlog=args.max_backlog,
         stream_timeout=args.stream_timeout,
         max_body_bytes=args.max_body_bytes,

@@ -27,6 +27,7 @@ class TargetConfig:
     max_new_tokens_limit: int = 2000
     allow_fault_knobs: bool = False
     send_timeout: float = 10.0
+    max_unsent_bytes: int = 1 << 20
     max_backlog: int = 256
     stream_timeout: float = 30.0
     max_body_bytes: int = 1 << 20
@@ -48,6 +49,8 @@ class TargetConfig:
             found.append(f"--max-new-tokens-limit must be >= 1, got {self.max_new_tokens_limit}")
         if self.send_timeout <= 0:
             found.append(f"--send-timeout must be > 0 seconds, got {self.send_timeout}")
+        if self.max_unsent_bytes < 1:
+            found.append(f"--max-unsent-bytes must be >= 1 byte, got {self.max_unsent_bytes}")
         if self.max_backlog < 1:
             found.append(f"--max-backlog must be >= 1 token, got {self.max_backlog}")
         if self.stream_timeout <= 0:

@@ -10,10 +10,17 @@ head. ``uvicorn.Config(http=...)`` accepts a protocol class, so this subclass ad
   the raw bytes while a head is incomplete, and on the parsed head once it is complete),
 - a head read timeout (408 when a request head is not complete within ``head_timeout_s``),
 - the ``streamguard.connection`` ASGI scope extension, whose ``end(within_s)`` closes the
-  connection and aborts it if the flush has not finished ``within_s`` seconds later (a slow
-  reader's socket would otherwise stay open until it reads everything); it returns a future
+  connection once the client has taken everything written, and aborts it if that has not
+  happened ``within_s`` seconds later (a slow reader's socket would otherwise stay open until
+  it reads everything); it returns a future
   that is done once the connection is gone, so the app can return after that and uvicorn
-  sees a disconnect rather than an unfinished response.
+  sees a disconnect rather than an unfinished response,
+- and in the same extension ``progress()``: how many bytes of the responses on this connection
+  the client has taken so far, and how many the server still holds for it (uvicorn's transport
+  buffer plus, on Linux, the kernel's send queue from ``SIOCOUTQ``). uvicorn's ``send`` returns
+  once the bytes are in the transport buffer, and blocks only while that buffer is over its
+  64 KiB high-water mark; the kernel's send buffer grows to megabytes on its own, so whether a
+  write returned says little about whether the client reads. These two counts do.
 
 The body read timeout lives in the app (``validation.read_body``), where a 408 can be
 an ordinary JSON answer.
@@ -22,15 +29,59 @@ an ordinary JSON answer.
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import fcntl
 import json
 import socket
 import struct
+import sys
+import termios
 from typing import Any
 
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
 CONNECTION_EXTENSION = "streamguard.connection"
-"""Scope extension key: ``scope["extensions"][CONNECTION_EXTENSION]["end"](within_s)``."""
+"""Scope extension key: ``scope["extensions"][CONNECTION_EXTENSION]["end"](within_s)`` and
+``[...]["progress"]()``."""
+
+_CLOSE_POLL_S = 0.02
+"""How often a connection being ended checks whether its client has taken the rest."""
+
+_KERNEL_QUEUE = sys.platform.startswith("linux")
+"""Whether ``SIOCOUTQ`` (``TIOCOUTQ`` on a socket) reports the kernel's unsent bytes here."""
+
+
+def kernel_unsent(sock: Any) -> int:
+    """Bytes in the kernel send queue of ``sock`` not yet acknowledged by the peer (0 where
+    the platform cannot tell, or once the socket is closed)."""
+    if not _KERNEL_QUEUE or sock is None:
+        return 0
+    with contextlib.suppress(OSError, ValueError):
+        raw = fcntl.ioctl(sock.fileno(), termios.TIOCOUTQ, b"\0\0\0\0")
+        return int(struct.unpack("i", raw)[0])
+    return 0
+
+
+class _CountingTransport:
+    """The connection's transport, counting the bytes written through it (uvicorn writes the
+    chunked framing itself, so only here is the true count known)."""
+
+    def __init__(self, inner: asyncio.Transport) -> None:
+        self.inner = inner
+        self.written = 0
+
+    def write(self, data: bytes | bytearray | memoryview) -> None:
+        """Count, then write."""
+        self.written += len(data)
+        self.inner.write(data)
+
+    def writelines(self, chunks: Any) -> None:
+        """Count, then write each chunk."""
+        for chunk in chunks:
+            self.write(chunk)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.inner, name)
 
 
 def guarded_protocol(max_head_bytes: int, head_timeout_s: float) -> type[asyncio.Protocol]:
@@ -58,10 +109,16 @@ class GuardedHttpToolsProtocol(HttpToolsProtocol):
         self._refused = False
         self._lost = False
         self._gone: asyncio.Future[None] | None = None
+        self._counted: _CountingTransport | None = None
+        self._sock: Any = None
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        """Start the head timer: a client that connects and sends nothing is timed out too."""
-        super().connection_made(transport)  # type: ignore[arg-type]
+        """Count what is written, and start the head timer: a client that connects and sends
+        nothing is timed out too."""
+        assert isinstance(transport, asyncio.Transport)
+        self._counted = _CountingTransport(transport)
+        self._sock = transport.get_extra_info("socket")
+        super().connection_made(self._counted)  # type: ignore[arg-type]
         self._arm_head_timer()
 
     def connection_lost(self, exc: Exception | None) -> None:
@@ -89,7 +146,10 @@ class GuardedHttpToolsProtocol(HttpToolsProtocol):
         """Offer the connection-ending extension in every request's scope."""
         super().on_message_begin()
         extensions = self.scope.setdefault("extensions", {})
-        extensions[CONNECTION_EXTENSION] = {"end": self._end_connection}
+        extensions[CONNECTION_EXTENSION] = {
+            "end": self._end_connection,
+            "progress": self._progress,
+        }
 
     def on_url(self, url: bytes) -> None:
         """Count the target toward the parsed head's size."""
@@ -176,17 +236,38 @@ class GuardedHttpToolsProtocol(HttpToolsProtocol):
         self.transport.pause_reading()
         self._end_connection(1.0)
 
+    def _progress(self) -> tuple[int, int]:
+        """(bytes the client has taken, bytes the server still holds for it)."""
+        counted = self._counted
+        if counted is None or self._lost:
+            return (counted.written if counted else 0), 0
+        held = counted.inner.get_write_buffer_size() + kernel_unsent(self._sock)
+        return counted.written - held, held
+
     def _end_connection(self, within_s: float) -> asyncio.Future[None]:
-        """Close after flushing what is buffered, but abort if that takes over ``within_s``;
-        the future is done once the connection is gone."""
+        """Close once the client has taken everything written, but abort if that takes over
+        ``within_s``; the future is done once the connection is gone.
+
+        Waiting for the kernel's send queue too, not only the transport's buffer: a socket
+        closed with unsent data lingers in FIN-WAIT-1, and its peer keeps reading it at its
+        own pace, for minutes if it is a slow reader."""
         if self._gone is None:
             self._gone = self.loop.create_future()
             if self._lost:
                 self._gone.set_result(None)
             else:
-                self.transport.close()
-                self.loop.call_later(within_s, self._abort_if_open)
+                self._close_when_taken(self.loop.time() + within_s)
         return self._gone
+
+    def _close_when_taken(self, abort_at: float) -> None:
+        if self._lost:
+            return
+        if self._progress()[1] == 0:
+            self.transport.close()
+        elif self.loop.time() >= abort_at:
+            self._abort_if_open()
+        else:
+            self.loop.call_later(_CLOSE_POLL_S, self._close_when_taken, abort_at)
 
     def _abort_if_open(self) -> None:
         if self._lost:

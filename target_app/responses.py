@@ -19,6 +19,7 @@ from .engines.naive import NaiveGeneration, NaiveStreamerTimeout
 from .faults import FaultKnobs
 from .formats import PING, StreamFormat
 from .protocol import CONNECTION_EXTENSION
+from .slow_reader import DrainWatch
 from .state import TargetState
 from .stream import Done, StreamItem, Token, TokenStream, now_ns
 
@@ -43,7 +44,7 @@ class _StreamerTimeout(Exception):
 
 
 class _SlowReader(Exception):
-    """A write did not complete within ``--send-timeout`` seconds."""
+    """The client did not take what was written within the bounds; the message says which."""
 
 
 async def send_json(
@@ -91,6 +92,7 @@ class GenerationResponse:
         self._last_write = 0.0
         self._last_token_at: float | None = None
         self._end_connection: Callable[[float], Awaitable[None]] | None = None
+        self._watch: DrainWatch | None = None
         self._ending: str | None = None
         """The outcome once the writer has chosen to end the connection itself: the
         disconnect that follows is then its doing, not the client's."""
@@ -102,6 +104,9 @@ class GenerationResponse:
         metrics = state.metrics
         extension = scope.get("extensions", {}).get(CONNECTION_EXTENSION, {})
         self._end_connection = extension.get("end")
+        progress = extension.get("progress")
+        if progress is not None:
+            self._watch = DrainWatch(progress, config.send_timeout, config.max_unsent_bytes)
         if state.draining:
             metrics.rejected.labels("shutting_down").inc()
             await send_json(
@@ -232,13 +237,9 @@ class GenerationResponse:
             )
             await self._write(send, self._fmt.error(message), more=False)
             return "streamer_timeout"
-        except _SlowReader:
+        except _SlowReader as slow:
             self._stream.cancel()
-            return await self._end_slow_reader(
-                send,
-                f"slow reader: a write did not complete within "
-                f"{self._state.config.send_timeout:g} s (--send-timeout)",
-            )
+            return await self._end_slow_reader(send, str(slow))
 
     async def _end_slow_reader(self, send: Send, message: str) -> str:
         """Send the error event if it fits within the goodbye bound, then end the connection.
@@ -278,15 +279,49 @@ class GenerationResponse:
     async def _write(
         self, send: Send, data: bytes, *, more: bool = True, limit_s: float | None = None
     ) -> None:
+        """Send one piece of the body; raises ``_SlowReader`` when the client is too far
+        behind (``DrainWatch``) or, with ``limit_s``, when this write takes longer."""
+        message = {"type": "http.response.body", "body": data, "more_body": more}
         self._stream.in_send = True
         try:
-            async with asyncio.timeout(limit_s or self._state.config.send_timeout):
-                await send({"type": "http.response.body", "body": data, "more_body": more})
-        except TimeoutError:
-            raise _SlowReader from None
+            if limit_s is not None or self._watch is None:
+                limit = limit_s or self._state.config.send_timeout
+                try:
+                    async with asyncio.timeout(limit):
+                        await send(message)
+                except TimeoutError:
+                    raise _SlowReader(
+                        f"slow reader: a write did not complete within {limit:g} s"
+                    ) from None
+            else:
+                await self._watched_send(send, message, self._watch)
         finally:
             self._stream.in_send = False
         self._last_write = asyncio.get_running_loop().time()
+
+    async def _watched_send(self, send: Send, message: Message, watch: DrainWatch) -> None:
+        """``send``, waiting in it only while the client keeps taking bytes in time.
+
+        uvicorn's ``send`` waits for its transport buffer to drain before it writes anything,
+        so cancelling a wait that ran out writes nothing and the same message can be offered
+        again; it is, whenever the oldest waiting byte was taken meanwhile."""
+        loop = asyncio.get_running_loop()
+        watch.offer(loop.time())
+        while True:
+            problem = watch.problem(loop.time())
+            if problem is not None:
+                raise _SlowReader(problem)
+            try:
+                async with asyncio.timeout(max(watch.time_left(loop.time()), 0.001)):
+                    await send(message)
+                break
+            except TimeoutError:
+                continue
+        watch.written()
+        # After the last write the response is complete: there is nothing left to end.
+        problem = watch.problem(loop.time()) if message["more_body"] else None
+        if problem is not None:
+            raise _SlowReader(problem)
 
     async def _next_item(self, send: Send | None) -> StreamItem:
         """The next item, sending heartbeats while waiting; every wait has a deadline."""

@@ -1,11 +1,11 @@
-"""Kill pytest hard or soft at each phase: nothing it started may survive it by 3 s.
+"""Kill pytest hard or soft at each phase: nothing it started may survive it.
 
 Each case runs an inner pytest session in a subprocess (own session, so the outer test can
 clean up after a failure), waits until the inner run reached the phase (a marker file written
 from inside it), records every process below it and the ports they listen on, sends SIGKILL or
 SIGTERM to the pytest process only (as a CI runner or OOM killer would), and then asserts that
-within 3 s every recorded process is gone, none of the ports listens, and the run's private
-TMPDIR (nginx prefixes live there) is empty.
+within ``GONE_LIMIT_S`` every recorded process is gone, none of the ports listens, and the
+run's private TMPDIR (nginx prefixes live there) is empty.
 """
 
 from __future__ import annotations
@@ -33,6 +33,10 @@ HERE = Path(__file__).resolve().parent
 WRAPPER = HERE / "lifecycle_wrapper.py"
 STREAM_APP = HERE.parents[1] / "examples" / "stream_app.py"
 INI = "[pytest]\nasyncio_default_fixture_loop_scope = function\n"
+GONE_LIMIT_S = 15.0
+"""The clean-up's own schedule is about a second (SIGTERM to every group, SIGKILL to what is
+left a second later); what this bound tells apart is that from an orphan, which lives until
+someone kills it. Generous, because a killed pytest on a busy machine is slow to be reaped."""
 
 INNER = """
 import os, threading, time
@@ -156,7 +160,7 @@ def test_nothing_survives_a_killed_pytest(
         killed_at = time.monotonic()
         os.kill(process.pid, getattr(signal, f"SIG{sig}"))
         process.wait(10)
-        deadline = killed_at + 3.0
+        deadline = killed_at + GONE_LIMIT_S
         wait_until(
             lambda: not any(alive(ident) for ident in recorded),
             deadline,

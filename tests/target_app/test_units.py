@@ -13,6 +13,7 @@ from target_app.cli import bind_listener, build_parser, config_from_args, main
 from target_app.config import TargetConfig
 from target_app.device import DeviceSelectionError, select_device, select_dtype
 from target_app.engines.batch import cache_sizing
+from target_app.slow_reader import DrainWatch
 from target_app.tiny_model import ensure_tiny_model, tiny_model_dir, vocabulary_words
 
 
@@ -58,6 +59,72 @@ def test_config_problems_name_the_flag() -> None:
     assert any("--heartbeat" in p for p in problems)
     assert any("--send-timeout" in p for p in problems)
     assert TargetConfig().problems() == []
+    (problem,) = TargetConfig(max_unsent_bytes=0).problems()
+    assert problem == "--max-unsent-bytes must be >= 1 byte, got 0"
+    args = build_parser().parse_args(["--max-unsent-bytes", "4096", "--send-timeout", "2.5"])
+    assert (config_from_args(args).max_unsent_bytes, config_from_args(args).send_timeout) == (
+        4096,
+        2.5,
+    )
+
+
+class _Connection:
+    """What ``progress()`` of the target's protocol reports, set by hand: the bytes a client
+    has taken and the bytes the server still holds for it."""
+
+    def __init__(self) -> None:
+        self.taken = 0
+        self.held = 0
+
+    def progress(self) -> tuple[int, int]:
+        return self.taken, self.held
+
+    def write(self, size: int) -> None:
+        self.held += size
+
+    def take(self, size: int) -> None:
+        self.taken += size
+        self.held -= size
+
+
+def test_drain_watch_ages_the_oldest_byte_the_client_has_not_taken() -> None:
+    connection = _Connection()
+    watch = DrainWatch(connection.progress, max_wait_s=10.0, max_unsent_bytes=1000)
+    for at in (0.0, 1.0, 2.0):
+        watch.offer(at)
+        connection.write(100)
+        watch.written()
+    assert watch.oldest_wait(5.0) == 5.0
+    # Taking part of the first write does not make its bytes any younger.
+    connection.take(50)
+    assert watch.oldest_wait(5.0) == 5.0
+    connection.take(100)
+    assert watch.oldest_wait(5.0) == 4.0
+    assert watch.time_left(5.0) == 6.0
+    assert watch.problem(5.0) is None
+    # A reader that keeps taking, but ever later: the second write's rest waits past 10 s.
+    problem = watch.problem(11.5)
+    assert problem is not None
+    assert "10.5 s ago" in problem
+    assert "--send-timeout 10" in problem
+    connection.take(150)
+    assert watch.oldest_wait(20.0) == 0.0
+    # A write still waiting in send counts from when it was offered.
+    watch.offer(20.0)
+    assert watch.oldest_wait(23.0) == 3.0
+
+
+def test_drain_watch_bounds_the_bytes_held_for_a_client() -> None:
+    connection = _Connection()
+    watch = DrainWatch(connection.progress, max_wait_s=10.0, max_unsent_bytes=1000)
+    watch.offer(0.0)
+    connection.write(1001)
+    watch.written()
+    assert watch.problem(0.0) == (
+        "slow reader: 1001 bytes written were not taken by the client (--max-unsent-bytes 1000)"
+    )
+    connection.take(1)
+    assert watch.problem(0.0) is None
 
 
 def test_cli_maps_flags_and_rejects_bad_values(capsys: pytest.CaptureFixture[str]) -> None:
