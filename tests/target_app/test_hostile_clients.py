@@ -18,10 +18,13 @@ PROMPT_WORDS = 500_000
 """A one-megabyte prompt of 500,000 words (tokens), that still fits the 1 MiB body limit, so it
 reaches the prompt check."""
 GAP_LIMIT_S = 0.5
-"""A running stream's worst gap while the oversized prompts are rejected. What it tells apart:
-tokenizing one of these prompts takes 0.86 s of CPU (measured on the project's machine), so
-one done on the event loop would stall the stream for longer than this; work kept off the loop
-stays near the 0.2 s of issue 12 (a benchmark figure) and this leaves a busy machine room."""
+"""A gap of a running stream that counts as a stall while the oversized prompts are rejected.
+Tokenizing one of these prompts takes 0.86 s of CPU (measured on the project's machine), so
+each one done on the event loop stalls the stream for longer than this: one stall per prompt."""
+STALLS_ALLOWED = 3
+"""How many such stalls the stream may show. Work kept off the loop still competes for the
+machine's two cores, and with both busy one or two gaps were seen at 0.9 s; work on the loop
+shows one stall per prompt, :data:`OVERSIZED_PROMPTS` in all."""
 CLOSE_LIMIT_S = 5.0
 """An ended slow reader's socket is gone within this of the end. The target's schedule is
 about 0.6 s (0.4 s for the error event, then 0.2 s before the abort); without the abort the
@@ -77,7 +80,8 @@ def test_oversized_prompts_do_not_stall_a_running_stream(
     sent = [e.data["sent_ns"] for e in events if e.kind == "data"]
     during = [b - a for a, b in itertools.pairwise(sent) if b >= flood_ns]
     assert len(during) >= 20
-    assert max(during) / 1e9 < GAP_LIMIT_S, f"worst gap {max(during) / 1e9:.3f} s"
+    stalls = [gap / 1e9 for gap in during if gap / 1e9 >= GAP_LIMIT_S]
+    assert len(stalls) <= STALLS_ALLOWED, f"{len(stalls)} gaps over {GAP_LIMIT_S} s: {stalls}"
 
 
 def _server_side_state(server_port: int, client_port: int) -> str | None:
