@@ -6,8 +6,8 @@ tokenizer, so a tokenizer-counting client sees one token per chunk). The first c
 written ``--first-token-s`` after the whole request arrived (default 0.2 s), then one every
 ``--interval-s`` (default 0.02 s), on an absolute schedule; then a ``finish_reason: "stop"``
 chunk and ``data: [DONE]``. Each content chunk carries ``sent_ns``: ``time.perf_counter_ns()``
-just before its write, as the bundled target does, and the response header ``x-received-ns``
-the ``perf_counter_ns()`` at which the request was in (both CLOCK_MONOTONIC, comparable with a
+just before its write, as the bundled target does, and ``received_ns``: the
+``perf_counter_ns()`` at which the request was in (both CLOCK_MONOTONIC, comparable with a
 client's stamps on the same machine). The number of chunks is the request's
 ``max_completion_tokens`` (or ``max_tokens``), else ``--tokens``.
 
@@ -125,20 +125,21 @@ class Exchange(asyncio.Protocol):
         """Write ``tokens`` chunks on schedule, each stamped just before its write."""
         assert self.transport is not None
         write = self.transport.write
-        received = b"x-received-ns: %d\r\n" % arrived
-        write(HEAD + received + (b"connection: close\r\n\r\n" if close else b"\r\n"))
+        write(HEAD + (b"connection: close\r\n\r\n" if close else b"\r\n"))
         created = int(time.time())
         prefix = (
             f'{{"id": "chatcmpl-ref", "object": "chat.completion.chunk", "created": {created}, '
             f'"model": "{MODEL}", "choices": [{{"index": 0, '
         )
+        received = f'"received_ns": {arrived}, "sent_ns": '.encode()
         start = arrived / 1e9 + self.first_token_s
         for index in range(tokens):
             wait = start + index * self.interval_s - time.perf_counter()
             if wait > 0:
                 await asyncio.sleep(wait)
-            delta = f'"delta": {{"content": "{TOKEN}"}}, "finish_reason": null}}], "sent_ns": '
-            write(chunked(f"data: {prefix}{delta}{time.perf_counter_ns()}}}\n\n".encode()))
+            delta = f'"delta": {{"content": "{TOKEN}"}}, "finish_reason": null}}], '
+            stamp = b"%d}\n\n" % time.perf_counter_ns()
+            write(chunked(b"data: " + (prefix + delta).encode() + received + stamp))
         end = '"delta": {}, "finish_reason": "stop"}]}'
         write(chunked(f"data: {prefix}{end}\n\ndata: [DONE]\n\n".encode()) + b"0\r\n\r\n")
         self._answer(b"", close)

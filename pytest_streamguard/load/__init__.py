@@ -278,7 +278,7 @@ async def _arun(
     origin: Callable[[], Awaitable[int]] | None = None,
 ) -> LoadResult:
     result = LoadResult(plan)
-    transport = LoadTransport.for_load(plan.n, socket_options or [])
+    transport = LoadTransport(plan.n, socket_options or [])
     # Per-request timeouts come from each stream's read limits; this one covers the rest.
     async with httpx.AsyncClient(
         transport=transport, timeout=httpx.Timeout(CONNECT_TIMEOUT)

@@ -161,31 +161,35 @@ class _Body(httpx.AsyncByteStream):
 class LoadTransport(httpx.AsyncBaseTransport):
     """httpx transport: one lean connection per plain-HTTP request (see the module docstring)."""
 
-    def __init__(
-        self, socket_options: list[tuple[int, int, int]], fallback: httpx.AsyncBaseTransport
-    ) -> None:
-        self.socket_options = socket_options
-        self.fallback = fallback
+    def __init__(self, max_streams: int, socket_options: list[tuple[int, int, int]]) -> None:
+        self.socket_options = [(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1), *socket_options]
+        self.max_streams = max_streams
         self.addresses: dict[tuple[str, int], tuple[Any, ...]] = {}
+        self._fallback: httpx.AsyncHTTPTransport | None = None
 
-    @classmethod
-    def for_load(
-        cls, max_streams: int, socket_options: list[tuple[int, int, int]]
-    ) -> LoadTransport:
-        """The transport of a whole load: a connection per stream, ``TCP_NODELAY``, and
-        httpx's default transport, pooled for ``max_streams``, for ``https``."""
-        options = [(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1), *socket_options]
-        limits = httpx.Limits(max_connections=max_streams, max_keepalive_connections=max_streams)
-        return cls(options, httpx.AsyncHTTPTransport(socket_options=options, limits=limits))
+    def fallback(self) -> httpx.AsyncHTTPTransport:
+        """httpx's default transport, pooled for the load, for ``https``. Made on first use:
+        its SSL context costs tens of ms that a plain-HTTP load never needs."""
+        if self._fallback is None:
+            limits = httpx.Limits(
+                max_connections=self.max_streams, max_keepalive_connections=self.max_streams
+            )
+            self._fallback = httpx.AsyncHTTPTransport(
+                socket_options=self.socket_options, limits=limits
+            )
+        return self._fallback
 
     async def prepare(self, url: str) -> None:
-        """Resolve ``url``'s host and port once, before any of its streams is stamped."""
+        """What ``url``'s first stream would otherwise pay inside its measured time: the
+        address lookup (plain HTTP) or the SSL context (``https``)."""
         parsed = httpx.URL(url)
         # uvloop's sock_connect encodes the host with the idna codec even for an IP address;
         # the codec's first lookup in a process imports it and stringprep.
         codecs.lookup("idna")
         if parsed.scheme == "http":
             await self._address(parsed.host, parsed.port or 80)
+        else:
+            self.fallback()
 
     async def _address(self, host: str, port: int) -> tuple[Any, ...]:
         key = (host, port)
@@ -200,7 +204,7 @@ class LoadTransport(httpx.AsyncBaseTransport):
     async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
         """Connect, send the request, and return once the response headers are in."""
         if request.url.scheme != "http":
-            return await self.fallback.handle_async_request(request)
+            return await self.fallback().handle_async_request(request)
         timeouts: dict[str, float | None] = request.extensions.get("timeout", {})
         connection = await self._connect(request, timeouts.get("connect"))
         try:
@@ -249,5 +253,6 @@ class LoadTransport(httpx.AsyncBaseTransport):
         return connection
 
     async def aclose(self) -> None:
-        """Close the fallback transport."""
-        await self.fallback.aclose()
+        """Close the fallback transport, if one was made."""
+        if self._fallback is not None:
+            await self._fallback.aclose()
