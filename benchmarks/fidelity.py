@@ -191,27 +191,34 @@ def first_stream_child(url: str) -> dict[str, Any]:
         return StreamRecorder(request, f"stream {index}")
 
     ttfts = []
+    clients = []
     for _ in range(4):
         trace = run_load(LoadPlan(n=1), make).traces[0]
-        ttfts.append(None if trace.ttft is None else trace.ttft * 1e3)
-    return {"ttft": ttfts}
+        first = trace.chunks[0]
+        ttfts.append((first.stamp_ns - trace.request_ns) / 1e6)
+        # TTFT less the server's own time (receipt to write): what the client side added.
+        clients.append(ttfts[-1] - (first.data["sent_ns"] - first.data["received_ns"]) / 1e6)
+    return {"ttft": ttfts, "client": clients}
 
 
 def first_stream_row(url: str, processes: int) -> dict[str, Any]:
     """Per fresh process: first stream's TTFT minus the median of the three later ones."""
     differences = []
+    client_differences = []
     firsts = []
     for _ in range(processes):
         argv = [sys.executable, str(Path(__file__).resolve()), "--first-stream", url]
         done = subprocess.run(argv, capture_output=True, text=True, check=True)
-        ttft = json.loads(done.stdout.splitlines()[-1])["ttft"]
-        firsts.append(ttft[0])
-        differences.append(ttft[0] - statistics.median(ttft[1:]))
+        got = json.loads(done.stdout.splitlines()[-1])
+        firsts.append(got["ttft"][0])
+        differences.append(got["ttft"][0] - statistics.median(got["ttft"][1:]))
+        client_differences.append(got["client"][0] - statistics.median(got["client"][1:]))
     return {
         "processes": processes,
         "first_p50": statistics.median(firsts),
         "difference_p50": statistics.median(differences),
         "differences": differences,
+        "client_differences": client_differences,
     }
 
 
@@ -273,7 +280,9 @@ def table(runs: list[dict[str, Any]], first: dict[str, Any], note: str) -> list[
         f"first stream of a session (load(n=1) x 4 in each of {first['processes']} fresh "
         f"processes): first TTFT p50 {first['first_p50']:.2f} ms; first minus the later ones' "
         f"median, p50 over processes {first['difference_p50']:+.2f} ms "
-        f"({', '.join(f'{d:+.2f}' for d in first['differences'])})"
+        f"({', '.join(f'{d:+.2f}' for d in first['differences'])}); the same for the client's "
+        "part (TTFT less the server's receipt-to-write time): "
+        f"{', '.join(f'{d:+.2f}' for d in first['client_differences'])}"
     )
     lines += verdicts(runs)
     if note:

@@ -1,5 +1,5 @@
 """The benchmark table: what the proxy adds, how exact faults and stamps are, and how far one
-process scales. One command, one table (a few minutes)::
+process scales. One command, one table (about 12 minutes)::
 
     .venv/bin/python benchmarks/run.py        # or: make bench
 
@@ -8,12 +8,13 @@ Rows, in the order they run:
 1. **Proxy added latency per chunk** at 1, 50 and 200 streams of 20 chunks/s: the embedded
    Toxiproxy against direct, and the error of a 100 ms ``latency`` toxic
    (``proxy_overhead.bench``, one fresh server per stream count).
-2. **Client stamp error**: the plugin's load client (:mod:`pytest_streamguard.load`, the code
-   ``streamguard.load`` runs) reading streams of 20 events/s from a lean SSE server in another
-   process (``sse_server.py``), per event ``client stamp - server sent_ns`` (both
-   ``perf_counter_ns``, CLOCK_MONOTONIC). The stream count doubles from 50 until the p99 error
-   passes 1 ms or a stream fails (each count runs three times and is judged on the median run);
-   the capacity row is the largest count that stayed within.
+2. **Delivery delay and capacity**: ``streamguard.load`` with ``processes=2`` (the code
+   ``streamguard.load(..., processes=2)`` runs) reading streams of 20 events/s from a lean SSE
+   server in another process (``sse_server.py``) through the embedded Toxiproxy, per event
+   ``client stamp - server sent_ns`` (both ``perf_counter_ns``, CLOCK_MONOTONIC), at 200, 500
+   and 1,000 streams (each count runs three times and is judged on the median run by p99); the
+   capacity row is the largest count with every stream completed and p99 <= 2 ms, then the
+   peak RSS of the load processes and the proxy's growth, per 1,000 streams.
 3. **Bundled target** (``--engine batch``, tiny model, 64 tokens/stream): TTFT and gaps at 1, 8
    and 30 concurrent streams, read directly by the same client, with its stamp error against
    the target's ``sent_ns``.
@@ -22,6 +23,14 @@ Rows, in the order they run:
    with the plugin installed but not enabled, against ``-p no:streamguard`` (10 paired runs,
    alternating which goes first); the note gives the median of the per-pair ratios (target:
    within 1.1x). ``--startup-only`` runs just this row.
+5. **AIPerf vs streamguard load** (``fidelity.py``): TTFT and gaps of a server with known
+   timing, measured by both at 10, 100 and 500 streams; needs ``--aiperf PATH`` (``make bench``
+   builds ``.venv-aiperf``), else says it was skipped.
+6. **Embedded vs real Toxiproxy** (``toxiproxy_compare.py``): added latency side by side at 1,
+   50, 200, 500 and 1,000 streams with ``--toxiproxy-server PATH`` (or
+   ``$STREAMGUARD_TOXIPROXY_SERVER``), else only the embedded rows.
+
+``--only proxy,capacity,target,startup,fidelity,toxiproxy`` runs some parts.
 
 Percentiles are nearest-rank (:func:`pytest_streamguard.stats.percentile`), except the proxy rows,
 which are ``proxy_overhead.py``'s own figures.
