@@ -94,6 +94,12 @@ def start_real(path: str) -> tuple[subprocess.Popen[bytes], str]:
         time.sleep(0.05)
 
 
+def server_version(path: str) -> str:
+    """``toxiproxy-server version 2.12.0``: what ``PATH -version`` says."""
+    done = subprocess.run([path, "-version"], capture_output=True, text=True, check=False)
+    return (done.stdout or done.stderr).strip() or Path(path).name
+
+
 def make_proxy(api: str, upstream_port: int) -> int:
     """A proxy with no toxic to the upstream; its listen port."""
     body = {"name": "bench", "listen": "127.0.0.1:0", "upstream": f"127.0.0.1:{upstream_port}"}
@@ -202,7 +208,7 @@ def table(
             "STREAMGUARD_TOXIPROXY_SERVER)"
         )
     else:
-        yield f"real toxiproxy-server: {real_path}"
+        yield f"real server: {server_version(real_path)}"
         for streams in sorted({r["streams"] for r in rows}):
             mine = [r for r in rows if r["streams"] == streams]
             text = f"{streams} streams, median over rounds of added ms:"
