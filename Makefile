@@ -68,8 +68,20 @@ demo: install
 	mkdir -p $(REPORTS)
 	$(RESILIENCE) $(PYTEST_ARGS)
 
-bench: $(STAMP)
-	$(BIN)/python benchmarks/run.py
+# AIPerf (the peer benchmark of benchmarks/fidelity.py) pins huggingface-hub<2 and other
+# versions the project's transformers does not accept, so it gets a virtual environment of its
+# own. A real toxiproxy-server to compare with: make bench STREAMGUARD_TOXIPROXY_SERVER=PATH
+# (without one the comparison rows say it was skipped).
+AIPERF_VENV := .venv-aiperf
+AIPERF := $(AIPERF_VENV)/bin/aiperf
+BENCH_ARGS ?=
+
+$(AIPERF):
+	test -x $(AIPERF_VENV)/bin/python || $(PYTHON) -m venv $(AIPERF_VENV)
+	$(AIPERF_VENV)/bin/python -m pip install -q 'aiperf==0.13.0'
+
+bench: $(STAMP) $(AIPERF)
+	$(BIN)/python benchmarks/run.py --aiperf $(AIPERF) $(BENCH_ARGS)
 
 clean:
-	rm -rf $(VENV) $(REPORTS) site .mypy_cache .ruff_cache .pytest_cache
+	rm -rf $(VENV) $(AIPERF_VENV) $(REPORTS) site .mypy_cache .ruff_cache .pytest_cache

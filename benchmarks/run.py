@@ -1,5 +1,5 @@
 """The benchmark table: what the proxy adds, how exact faults and stamps are, and how far one
-process scales. One command, one table (a few minutes)::
+process scales. One command, one table (about 12 minutes)::
 
     .venv/bin/python benchmarks/run.py        # or: make bench
 
@@ -8,12 +8,13 @@ Rows, in the order they run:
 1. **Proxy added latency per chunk** at 1, 50 and 200 streams of 20 chunks/s: the embedded
    Toxiproxy against direct, and the error of a 100 ms ``latency`` toxic
    (``proxy_overhead.bench``, one fresh server per stream count).
-2. **Client stamp error**: the plugin's load client (:mod:`pytest_streamguard.load`, the code
-   ``streamguard.load`` runs) reading streams of 20 events/s from a lean SSE server in another
-   process (``sse_server.py``), per event ``client stamp - server sent_ns`` (both
-   ``perf_counter_ns``, CLOCK_MONOTONIC). The stream count doubles from 50 until the p99 error
-   passes 1 ms or a stream fails (each count runs three times and is judged on the median run);
-   the capacity row is the largest count that stayed within.
+2. **Delivery delay and capacity**: ``streamguard.load`` with ``processes=2`` (the code
+   ``streamguard.load(..., processes=2)`` runs) reading streams of 20 events/s from a lean SSE
+   server in another process (``sse_server.py``) through the embedded Toxiproxy, per event
+   ``client stamp - server sent_ns`` (both ``perf_counter_ns``, CLOCK_MONOTONIC), at 200, 500
+   and 1,000 streams (each count runs three times and is judged on the median run by p99); the
+   capacity row is the largest count with every stream completed and p99 <= 2 ms, then the
+   peak RSS of the load processes and the proxy's growth, per 1,000 streams.
 3. **Bundled target** (``--engine batch``, tiny model, 64 tokens/stream): TTFT and gaps at 1, 8
    and 30 concurrent streams, read directly by the same client, with its stamp error against
    the target's ``sent_ns``.
@@ -22,6 +23,14 @@ Rows, in the order they run:
    with the plugin installed but not enabled, against ``-p no:streamguard`` (10 paired runs,
    alternating which goes first); the note gives the median of the per-pair ratios (target:
    within 1.1x). ``--startup-only`` runs just this row.
+5. **AIPerf vs streamguard load** (``fidelity.py``): TTFT and gaps of a server with known
+   timing, measured by both at 10, 100 and 500 streams; needs ``--aiperf PATH`` (``make bench``
+   builds ``.venv-aiperf``), else says it was skipped.
+6. **Embedded vs real Toxiproxy** (``toxiproxy_compare.py``): added latency side by side at 1,
+   50, 200, 500 and 1,000 streams with ``--toxiproxy-server PATH`` (or
+   ``$STREAMGUARD_TOXIPROXY_SERVER``), else only the embedded rows.
+
+``--only proxy,capacity,target,startup,fidelity,toxiproxy`` runs some parts.
 
 Percentiles are nearest-rank (:func:`pytest_streamguard.stats.percentile`), except the proxy rows,
 which are ``proxy_overhead.py``'s own figures.
@@ -31,6 +40,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import math
 import os
@@ -40,21 +50,25 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+import fidelity
 import proxy_overhead
 import target_load
+import toxiproxy_compare
 
 from pytest_streamguard.client import StreamRecorder, StreamRequest
 from pytest_streamguard.load import LoadPlan, LoadResult
 from pytest_streamguard.load import run as run_load
+from pytest_streamguard.load.pool import run_processes
 from pytest_streamguard.stats import percentile
 
 HERE = Path(__file__).resolve().parent
-CAPACITY_BOUND_MS = 1.0
+CAPACITY_BOUND_MS = 2.0
 CHUNKS_PER_S = 20
 # Every connection is open before the first event, as when a loaded server takes a while to
 # answer; the stamp error is then measured on the streams, not on connection setup.
@@ -141,13 +155,65 @@ def read_load(url: str, streams: int, body: Mapping[str, object]) -> LoadResult:
     return run_load(LoadPlan(n=streams), make)
 
 
-def capacity_rows(seconds: float, limit: int) -> list[Row]:
-    """Stamp error at 50, 100, 200, ... streams until p99 > 1 ms; then the capacity row."""
-    process = subprocess.Popen(
+class RssSampler:
+    """Peak summed RSS (MiB) of this process's children whose command line has ``marker``,
+    sampled every 0.2 s in a thread while a load runs."""
+
+    def __init__(self, marker: str) -> None:
+        self.marker = marker
+        self.peak = 0.0
+        self.processes = 0
+        self.stopping = threading.Event()
+        self.thread = threading.Thread(target=self._run, daemon=True)
+
+    def __enter__(self) -> RssSampler:
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stopping.set()
+        self.thread.join()
+
+    def _run(self) -> None:
+        while not self.stopping.wait(0.2):
+            pids = [pid for pid in descendants(os.getpid()) if self.marker in cmdline(pid)]
+            total = sum(toxiproxy_compare.rss_mib(pid) for pid in pids if alive(pid))
+            if total > self.peak:
+                self.peak, self.processes = total, len(pids)
+
+
+def descendants(pid: int) -> list[int]:
+    """Every process under ``pid`` (Linux /proc)."""
+    found = []
+    for task in Path(f"/proc/{pid}/task").glob("*/children"):
+        with contextlib.suppress(OSError):
+            for child in task.read_text().split():
+                found += [int(child), *descendants(int(child))]
+    return found
+
+
+def cmdline(pid: int) -> str:
+    """The command line of ``pid``, or '' once it is gone."""
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()
+    except OSError:
+        return ""
+
+
+def alive(pid: int) -> bool:
+    """Whether ``pid`` still exists."""
+    return Path(f"/proc/{pid}").exists()
+
+
+def capacity_rows(seconds: float, counts: list[int], processes: int) -> list[Row]:
+    """Delivery delay through the embedded proxy at each count, read in ``processes`` shard
+    processes; then the capacity row and the memory rows."""
+    server = subprocess.Popen(
         [sys.executable, str(HERE / "sse_server.py")], stdout=subprocess.PIPE, text=True
     )
-    assert process.stdout is not None
-    url = json.loads(process.stdout.readline())["url"]
+    assert server.stdout is not None
+    upstream = json.loads(server.stdout.readline())["url"]
+    proxy, api_port = proxy_overhead.start_server()
     body = {
         "max_new_tokens": int(seconds * CHUNKS_PER_S),
         "interval_s": 1 / CHUNKS_PER_S,
@@ -156,13 +222,31 @@ def capacity_rows(seconds: float, limit: int) -> list[Row]:
     rows: list[Row] = []
     best = 0
     tried: list[str] = []
+    memory: list[Row] = []
     try:
-        read_load(url, 10, body)  # warm-up: imports, first connections
-        streams = 50
-        while streams <= limit:
+        port = toxiproxy_compare.make_proxy(
+            f"http://127.0.0.1:{api_port}", int(upstream.rsplit(":", 1)[1])
+        )
+        request = StreamRequest("POST", f"http://127.0.0.1:{port}/generate", json_body=body)
+
+        def load(streams: int) -> LoadResult:
+            return run_processes(LoadPlan(n=streams), request, processes)
+
+        load(10)  # warm-up: the proxy's first connections
+        proxy_idle = toxiproxy_compare.rss_mib(proxy.pid)
+        for streams in counts:
             # The machine is shared: each count runs TRIES times and is judged on its median
-            # run (by p99), so one descheduling of the client does not decide the capacity.
-            runs = [read_load(url, streams, body) for _ in range(TRIES)]
+            # run (by p99), so one descheduling does not decide the capacity.
+            runs = []
+            client_peak = proxy_peak = 0.0
+            for _ in range(TRIES):
+                with (
+                    RssSampler("pytest_streamguard.load.pool") as client,
+                    RssSampler("pytest_streamguard.toxiproxy_server") as server_rss,
+                ):
+                    runs.append(load(streams))
+                client_peak = max(client_peak, client.peak)
+                proxy_peak = max(proxy_peak, server_rss.peak)
             runs.sort(key=lambda r: pct_ms(r.delivery, 99) or math.inf)
             result = runs[TRIES // 2]
             p99 = pct_ms(result.delivery, 99)
@@ -171,34 +255,57 @@ def capacity_rows(seconds: float, limit: int) -> list[Row]:
             tried.append(f"{streams}: {p99s}")
             rows.append(
                 Row(
-                    "client stamp error vs server sent_ns",
+                    "delivery delay through the embedded proxy (server sent_ns to client stamp)",
                     str(streams),
                     pct_ms(result.delivery, 50),
                     pct_ms(result.delivery, 95),
                     p99,
                     f"median of {TRIES} runs of {len(result.delivery)} events, "
-                    f"{result.completed}/{streams} streams completed"
+                    f"{result.completed}/{streams} streams completed, {processes} processes"
                     f"{'' if ok else ' -- over the bound'}",
                 )
             )
-            if not ok:
-                break
-            best = streams
-            streams *= 2
+            if ok and streams > best:
+                best = streams
+            if streams == max(counts):
+                memory = [
+                    Row(
+                        "client RSS (load processes)",
+                        str(streams),
+                        None,
+                        None,
+                        None,
+                        f"peak {client_peak:.0f} MiB in {processes} processes (interpreters "
+                        f"included): {client_peak * 1000 / streams:.0f} MiB per 1,000 streams",
+                    ),
+                    Row(
+                        "embedded proxy RSS",
+                        str(streams),
+                        None,
+                        None,
+                        None,
+                        f"idle {proxy_idle:.0f} MiB, peak {proxy_peak:.0f} MiB: "
+                        f"+{(proxy_peak - proxy_idle) * 1000 / streams:.0f} MiB per 1,000 "
+                        "proxied connections",
+                    ),
+                ]
     finally:
-        process.terminate()
-        process.wait(10)
+        os.killpg(proxy.pid, signal.SIGTERM)
+        proxy.wait(10)
+        server.terminate()
+        server.wait(10)
     rows.append(
         Row(
-            f"capacity: most streams stamped with p99 <= {CAPACITY_BOUND_MS:g} ms",
+            f"capacity: most streams with delivery p99 <= {CAPACITY_BOUND_MS:g} ms",
             str(best),
             None,
             None,
             None,
-            f"{CHUNKS_PER_S} events/s each; p99 ms of each run by count: {'; '.join(tried)}",
+            f"{CHUNKS_PER_S} events/s each, through the embedded proxy, {processes} load "
+            f"processes; p99 ms of each run by count: {'; '.join(tried)}",
         )
     )
-    return rows
+    return rows + memory
 
 
 def target_rows(counts: list[int], tokens: int) -> list[Row]:
@@ -291,42 +398,89 @@ def cell(value: float | None) -> str:
     return "-" if value is None else f"{value:.3f}"
 
 
+PARTS = ("proxy", "capacity", "target", "startup", "fidelity", "toxiproxy")
+
+
 def main() -> int:
-    """Run every part and print the table."""
+    """Run every part and print the table, then the AIPerf and real-Toxiproxy comparisons."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--only", help=f"comma-separated parts to run, of {', '.join(PARTS)}")
     parser.add_argument("--proxy-streams", default="1,50,200")
     parser.add_argument("--proxy-seconds", type=float, default=3.0, help="per proxy phase")
-    parser.add_argument("--capacity-seconds", type=float, default=4.0, help="per stream count")
-    parser.add_argument("--capacity-limit", type=int, default=3200, help="largest count tried")
+    parser.add_argument("--capacity-seconds", type=float, default=3.0, help="per stream count")
+    parser.add_argument("--capacity-streams", default="200,500,1000")
+    parser.add_argument("--capacity-processes", type=int, default=2, help="load processes")
     parser.add_argument("--target-streams", default="1,8,30")
     parser.add_argument("--tokens", type=int, default=64, help="tokens per target stream")
     parser.add_argument("--startup-runs", type=int, default=10, help="paired pytest starts")
     parser.add_argument("--startup-only", action="store_true", help="only the startup rows")
+    parser.add_argument("--fidelity-streams", default="10,100,500")
+    parser.add_argument("--fidelity-rounds", type=int, default=2)
+    parser.add_argument("--aiperf", help="aiperf executable (default: see fidelity.py)")
+    parser.add_argument("--compare-streams", default="1,50,200,500,1000")
+    parser.add_argument("--compare-seconds", type=float, default=3.0)
+    parser.add_argument("--compare-rounds", type=int, default=2)
+    parser.add_argument(
+        "--toxiproxy-server",
+        default=os.environ.get("STREAMGUARD_TOXIPROXY_SERVER"),
+        help="a real toxiproxy-server to compare with (default: $STREAMGUARD_TOXIPROXY_SERVER)",
+    )
     options = parser.parse_args()
+    parts = set(PARTS if options.only is None else options.only.split(","))
+    if options.startup_only:
+        parts = {"startup"}
+    if parts - set(PARTS):
+        parser.error(f"--only {options.only!r}: expected parts of {', '.join(PARTS)}")
     started = time.monotonic()
     load_before = os.getloadavg()[0]
     rows: list[Row] = []
-    if not options.startup_only:
+    sections: list[str] = []
+    if "proxy" in parts:
         rows += proxy_rows(
             [int(n) for n in options.proxy_streams.split(",")], options.proxy_seconds
         )
-        rows += capacity_rows(options.capacity_seconds, options.capacity_limit)
+    if "capacity" in parts:
+        rows += capacity_rows(
+            options.capacity_seconds,
+            [int(n) for n in options.capacity_streams.split(",")],
+            options.capacity_processes,
+        )
+    if "target" in parts:
         rows += target_rows([int(n) for n in options.target_streams.split(",")], options.tokens)
-    rows += startup_rows(options.startup_runs)
+    if "startup" in parts:
+        rows += startup_rows(options.startup_runs)
+    if "fidelity" in parts:
+        runs, first, note = fidelity.compare(
+            [int(n) for n in options.fidelity_streams.split(",")],
+            options.fidelity_rounds,
+            fidelity.find_aiperf(options.aiperf),
+            "never",
+            5,
+        )
+        sections += ["", "## AIPerf vs streamguard load", "", *fidelity.table(runs, first, note)]
+    if "toxiproxy" in parts:
+        counts = [int(n) for n in options.compare_streams.split(",")]
+        compared, memory = toxiproxy_compare.compare(
+            counts, options.compare_seconds, options.compare_rounds, options.toxiproxy_server
+        )
+        lines = toxiproxy_compare.table(compared, memory, options.toxiproxy_server, max(counts))
+        sections += ["", "## embedded vs real Toxiproxy, added latency per chunk (ms)", "", *lines]
     print(
         f"# {time.strftime('%Y-%m-%d %H:%M')}; {machine()}; Python {platform.python_version()}; "
         f"load average {load_before:.2f} before, {os.getloadavg()[0]:.2f} after; "
         f"{time.monotonic() - started:.0f} s"
     )
     print(f"# command: {' '.join(['python', 'benchmarks/run.py', *sys.argv[1:]])}")
-    print()
-    print("| measurement | streams | p50 ms | p95 ms | p99 ms | note |")
-    print("| --- | ---: | ---: | ---: | ---: | --- |")
-    for row in rows:
-        print(
-            f"| {row.measurement} | {row.streams} | {cell(row.p50)} | {cell(row.p95)} | "
-            f"{cell(row.p99)} | {row.note} |"
-        )
+    if rows:
+        print()
+        print("| measurement | streams | p50 ms | p95 ms | p99 ms | note |")
+        print("| --- | ---: | ---: | ---: | ---: | --- |")
+        for row in rows:
+            print(
+                f"| {row.measurement} | {row.streams} | {cell(row.p50)} | {cell(row.p95)} | "
+                f"{cell(row.p99)} | {row.note} |"
+            )
+    print("\n".join(sections))
     return 0
 
 

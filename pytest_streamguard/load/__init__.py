@@ -23,7 +23,6 @@ import asyncio
 import gc
 import math
 import random
-import socket
 import time
 from collections.abc import Awaitable, Callable, Coroutine, Sequence
 from dataclasses import dataclass, field
@@ -244,20 +243,6 @@ class LoadResult:
         return figures
 
 
-def shared_client(
-    max_streams: int, socket_options: list[tuple[int, int, int]]
-) -> httpx.AsyncClient:
-    """One client for a whole load: a connection per stream, ``TCP_NODELAY``, and the lean
-    :class:`~pytest_streamguard.load.transport.LoadTransport` for plain HTTP."""
-    options = [(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1), *socket_options]
-    limits = httpx.Limits(max_connections=max_streams, max_keepalive_connections=max_streams)
-    fallback = httpx.AsyncHTTPTransport(socket_options=options, limits=limits)
-    # Per-request timeouts come from each stream's read limits; this one covers the rest.
-    return httpx.AsyncClient(
-        transport=LoadTransport(options, fallback), timeout=httpx.Timeout(CONNECT_TIMEOUT)
-    )
-
-
 async def arun(
     plan: LoadPlan,
     make_recorder: Callable[[int], StreamRecorder],
@@ -293,12 +278,18 @@ async def _arun(
     origin: Callable[[], Awaitable[int]] | None = None,
 ) -> LoadResult:
     result = LoadResult(plan)
-    async with shared_client(plan.n, socket_options or []) as client:
+    transport = LoadTransport(plan.n, socket_options or [])
+    # Per-request timeouts come from each stream's read limits; this one covers the rest.
+    async with httpx.AsyncClient(
+        transport=transport, timeout=httpx.Timeout(CONNECT_TIMEOUT)
+    ) as client:
 
-        def recorder() -> StreamRecorder:
+        async def read_one() -> StreamTrace:
             made = make_recorder(len(result.traces))
             result.traces.append(made.trace)
-            return made
+            # Resolved before the stream's request stamp: one-time set-up, not its time.
+            await transport.prepare(made.request.url)
+            return await aread_stream(made, client)
 
         started = time.perf_counter()
         loop = asyncio.get_running_loop()
@@ -314,7 +305,7 @@ async def _arun(
 
             async def worker() -> None:
                 while True:
-                    await aread_stream(recorder(), client)
+                    await read_one()
                     if stop_at is None or loop.time() >= stop_at:
                         return
 
@@ -325,7 +316,7 @@ async def _arun(
                 wait = start + offset - loop.time()
                 if wait > 0:
                     await asyncio.sleep(wait)
-                tasks.append(asyncio.ensure_future(aread_stream(recorder(), client)))
+                tasks.append(asyncio.ensure_future(read_one()))
             await asyncio.gather(*tasks)
         result.wall_s = time.perf_counter() - started
     return result
