@@ -170,7 +170,22 @@ def check_trace(trace: CheckedStream, deadline: Deadline) -> list[Violation]:
             )
         )
     if deadline.ttft is not None:
-        if trace.ttft is None:
+        if trace.ttft is None and trace.completed:
+            # An empty answer the test allowed: no first token to time, so the bound applies
+            # to the answer itself (request to end), as a user waiting on it would see it.
+            waited = trace.total
+            if waited is not None and waited > deadline.ttft:
+                found.append(
+                    (
+                        "ttft",
+                        waited,
+                        deadline.ttft,
+                        0,
+                        f"empty answer (allowed) ended after {waited:.3f} s "
+                        f"> ttft deadline {deadline.ttft:.3f} s",
+                    )
+                )
+        elif trace.ttft is None:
             found.append(
                 (
                     "ttft",

@@ -73,6 +73,13 @@ async def test_async_twins_take_allow_empty(streamguard):
     assert result.outcomes == {"empty": 2}
 
 
+@pytest.mark.token_deadline(ttft=5.0, chunk=1.0)
+def test_allowed_empty_answer_passes_a_token_deadline(streamguard):
+    body = {**BODY, "max_new_tokens": 0, "stream": True}
+    trace = streamguard.stream("/v1/completions", json=body, allow_empty=True)
+    assert (trace.completed, trace.ttft) == (True, None)
+
+
 def test_json_answer_is_not_a_stream(streamguard):
     trace = streamguard.stream("/v1/completions", json=BODY, format="openai")
     assert (trace.completed, trace.error_kind, trace.chunks) == (False, "protocol", [])
@@ -143,7 +150,7 @@ def test_every_stream_ends_in_one_outcome(pytester: pytest.Pytester, run) -> Non
         "[pytest]\nasyncio_default_fixture_loop_scope = function\nasyncio_mode = auto\n"
     )
     result = run("--streamguard-max-stream-seconds", "1")
-    result.assert_outcomes(passed=14)
+    result.assert_outcomes(passed=15)
 
 
 @pytest.mark.parametrize("value", ["0", "-3", "soon", "inf"])

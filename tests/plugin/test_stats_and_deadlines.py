@@ -136,6 +136,18 @@ def test_no_data_event_breaks_ttft() -> None:
     assert bounds == {"completed", "ttft"}
 
 
+def test_allowed_empty_answer_is_timed_to_its_end_against_ttft() -> None:
+    quick = make_trace([])  # completed without a token: allow_empty=True let it through
+    assert quick.total == pytest.approx(0.005)
+    assert check_trace(quick, Deadline(ttft=0.5, chunk=0.2)) == []
+    late = make_trace([])
+    late.end_ns = late.request_ns + 900 * MS
+    [violation] = check_trace(late, Deadline(ttft=0.5))
+    assert (violation.bound, violation.limit) == ("ttft", 0.5)
+    assert violation.measured == pytest.approx(0.9)
+    assert violation.detail == "empty answer (allowed) ended after 0.900 s > ttft deadline 0.500 s"
+
+
 def test_timeline_elides_the_middle_of_long_streams() -> None:
     trace = make_trace([10 * (i + 1) for i in range(50)] + [2000])
     message = str(check_trace(trace, Deadline(chunk=0.2))[0].timeline)
