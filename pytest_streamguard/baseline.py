@@ -20,6 +20,7 @@ import math
 from dataclasses import dataclass
 
 from pytest_streamguard.bounds import METRICS, Bound
+from pytest_streamguard.display import counted
 from pytest_streamguard.reports import TestRecord
 from pytest_streamguard.stats import percentile
 
@@ -69,9 +70,8 @@ class Change:
         if self.regression:
             text += f" REGRESSION over {self.bound.describe() if self.bound else ''}"
         elif self.noisy and self.bound is not None and self.bound.exceeded(self.old, self.new):
-            text += (
-                f" (over {self.bound.describe()}, but from {self.samples} sample(s): not failed)"
-            )
+            samples = counted(self.samples, "sample")
+            text += f" (over {self.bound.describe()}, but from {samples}: not failed)"
         return text
 
 
@@ -172,8 +172,8 @@ class Gate:
             lines.append(f"{lead}nothing compared: {self._unmatched()}")
         unmeasured = self.unmeasured
         if unmeasured:
-            which = "gated figure(s)" if self.bounds else "figure(s)"
-            lines.append(f"{lead}{len(unmeasured)} {which} with no samples to compare:")
+            which = "gated figure" if self.bounds else "figure"
+            lines.append(f"{lead}{counted(len(unmeasured), which)} with no samples to compare:")
             by_test: dict[str, list[Change]] = {}
             for change in unmeasured:
                 by_test.setdefault(change.nodeid, []).append(change)
@@ -181,7 +181,9 @@ class Gate:
                 lines.append(f"  {nodeid}: " + "; ".join(_no_samples(c) for c in test_changes))
         regressions = self.regressions
         if regressions:
-            lines.append(f"{len(regressions)} regression(s) over --streamguard-compare-fail:")
+            lines.append(
+                f"{counted(len(regressions), 'regression')} over --streamguard-compare-fail:"
+            )
             lines.extend(f"  {c.nodeid}: {c.describe()}" for c in regressions)
         return lines
 
@@ -191,23 +193,23 @@ class Gate:
         if self.compared_nothing:
             causes.append("nothing compared")
         if self.unmeasured:
-            causes.append(f"{len(self.unmeasured)} gated figure(s) with no samples")
+            causes.append(f"{counted(len(self.unmeasured), 'gated figure')} with no samples")
         if self.regressions:
-            causes.append(f"{len(self.regressions)} regression(s)")
+            causes.append(counted(len(self.regressions), "regression"))
         return f"streamguard: baseline gate FAILED ({', '.join(causes)}); the reasons are above"
 
     def _unmatched(self) -> str:
         if not self.run_ids:
             ran = "no test of this run read a stream"
         else:
-            ran = f"none of this run's {len(self.run_ids)} test(s) is in the baseline"
+            ran = f"none of this run's {counted(len(self.run_ids), 'test')} is in the baseline"
         if not self.baseline_ids:
             return f"{ran}; the baseline {self.baseline_path} holds no test"
         shown = ", ".join(self.baseline_ids[:3])
         more = f" and {len(self.baseline_ids) - 3} more" if len(self.baseline_ids) > 3 else ""
         return (
             f"{ran}; the baseline {self.baseline_path} holds "
-            f"{len(self.baseline_ids)} other test(s): {shown}{more}"
+            f"{counted(len(self.baseline_ids), 'other test')}: {shown}{more}"
         )
 
 

@@ -37,6 +37,7 @@ from typing import Any, TypeVar
 import httpx
 
 from pytest_streamguard.deadlines import Deadline
+from pytest_streamguard.display import counted
 from pytest_streamguard.formats import (
     AUTO,
     BUILTIN_FORMATS,
@@ -344,7 +345,7 @@ class StreamRecorder:
         if self.format is None:
             seen = "an empty body" if self.trace.nbytes == 0 else "no data event"
             if self.trace.heartbeats:
-                seen = f"only {self.trace.heartbeats} heartbeat(s)"
+                seen = f"only {counted(self.trace.heartbeats, 'heartbeat')}"
             self.fail(
                 "truncated",
                 f"the connection closed cleanly before any token, after {seen}: nothing to "
@@ -356,7 +357,8 @@ class StreamRecorder:
             return
         if self.trace.chunks:
             last = self.trace.chunks[-1]
-            where = f"after {len(self.trace.chunks)} token(s), {(now - last.stamp_ns) / 1e9:.3f} s "
+            where = f"after {counted(len(self.trace.chunks), 'token')}, "
+            where += f"{(now - last.stamp_ns) / 1e9:.3f} s "
             where += f"after chunk {last.index}"
         else:
             where = "before any token"

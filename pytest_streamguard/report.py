@@ -18,6 +18,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from pytest_streamguard.display import counted
 from pytest_streamguard.html_report import write_html
 from pytest_streamguard.merge import Merger
 from pytest_streamguard.reports import (
@@ -101,10 +102,10 @@ def main(argv: list[str] | None = None) -> int:
     tests = len(document.get("tests", []))
     if args.json is not None:
         write_document(args.json, document)
-        print(f"wrote {args.json} ({tests} test(s))")
+        print(f"wrote {args.json} ({counted(tests, 'test')})")
     if args.output is not None:
         write_html(args.output, document)
-        print(f"wrote {args.output} ({tests} test(s))")
+        print(f"wrote {args.output} ({counted(tests, 'test')})")
     return 0
 
 

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from pytest_streamguard.deadlines import Deadline
+from pytest_streamguard.display import counted
 from pytest_streamguard.stats import percentile
 from pytest_streamguard.trace import FaultRecord, StreamTrace
 
@@ -195,12 +196,14 @@ def unfired_lines(records: list[TestRecord], *, strict: bool) -> list[str]:
     unfired = [(r.nodeid, f) for r in records for f in r.unfired()]
     if not unfired:
         return []
+    faults = counted(len(unfired), "fault")
     if strict:
-        head = f"{len(unfired)} fault(s) never fired (failed: --streamguard-strict-faults):"
+        head = f"{faults} never fired (failed: --streamguard-strict-faults):"
     else:
+        them = "it" if len(unfired) == 1 else "them"
         head = (
-            f"warning: {len(unfired)} fault(s) never fired, so their tests proved nothing about "
-            "them (--streamguard-strict-faults fails such tests):"
+            f"warning: {faults} never fired, so their tests proved nothing about "
+            f"{them} (--streamguard-strict-faults fails such tests):"
         )
     return [head, *(f"  {nodeid}: {f.describe()}: {f.evidence}" for nodeid, f in unfired)]
 

@@ -21,7 +21,7 @@ import pytest
 from pytest_streamguard import xdist
 from pytest_streamguard.baseline import Gate, compare
 from pytest_streamguard.deadlines import Deadline, DeadlineViolation, Violation, check_traces
-from pytest_streamguard.display import shown_path, shown_text
+from pytest_streamguard.display import counted, shown_path, shown_text
 from pytest_streamguard.faults import FaultsNotFired
 from pytest_streamguard.guard import StreamGuard
 from pytest_streamguard.html_report import write_html
@@ -201,7 +201,7 @@ class StreamGuardSession:
                 if on_faults:
                     expected += f", {on_faults} failed on faults that never fired"
                 terminalreporter.write_line(
-                    f"streamguard: {len(self.records)} test(s) read streams, "
+                    f"streamguard: {counted(len(self.records), 'test')} read streams, "
                     f"{failed} violated a deadline{expected}"
                 )
                 for line in unfired_lines(self.records, strict=self.settings.strict_faults):
@@ -259,10 +259,13 @@ class StreamGuardSession:
         return shown_path(path, self.config.rootpath)
 
     def _worker_lines(self) -> list[str]:
-        lines = [f"merged {len(self.records)} test record(s) from {len(self.workers)} worker(s)"]
+        lines = [
+            f"merged {counted(len(self.records), 'test record')} "
+            f"from {counted(len(self.workers), 'worker')}"
+        ]
         for name, meta in sorted(self.workers.items()):
             lines.append(
-                f"  {name}: {meta['tests']} test(s); target: "
+                f"  {name}: {counted(meta['tests'], 'test')}; target: "
                 f"{meta.get('target_url', meta.get('target'))}; toxiproxy: {meta.get('toxiproxy')}"
             )
         for missing in self.missing_workers:

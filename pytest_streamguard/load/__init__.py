@@ -32,6 +32,7 @@ import httpx
 
 from pytest_streamguard.client import CONNECT_TIMEOUT, StreamRecorder, aread_stream
 from pytest_streamguard.deadlines import Deadline, assert_traces
+from pytest_streamguard.display import counted
 from pytest_streamguard.load.transport import LoadTransport
 from pytest_streamguard.stats import percentile
 from pytest_streamguard.trace import StreamTrace
@@ -105,10 +106,11 @@ class LoadPlan:
     def describe(self) -> str:
         """``closed loop, 30 streams for 5 s`` or ``open loop, 20/s poisson (seed 1), ...``."""
         if self.rate is None:
-            text = f"closed loop, {self.n} concurrent stream(s)"
+            text = f"closed loop, {counted(self.n, 'concurrent stream')}"
         else:
             seed = f" (seed {self.seed})" if self.seed is not None else ""
-            text = f"open loop, {self.rate:g}/s {self.arrival}{seed}, up to {self.n} request(s)"
+            upto = counted(self.n, "request")
+            text = f"open loop, {self.rate:g}/s {self.arrival}{seed}, up to {upto}"
         if self.duration is not None:
             text += f" for {self.duration:g} s"
         return text

@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from pytest_streamguard.client import StreamRecorder, StreamRequest
+from pytest_streamguard.display import counted
 from pytest_streamguard.formats import AUTO
 from pytest_streamguard.load import LoadPlan, LoadResult, arun
 from pytest_streamguard.trace import StreamTrace
@@ -59,7 +60,7 @@ class Shard:
 
     def describe(self) -> str:
         """``shard 2 of 4 (25 streams)``."""
-        return f"shard {self.index + 1} of {self.of} ({self.plan.n} stream(s))"
+        return f"shard {self.index + 1} of {self.of} ({counted(self.plan.n, 'stream')})"
 
 
 def split(plan: LoadPlan, request: StreamRequest, count: int) -> list[Shard]:

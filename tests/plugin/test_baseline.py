@@ -72,7 +72,7 @@ def test_slower_run_fails_the_compare_naming_the_regression_and_a_run_within_bou
             "compared with baseline base.json (times in ms):",
             "  test_inner.py::test_many[[]net[]]: ttft_p50 * -> * ms (+*.* ms, +*%) REGRESSION "
             "over ttft_p50:0.15s; ttft_p95 *; gap_p95 *; gap_max *",
-            "1 regression(s) over --streamguard-compare-fail:",
+            "1 regression over --streamguard-compare-fail:",
             "  test_inner.py::test_many[[]net[]]: ttft_p50 * REGRESSION over ttft_p50:0.15s",
         ]
     )
@@ -80,12 +80,12 @@ def test_slower_run_fails_the_compare_naming_the_regression_and_a_run_within_bou
     slower.stdout.fnmatch_lines(
         [
             "  test_inner.py::test_single[[]net[]]: ttft_p50 * (over ttft_p50:0.15s, but from 1 "
-            "sample(s): not failed)*"
+            "sample: not failed)*"
         ]
     )
     assert "test_single[net]: ttft_p50 * REGRESSION" not in out
     # pytest's counts read "2 passed": the line after them says the gate failed the run.
-    _assert_ends_with(slower, ["=* 2 passed in * =*", GATE_FAILED.format("1 regression(s)")])
+    _assert_ends_with(slower, ["=* 2 passed in * =*", GATE_FAILED.format("1 regression")])
 
     _setup(pytester, [])
     within = run("--streamguard-compare", "base.json", "--streamguard-compare-fail", GATE)
@@ -138,14 +138,14 @@ def test_a_failed_gate_says_why_at_every_verbosity(
     # The regression by name, though -q and -qq leave the streamguard section out.
     result.stdout.fnmatch_lines(
         [
-            "1 regression(s) over --streamguard-compare-fail:",
+            "1 regression over --streamguard-compare-fail:",
             "  test_inner.py::test_many[[]net[]]: ttft_p50 * REGRESSION over ttft_p50:0.15s",
         ]
     )
     assert "compared with baseline" not in result.stdout.str()
     # -qq prints no counts line; the gate's line is the last either way.
     counts = [] if args == ["-qq"] else ["2 passed in *"]
-    _assert_ends_with(result, [*counts, GATE_FAILED.format("1 regression(s)")])
+    _assert_ends_with(result, [*counts, GATE_FAILED.format("1 regression")])
 
 
 def _save_other_tests_baseline(
@@ -167,7 +167,7 @@ def _save_empty_baseline(pytester: pytest.Pytester, run: Callable[..., pytest.Ru
 @pytest.mark.parametrize(
     ("save", "held"),
     [
-        (_save_other_tests_baseline, "1 other test(s): test_other.py::test_elsewhere"),
+        (_save_other_tests_baseline, "1 other test: test_other.py::test_elsewhere"),
         (_save_empty_baseline, "no test"),
     ],
     ids=["other-tests", "no-tests"],
@@ -181,7 +181,7 @@ def test_a_compare_that_matched_no_test_fails_the_gate_and_warns_without_it(
     save(pytester, run)
     _setup(pytester, [])
     why = (
-        "nothing compared: none of this run's 2 test(s) is in the baseline; the baseline "
+        "nothing compared: none of this run's 2 tests is in the baseline; the baseline "
         f"base.json holds {held}"
     )
 
@@ -217,7 +217,7 @@ def test_figures_without_samples_fail_the_gate_naming_tests_and_metrics(
     # Each test has 5 tokens per stream: 1 TTFT and 4 gaps per stream in this run.
     gated.stdout.fnmatch_lines(
         [
-            "FAILED --streamguard-compare-fail: 4 gated figure(s) with no samples to compare:",
+            "FAILED --streamguard-compare-fail: 4 gated figures with no samples to compare:",
             "  test_inner.py::test_many[[]net[]]: ttft_p50 (0 streams with a first token in the "
             "baseline, 6 in this run); gap_max (0 gaps between chunks in the baseline, 24 in "
             "this run)",
@@ -226,12 +226,12 @@ def test_figures_without_samples_fail_the_gate_naming_tests_and_metrics(
             "this run)",
         ]
     )
-    _assert_ends_with(gated, [GATE_FAILED.format("4 gated figure(s) with no samples")])
+    _assert_ends_with(gated, [GATE_FAILED.format("4 gated figures with no samples")])
 
     # Without a gate every figure is looked at, and missing ones are a warning.
     warned = run("--streamguard-compare", "base.json")
     assert warned.ret == pytest.ExitCode.OK
-    warned.stdout.fnmatch_lines(["warning: 8 figure(s) with no samples to compare:"])
+    warned.stdout.fnmatch_lines(["warning: 8 figures with no samples to compare:"])
 
 
 def test_min_samples_option_makes_a_single_stream_count(
@@ -249,7 +249,7 @@ def test_min_samples_option_makes_a_single_stream_count(
         "1",
     )
     assert result.ret == pytest.ExitCode.TESTS_FAILED
-    result.stdout.fnmatch_lines(["2 regression(s) over --streamguard-compare-fail:"])
+    result.stdout.fnmatch_lines(["2 regressions over --streamguard-compare-fail:"])
 
 
 @pytest.mark.parametrize(

@@ -391,7 +391,7 @@ def test_auto_refuses_a_json_answer() -> None:
 def test_auto_with_nothing_to_recognise_is_truncated() -> None:
     trace = record("auto", b": ping\n\n").trace
     assert (trace.error_kind, trace.format) == ("truncated", "auto")
-    assert "after only 1 heartbeat(s): nothing to recognise the stream's format by" in (
+    assert "after only 1 heartbeat: nothing to recognise the stream's format by" in (
         trace.error or ""
     )
 

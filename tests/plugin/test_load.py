@@ -84,7 +84,7 @@ def test_closed_loop_load_pools_streams_and_checks_pooled_percentile(
     result = run("--streamguard-json", "report.json")
     result.assert_outcomes(passed=1)
     summary = json.loads((pytester.path / "summary.json").read_text())
-    assert summary["load"] == "closed loop, 30 concurrent stream(s)"
+    assert summary["load"] == "closed loop, 30 concurrent streams"
     assert summary["streams"] == 30
     assert 0 < summary["gap_p50_s"] < 0.2
     report = json.loads((pytester.path / "report.json").read_text())
@@ -105,7 +105,7 @@ def test_duration_keeps_workers_busy_and_open_loop_poisson(pytester: pytest.Pyte
             # No stream started after the duration ended (0.15 s slack for a loaded machine).
             first = min(t.request_ns for t in result.traces)
             assert max(t.request_ns for t in result.traces) - first < 0.5e9 + 0.15e9
-            assert result.plan.describe() == "closed loop, 4 concurrent stream(s) for 0.5 s"
+            assert result.plan.describe() == "closed loop, 4 concurrent streams for 0.5 s"
 
         def test_open_loop(streamguard):
             result = streamguard.load(6, json=BODY, rate=20, arrival="poisson", seed=3)

@@ -42,7 +42,7 @@ def shard_pids():
 def test_closed_loop_splits_streams_evenly_and_never_makes_an_empty_shard() -> None:
     shards = split(LoadPlan(n=101), REQUEST, 4)
     assert [s.plan.n for s in shards] == [26, 25, 25, 25]
-    assert shards[0].describe() == "shard 1 of 4 (26 stream(s))"
+    assert shards[0].describe() == "shard 1 of 4 (26 streams)"
     assert all(s.offsets is None for s in shards)
     assert [s.plan.n for s in split(LoadPlan(n=3), REQUEST, 8)] == [1, 1, 1]
     timed = split(LoadPlan(n=4, duration=2.0), REQUEST, 2)

@@ -75,7 +75,7 @@ def test_merge_of_two_real_reports_equals_both_runs_together(
 
     status = main(["a.json", "b.json", "-o", "merged.html", "--json", "merged.json"])
     assert status == 0
-    assert "wrote merged.json (4 test(s))" in capsys.readouterr().out
+    assert "wrote merged.json (4 tests)" in capsys.readouterr().out
     merged = _load(pytester.path / "merged.json")
 
     # Every record of both runs, unchanged but for where it ran.

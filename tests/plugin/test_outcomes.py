@@ -26,7 +26,7 @@ def test_sse_without_its_end_is_truncated(streamguard):
     trace = streamguard.stream("/generate", json={**BODY, "drop_end": True})
     assert (trace.completed, trace.error_kind) == (False, "truncated")
     assert len(trace.chunks) == 5
-    assert "closed cleanly after 5 token(s)" in trace.error
+    assert "closed cleanly after 5 tokens" in trace.error
     assert "without the sse stream's end (event: done)" in trace.error
 
 

@@ -126,7 +126,7 @@ def test_explicit_assert_deadline_and_async_twin(pytester: pytest.Pytester, run)
     quiet = run("-q")
     quiet.assert_outcomes(passed=2, failed=1)
     quiet.stdout.fnmatch_lines(
-        ["streamguard: 3 test(s) read streams, 1 violated a deadline, 1 caught as expected"]
+        ["streamguard: 3 tests read streams, 1 violated a deadline, 1 caught as expected"]
     )
     result = run("--streamguard-json", "out.json")
     result.assert_outcomes(passed=2, failed=1)
@@ -343,7 +343,7 @@ def test_quiet_summary(pytester: pytest.Pytester, run) -> None:  # type: ignore[
     result = run("-q")
     result.assert_outcomes(passed=1)
     result.stdout.no_fnmatch_line("*= streamguard =*")
-    result.stdout.fnmatch_lines(["streamguard: 1 test(s) read streams, 0 violated a deadline"])
+    result.stdout.fnmatch_lines(["streamguard: 1 test read streams, 0 violated a deadline"])
 
 
 def test_toxiproxy_fixture_and_target_metrics(pytester: pytest.Pytester, run) -> None:  # type: ignore[no-untyped-def]

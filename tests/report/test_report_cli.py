@@ -29,7 +29,7 @@ def test_cli_rebuilds_the_same_page_from_the_json(report_run: ReportRun, tmp_pat
         check=False,
     )
     assert result.returncode == 0, result.stderr
-    assert result.stdout.strip() == f"wrote {out} (4 test(s))"
+    assert result.stdout.strip() == f"wrote {out} (4 tests)"
     rebuilt, original = out.read_text(encoding="utf-8"), report_run.html
     assert CREATED.search(rebuilt) is not None
     assert CREATED.sub("", rebuilt) == CREATED.sub("", original)
