@@ -41,6 +41,7 @@ from typing import Any
 
 from toxiproxy.proxy import Proxy
 
+from pytest_streamguard.display import counted
 from pytest_streamguard.fired import judge
 from pytest_streamguard.profiles import Profile, Toxic
 from pytest_streamguard.toxiproxy_client import ToxiproxyAPI, ToxiproxyError
@@ -67,7 +68,8 @@ class FaultsNotFired(AssertionError):
         self.faults = faults
         lines = [f"  {f.describe()}: {f.evidence}" for f in faults]
         super().__init__(
-            f"{len(faults)} fault(s) never fired, so the test proved nothing about them "
+            f"{counted(len(faults), 'fault')} never fired, so the test proved nothing about "
+            f"{'it' if len(faults) == 1 else 'them'} "
             "(--streamguard-strict-faults):\n" + "\n".join(lines)
         )
 
@@ -115,15 +117,17 @@ class _Stall:
         """A stall holds for its seconds whatever the stream does."""
 
     def _run(self) -> None:
+        # The stamps bound the hold for the judgement of whether it held the stream: on once
+        # the toxic is in place (the API answered), off just before it is asked to go.
         name = self.record.toxics[0]
         try:
-            self.record.on_ns = time.perf_counter_ns()
             self.faults.api.add_toxic(
                 self.faults.proxy, name, "bandwidth", "downstream", {"rate": 0}
             )
+            self.record.on_ns = time.perf_counter_ns()
             self.cancel.wait(self.seconds)
-            self.faults.api.remove_toxic(self.faults.proxy, name)
             self.record.off_ns = time.perf_counter_ns()
+            self.faults.api.remove_toxic(self.faults.proxy, name)
         except BaseException as exc:
             self.error = exc
 

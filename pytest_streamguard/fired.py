@@ -12,7 +12,10 @@ latency, bandwidth, slicer,       bytes of a stream passed the proxy while it wa
 ingress, other toxics             an upstream latency: a request was sent while it was on)
 slow_reader                       its reader waited to keep to its rate (a stream came
                                   faster than the rate asked for)
-stall                             a stream reached its chunk, so the hold went on
+stall                             the stream that reached its chunk was held: an event of
+                                  it came only after the hold lifted, or the hold ended it
+                                  (a read timeout); not when its events had all passed the
+                                  proxy before the hold went on
 cut, reset, down, blackhole       a stream it was active on ended by it: cut, reset, refused,
                                   or silent until its read limit
 profile                           any of its toxics did, each judged as above by its type
@@ -25,6 +28,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from pytest_streamguard.display import counted
 from pytest_streamguard.profiles import Toxic
 from pytest_streamguard.trace import FaultRecord, StreamTrace
 
@@ -57,7 +61,11 @@ def _passed(record: FaultRecord, traces: Sequence[StreamTrace], stream: str) -> 
     if stream == "upstream":
         sent = [t for t in traces if start <= t.request_ns <= end]
         if sent:
-            return True, f"{len(sent)} request(s) were sent while it was on"
+            return (
+                True,
+                f"{counted(len(sent), 'request')} {'was' if len(sent) == 1 else 'were'} sent "
+                "while it was on",
+            )
         return False, "no request was sent while it was on"
     moved = 0
     streams = 0
@@ -68,7 +76,10 @@ def _passed(record: FaultRecord, traces: Sequence[StreamTrace], stream: str) -> 
             moved += during
             streams += 1
     if streams:
-        return True, f"{_n(moved)} response bytes of {streams} stream(s) passed while it was on"
+        return (
+            True,
+            f"{_n(moved)} response bytes of {counted(streams, 'stream')} passed while it was on",
+        )
     return False, "no response byte passed while it was on"
 
 
@@ -107,7 +118,44 @@ def _reached(record: FaultRecord, traces: Sequence[StreamTrace], hits: int) -> s
     if hits:
         return ""
     longest = max(len(t.chunks) for t in traces)
-    return f"no stream reached chunk {after} (longest: {longest} chunk(s))"
+    return f"no stream reached chunk {after} (longest: {counted(longest, 'chunk')})"
+
+
+def _held(record: FaultRecord, hit: StreamTrace) -> tuple[bool, str]:
+    """A stall's hold (``on_ns``: in place, ``off_ns``: about to lift) against the stream that
+    triggered it: held if it was still open and an event of it waited for the hold to lift."""
+    after = int(record.params["after_chunks"])
+    reached = f"{hit.name} reached chunk {after}"
+    on, off, end = record.on_ns, record.off_ns, hit.end_ns
+    if on is None:
+        return False, f"{reached}, but the hold had not gone on when the test's body ended"
+    if end is not None and end <= on:
+        since = hit.chunks[after - 1].stamp_ns if len(hit.chunks) >= after else end
+        return False, (
+            f"{reached} and ended {(end - since) / 1e6:.1f} ms later, before the hold went on "
+            f"({(on - since) / 1e6:.1f} ms after chunk {after}): its events came closer "
+            "together than the hold takes to go on"
+        )
+    events = [c.stamp_ns for c in hit.chunks if c.stamp_ns >= on]
+    if end is not None:
+        events.append(end)
+    waited = [stamp for stamp in events if off is not None and stamp >= off]
+    if waited:
+        return True, (
+            f"{reached} and was held: its next event after the hold lifted came "
+            f"{(waited[0] - on) / 1e9:.3f} s after it went on"
+        )
+    if end is not None and not hit.completed:
+        return (
+            True,
+            f"{reached} and ended ({hit.error_kind}) {(end - on) / 1e9:.3f} s into the hold",
+        )
+    if end is None:
+        return True, f"{reached} and was still open when the hold went on"
+    return False, (
+        f"{reached} and completed {(end - on) / 1e9:.3f} s into the hold, before it lifted: "
+        "its events had all passed the proxy before the hold went on"
+    )
 
 
 def judge_toxic(
@@ -153,7 +201,7 @@ def judge(
         missing = _reached(record, traces, len(triggered))
         if missing:
             return False, missing
-        return True, f"{triggered[0].name} reached chunk {record.params['after_chunks']}"
+        return _held(record, triggered[0])
     if kind == "cut" and "after_chunks" in record.params:
         missing = _reached(record, traces, len(triggered))
         if missing:
@@ -162,7 +210,8 @@ def judge(
         if fired:
             return fired, evidence
         return False, (
-            f"{len(triggered)} stream(s) reached chunk {record.params['after_chunks']} but "
+            f"{counted(len(triggered), 'stream')} reached chunk "
+            f"{record.params['after_chunks']} but "
             f"ended before the cut took effect ({evidence})"
         )
     if kind == "cut":

@@ -16,7 +16,7 @@ import pytest
 
 from pytest_streamguard.fired import judge
 from pytest_streamguard.profiles import Toxic
-from pytest_streamguard.trace import FaultRecord, StreamTrace
+from pytest_streamguard.trace import Chunk, FaultRecord, StreamTrace
 
 MS = 1_000_000
 
@@ -81,7 +81,7 @@ def test_latency_fires_on_bytes_that_passed_while_it_was_on() -> None:
         "a 0 ms latency delays nothing",
     )
     upstream = record("latency", on_ms=0, ms=100, jitter=0, stream="upstream")
-    assert judge(upstream, [stream]) == (True, "1 request(s) were sent while it was on")
+    assert judge(upstream, [stream]) == (True, "1 request was sent while it was on")
 
 
 def test_slow_reader_fires_only_when_the_reader_had_to_wait() -> None:
@@ -104,19 +104,69 @@ def test_stall_and_chunk_cut_fire_on_the_streams_that_reached_their_chunk() -> N
     short.chunks = []
     assert judge(record("stall", on_ms=None, after_chunks=3, seconds=1.0), [short]) == (
         False,
-        "no stream reached chunk 3 (longest: 0 chunk(s))",
-    )
-    stall = record("stall", after_chunks=3, seconds=1.0)
-    assert judge(stall, [short], triggered=[short]) == (
-        True,
-        "stream 1 (POST /generate) reached chunk 3",
+        "no stream reached chunk 3 (longest: 0 chunks)",
     )
     cut = record("cut", after_chunks=3)
     fired, evidence = judge(cut, [short], triggered=[short])
     assert not fired
-    assert evidence.startswith("1 stream(s) reached chunk 3 but ended before the cut took effect")
+    assert evidence.startswith("1 stream reached chunk 3 but ended before the cut took effect")
     ended = trace([(10, 100)], completed=False, error_kind="cut")
     assert judge(cut, [ended], triggered=[ended])[0]
+
+
+def chunked(
+    stamps_ms: list[int], *, completed: bool = True, error_kind: str | None = None
+) -> StreamTrace:
+    """A stream whose data events came at ``stamps_ms``."""
+    made = trace([(ms, 10) for ms in stamps_ms], completed=completed, error_kind=error_kind)
+    made.chunks = [
+        Chunk(index=i, stamp_ns=ms * MS, first_byte_ns=ms * MS, nbytes=10, text="t")
+        for i, ms in enumerate(stamps_ms)
+    ]
+    return made
+
+
+def stall(on_ms: int | None, off_ms: int | None) -> FaultRecord:
+    made = record("stall", on_ms=on_ms, after_chunks=3, seconds=1.0)
+    made.off_ns = None if off_ms is None else off_ms * MS
+    return made
+
+
+def test_stall_fires_only_if_it_held_the_stream_that_reached_its_chunk() -> None:
+    # Held: chunk 4 waited for the hold (on at 35 ms, lifting at 1,035 ms).
+    held = chunked([10, 20, 30, 1040, 1050])
+    assert judge(stall(35, 1035), [held], triggered=[held]) == (
+        True,
+        "stream 1 (POST /generate) reached chunk 3 and was held: its next event after the "
+        "hold lifted came 1.005 s after it went on",
+    )
+    # Ended by the hold (a read timeout or an ingress while nothing flowed).
+    timed_out = chunked([10, 20, 30], completed=False, error_kind="timeout")
+    timed_out.end_ns = 535 * MS
+    assert judge(stall(35, None), [timed_out], triggered=[timed_out]) == (
+        True,
+        "stream 1 (POST /generate) reached chunk 3 and ended (timeout) 0.500 s into the hold",
+    )
+    # Every event passed before the hold went on: a fast stream outran the API call.
+    fast = chunked([10, 11, 12, 13])
+    assert judge(stall(40, 1040), [fast], triggered=[fast]) == (
+        False,
+        "stream 1 (POST /generate) reached chunk 3 and ended 2.0 ms later, before the hold "
+        "went on (28.0 ms after chunk 3): its events came closer together than the hold takes "
+        "to go on",
+    )
+    # Its last bytes were already past the proxy: completed while the hold was still on.
+    late_read = chunked([10, 11, 12, 50])
+    assert judge(stall(45, 1045), [late_read], triggered=[late_read]) == (
+        False,
+        "stream 1 (POST /generate) reached chunk 3 and completed 0.006 s into the hold, before "
+        "it lifted: its events had all passed the proxy before the hold went on",
+    )
+    assert judge(stall(None, None), [held], triggered=[held]) == (
+        False,
+        "stream 1 (POST /generate) reached chunk 3, but the hold had not gone on when the "
+        "test's body ended",
+    )
 
 
 def test_a_profile_fires_by_its_toxics() -> None:
@@ -129,7 +179,7 @@ def test_a_profile_fires_by_its_toxics() -> None:
     toxics.append(Toxic("latency", {"latency": 30, "jitter": 0}))
     fired, evidence = judge(profile, [trace([(10, 2140)])], toxics=toxics)
     assert fired
-    assert evidence.startswith("latency: 2,140 response bytes of 1 stream(s) passed")
+    assert evidence.startswith("latency: 2,140 response bytes of 1 stream passed")
 
 
 FIRED = """
@@ -200,7 +250,7 @@ NEVER = {
     "test_cut_longer_than_the_answer": "cut(after_bytes=100000): every stream it was active on "
     "completed (largest * bytes)",
     "test_stall_after_more_chunks_than_come": "stall(after_chunks=50, seconds=1.0): no stream "
-    "reached chunk 50 (longest: 6 chunk(s))",
+    "reached chunk 50 (longest: 6 chunks)",
     "test_slow_reader_faster_than_the_stream": "slow_reader(bytes_per_second=1000000): no stream "
     "came faster than 1,000,000 B/s, so the reader never waited (fastest: *",
     "test_fault_after_the_stream": "latency(ms=100, jitter=0, stream='downstream'): active on no "
@@ -231,7 +281,7 @@ def test_json_and_summary_say_which_faults_fired(
     result.stdout.fnmatch_lines(
         [
             "*test_inner.py::test_cut_longer_than_the_answer*cut(after_bytes=100000) (never fired)",
-            "warning: 4 fault(s) never fired, so their tests proved nothing about them*",
+            "warning: 4 faults never fired, so their tests proved nothing about them*",
             *(f"  test_inner.py::{name}: {line}" for name, line in NEVER.items()),
         ]
     )
@@ -250,16 +300,16 @@ def test_strict_faults_fails_the_tests_whose_faults_never_fired(
         result.stdout.fnmatch_lines(
             [
                 f"*_ {name} _*",
-                "E   *FaultsNotFired: 1 fault(s) never fired, so the test proved nothing about "
-                "them (--streamguard-strict-faults):",
+                "E   *FaultsNotFired: 1 fault never fired, so the test proved nothing about "
+                "it (--streamguard-strict-faults):",
                 f"      {line}",
             ]
         )
     result.stdout.fnmatch_lines(
         [
-            "streamguard: 6 test(s) read streams, 0 violated a deadline, 4 failed on faults "
+            "streamguard: 6 tests read streams, 0 violated a deadline, 4 failed on faults "
             "that never fired",
-            "4 fault(s) never fired (failed: --streamguard-strict-faults):",
+            "4 faults never fired (failed: --streamguard-strict-faults):",
         ]
     )
     # The ini key does the same.
