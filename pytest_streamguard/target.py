@@ -8,6 +8,7 @@ once with a hint naming the option, since no waiting turns a wrong path into a r
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import shlex
 import sys
@@ -165,10 +166,7 @@ def start_target(settings: Settings, extra_args: Sequence[str] = ()) -> Target:
         # cannot stand in for the bundled one.
         argv = [sys.executable, "-P", "-m", "target_app", "--host", "127.0.0.1", "--port", "0"]
         fixed_url = None
-        path = os.pathsep.join(
-            filter(None, [str(bundled_target_root()), os.environ.get("PYTHONPATH")])
-        )
-        process = ManagedProcess("bundled target_app", [*argv, *flags], env={"PYTHONPATH": path})
+        process = ManagedProcess("bundled target_app", [*argv, *flags], env=bundled_target_env())
         kind = "bundled"
     try:
         url = fixed_url or process.wait_for_line(listening_url, settings.startup_timeout)
@@ -189,3 +187,37 @@ def start_target(settings: Settings, extra_args: Sequence[str] = ()) -> Target:
         process.stop()
         raise
     return Target(url, kind, description, process)
+
+
+def bundled_target_env() -> dict[str, str]:
+    """``PYTHONPATH`` for a ``python -P -m target_app`` that runs the bundled target (and
+    no ``target_app`` folder of the working directory)."""
+    return {
+        "PYTHONPATH": os.pathsep.join(
+            filter(None, [str(bundled_target_root()), os.environ.get("PYTHONPATH")])
+        )
+    }
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """``streamguard-target [flags]``: the bundled target by hand, from any installation
+    (``python -m target_app`` works only in a checkout). Runs it in place of this process,
+    so signals reach the target itself; its flags are documented in docs/target.md."""
+    args = list(sys.argv[1:] if argv is None else argv)
+    missing = [
+        m for m in ("torch", "transformers", "uvicorn") if importlib.util.find_spec(m) is None
+    ]
+    if missing:
+        print(
+            f"streamguard-target: {', '.join(missing)} not installed: {BUNDLED_TARGET_HINT}",
+            file=sys.stderr,
+        )
+        return 2
+    try:
+        env = {**os.environ, **bundled_target_env()}
+    except StartupError as exc:
+        print(f"streamguard-target: {exc}", file=sys.stderr)
+        return 2
+    command = [sys.executable, "-P", "-m", "target_app", *args]
+    os.execve(sys.executable, command, env)
+    return 0  # not reached: execve replaced this process

@@ -109,6 +109,38 @@ def test_the_installed_plugin_finds_and_runs_its_bundled_target(
     assert Path(probe.stdout.strip()) == root / "target_app" / "cli.py"
 
 
+def test_streamguard_target_runs_the_bundled_target_from_anywhere(
+    wheel: zipfile.ZipFile, tmp_path: Path
+) -> None:
+    (entry_points_txt,) = [n for n in wheel.namelist() if n.endswith("entry_points.txt")]
+    scripts = wheel.read(entry_points_txt).decode()
+    assert "streamguard-target = pytest_streamguard.target:main" in scripts
+    site = tmp_path / "site-packages"
+    wheel.extractall(site)
+    # A user's own `target_app` in the working directory must not stand in for the bundled one.
+    decoy = tmp_path / "work" / "target_app"
+    decoy.mkdir(parents=True)
+    (decoy / "__init__.py").write_text("")
+    (decoy / "__main__.py").write_text("print('decoy target_app')\n")
+    result = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            "import sys; from pytest_streamguard.target import main; sys.exit(main(['--help']))",
+        ],
+        env={**os.environ, "PYTHONPATH": str(site)},
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+        cwd=decoy.parent,
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "Streaming transformers target for pytest-streamguard." in result.stdout
+    assert "--allow-fault-knobs" in result.stdout
+    assert "decoy" not in result.stdout
+
+
 def test_a_checkout_starts_its_own_target_app() -> None:
     # In this source checkout (an editable install), the plugin starts the repository's
     # target_app/, so an edit there is what the next run serves.

@@ -229,6 +229,23 @@ print(json.dumps({
     assert "pytest_streamguard.plugin" in found["entry_points"]
 
 
+def test_streamguard_target_without_the_target_extra_says_what_to_install(
+    fresh_install: FreshInstall,
+) -> None:
+    result = subprocess.run(
+        [str(fresh_install.venv / "bin" / "streamguard-target"), "--port", "0"],
+        cwd=fresh_install.venv,
+        env=fresh_install.env(),
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert result.returncode == 2
+    assert result.stderr.startswith("streamguard-target: torch, transformers")
+    assert "the bundled target needs the 'target' extra" in result.stderr
+
+
 def test_a_users_first_test_passes_against_their_own_app(
     fresh_install: FreshInstall, tmp_path: Path
 ) -> None:
