@@ -3,19 +3,14 @@
 from __future__ import annotations
 
 import importlib.util
-import socket
 import sys
-import threading
-import time
 from collections.abc import Callable, Iterator
 from types import ModuleType
 
 import httpcore  # noqa: F401 -- see below
 import pytest
-import uvicorn
 from plugin_helpers import INI, STREAM_APP
-
-from pytest_streamguard.toxiproxy_client import ToxiproxyServer
+from served import embedded_toxiproxy, loopback_socket, serve_in_thread
 
 # httpx imports httpcore lazily and caches its exception classes on first use. pytester's
 # in-process runs drop modules first imported inside them, so a later run would get new
@@ -34,24 +29,8 @@ def _load_stream_app() -> ModuleType:
 @pytest.fixture(scope="session")
 def app_url() -> Iterator[str]:
     """The example streaming app, served in a thread by real uvicorn on a port-0 socket."""
-    module = _load_stream_app()
-    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    sock.bind(("127.0.0.1", 0))
-    port = sock.getsockname()[1]
-    server = uvicorn.Server(uvicorn.Config(module.app, log_level="warning", lifespan="off"))
-    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 15
-    while not server.started:
-        assert thread.is_alive(), "uvicorn thread exited during startup"
-        assert time.monotonic() < deadline, "uvicorn did not start within 15 s"
-        time.sleep(0.01)
-    try:
-        yield f"http://127.0.0.1:{port}"
-    finally:
-        server.should_exit = True
-        thread.join(10)
-        sock.close()
+    with loopback_socket() as sock, serve_in_thread(_load_stream_app().app, [sock]):
+        yield f"http://127.0.0.1:{sock.getsockname()[1]}"
 
 
 @pytest.fixture(scope="session")
@@ -69,13 +48,9 @@ def _quiet_inner_asyncio(request: pytest.FixtureRequest) -> None:
 
 @pytest.fixture(scope="session")
 def toxiproxy_url() -> Iterator[str]:
-    """One embedded Toxiproxy server for the whole run, started like a real toxiproxy-server
-    (its own process, port 0, startup line on stdout); pytester runs reach it by URL."""
-    server = ToxiproxyServer.embedded(startup_timeout=30.0)
-    try:
-        yield server.url
-    finally:
-        server.stop()
+    """One embedded Toxiproxy server for the whole run; pytester runs reach it by URL."""
+    with embedded_toxiproxy() as url:
+        yield url
 
 
 @pytest.fixture

@@ -24,16 +24,14 @@ from __future__ import annotations
 import os
 import socket
 import sys
-import threading
-import time
 from collections.abc import Iterator
 from contextlib import ExitStack
 from pathlib import Path
 from typing import Any
 
 import pytest
-import uvicorn
 from conftest import _load_stream_app
+from served import serve_in_thread
 
 from pytest_streamguard.processes import ManagedProcess, free_port
 from pytest_streamguard.toxiproxy_client import ToxiproxyAPI, ToxiproxyServer
@@ -93,21 +91,8 @@ def app_port() -> Iterator[int]:
         port = int(runner.getsockname()[1])
         bridge = stack.enter_context(socket.socket())
         bridge.bind((BRIDGE, port))
-        server = uvicorn.Server(uvicorn.Config(recording, log_level="warning", lifespan="off"))
-        thread = threading.Thread(
-            target=server.run, kwargs={"sockets": [runner, bridge]}, daemon=True
-        )
-        thread.start()
-        deadline = time.monotonic() + 15
-        while not server.started:
-            assert thread.is_alive(), "uvicorn thread exited during startup"
-            assert time.monotonic() < deadline, "uvicorn did not start within 15 s"
-            time.sleep(0.01)
-        try:
-            yield port
-        finally:
-            server.should_exit = True
-            thread.join(10)
+        stack.enter_context(serve_in_thread(recording, [runner, bridge]))
+        yield port
 
 
 def _port_range(size: int) -> tuple[range, list[socket.socket]]:
