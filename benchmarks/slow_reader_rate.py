@@ -16,9 +16,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import os
-import signal
-import subprocess
 import sys
 import threading
 import time
@@ -26,8 +23,7 @@ from typing import cast
 
 from pytest_streamguard.client import ReadLimits, StreamRecorder, StreamRequest, aread_stream
 from pytest_streamguard.faults import Faults
-from pytest_streamguard.processes import toxiproxy_listening
-from pytest_streamguard.toxiproxy_client import ToxiproxyAPI
+from pytest_streamguard.toxiproxy_client import ToxiproxyAPI, ToxiproxyServer
 
 RATES = (
     1_000,
@@ -119,32 +115,6 @@ def start_upstream() -> int:
     return ready[0]
 
 
-def start_toxiproxy() -> tuple[subprocess.Popen[str], str]:
-    """Start the embedded Toxiproxy server on a free loopback port; return it and its URL."""
-    proc = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "pytest_streamguard.toxiproxy_server",
-            "-host",
-            "127.0.0.1",
-            "-port",
-            "0",
-        ],
-        stdout=subprocess.PIPE,
-        text=True,
-        start_new_session=True,
-    )
-    assert proc.stdout is not None
-    while True:
-        line = proc.stdout.readline()
-        if not line:
-            raise RuntimeError("streamguard-toxiproxy exited before it listened")
-        url = toxiproxy_listening(line)
-        if url is not None:
-            return proc, url
-
-
 def measure(api: ToxiproxyAPI, upstream: int, rate: int, seconds: float) -> tuple[float, int]:
     """Read one slow stream of about ``seconds`` at ``rate``; (delivered B/s, body bytes)."""
     proxy = api.create_proxy(f"bench_slow_reader_{rate}", f"127.0.0.1:{upstream}")
@@ -179,8 +149,8 @@ def main() -> int:
     )
     args = parser.parse_args()
     upstream = start_upstream()
-    proc, url = start_toxiproxy()
-    api = ToxiproxyAPI(url)
+    toxiproxy = ToxiproxyServer.embedded(startup_timeout=30.0)
+    api = ToxiproxyAPI(toxiproxy.url)
     rows = []
     try:
         for rate in args.rates:
@@ -189,8 +159,7 @@ def main() -> int:
             rows.append((rate, delivered, nbytes, time.perf_counter() - started))
     finally:
         api.close()
-        os.killpg(proc.pid, signal.SIGTERM)
-        proc.wait(10)
+        toxiproxy.stop()
     print("| asked (B/s) | delivered (B/s) | delivered / asked | body bytes | within 10 % |")
     print("| ---: | ---: | ---: | ---: | --- |")
     ok = True
