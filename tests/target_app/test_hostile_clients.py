@@ -18,13 +18,15 @@ PROMPT_WORDS = 500_000
 """A one-megabyte prompt of 500,000 words (tokens), that still fits the 1 MiB body limit, so it
 reaches the prompt check."""
 GAP_LIMIT_S = 0.5
-"""A gap of a running stream that counts as a stall while the oversized prompts are rejected.
-Tokenizing one of these prompts takes 0.86 s of CPU (measured on the project's machine), so
-each one done on the event loop stalls the stream for longer than this: one stall per prompt."""
-STALLS_ALLOWED = 3
-"""How many such stalls the stream may show. Work kept off the loop still competes for the
-machine's two cores, and with both busy one or two gaps were seen at 0.9 s; work on the loop
-shows one stall per prompt, :data:`OVERSIZED_PROMPTS` in all."""
+"""A gap of a running stream that counts as a stall while the oversized prompts are rejected."""
+STALLED_S_ALLOWED = 4.0
+"""How long, in all, the stream may stall during the flood. The target guards its loop twice:
+the prompt's characters are checked before anything tokenizes it, and the decode, check and
+tokenization run in a worker thread. With both guards taken out, tokenizing the 16 prompts on
+the loop (0.86 s of CPU each, measured on the project's machine: 13.8 s) stalled the stream
+10.4 s in 2 gaps and 13.5 s in 4 in two runs, so a count of stalls cannot tell the two apart;
+with either guard, work off the loop still competes for the machine's two cores, and with both
+cores busy one or two gaps of 0.9 s were seen."""
 CLOSE_LIMIT_S = 5.0
 """An ended slow reader's socket is gone within this of the end. The target's schedule is
 about 0.6 s (0.4 s for the error event, then 0.2 s before the abort); without the abort the
@@ -81,7 +83,7 @@ def test_oversized_prompts_do_not_stall_a_running_stream(
     during = [b - a for a, b in itertools.pairwise(sent) if b >= flood_ns]
     assert len(during) >= 20
     stalls = [gap / 1e9 for gap in during if gap / 1e9 >= GAP_LIMIT_S]
-    assert len(stalls) <= STALLS_ALLOWED, f"{len(stalls)} gaps over {GAP_LIMIT_S} s: {stalls}"
+    assert sum(stalls) <= STALLED_S_ALLOWED, f"{len(stalls)} gaps over {GAP_LIMIT_S} s: {stalls}"
 
 
 def _server_side_state(server_port: int, client_port: int) -> str | None:
