@@ -202,7 +202,8 @@ def bundled_target_env() -> dict[str, str]:
 def main(argv: Sequence[str] | None = None) -> int:
     """``streamguard-target [flags]``: the bundled target by hand, from any installation
     (``python -m target_app`` works only in a checkout). Runs it in place of this process,
-    so signals reach the target itself; its flags are documented in docs/target.md."""
+    so signals reach the target itself, and its usage and error lines name
+    ``streamguard-target``; its flags are documented in docs/target.md."""
     args = list(sys.argv[1:] if argv is None else argv)
     missing = [
         m for m in ("torch", "transformers", "uvicorn") if importlib.util.find_spec(m) is None
@@ -214,7 +215,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         )
         return 2
     try:
-        env = {**os.environ, **bundled_target_env()}
+        env = {
+            **os.environ,
+            **bundled_target_env(),
+            "STREAMGUARD_TARGET_PROG": "streamguard-target",
+        }
     except StartupError as exc:
         print(f"streamguard-target: {exc}", file=sys.stderr)
         return 2

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import os
 import socket
 import sys
 from collections.abc import Sequence
@@ -14,13 +15,15 @@ from .config import TINY_MODEL, TargetConfig
 from .server import TargetServer, uvicorn_config
 
 LISTENING_MESSAGE = "streamguard target listening"
+# The name usage and error lines give the program: streamguard-target sets it to its own name.
+PROG_ENV = "STREAMGUARD_TARGET_PROG"
 
 
 def build_parser() -> argparse.ArgumentParser:
     """The command line, with every default shown in ``--help``."""
     d = TargetConfig()
     p = argparse.ArgumentParser(
-        prog="python -m target_app",
+        prog=os.environ.get(PROG_ENV, "python -m target_app"),
         description="Streaming transformers target for pytest-streamguard.",
         formatter_class=argparse.ArgumentDefaultsHelpFormatter,
     )

@@ -137,6 +137,7 @@ def test_streamguard_target_runs_the_bundled_target_from_anywhere(
     )
     assert result.returncode == 0, result.stdout + result.stderr
     assert "Streaming transformers target for pytest-streamguard." in result.stdout
+    assert result.stdout.startswith("usage: streamguard-target ")
     assert "--allow-fault-knobs" in result.stdout
     assert "decoy" not in result.stdout
 
