@@ -8,6 +8,7 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 
 import pytest
 from plugin_helpers import pid_alive, wait_until
@@ -24,6 +25,22 @@ def test_started(streamguard, streamguard_toxiproxy_server):
     os.replace("pids.json.tmp", "pids.json")
     {then}
 """
+
+
+@pytest.fixture(autouse=True)
+def sigint_as_in_a_terminal() -> Iterator[None]:
+    """The inner sessions start with SIGINT at its default, as a terminal's Ctrl-C finds it.
+
+    A suite started in the background of a non-interactive shell (``cmd &`` in a CI script, or
+    under ``nohup``) inherits SIGINT ignored, an ignore survives ``exec``, and Python then
+    installs no KeyboardInterrupt handler: the inner session's SIGINT would do nothing. A
+    handler, unlike an ignore, is reset to the default in an ``exec``'d child.
+    """
+    previous = signal.getsignal(signal.SIGINT)
+    if previous is signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+    yield
+    signal.signal(signal.SIGINT, previous)
 
 
 def _pids(pytester: pytest.Pytester) -> list[int]:
