@@ -11,13 +11,20 @@ from pytest_streamguard.deadlines import Deadline
 from pytest_streamguard.names import MARKER_LINE, MARKER_NAME
 from pytest_streamguard.settings import Settings
 
-__all__ = ["ACCEPTED", "MARKER_LINE", "MARKER_NAME", "resolve_deadline"]
+__all__ = ["ACCEPTED", "LONG_DEADLINE_S", "MARKER_LINE", "MARKER_NAME", "resolve_deadline"]
+
+#: A bound above this many seconds is refused unless the marker says ``long=True``: such a
+#: number is almost always milliseconds written where seconds are meant (``ttft=500``), which
+#: would otherwise pass every stream without a word.
+LONG_DEADLINE_S = 60.0
 
 ACCEPTED = (
-    "token_deadline accepts only keyword arguments ttft, chunk, total (seconds, > 0) and "
-    "percentile (0 < percentile <= 100, used with chunk)"
+    "token_deadline accepts only keyword arguments ttft, chunk, total (seconds, > 0; above "
+    f"{LONG_DEADLINE_S:g} s only with long=True), percentile (0 < percentile <= 100, used with "
+    "chunk) and long (True or False)"
 )
 _KEYS = ("ttft", "chunk", "total", "percentile")
+_BOUNDS = ("ttft", "chunk", "total")
 
 
 def _check_value(key: str, value: Any) -> float | None:
@@ -44,7 +51,7 @@ def resolve_deadline(item: pytest.Item, settings: Settings) -> Deadline | None:
         seen = True
         if mark.args:
             raise ValueError(f"token_deadline got positional arguments {mark.args!r}. {ACCEPTED}.")
-        unknown = sorted(set(mark.kwargs) - set(_KEYS))
+        unknown = sorted(set(mark.kwargs) - {*_KEYS, "long"})
         if unknown:
             raise ValueError(
                 f"token_deadline got unknown argument(s) {', '.join(unknown)}. {ACCEPTED}."
@@ -52,7 +59,19 @@ def resolve_deadline(item: pytest.Item, settings: Settings) -> Deadline | None:
         merged = dict(mark.kwargs) | merged
     if not seen:
         return None
+    long = merged.pop("long", False)
+    if not isinstance(long, bool):
+        raise ValueError(f"token_deadline(long={long!r}) is not True or False. {ACCEPTED}.")
     values = {key: _check_value(key, merged.get(key)) for key in _KEYS}
+    if not long:
+        for key in _BOUNDS:
+            value = values[key]
+            if value is not None and value > LONG_DEADLINE_S:
+                raise ValueError(
+                    f"token_deadline({key}={merged[key]!r}) is {value:g} seconds: deadlines are "
+                    f"in seconds (for {value:g} ms write {key}={value / 1000:g}); a deadline "
+                    f"above {LONG_DEADLINE_S:g} s needs long=True on the marker"
+                )
     if not merged:
         values["ttft"] = settings.ttft
         values["chunk"] = settings.chunk
