@@ -20,7 +20,13 @@ import pytest
 
 from pytest_streamguard import xdist
 from pytest_streamguard.baseline import Gate, compare
-from pytest_streamguard.deadlines import Deadline, DeadlineViolation, Violation, check_traces
+from pytest_streamguard.deadlines import (
+    Deadline,
+    DeadlineViolation,
+    Violation,
+    check_traces,
+    format_violations,
+)
 from pytest_streamguard.display import counted, shown_path, shown_text
 from pytest_streamguard.faults import FaultsNotFired
 from pytest_streamguard.guard import StreamGuard
@@ -39,7 +45,7 @@ from pytest_streamguard.reports import (
     write_json,
 )
 from pytest_streamguard.settings import SETTINGS_KEY, Settings
-from pytest_streamguard.trace import FaultRecord
+from pytest_streamguard.trace import FaultRecord, StreamTrace
 
 SESSION_KEY = pytest.StashKey["StreamGuardSession"]()
 DEADLINE_KEY = pytest.StashKey[Deadline | None]()
@@ -124,17 +130,52 @@ class StreamGuardSession:
             guard.faults.apply_profile(profile)
         try:
             result = yield
+        except Exception as exc:
+            violations, _ = self._record(item, body_failed=True)
+            if violations and not isinstance(exc, DeadlineViolation):
+                # The test's own assert (``result.completed == 30``) failed first: show the
+                # verdict that names the cause with it, not instead of it.
+                exc.add_note(
+                    "streamguard: this test's streams also broke its token deadline "
+                    "(checked after the body):\n" + self._verdict(violations, item)
+                )
+            raise
         except BaseException:
+            # pytest's outcomes (skip, fail, xfail, exit) and Ctrl-C: nothing to add.
             self._record(item, body_failed=True)
             raise
         violations, unfired = self._record(item, body_failed=False)
         if violations:
             __tracebackhide__ = True
-            raise DeadlineViolation(violations)
+            raise DeadlineViolation(
+                violations, traces=self._traces(item), report=self._report_where()
+            )
         if unfired and self.settings.strict_faults:
             __tracebackhide__ = True
             raise FaultsNotFired(unfired)
         return result
+
+    @staticmethod
+    def _traces(item: pytest.Item) -> list[StreamTrace]:
+        guard = item.stash.get(GUARD_KEY, None)
+        return [] if guard is None else list(guard.traces)
+
+    def _verdict(self, violations: list[Violation], item: pytest.Item) -> str:
+        return format_violations(violations, traces=self._traces(item), report=self._report_where())
+
+    def _report_where(self) -> str | None:
+        """Where every stream's verdict and timeline is written, when a report is asked for."""
+        written = [
+            f"{what} {self._shown(path)}"
+            for what, path in (
+                ("HTML report", self.settings.html_path),
+                ("JSON report", self.settings.json_path),
+            )
+            if path is not None
+        ]
+        if not written:
+            return None
+        return "every stream's verdict and timeline: the " + " and the ".join(written)
 
     def _record(
         self, item: pytest.Item, *, body_failed: bool

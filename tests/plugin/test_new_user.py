@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 import pytest
-from plugin_helpers import INI
+from plugin_helpers import INI, error_section
 
 SubRun = Callable[..., pytest.RunResult]
 
@@ -126,3 +126,91 @@ def test_a_deadline_in_milliseconds_says_seconds(
         ]
     )
     result.stdout.fnmatch_lines(["*token_deadline(long='yes') is not True or False.*"])
+
+
+# --- point 3: the test's own assert fails first, and the verdict still shows ---
+
+
+def test_an_assert_that_fails_first_still_shows_the_verdict(
+    pytester: pytest.Pytester, run_sub: SubRun
+) -> None:
+    pytester.makepyfile(
+        """
+        import pytest
+
+        @pytest.mark.token_deadline(ttft=2.0, chunk=0.5)
+        def test_load_asserts_first(streamguard):
+            result = streamguard.load(20, json={"max_new_tokens": 3, "fail_after": 1})
+            assert result.completed == 20
+
+        @pytest.mark.token_deadline(ttft=2.0, chunk=0.5)
+        def test_unrelated_error_with_good_streams(streamguard):
+            streamguard.stream(json={"max_new_tokens": 3})
+            raise KeyError("not the streams")
+        """
+    )
+    result = run_sub()
+    result.assert_outcomes(failed=2)
+    section = error_section(result.stdout.lines, "test_load_asserts_first")
+    text = "\n".join(section)
+    # The user's own failure, then the verdict that names the cause.
+    assert "AssertionError: assert 0 == 20" in text, text
+    assert text.index("AssertionError") < text.index("token deadline violated"), text
+    result.stdout.fnmatch_lines(
+        [
+            "E       AssertionError: assert 0 == 20",
+            "E       streamguard: this test's streams also broke its token deadline "
+            "(checked after the body):",
+            "E       token deadline violated (20 in 20 streams):",
+            "E         20 streams read: 20 server; violations: 20 did not complete",
+            "E         stream *: stream did not complete (server: server sent event: error: "
+            "generation failed after 1 tokens)*",
+        ]
+    )
+    # Streams that kept their deadline add nothing to another error.
+    other = "\n".join(error_section(result.stdout.lines, "test_unrelated_error"))
+    assert "KeyError: 'not the streams'" in other
+    assert "token deadline" not in other
+    result.stdout.fnmatch_lines(["*test_load_asserts_first * FAIL *"])
+
+
+# --- point 4: a failing 20-stream load's verdict fits a screen; an empty stream once ---
+
+
+def test_a_failing_load_verdict_fits_a_screen(pytester: pytest.Pytester, run_sub: SubRun) -> None:
+    pytester.makepyfile(
+        """
+        import pytest
+
+        # Every gap is 0.12 s against a 0.05 s bound: 11 marked gaps in each of 20 streams,
+        # a timeline longer than a verdict shows.
+        @pytest.mark.token_deadline(ttft=5.0, chunk=0.05)
+        def test_slow_gaps(streamguard):
+            streamguard.load(20, json={"max_new_tokens": 12, "interval_s": 0.12})
+
+        # Each stream ends at once without a token: one violation each, not a ttft one too.
+        @pytest.mark.token_deadline(ttft=15.0, chunk=0.2)
+        def test_empty(streamguard):
+            streamguard.load(20, json={"max_new_tokens": 0})
+        """
+    )
+    result = run_sub("--streamguard-html", "reports/sg.html")
+    result.assert_outcomes(failed=2)
+    for name, counts in (
+        ("test_slow_gaps", "20 streams read: 20 completed; violations: 20 chunk gap"),
+        ("test_empty", "20 streams read: 20 empty; violations: 20 did not complete"),
+    ):
+        section = error_section(result.stdout.lines, name)
+        assert len(section) <= 60, "\n".join(section)
+        text = "\n".join(section)
+        assert counts in text, text
+        assert "... and 17 more violations in 17 more streams (worst shown first)" in text, text
+        assert text.count("timeline of stream") == 3, text
+        assert "every stream's verdict and timeline: the HTML report reports/sg.html" in text
+    slow = "\n".join(error_section(result.stdout.lines, "test_slow_gaps"))
+    # A clipped timeline keeps its marked chunks and says how much it left out.
+    assert "<-- over 50.0 ms" in slow
+    assert "lines left out)" in slow
+    empty = error_section(result.stdout.lines, "test_empty")
+    assert not any("no data event arrived" in line for line in empty), empty
+    assert "token deadline violated (20 in 20 streams):" in "\n".join(empty)
