@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import Callable
 from typing import Any
 
 from toxiproxy.proxy import Proxy
@@ -241,9 +242,13 @@ class StreamGuard:
             return self._keep_sharded(request, self.ray.run(plan, request, shards))
         if processes is not None:
             return self._keep_sharded(request, run_processes(plan, request, processes))
-        return self._keep_load(
-            run(plan, lambda _: self._recorder(request), request.socket_options())
-        )
+        started: list[StreamRecorder] = []
+        try:
+            result = run(plan, self._tracking(request, started), request.socket_options())
+        except KeyboardInterrupt:
+            self._keep_started(started)
+            raise
+        return self._keep_load(result)
 
     async def aload(
         self,
@@ -270,9 +275,31 @@ class StreamGuard:
             return self._keep_sharded(request, await self.ray.arun(plan, request, shards))
         if processes is not None:
             return self._keep_sharded(request, await arun_processes(plan, request, processes))
-        return self._keep_load(
-            await arun(plan, lambda _: self._recorder(request), request.socket_options())
-        )
+        started: list[StreamRecorder] = []
+        try:
+            result = await arun(plan, self._tracking(request, started), request.socket_options())
+        except (KeyboardInterrupt, asyncio.CancelledError):
+            self._keep_started(started)
+            raise
+        return self._keep_load(result)
+
+    def _tracking(
+        self, request: StreamRequest, started: list[StreamRecorder]
+    ) -> Callable[[int], StreamRecorder]:
+        """A load's ``make_recorder`` that also lists each recorder in ``started``."""
+
+        def make(_: int) -> StreamRecorder:
+            recorder = self._recorder(request)
+            started.append(recorder)
+            return recorder
+
+        return make
+
+    def _keep_started(self, started: list[StreamRecorder]) -> None:
+        # Ctrl-C (or a cancelled task) mid-load: keep every stream it started, as stream()
+        # does, those still open recorded as interrupted.
+        for recorder in started:
+            self._keep_interrupted(recorder)
 
     def _keep_load(self, result: LoadResult) -> LoadResult:
         for trace in result.traces:
