@@ -214,3 +214,61 @@ def test_a_failing_load_verdict_fits_a_screen(pytester: pytest.Pytester, run_sub
     empty = error_section(result.stdout.lines, "test_empty")
     assert not any("no data event arrived" in line for line in empty), empty
     assert "token deadline violated (20 in 20 streams):" in "\n".join(empty)
+
+
+# --- point 9: the summary fits the terminal; -q still names the reports; the HTML wording ---
+
+WIDE_SUMMARY = """
+import pytest
+
+@pytest.mark.parametrize("case", ["a-rather-long-parameter-id-as-real-suites-have-them-" * 2])
+@pytest.mark.token_deadline(ttft=2.0, chunk=0.5)
+def test_a_test_with_a_long_name_and_several_faults_on_its_streams(streamguard, case):
+    streamguard.faults.latency(5, jitter=2)
+    streamguard.faults.slicer(16, size_variation=4, delay_us=100)
+    streamguard.faults.bandwidth(10000)
+    streamguard.stream(json={"max_new_tokens": 5, "interval_s": 0.01})
+
+def test_unmarked(streamguard):
+    streamguard.stream(json={"max_new_tokens": 2})
+"""
+
+
+def _section(lines: list[str], title: str) -> list[str]:
+    start = next(i for i, line in enumerate(lines) if line.startswith("=") and title in line)
+    end = next(i for i in range(start + 1, len(lines)) if lines[i].startswith("="))
+    return lines[start + 1 : end]
+
+
+def test_the_summary_fits_the_terminal_and_q_names_the_reports(
+    pytester: pytest.Pytester, run_sub: SubRun, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    pytester.makepyfile(WIDE_SUMMARY)
+    reports = ("--streamguard-json", "r/sg.json", "--streamguard-html", "r/sg.html")
+    monkeypatch.setenv("COLUMNS", "250")
+    wide = _section(run_sub(*reports).stdout.lines, " streamguard ")
+    # Laid out in one row per test, the table would not fit 100 columns.
+    assert max(len(line) for line in wide) > 150, wide
+    monkeypatch.setenv("COLUMNS", "100")
+    result = run_sub(*reports)
+    result.assert_outcomes(passed=2)
+    section = _section(result.stdout.lines, " streamguard ")
+    assert all(len(line) <= 100 for line in section), "\n".join(section)
+    text = "\n".join(section)
+    # Nothing dropped: every test, its figures, verdict and faults, and the report paths.
+    for word in ("test_a_test_with_a_long_name", "test_unmarked", "pass", "unchecked"):
+        assert word in text, text
+    for fault in ("latency(ms=5, jitter=2", "slicer(", "bandwidth(kb_per_second=10000)"):
+        assert fault in text, text
+    assert "JSON report: r/sg.json" in text
+    assert "HTML report: r/sg.html" in text
+    # -q: the one-line count, and still where the reports are.
+    quiet = run_sub(*reports, "-q")
+    quiet.stdout.fnmatch_lines(
+        ["streamguard: 2 tests read streams, 0 violated a deadline", "JSON report: r/sg.json"]
+    )
+    quiet.stdout.fnmatch_lines(["HTML report: r/sg.html"])
+    html = (pytester.path / "r" / "sg.html").read_text()
+    assert "(unchecked) (seconds)" not in html
+    assert "Deadline: none (no token_deadline marker, so no stream was checked)" in html
+    assert "Deadline: <code>ttft=2, chunk=0.5</code> (seconds)" in html
