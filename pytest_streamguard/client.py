@@ -142,7 +142,9 @@ class ReadLimits:
 class StreamRequest:
     """What to send and how to read the answer (``format``: ``"auto"``, a built-in name or a
     :class:`~pytest_streamguard.formats.StreamFormat`; ``allow_empty``: an answer without any
-    token is expected, so its end completes it instead of making it ``empty``)."""
+    token is expected, so its end completes it instead of making it ``empty``;
+    ``require_done``: only the protocol's terminal frame, such as openai's ``data: [DONE]``,
+    ends the stream, so a ``finish_reason`` followed by a close without it is ``truncated``)."""
 
     method: str
     url: str
@@ -152,6 +154,7 @@ class StreamRequest:
     limits: ReadLimits = field(default_factory=ReadLimits)
     slow_reader_bps: float | None = None
     allow_empty: bool = False
+    require_done: bool = False
     # Told each time a slow reader waits to keep to its rate (seconds), so the fault can say
     # whether it acted.
     on_pace: Callable[[float], None] | None = None
@@ -160,6 +163,14 @@ class StreamRequest:
         self.stream_format = resolve_format(self.format)
         if not isinstance(self.allow_empty, bool):
             raise ValueError(f"allow_empty={self.allow_empty!r}: expected True or False")
+        if not isinstance(self.require_done, bool):
+            raise ValueError(f"require_done={self.require_done!r}: expected True or False")
+        if self.require_done and self.stream_format is not None and self.stream_format.end_on_eof:
+            raise ValueError(
+                f"require_done=True: the {self.stream_format.name} format has no terminal frame "
+                "(a clean close is its end); require_done applies to protocols that end with "
+                "one, such as openai's data: [DONE]"
+            )
 
     def request_headers(self) -> dict[str, str]:
         """Headers to send: the caller's, plus an Accept that fits the format."""
@@ -222,12 +233,17 @@ class StreamRecorder:
         self._answers: set[int] = set()
         self._finished: set[int] = set()
         self._ended = False
+        # Whether the format's terminal frame arrived (its last frame, such as [DONE]).
+        self._terminal = False
         self.stopped = False
 
     @property
     def ended(self) -> bool:
         """Whether the format's end has arrived: its end frame, or a finish on every answer
-        that appeared (OpenAI choices, Gemini candidates)."""
+        that appeared (OpenAI choices, Gemini candidates). With ``require_done``, only its
+        terminal frame."""
+        if self.request.require_done:
+            return self._terminal
         return self._ended or bool(self._answers and self._answers <= self._finished)
 
     def start(self) -> None:
@@ -352,7 +368,7 @@ class StreamRecorder:
                 'recognise the stream\'s format by (format="auto")',
             )
             return
-        if self.ended or self.format.end_on_eof:
+        if self.ended or (self.format.end_on_eof and not self.request.require_done):
             self._complete()
             return
         if self.trace.chunks:
@@ -362,10 +378,13 @@ class StreamRecorder:
             where += f"after chunk {last.index}"
         else:
             where = "before any token"
+        end = f"end ({self.format.end_description})"
+        if self.request.require_done:
+            end = "terminal frame (require_done=True: a finish without it is not the end)"
         self.fail(
             "truncated",
             f"the connection closed cleanly {where}, without the {self.format.name} stream's "
-            f"end ({self.format.end_description}){self._looks_note()}",
+            f"{end}{self._looks_note()}",
         )
 
     def seconds_left(self, now_ns: int) -> float:
@@ -502,6 +521,7 @@ class StreamRecorder:
         if reading.end:
             self._ended = True
             if reading.last:
+                self._terminal = True
                 self._complete()
 
     def _heartbeat(self, stamp_ns: int) -> None:

@@ -167,6 +167,8 @@ class StreamTrace:
     end_ns: int | None = None
     chunks: list[Chunk] = field(default_factory=list)
     reads: list[tuple[int, int]] = field(default_factory=list)
+    """Every network read of the body as ``(perf_counter_ns, nbytes)``: when it returned and
+    how many bytes it returned (the bytes themselves are in :attr:`chunks`)."""
     heartbeats: int = 0
     heartbeat_ns: list[int] = field(default_factory=list)
     """Arrival stamp of each SSE comment (``: ping``), one per counted heartbeat."""

@@ -272,3 +272,58 @@ def test_the_summary_fits_the_terminal_and_q_names_the_reports(
     assert "(unchecked) (seconds)" not in html
     assert "Deadline: none (no token_deadline marker, so no stream was checked)" in html
     assert "Deadline: <code>ttft=2, chunk=0.5</code> (seconds)" in html
+
+
+# --- point 5: require_done=True; trace.reads holds (perf_counter_ns, nbytes) ---
+
+REQUIRE_DONE = """
+import httpx
+import pytest
+
+BODY = {"prompt": "hi", "max_tokens": 3, "max_new_tokens": 3, "interval_s": 0.01,
+        "stream": True}
+NO_DONE = {**BODY, "drop_done": True}
+
+def test_finish_without_done(streamguard):
+    # The openai client's own reading: a finish_reason on every choice is the end.
+    assert streamguard.stream("/v1/completions", json=NO_DONE, format="openai").completed
+    strict = streamguard.stream(
+        "/v1/completions", json=NO_DONE, format="openai", require_done=True
+    )
+    assert (strict.completed, strict.error_kind) == (False, "truncated")
+    assert "require_done=True" in strict.error
+    assert len(strict.chunks) == 3
+    # With [DONE] it completes, recognised format or named.
+    assert streamguard.stream("/v1/completions", json=BODY, require_done=True).completed
+
+def test_load_requires_done(streamguard):
+    result = streamguard.load(4, "/v1/completions", json=NO_DONE, require_done=True)
+    assert result.outcomes == {"truncated": 4}
+    assert streamguard.load(4, "/v1/completions", json=BODY, require_done=True).completed == 4
+
+async def test_astream_requires_done(streamguard):
+    trace = await streamguard.astream("/v1/completions", json=NO_DONE, require_done=True)
+    assert trace.error_kind == "truncated"
+    result = await streamguard.aload(2, "/v1/completions", json=NO_DONE, require_done=True)
+    assert result.outcomes == {"truncated": 2}
+
+def test_a_format_without_a_terminal_frame_refuses_it(streamguard):
+    with pytest.raises(ValueError, match="the raw format has no terminal frame"):
+        streamguard.stream("/v1/completions", json=BODY, format="raw", require_done=True)
+    with pytest.raises(ValueError, match="require_done='yes': expected True or False"):
+        streamguard.stream("/v1/completions", json=BODY, require_done="yes")
+
+def test_reads_are_stamps_and_byte_counts(streamguard):
+    trace = streamguard.stream("/v1/completions", json=BODY)
+    body = httpx.post(streamguard.target.url + "/v1/completions", json=BODY).content
+    assert all(isinstance(n, int) and n > 0 for _, n in trace.reads)
+    assert sum(n for _, n in trace.reads) == len(body)
+    stamps = [stamp for stamp, _ in trace.reads]
+    assert stamps == sorted(stamps)
+    assert trace.request_ns < stamps[0] and stamps[-1] <= trace.end_ns
+"""
+
+
+def test_require_done_on_every_reader(pytester: pytest.Pytester, run_sub: SubRun) -> None:
+    pytester.makepyfile(REQUIRE_DONE)
+    run_sub("-o", "asyncio_mode=auto").assert_outcomes(passed=5)
