@@ -86,6 +86,13 @@ _AUTO_REFUSED = frozenset({"application/json", "text/html"})
 # always tells).
 _SNIFF_FRAMES = 8
 _DONE = "[DONE]"
+# The two usual causes of an empty answer: the test expects one, or the server dropped the
+# request for a newer one (llama-cpp-python's server does so by default).
+EMPTY_HINT = (
+    "pass allow_empty=True if an empty answer is expected; a server that cancels a request when "
+    "another arrives ends it empty too, as llama-cpp-python's server (python -m "
+    "llama_cpp.server) does unless started with --interrupt_requests False"
+)
 
 
 def read_limit(bound: float | None) -> float:
@@ -326,7 +333,7 @@ class StreamRecorder:
         self.fail(
             "empty",
             f"the {self.trace.format} stream ended before any token: it sent {what}"
-            f"{self._looks_note()} (pass allow_empty=True if an empty answer is expected)",
+            f"{self._looks_note()} ({EMPTY_HINT})",
         )
 
     def _looks_note(self) -> str:

@@ -3,7 +3,9 @@ would: a pytest subprocess on the example app, through the session's embedded To
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
+from pathlib import Path
 
 import pytest
 from plugin_helpers import INI, error_section
@@ -327,3 +329,42 @@ def test_reads_are_stamps_and_byte_counts(streamguard):
 def test_require_done_on_every_reader(pytester: pytest.Pytester, run_sub: SubRun) -> None:
     pytester.makepyfile(REQUIRE_DONE)
     run_sub("-o", "asyncio_mode=auto").assert_outcomes(passed=5)
+
+
+# --- point 10: words that match what the code does ---
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def test_an_empty_answer_names_both_usual_causes(
+    pytester: pytest.Pytester, run_sub: SubRun
+) -> None:
+    pytester.makepyfile(
+        """
+        def test_empty(streamguard):
+            trace = streamguard.stream(json={"max_new_tokens": 0})
+            assert trace.error_kind == "empty"
+            print("ERROR:", trace.error)
+        """
+    )
+    result = run_sub("-s")
+    result.assert_outcomes(passed=1)
+    result.stdout.fnmatch_lines(
+        [
+            "*ERROR: the sse stream ended before any token: it sent only event: done (pass "
+            "allow_empty=True if an empty answer is expected; a server that cancels a request "
+            "when another arrives ends it empty too, as llama-cpp-python's server (python -m "
+            "llama_cpp.server) does unless started with --interrupt_requests False)*"
+        ]
+    )
+
+
+def test_the_readme_says_what_make_installs_and_what_the_slow_reader_test_does() -> None:
+    readme = (ROOT / "README.md").read_text()
+    [extras] = re.findall(r"pip install -q -e '(\.\[[a-z,]+\])'", (ROOT / "Makefile").read_text())
+    assert f'pip install -e "{extras}"' in readme
+    [row] = [line for line in readme.splitlines() if line.startswith("| slow reader |")]
+    [fault] = re.findall(r"`(bandwidth\(\d+\))`", row)
+    suite = (ROOT / "tests" / "resilience" / "test_slow_reader.py").read_text()
+    assert f"streamguard.faults.{fault}" in suite
+    assert "slow_reader" not in row.split("|")[2]
