@@ -23,28 +23,47 @@ def _needs_plugin(item: pytest.Item) -> bool:
     return item.get_closest_marker(MARKER_NAME) is not None or bool(fixtures & FIXTURE_NAMES)
 
 
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Skip tests that need the plugin, saying how to turn it on."""
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Skip tests that need the plugin, saying how to turn it on (under
+    ``--streamguard-require`` they are refused instead)."""
+    if config.stash[SETTINGS_KEY].require:
+        return
     skip = pytest.mark.skip(reason=SKIP_REASON)
     for item in items:
         if _needs_plugin(item):
             item.add_marker(skip)
 
 
+def _refusal(what: str) -> str:
+    return (
+        f"{what} pytest-streamguard (its fixtures or the {MARKER_NAME} marker), but it is off: "
+        "run pytest with --streamguard (--streamguard-require, or the ini key "
+        "streamguard_require, makes a run without it an error)"
+    )
+
+
 def pytest_collection_finish(session: pytest.Session) -> None:
-    """Under ``--streamguard-require``, refuse to run skipped the tests that need the plugin
-    (once ``-k``, ``-m`` and the like have deselected what they do)."""
-    if not session.config.stash[SETTINGS_KEY].require:
+    """Under ``--streamguard-require``, refuse to run the tests that need the plugin (once
+    ``-k``, ``-m`` and the like have deselected what they do): a usage error."""
+    if not session.config.stash[SETTINGS_KEY].require or hasattr(session.config, "workerinput"):
         return
     needed = [item for item in session.items if _needs_plugin(item)]
     if needed:
+        many = len(needed) > 1
         raise pytest.UsageError(
-            f"{counted(len(needed), 'collected test')} "
-            f"{'needs' if len(needed) == 1 else 'need'} pytest-streamguard (its fixtures or "
-            f"the {MARKER_NAME} marker), e.g. {needed[0].nodeid}, but it is off: run pytest "
-            "with --streamguard (--streamguard-require, or the ini key streamguard_require, "
-            "makes a run without it an error)"
+            _refusal(
+                f"{counted(len(needed), 'collected test')} (such as {needed[0].nodeid}) "
+                f"{'need' if many else 'needs'}"
+            )
         )
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    """On a pytest-xdist worker, where a usage error at collection would only crash the
+    worker, ``--streamguard-require`` fails each such test at setup instead."""
+    if item.config.stash[SETTINGS_KEY].require and _needs_plugin(item):
+        pytest.fail(_refusal("this test needs"), pytrace=False)
 
 
 def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:

@@ -101,9 +101,10 @@ STRICT_FAULTS_HELP = (
     "fault that never fired is a warning line in the summary. Default: off"
 )
 REQUIRE_HELP = (
-    "Make it an error (exit code 4, a usage error) to collect tests that need "
-    "pytest-streamguard while it is off (no --streamguard), for a CI job that must not go green "
-    "by skipping them. Default: off (such tests are skipped, and the summary says so)"
+    "Make it an error to collect tests that need pytest-streamguard while it is off (no "
+    "--streamguard): a usage error, exit code 4 (under pytest-xdist each such test errors at "
+    "setup), for a CI job that must not go green by skipping them. Default: off (such tests "
+    "are skipped, and the summary says so)"
 )
 
 DEFAULT_READY_PATH = "/readyz"

@@ -84,14 +84,24 @@ def test_streamguard_require_makes_the_forgotten_flag_an_error(
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     result.stderr.fnmatch_lines(
         [
-            "ERROR: 2 collected tests need pytest-streamguard (its fixtures or the "
-            "token_deadline marker), e.g. test_*::test_marked, but it is off: run pytest "
-            "with --streamguard *"
+            "ERROR: 2 collected tests (such as test_*::test_marked) need pytest-streamguard "
+            "(its fixtures or the token_deadline marker), but it is off: run pytest with "
+            "--streamguard *"
         ]
     )
     # A run that collects no such test is not an error, even with the requirement in the ini.
     result = pytester.runpytest_subprocess(*args, "-k", "plain")
     result.assert_outcomes(passed=1, deselected=2)
+    # Under pytest-xdist each such test errors at setup, naming the flag.
+    result = pytester.runpytest_subprocess(*args, "-n", "2")
+    result.assert_outcomes(passed=1, errors=2)
+    assert result.ret == pytest.ExitCode.TESTS_FAILED
+    result.stdout.fnmatch_lines(
+        [
+            "*this test needs pytest-streamguard (its fixtures or the token_deadline marker), "
+            "but it is off: run pytest with --streamguard *"
+        ]
+    )
 
 
 # --- point 7: a deadline above 60 s says deadlines are in seconds ---
