@@ -426,3 +426,25 @@ def assert_traces(traces: Sequence[CheckedStream], deadline: Deadline) -> None:
         for violation in violations:
             by_name.get(violation.stream, traces[0]).caught.append(violation.headline())
         raise DeadlineViolation(violations, traces=traces)
+
+
+#: A bound above this many seconds is refused unless the caller says ``long=True``: such a
+#: number is almost always milliseconds written where seconds are meant (``ttft=500``), which
+#: would otherwise pass every stream without a word.
+LONG_DEADLINE_S = 60.0
+
+
+def check_units(deadline: Deadline, *, long: bool, call: str, where: str = "") -> None:
+    """Raise ValueError when a bound of ``deadline`` is above :data:`LONG_DEADLINE_S` and
+    ``long`` is false, saying deadlines are in seconds; ``call`` names the marker or method
+    (``token_deadline``), ``where`` where ``long=True`` goes (`` on the marker``)."""
+    if long:
+        return
+    for key in ("ttft", "chunk", "total"):
+        value = getattr(deadline, key)
+        if value is not None and value > LONG_DEADLINE_S:
+            raise ValueError(
+                f"{call}({key}={value:g}) is {value:g} seconds: deadlines are in seconds (for "
+                f"{value:g} ms write {key}={value / 1000:g}); a deadline above "
+                f"{LONG_DEADLINE_S:g} s needs long=True{where}"
+            )

@@ -7,16 +7,11 @@ from typing import Any
 
 import pytest
 
-from pytest_streamguard.deadlines import Deadline
+from pytest_streamguard.deadlines import LONG_DEADLINE_S, Deadline, check_units
 from pytest_streamguard.names import MARKER_LINE, MARKER_NAME
 from pytest_streamguard.settings import Settings
 
-__all__ = ["ACCEPTED", "LONG_DEADLINE_S", "MARKER_LINE", "MARKER_NAME", "resolve_deadline"]
-
-#: A bound above this many seconds is refused unless the marker says ``long=True``: such a
-#: number is almost always milliseconds written where seconds are meant (``ttft=500``), which
-#: would otherwise pass every stream without a word.
-LONG_DEADLINE_S = 60.0
+__all__ = ["ACCEPTED", "MARKER_LINE", "MARKER_NAME", "resolve_deadline"]
 
 ACCEPTED = (
     "token_deadline accepts only keyword arguments ttft, chunk, total (seconds, > 0; above "
@@ -24,7 +19,6 @@ ACCEPTED = (
     "chunk) and long (True or False)"
 )
 _KEYS = ("ttft", "chunk", "total", "percentile")
-_BOUNDS = ("ttft", "chunk", "total")
 
 
 def _check_value(key: str, value: Any) -> float | None:
@@ -63,15 +57,7 @@ def resolve_deadline(item: pytest.Item, settings: Settings) -> Deadline | None:
     if not isinstance(long, bool):
         raise ValueError(f"token_deadline(long={long!r}) is not True or False. {ACCEPTED}.")
     values = {key: _check_value(key, merged.get(key)) for key in _KEYS}
-    if not long:
-        for key in _BOUNDS:
-            value = values[key]
-            if value is not None and value > LONG_DEADLINE_S:
-                raise ValueError(
-                    f"token_deadline({key}={merged[key]!r}) is {value:g} seconds: deadlines are "
-                    f"in seconds (for {value:g} ms write {key}={value / 1000:g}); a deadline "
-                    f"above {LONG_DEADLINE_S:g} s needs long=True on the marker"
-                )
+    check_units(Deadline(**values), long=long, call=MARKER_NAME, where=" on the marker")
     if not merged:
         values["ttft"] = settings.ttft
         values["chunk"] = settings.chunk

@@ -127,10 +127,20 @@ def test_a_deadline_in_milliseconds_says_seconds(
         @pytest.mark.token_deadline(chunk=0.2, long="yes")
         def test_bad_long(streamguard):
             pass
+
+        def test_explicit_checks_say_seconds_too(streamguard):
+            trace = streamguard.stream(json={"max_new_tokens": 3})
+            with pytest.raises(ValueError, match="is 200 seconds: deadlines are in seconds"):
+                trace.assert_deadline(chunk=200)
+            trace.assert_deadline(total=120, long=True)
+            result = streamguard.load(2, json={"max_new_tokens": 3})
+            with pytest.raises(ValueError, match="deadlines are in seconds"):
+                result.assert_deadline(ttft=500)
+            result.assert_deadline(ttft=500, long=True)
         """
     )
     result = run_sub()
-    result.assert_outcomes(passed=1, errors=2)
+    result.assert_outcomes(passed=2, errors=2)
     result.stdout.fnmatch_lines(
         [
             "*token_deadline(ttft=500) is 500 seconds: deadlines are in seconds (for 500 ms "
