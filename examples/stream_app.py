@@ -5,11 +5,12 @@ completions endpoint and an NDJSON endpoint. The request body sets the pace, so 
 deterministic::
 
     {"prompt": "hi", "max_new_tokens": 16, "interval_s": 0.02, "first_token_s": 0.0,
-     "fail_after": null, "heartbeat_s": null, "pad": 0, "drop_end": false}
+     "fail_after": null, "heartbeat_s": null, "pad": 0, "drop_end": false, "drop_done": false}
 
 ``drop_end`` closes the stream cleanly without its end event (a stream cut short by the app
-itself); ``/v1/completions`` streams only with ``"stream": true``, as OpenAI's API does, and
-answers one JSON object otherwise.
+itself); ``drop_done`` closes an OpenAI-style stream after its ``finish_reason`` chunk without
+``data: [DONE]``; ``/v1/completions`` streams only with ``"stream": true``, as OpenAI's API
+does, and answers one JSON object otherwise.
 
 Run it with ``python stream_app.py --port 0``: it binds 127.0.0.1 and prints
 ``{"message": "streamguard target listening", "url": "http://127.0.0.1:<port>"}`` once bound.
@@ -57,6 +58,7 @@ class Pace:
         self.heartbeat = None if heartbeat is None else float(heartbeat)
         self.pad = int(body.get("pad", 0))
         self.drop_end = bool(body.get("drop_end", False))
+        self.drop_done = bool(body.get("drop_done", False))
         self.stream = body.get("stream") is True
         if self.tokens < 0 or self.interval < 0 or self.first < 0 or self.pad < 0:
             raise ValueError("max_new_tokens, interval_s, first_token_s and pad must be >= 0")
@@ -154,7 +156,9 @@ async def completions(request: Request) -> Response:
         if pace.drop_end:
             return
         last = {"choices": [{"index": 0, "delta": {}, "finish_reason": "length"}]}
-        yield f"data: {json.dumps(last)}\n\ndata: [DONE]\n\n".encode()
+        yield f"data: {json.dumps(last)}\n\n".encode()
+        if not pace.drop_done:
+            yield b"data: [DONE]\n\n"
 
     return StreamingResponse(events(), media_type="text/event-stream")
 

@@ -86,6 +86,13 @@ _AUTO_REFUSED = frozenset({"application/json", "text/html"})
 # always tells).
 _SNIFF_FRAMES = 8
 _DONE = "[DONE]"
+# The two usual causes of an empty answer: the test expects one, or the server dropped the
+# request for a newer one (llama-cpp-python's server does so by default).
+EMPTY_HINT = (
+    "pass allow_empty=True if an empty answer is expected; a server that cancels a request when "
+    "another arrives ends it empty too, as llama-cpp-python's server (python -m "
+    "llama_cpp.server) does unless started with --interrupt_requests False"
+)
 
 
 def read_limit(bound: float | None) -> float:
@@ -142,7 +149,9 @@ class ReadLimits:
 class StreamRequest:
     """What to send and how to read the answer (``format``: ``"auto"``, a built-in name or a
     :class:`~pytest_streamguard.formats.StreamFormat`; ``allow_empty``: an answer without any
-    token is expected, so its end completes it instead of making it ``empty``)."""
+    token is expected, so its end completes it instead of making it ``empty``;
+    ``require_done``: only the protocol's terminal frame, such as openai's ``data: [DONE]``,
+    ends the stream, so a ``finish_reason`` followed by a close without it is ``truncated``)."""
 
     method: str
     url: str
@@ -152,6 +161,7 @@ class StreamRequest:
     limits: ReadLimits = field(default_factory=ReadLimits)
     slow_reader_bps: float | None = None
     allow_empty: bool = False
+    require_done: bool = False
     # Told each time a slow reader waits to keep to its rate (seconds), so the fault can say
     # whether it acted.
     on_pace: Callable[[float], None] | None = None
@@ -160,6 +170,14 @@ class StreamRequest:
         self.stream_format = resolve_format(self.format)
         if not isinstance(self.allow_empty, bool):
             raise ValueError(f"allow_empty={self.allow_empty!r}: expected True or False")
+        if not isinstance(self.require_done, bool):
+            raise ValueError(f"require_done={self.require_done!r}: expected True or False")
+        if self.require_done and self.stream_format is not None and self.stream_format.end_on_eof:
+            raise ValueError(
+                f"require_done=True: the {self.stream_format.name} format has no terminal frame "
+                "(a clean close is its end); require_done applies to protocols that end with "
+                "one, such as openai's data: [DONE]"
+            )
 
     def request_headers(self) -> dict[str, str]:
         """Headers to send: the caller's, plus an Accept that fits the format."""
@@ -222,12 +240,17 @@ class StreamRecorder:
         self._answers: set[int] = set()
         self._finished: set[int] = set()
         self._ended = False
+        # Whether the format's terminal frame arrived (its last frame, such as [DONE]).
+        self._terminal = False
         self.stopped = False
 
     @property
     def ended(self) -> bool:
         """Whether the format's end has arrived: its end frame, or a finish on every answer
-        that appeared (OpenAI choices, Gemini candidates)."""
+        that appeared (OpenAI choices, Gemini candidates). With ``require_done``, only its
+        terminal frame."""
+        if self.request.require_done:
+            return self._terminal
         return self._ended or bool(self._answers and self._answers <= self._finished)
 
     def start(self) -> None:
@@ -310,7 +333,7 @@ class StreamRecorder:
         self.fail(
             "empty",
             f"the {self.trace.format} stream ended before any token: it sent {what}"
-            f"{self._looks_note()} (pass allow_empty=True if an empty answer is expected)",
+            f"{self._looks_note()} ({EMPTY_HINT})",
         )
 
     def _looks_note(self) -> str:
@@ -352,7 +375,7 @@ class StreamRecorder:
                 'recognise the stream\'s format by (format="auto")',
             )
             return
-        if self.ended or self.format.end_on_eof:
+        if self.ended or (self.format.end_on_eof and not self.request.require_done):
             self._complete()
             return
         if self.trace.chunks:
@@ -362,10 +385,13 @@ class StreamRecorder:
             where += f"after chunk {last.index}"
         else:
             where = "before any token"
+        end = f"end ({self.format.end_description})"
+        if self.request.require_done:
+            end = "terminal frame (require_done=True: a finish without it is not the end)"
         self.fail(
             "truncated",
             f"the connection closed cleanly {where}, without the {self.format.name} stream's "
-            f"end ({self.format.end_description}){self._looks_note()}",
+            f"{end}{self._looks_note()}",
         )
 
     def seconds_left(self, now_ns: int) -> float:
@@ -502,6 +528,7 @@ class StreamRecorder:
         if reading.end:
             self._ended = True
             if reading.last:
+                self._terminal = True
                 self._complete()
 
     def _heartbeat(self, stamp_ns: int) -> None:

@@ -129,24 +129,121 @@ class Violation:
 class DeadlineViolation(AssertionError):
     """Raised when a stream breaks its token deadline (an assertion failure, so the test fails).
 
-    ``violations`` holds the individual :class:`Violation` records.
+    ``violations`` holds the individual :class:`Violation` records. ``traces`` (every stream
+    checked) lets the message count the streams' outcomes; ``report`` says where every stream's
+    verdict and timeline can be read (the message shows only the worst few).
     """
 
-    def __init__(self, violations: list[Violation]) -> None:
+    def __init__(
+        self,
+        violations: list[Violation],
+        *,
+        traces: Sequence[CheckedStream] | None = None,
+        report: str | None = None,
+    ) -> None:
         self.violations = violations
-        super().__init__(format_violations(violations))
+        super().__init__(format_violations(violations, traces=traces, report=report))
 
 
-def format_violations(violations: list[Violation]) -> str:
-    """The full message: one headline per violation, then each stream's timeline once."""
-    streams = {v.stream for v in violations}
-    lines = [f"token deadline violated ({len(violations)} in {counted(len(streams), 'stream')}):"]
-    lines.extend(f"  {v.headline()}" for v in violations)
-    shown: set[str] = set()
-    for v in violations:
-        if v.stream not in shown:
-            shown.add(v.stream)
-            lines.append(v.timeline)
+#: How much of a verdict the message shows, so that a failing load of many streams fits a
+#: screen (60 lines at most): the worst few streams' headlines and timelines, with counts.
+SHOWN_STREAMS = 3
+SHOWN_HEADLINES = 6
+TIMELINE_LINES = 14
+_BOUND_WORDS = {
+    "completed": "did not complete",
+    "ttft": "ttft",
+    "chunk": "chunk gap",
+    "total": "total",
+}
+#: Where every stream's verdict can be read when the message is not given a report.
+NO_REPORT = (
+    "every stream's verdict and timeline: streamguard.traces, or a report "
+    "(--streamguard-json PATH, --streamguard-html PATH)"
+)
+
+
+def _severity(violations: list[Violation]) -> tuple[int, float]:
+    """Sort key of a stream's violations, worst first: a stream that did not complete, then
+    by how far its worst measured value is over its bound."""
+    ratio = max(
+        (
+            v.measured / v.limit
+            for v in violations
+            if v.measured is not None and v.limit is not None and v.limit > 0
+        ),
+        default=0.0,
+    )
+    return (0 if any(v.bound == "completed" for v in violations) else 1, -ratio)
+
+
+def _clip(timeline: str, limit: int) -> list[str]:
+    """A timeline in at most ``limit`` lines: its title, its first and last events, and as many
+    of its marked lines (``<--``) as fit, with the lines left out counted."""
+    lines = timeline.split("\n")
+    if len(lines) <= limit:
+        return lines
+    title, body = lines[0], lines[1:]
+    base = {0, 1, 2, len(body) - 2, len(body) - 1}
+    marked = [i for i, line in enumerate(body) if "<--" in line]
+    for count in range(len(marked), -1, -1):
+        keep = sorted(base | set(marked[:count]))
+        out = [title]
+        previous = -1
+        for i in keep:
+            if i > previous + 1:
+                out.append(f"    {'...':>10}  ({counted(i - previous - 1, 'line')} left out)")
+            out.append(body[i])
+            previous = i
+        if len(out) <= limit:
+            return out
+    return out
+
+
+def format_violations(
+    violations: list[Violation],
+    *,
+    traces: Sequence[CheckedStream] | None = None,
+    report: str | None = None,
+) -> str:
+    """The message: a header, the streams' outcomes and what they broke (when more than one
+    stream was checked), the worst streams' headlines and timelines, and where the rest is."""
+    by_stream: dict[str, list[Violation]] = {}
+    for violation in violations:
+        by_stream.setdefault(violation.stream, []).append(violation)
+    lines = [f"token deadline violated ({len(violations)} in {counted(len(by_stream), 'stream')}):"]
+    # One line about the verdict as a whole goes here, right under the header.
+    if traces is not None and len(traces) > 1:
+        outcomes: dict[str, int] = {}
+        for trace in traces:
+            outcome = "completed" if trace.completed else str(trace.error_kind)
+            outcomes[outcome] = outcomes.get(outcome, 0) + 1
+        broken: dict[str, int] = {}
+        for violation in violations:
+            word = _BOUND_WORDS.get(violation.bound, violation.bound)
+            broken[word] = broken.get(word, 0) + 1
+        lines.append(
+            f"  {counted(len(traces), 'stream')} read: "
+            + ", ".join(f"{n} {outcome}" for outcome, n in outcomes.items())
+            + "; violations: "
+            + ", ".join(f"{n} {word}" for word, n in broken.items())
+        )
+    ranked = sorted(by_stream, key=lambda name: _severity(by_stream[name]))
+    shown = [v for name in ranked[:SHOWN_STREAMS] for v in by_stream[name]][:SHOWN_HEADLINES]
+    lines.extend(f"  {v.headline()}" for v in shown)
+    shown_streams = list(dict.fromkeys(v.stream for v in shown))
+    hidden = len(violations) - len(shown)
+    if hidden:
+        more = len(by_stream) - len(shown_streams)
+        where = f" in {counted(more, 'more stream')}" if more else ""
+        lines.append(f"  ... and {counted(hidden, 'more violation')}{where} (worst shown first)")
+    clipped = False
+    for name in shown_streams:
+        timeline = _clip(by_stream[name][0].timeline, TIMELINE_LINES)
+        clipped = clipped or len(timeline) < len(by_stream[name][0].timeline.split("\n"))
+        lines.extend(timeline)
+    if hidden or clipped:
+        lines.append(f"  {report or NO_REPORT}")
     return "\n".join(lines)
 
 
@@ -186,15 +283,20 @@ def check_trace(trace: CheckedStream, deadline: Deadline) -> list[Violation]:
                     )
                 )
         elif trace.ttft is None:
-            found.append(
-                (
-                    "ttft",
-                    None,
-                    deadline.ttft,
-                    0,
-                    f"no data event arrived (ttft deadline {deadline.ttft:.3f} s)",
+            # A stream that ended without a token already broke "completed" above; its ttft is
+            # broken too only if it was still waiting when the ttft deadline ran out.
+            waited = trace.total
+            if waited is None or waited > deadline.ttft:
+                after = "" if waited is None else f" in {waited:.3f} s"
+                found.append(
+                    (
+                        "ttft",
+                        waited,
+                        deadline.ttft,
+                        0,
+                        f"no data event arrived{after} (ttft deadline {deadline.ttft:.3f} s)",
+                    )
                 )
-            )
         elif trace.ttft > deadline.ttft:
             marks[0] = f"over ttft {deadline.ttft * 1e3:.1f} ms"
             found.append(
@@ -323,4 +425,26 @@ def assert_traces(traces: Sequence[CheckedStream], deadline: Deadline) -> None:
         by_name = {trace.name: trace for trace in traces}
         for violation in violations:
             by_name.get(violation.stream, traces[0]).caught.append(violation.headline())
-        raise DeadlineViolation(violations)
+        raise DeadlineViolation(violations, traces=traces)
+
+
+#: A bound above this many seconds is refused unless the caller says ``long=True``: such a
+#: number is almost always milliseconds written where seconds are meant (``ttft=500``), which
+#: would otherwise pass every stream without a word.
+LONG_DEADLINE_S = 60.0
+
+
+def check_units(deadline: Deadline, *, long: bool, call: str, where: str = "") -> None:
+    """Raise ValueError when a bound of ``deadline`` is above :data:`LONG_DEADLINE_S` and
+    ``long`` is false, saying deadlines are in seconds; ``call`` names the marker or method
+    (``token_deadline``), ``where`` where ``long=True`` goes (`` on the marker``)."""
+    if long:
+        return
+    for key in ("ttft", "chunk", "total"):
+        value = getattr(deadline, key)
+        if value is not None and value > LONG_DEADLINE_S:
+            raise ValueError(
+                f"{call}({key}={value:g}) is {value:g} seconds: deadlines are in seconds (for "
+                f"{value:g} ms write {key}={value / 1000:g}); a deadline above "
+                f"{LONG_DEADLINE_S:g} s needs long=True{where}"
+            )

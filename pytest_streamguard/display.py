@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 import shlex
 import sys
+import textwrap
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -57,3 +58,25 @@ def shown_path(path: Path | str, rootdir: Path | None) -> str:
 def counted(n: int, noun: str, plural: str | None = None) -> str:
     """``1 stream``, ``2 streams``: a count with its noun in the right number."""
     return f"{n} {noun if n == 1 else plural or noun + 's'}"
+
+
+def fit_lines(lines: Sequence[str], width: int) -> list[str]:
+    """``lines`` with every line longer than ``width`` wrapped at spaces (a word longer than
+    the width is split), its continuation lines indented four columns past the line's own."""
+    fitted: list[str] = []
+    for line in lines:
+        if len(line) <= width:
+            fitted.append(line)
+            continue
+        indent = " " * (len(line) - len(line.lstrip()) + 4)
+        fitted.extend(
+            textwrap.wrap(
+                line,
+                width,
+                subsequent_indent=indent[: max(width // 2, 0)],
+                break_on_hyphens=False,
+                replace_whitespace=False,
+            )
+            or [line[:width]]
+        )
+    return fitted

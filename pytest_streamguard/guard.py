@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import Callable
 from typing import Any
 
 from toxiproxy.proxy import Proxy
@@ -83,6 +84,7 @@ class StreamGuard:
         format: str | StreamFormat,
         read_timeout: float | None,
         allow_empty: bool = False,
+        require_done: bool = False,
     ) -> StreamRequest:
         """Validate a stream's arguments into the request to send through the proxy."""
         if not path.startswith("/"):
@@ -108,6 +110,7 @@ class StreamGuard:
             limits=limits,
             slow_reader_bps=self.faults.slow_reader_bps,
             allow_empty=allow_empty,
+            require_done=require_done,
             on_pace=self.faults.on_pace,
         )
 
@@ -130,9 +133,12 @@ class StreamGuard:
         format: str | StreamFormat,
         read_timeout: float | None,
         allow_empty: bool,
+        require_done: bool,
     ) -> StreamRecorder:
         return self._recorder(
-            self._request(path, json, method, headers, format, read_timeout, allow_empty)
+            self._request(
+                path, json, method, headers, format, read_timeout, allow_empty, require_done
+            )
         )
 
     def _keep(self, trace: StreamTrace) -> StreamTrace:
@@ -158,6 +164,7 @@ class StreamGuard:
         *,
         read_timeout: float | None = None,
         allow_empty: bool = False,
+        require_done: bool = False,
     ) -> StreamTrace:
         """Send a request through the proxy and read the streamed answer into a StreamTrace.
 
@@ -166,13 +173,20 @@ class StreamGuard:
         (``sse``, ``openai``, ``openai-responses``, ``anthropic``, ``gemini``, ``ollama``,
         ``tgi``, ``ndjson``, ``raw``) or a :class:`~pytest_streamguard.formats.StreamFormat`
         such as ``SSEFormat(...)``. A stream whose end arrives before any token is ``empty``,
-        a violation, unless ``allow_empty=True`` says the test expects that. ``read_timeout``
+        a violation, unless ``allow_empty=True`` says the test expects that. ``require_done=True``
+        accepts only the protocol's terminal frame as its end (openai's ``data: [DONE]``,
+        anthropic's ``message_stop``, ollama's ``"done": true``): a ``finish_reason`` followed
+        by a close without it is ``truncated``, and a server that holds the stream open after
+        it ends as ``timeout``; a format without a terminal frame (``raw``) refuses it with a
+        ValueError. ``read_timeout``
         overrides how long the client waits for each token (default: from the test's
         deadline, or 30 s); every stream ends within the ``total`` deadline's read limit or
         ``--streamguard-max-stream-seconds``. Never raises for a failed stream: the outcome is
         on the trace (``completed``, or ``error_kind`` and ``error``).
         """
-        recorder = self._prepare(path, json, method, headers, format, read_timeout, allow_empty)
+        recorder = self._prepare(
+            path, json, method, headers, format, read_timeout, allow_empty, require_done
+        )
         try:
             trace = read_stream(recorder)
         except KeyboardInterrupt:
@@ -190,9 +204,12 @@ class StreamGuard:
         *,
         read_timeout: float | None = None,
         allow_empty: bool = False,
+        require_done: bool = False,
     ) -> StreamTrace:
         """The async twin of :meth:`stream`."""
-        recorder = self._prepare(path, json, method, headers, format, read_timeout, allow_empty)
+        recorder = self._prepare(
+            path, json, method, headers, format, read_timeout, allow_empty, require_done
+        )
         try:
             trace = await aread_stream(recorder)
         except (KeyboardInterrupt, asyncio.CancelledError):
@@ -215,6 +232,7 @@ class StreamGuard:
         format: str | StreamFormat = "auto",
         read_timeout: float | None = None,
         allow_empty: bool = False,
+        require_done: bool = False,
         processes: int | None = None,
         shards: int | None = None,
     ) -> LoadResult:
@@ -225,8 +243,8 @@ class StreamGuard:
         Open loop (``rate`` requests/s, ``arrival`` ``constant`` or ``poisson`` with ``seed``):
         up to ``n`` requests, stopping early when ``duration`` is over. Every stream's trace is
         also added to :attr:`traces`, so the test's ``token_deadline`` checks them (with
-        ``percentile``, on the pooled gaps). ``format`` and ``allow_empty`` are as in
-        :meth:`stream`. Runs on a private event loop; in an async test use :meth:`aload`.
+        ``percentile``, on the pooled gaps). ``format``, ``allow_empty`` and ``require_done`` are
+        as in :meth:`stream`. Runs on a private event loop; in an async test use :meth:`aload`.
 
         ``processes``: read the streams in that many processes of their own (shards, see
         :mod:`pytest_streamguard.load.pool`) to use every core; the result holds every trace
@@ -236,14 +254,20 @@ class StreamGuard:
         :mod:`pytest_streamguard.load.cluster`), each trace naming its ``node``.
         """
         plan = LoadPlan(n=n, rate=rate, duration=duration, arrival=arrival, seed=seed)
-        request = self._request(path, json, method, headers, format, read_timeout, allow_empty)
+        request = self._request(
+            path, json, method, headers, format, read_timeout, allow_empty, require_done
+        )
         if self._check_sharded(processes, shards) and self.ray is not None:
             return self._keep_sharded(request, self.ray.run(plan, request, shards))
         if processes is not None:
             return self._keep_sharded(request, run_processes(plan, request, processes))
-        return self._keep_load(
-            run(plan, lambda _: self._recorder(request), request.socket_options())
-        )
+        started: list[StreamRecorder] = []
+        try:
+            result = run(plan, self._tracking(request, started), request.socket_options())
+        except KeyboardInterrupt:
+            self._keep_started(started)
+            raise
+        return self._keep_load(result)
 
     async def aload(
         self,
@@ -260,19 +284,44 @@ class StreamGuard:
         format: str | StreamFormat = "auto",
         read_timeout: float | None = None,
         allow_empty: bool = False,
+        require_done: bool = False,
         processes: int | None = None,
         shards: int | None = None,
     ) -> LoadResult:
         """The async twin of :meth:`load`, on the test's own event loop."""
         plan = LoadPlan(n=n, rate=rate, duration=duration, arrival=arrival, seed=seed)
-        request = self._request(path, json, method, headers, format, read_timeout, allow_empty)
+        request = self._request(
+            path, json, method, headers, format, read_timeout, allow_empty, require_done
+        )
         if self._check_sharded(processes, shards) and self.ray is not None:
             return self._keep_sharded(request, await self.ray.arun(plan, request, shards))
         if processes is not None:
             return self._keep_sharded(request, await arun_processes(plan, request, processes))
-        return self._keep_load(
-            await arun(plan, lambda _: self._recorder(request), request.socket_options())
-        )
+        started: list[StreamRecorder] = []
+        try:
+            result = await arun(plan, self._tracking(request, started), request.socket_options())
+        except (KeyboardInterrupt, asyncio.CancelledError):
+            self._keep_started(started)
+            raise
+        return self._keep_load(result)
+
+    def _tracking(
+        self, request: StreamRequest, started: list[StreamRecorder]
+    ) -> Callable[[int], StreamRecorder]:
+        """A load's ``make_recorder`` that also lists each recorder in ``started``."""
+
+        def make(_: int) -> StreamRecorder:
+            recorder = self._recorder(request)
+            started.append(recorder)
+            return recorder
+
+        return make
+
+    def _keep_started(self, started: list[StreamRecorder]) -> None:
+        # Ctrl-C (or a cancelled task) mid-load: keep every stream it started, as stream()
+        # does, those still open recorded as interrupted.
+        for recorder in started:
+            self._keep_interrupted(recorder)
 
     def _keep_load(self, result: LoadResult) -> LoadResult:
         for trace in result.traces:

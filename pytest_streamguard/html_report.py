@@ -398,7 +398,10 @@ def _plots(index: int, test: _Test) -> str:
 def _test_section(index: int, test: _Test) -> str:
     record = test.record
     anchor = _test_anchor(index)
-    deadline = record.deadline.describe() if record.deadline is not None else "none (unchecked)"
+    if record.deadline is None:
+        deadline = "<p>Deadline: none (no token_deadline marker, so no stream was checked)"
+    else:
+        deadline = f"<p>Deadline: <code>{_e(record.deadline.describe())}</code> (seconds)"
     violations = ""
     if record.violations:
         items = "".join(f"<li>{_e(v)}</li>" for v in record.violations)
@@ -411,7 +414,7 @@ def _test_section(index: int, test: _Test) -> str:
         f'<h2>{_verdict(record.verdict)} <span class="fn" title="{_e(record.nodeid)}">'
         f"{_e(name)}</span></h2>"
         f'<p class="nodeid"><code>{_e(record.nodeid)}</code></p>'
-        f"<p>Deadline: <code>{_e(deadline)}</code> (seconds){worker}</p>"
+        f"{deadline}{worker}</p>"
         f"{violations}<h3>Faults</h3>{_faults_table(test)}"
         f"<h3>Streams</h3>{_streams_table(test)}{_plots(index, test)}"
         '<p><a href="#summary">back to the summary</a></p></section>'

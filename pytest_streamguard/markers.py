@@ -7,15 +7,16 @@ from typing import Any
 
 import pytest
 
-from pytest_streamguard.deadlines import Deadline
+from pytest_streamguard.deadlines import LONG_DEADLINE_S, Deadline, check_units
 from pytest_streamguard.names import MARKER_LINE, MARKER_NAME
 from pytest_streamguard.settings import Settings
 
 __all__ = ["ACCEPTED", "MARKER_LINE", "MARKER_NAME", "resolve_deadline"]
 
 ACCEPTED = (
-    "token_deadline accepts only keyword arguments ttft, chunk, total (seconds, > 0) and "
-    "percentile (0 < percentile <= 100, used with chunk)"
+    "token_deadline accepts only keyword arguments ttft, chunk, total (seconds, > 0; above "
+    f"{LONG_DEADLINE_S:g} s only with long=True), percentile (0 < percentile <= 100, used with "
+    "chunk) and long (True or False)"
 )
 _KEYS = ("ttft", "chunk", "total", "percentile")
 
@@ -44,7 +45,7 @@ def resolve_deadline(item: pytest.Item, settings: Settings) -> Deadline | None:
         seen = True
         if mark.args:
             raise ValueError(f"token_deadline got positional arguments {mark.args!r}. {ACCEPTED}.")
-        unknown = sorted(set(mark.kwargs) - set(_KEYS))
+        unknown = sorted(set(mark.kwargs) - {*_KEYS, "long"})
         if unknown:
             raise ValueError(
                 f"token_deadline got unknown argument(s) {', '.join(unknown)}. {ACCEPTED}."
@@ -52,7 +53,11 @@ def resolve_deadline(item: pytest.Item, settings: Settings) -> Deadline | None:
         merged = dict(mark.kwargs) | merged
     if not seen:
         return None
+    long = merged.pop("long", False)
+    if not isinstance(long, bool):
+        raise ValueError(f"token_deadline(long={long!r}) is not True or False. {ACCEPTED}.")
     values = {key: _check_value(key, merged.get(key)) for key in _KEYS}
+    check_units(Deadline(**values), long=long, call=MARKER_NAME, where=" on the marker")
     if not merged:
         values["ttft"] = settings.ttft
         values["chunk"] = settings.chunk

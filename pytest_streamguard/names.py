@@ -9,9 +9,10 @@ from __future__ import annotations
 # The marker's name and registration line (validation is in pytest_streamguard.markers).
 MARKER_NAME = "token_deadline"
 MARKER_LINE = (
-    "token_deadline(ttft=None, chunk=None, total=None, percentile=None): check every stream the "
-    "test reads through pytest-streamguard: ttft bounds request-to-first-token, chunk bounds every "
-    "gap between chunks (or the given percentile of gaps), total bounds the whole stream; seconds. "
+    "token_deadline(ttft=None, chunk=None, total=None, percentile=None, long=False): check every "
+    "stream the test reads through pytest-streamguard: ttft bounds request-to-first-token, chunk "
+    "bounds every gap between chunks (or the given percentile of gaps), total bounds the whole "
+    "stream; seconds (a bound above 60 s needs long=True). "
     "A bare marker uses --streamguard-ttft and --streamguard-chunk. Needs --streamguard."
 )
 # The fault-matrix marker (expansion is in pytest_streamguard.matrix).

@@ -9,12 +9,13 @@ from __future__ import annotations
 import json
 import os
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from pytest_streamguard.deadlines import Deadline
-from pytest_streamguard.display import counted
+from pytest_streamguard.display import counted, fit_lines
 from pytest_streamguard.stats import percentile
 from pytest_streamguard.trace import FaultRecord, StreamTrace
 
@@ -142,9 +143,16 @@ def pooled_stats(records: list[TestRecord]) -> dict[str, Any]:
     return figures
 
 
-def summary_lines(records: list[TestRecord]) -> list[str]:
+_SUMMARY_NOTE = "(times in ms; ttft is the worst stream's, gaps are pooled over the test's streams)"
+
+
+def summary_lines(records: list[TestRecord], width: int | None = None) -> list[str]:
     """The terminal table: one row per test that read streams (times in ms), and with more
-    than one test an ``all tests`` row pooled over every stream."""
+    than one test an ``all tests`` row pooled over every stream.
+
+    When a row is wider than ``width`` (the terminal's columns), each test's faults go on a
+    line below its row; if the row is still too wide, its test id goes on a line above its
+    figures too. No line is wider than ``width`` (a longer test id or fault is wrapped)."""
     header = ("test", "ttft", "gap p50", "gap p95", "gap max", "chunks", "verdict", "faults")
     rows = []
     for record in records:
@@ -177,17 +185,41 @@ def summary_lines(records: list[TestRecord]) -> list[str]:
             )
         )
     widths = [max(len(r[i]) for r in [header, *rows]) for i in range(len(header) - 1)]
-    lines = []
-    for row in [header, *rows]:
-        cells = [
-            row[0].ljust(widths[0]),
-            *(row[i].rjust(widths[i]) for i in range(1, len(widths))),
-            row[-1],
-        ]
-        lines.append("  ".join(cells))
-    lines.insert(
-        1, "(times in ms; ttft is the worst stream's, gaps are pooled over the test's streams)"
-    )
+
+    def columns(row: tuple[str, ...]) -> str:
+        return "  ".join(
+            [row[0].ljust(widths[0]), *(row[i].rjust(widths[i]) for i in range(1, len(widths)))]
+        )
+
+    lines = [f"{columns(row)}  {row[-1]}" for row in [header, *rows]]
+    if width is None or max(len(line) for line in lines) <= width:
+        lines.insert(1, _SUMMARY_NOTE)
+        return lines if width is None else fit_lines(lines, width)
+    if len(columns(header)) <= width:
+        # Too wide only with the faults: they go on a line below their test's row.
+        lines = [columns(header), _SUMMARY_NOTE]
+        for row in rows:
+            lines.append(columns(row))
+            if row[-1] != "-":
+                lines.append(f"  faults: {row[-1]}")
+        return fit_lines(lines, width)
+    return fit_lines(_stacked(header, rows), width)
+
+
+def _stacked(header: tuple[str, ...], rows: Sequence[tuple[str, ...]]) -> list[str]:
+    """The summary table for a narrow terminal: the figures and the verdict in columns, each
+    test's id on a line above its figures and its faults on a line below them."""
+    widths = [max(len(r[i]) for r in [header, *rows]) for i in range(1, len(header) - 1)]
+
+    def figures(row: tuple[str, ...]) -> str:
+        return "  " + "  ".join(c.rjust(w) for c, w in zip(row[1:-1], widths, strict=True))
+
+    lines = [figures(header) + "  (test above, faults below)", _SUMMARY_NOTE]
+    for row in rows:
+        lines.append(row[0])
+        lines.append(figures(row))
+        if row[-1] != "-":
+            lines.append(f"  faults: {row[-1]}")
     return lines
 
 

@@ -12,6 +12,8 @@ prints why at every verbosity, and ends the output with a line saying so (after 
 
 from __future__ import annotations
 
+import os
+import sys
 from collections.abc import Generator
 from pathlib import Path
 from typing import Any
@@ -20,8 +22,14 @@ import pytest
 
 from pytest_streamguard import xdist
 from pytest_streamguard.baseline import Gate, compare
-from pytest_streamguard.deadlines import Deadline, DeadlineViolation, Violation, check_traces
-from pytest_streamguard.display import counted, shown_path, shown_text
+from pytest_streamguard.deadlines import (
+    Deadline,
+    DeadlineViolation,
+    Violation,
+    check_traces,
+    format_violations,
+)
+from pytest_streamguard.display import counted, fit_lines, shown_path, shown_text
 from pytest_streamguard.faults import FaultsNotFired
 from pytest_streamguard.guard import StreamGuard
 from pytest_streamguard.html_report import write_html
@@ -39,9 +47,11 @@ from pytest_streamguard.reports import (
     write_json,
 )
 from pytest_streamguard.settings import SETTINGS_KEY, Settings
-from pytest_streamguard.trace import FaultRecord
+from pytest_streamguard.trace import FaultRecord, StreamTrace
 
 SESSION_KEY = pytest.StashKey["StreamGuardSession"]()
+# pytest's own floor on the terminal width (its TerminalWriter never reports less).
+_MIN_WIDTH = 40
 DEADLINE_KEY = pytest.StashKey[Deadline | None]()
 GUARD_KEY = pytest.StashKey[StreamGuard]()
 PLUGIN_NAME = "streamguard-session"
@@ -53,6 +63,27 @@ __all__ = [
     "SETTINGS_KEY",
     "StreamGuardSession",
 ]
+
+
+class _Fitted:
+    """The terminal reporter, with every line of the streamguard section wrapped to the
+    terminal's width, so a wide test id or fault list does not run off a narrow terminal's
+    edge. The width is known on a terminal or from ``COLUMNS``; output to a file or a pipe
+    without ``COLUMNS`` (a CI log) has none, and keeps one row per test however wide."""
+
+    def __init__(self, reporter: pytest.TerminalReporter, config: pytest.Config) -> None:
+        self.reporter = reporter
+        self.width: int | None = None
+        if "COLUMNS" in os.environ or sys.stdout.isatty():
+            self.width = max(config.get_terminal_writer().fullwidth, _MIN_WIDTH)
+
+    def section(self, title: str) -> None:
+        self.reporter.section(title)
+
+    def write_line(self, line: str, **markup: bool) -> None:
+        lines = [line] if self.width is None else fit_lines([line], self.width)
+        for piece in lines:
+            self.reporter.write_line(piece, **markup)
 
 
 class StreamGuardSession:
@@ -124,17 +155,52 @@ class StreamGuardSession:
             guard.faults.apply_profile(profile)
         try:
             result = yield
+        except Exception as exc:
+            violations, _ = self._record(item, body_failed=True)
+            if violations and not isinstance(exc, DeadlineViolation):
+                # The test's own assert (``result.completed == 30``) failed first: show the
+                # verdict that names the cause with it, not instead of it.
+                exc.add_note(
+                    "streamguard: this test's streams also broke its token deadline "
+                    "(checked after the body):\n" + self._verdict(violations, item)
+                )
+            raise
         except BaseException:
+            # pytest's outcomes (skip, fail, xfail, exit) and Ctrl-C: nothing to add.
             self._record(item, body_failed=True)
             raise
         violations, unfired = self._record(item, body_failed=False)
         if violations:
             __tracebackhide__ = True
-            raise DeadlineViolation(violations)
+            raise DeadlineViolation(
+                violations, traces=self._traces(item), report=self._report_where()
+            )
         if unfired and self.settings.strict_faults:
             __tracebackhide__ = True
             raise FaultsNotFired(unfired)
         return result
+
+    @staticmethod
+    def _traces(item: pytest.Item) -> list[StreamTrace]:
+        guard = item.stash.get(GUARD_KEY, None)
+        return [] if guard is None else list(guard.traces)
+
+    def _verdict(self, violations: list[Violation], item: pytest.Item) -> str:
+        return format_violations(violations, traces=self._traces(item), report=self._report_where())
+
+    def _report_where(self) -> str | None:
+        """Where every stream's verdict and timeline is written, when a report is asked for."""
+        written = [
+            f"{what} {self._shown(path)}"
+            for what, path in (
+                ("HTML report", self.settings.html_path),
+                ("JSON report", self.settings.json_path),
+            )
+            if path is not None
+        ]
+        if not written:
+            return None
+        return "every stream's verdict and timeline: the " + " and the ".join(written)
 
     def _record(
         self, item: pytest.Item, *, body_failed: bool
@@ -187,10 +253,12 @@ class StreamGuardSession:
         return violations, unfired
 
     def pytest_terminal_summary(self, terminalreporter: pytest.TerminalReporter) -> None:
-        """The streamguard section: one row per test that read streams; quiet with -q. Why the
-        baseline gate failed (or what it warns about) is shown at every verbosity."""
+        """The streamguard section: one row per test that read streams, no line wider than the
+        terminal; quiet with -q (a count, and the report paths). Why the baseline gate failed
+        (or what it warns about) is shown at every verbosity."""
         if xdist.is_worker(self.config):
             return
+        out = _Fitted(terminalreporter, self.config)
         verbosity = self.config.get_verbosity()
         if verbosity < 0:
             if verbosity == -1 and self.records:
@@ -200,51 +268,55 @@ class StreamGuardSession:
                 expected = f", {caught} caught as expected" if caught else ""
                 if on_faults:
                     expected += f", {on_faults} failed on faults that never fired"
-                terminalreporter.write_line(
+                out.write_line(
                     f"streamguard: {counted(len(self.records), 'test')} read streams, "
                     f"{failed} violated a deadline{expected}"
                 )
                 for line in unfired_lines(self.records, strict=self.settings.strict_faults):
-                    terminalreporter.write_line(line)
-            self._write_gate_problems(terminalreporter)
+                    out.write_line(line)
+            self._write_gate_problems(out)
+            self._write_report_paths(out)
             return
-        terminalreporter.section("streamguard")
+        out.section("streamguard")
         if self.workers or self.missing_workers:
             for line in self._worker_lines():
-                terminalreporter.write_line(line)
+                out.write_line(line)
         else:
-            terminalreporter.write_line(
+            out.write_line(
                 f"target: {self.meta.get('target_url', self.meta['target'])}; "
                 f"toxiproxy: {self.meta['toxiproxy']} "
                 f"{self.meta.get('toxiproxy_version', '')}".rstrip()
             )
         if not self.records:
-            terminalreporter.write_line("no test read a stream")
+            out.write_line("no test read a stream")
         else:
             lines = [
-                *summary_lines(self.records),
+                *summary_lines(self.records, out.width),
                 *matrix_lines(self.records),
                 *unfired_lines(self.records, strict=self.settings.strict_faults),
             ]
             for line in lines:
-                terminalreporter.write_line(line)
+                out.write_line(line)
         if self.gate is not None:
             for line in self.gate.table_lines():
-                terminalreporter.write_line(line)
-            self._write_gate_problems(terminalreporter)
+                out.write_line(line)
+            self._write_gate_problems(out)
         if self.settings.save_path is not None:
-            terminalreporter.write_line(f"baseline saved: {self.settings.save_path}")
-        if self.settings.json_path is not None:
-            terminalreporter.write_line(f"JSON report: {self._shown(self.settings.json_path)}")
-        if self.settings.html_path is not None:
-            terminalreporter.write_line(f"HTML report: {self._shown(self.settings.html_path)}")
+            out.write_line(f"baseline saved: {self.settings.save_path}")
+        self._write_report_paths(out)
 
-    def _write_gate_problems(self, terminalreporter: pytest.TerminalReporter) -> None:
+    def _write_report_paths(self, out: _Fitted) -> None:
+        if self.settings.json_path is not None:
+            out.write_line(f"JSON report: {self._shown(self.settings.json_path)}")
+        if self.settings.html_path is not None:
+            out.write_line(f"HTML report: {self._shown(self.settings.html_path)}")
+
+    def _write_gate_problems(self, out: _Fitted) -> None:
         if self.gate is None:
             return
         red = self.gate.failed
         for line in self.gate.problem_lines():
-            terminalreporter.write_line(line, red=red, yellow=not red)
+            out.write_line(line, red=red, yellow=not red)
 
     def pytest_unconfigure(self, config: pytest.Config) -> None:
         """After pytest's counts line (the last line a CI log shows): say that the baseline

@@ -100,6 +100,12 @@ STRICT_FAULTS_HELP = (
     "chunks than came, a fault active on no stream), naming each fault and why; without it a "
     "fault that never fired is a warning line in the summary. Default: off"
 )
+REQUIRE_HELP = (
+    "Make it an error to collect tests that need pytest-streamguard while it is off (no "
+    "--streamguard): a usage error, exit code 4 (under pytest-xdist each such test errors at "
+    "setup), for a CI job that must not go green by skipping them. Default: off (such tests "
+    "are skipped, and the summary says so)"
+)
 
 DEFAULT_READY_PATH = "/readyz"
 DEFAULT_COMPARE_MIN_SAMPLES = 5
@@ -163,6 +169,7 @@ class Settings:
     proxy_ports: range | None = None
     upstream_host: str | None = None
     ray_address: str | None = None
+    require: bool = False
 
     @property
     def target_description(self) -> str:
@@ -198,6 +205,14 @@ def add_options(parser: pytest.Parser) -> None:
         help=STRICT_FAULTS_HELP,
     )
     parser.addini("streamguard_strict_faults", STRICT_FAULTS_HELP, type="bool", default=False)
+    group.addoption(
+        "--streamguard-require",
+        dest="streamguard_require",
+        action="store_true",
+        default=None,
+        help=REQUIRE_HELP,
+    )
+    parser.addini("streamguard_require", REQUIRE_HELP, type="bool", default=False)
     for dest, (help_text, default) in _VALUED_OPTIONS.items():
         flag = "--" + dest.replace("_", "-")
         # argparse %-formats option help (a '%' in an example must be doubled), ini help not.
@@ -421,6 +436,7 @@ def resolve_settings(config: pytest.Config) -> Settings:
         compare_path=Path(compare_raw) if compare_raw else None,
         enabled=_flag(config, "streamguard"),
         strict_faults=_flag(config, "streamguard_strict_faults"),
+        require=_flag(config, "streamguard_require"),
         target_url=target_url,
         target_cmd=target_cmd,
         ready_path=ready_path,

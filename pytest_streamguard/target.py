@@ -42,7 +42,8 @@ BUNDLED_TARGET_HINT = (
 READY_PATH_HINT = (
     "hint: the plugin polls the ready path until it answers 2xx; point "
     "--streamguard-ready-path (ini streamguard_ready_path) at a path your app answers 2xx once "
-    "it is ready, such as /health or /"
+    "it is ready, such as /health or /, or /v1/models on an OpenAI-compatible server such as "
+    "llama-cpp-python's (where /health and / answer 404)"
 )
 
 

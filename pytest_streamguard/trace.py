@@ -11,7 +11,7 @@ import itertools
 from dataclasses import dataclass, field
 from typing import Any
 
-from pytest_streamguard.deadlines import Deadline, assert_traces
+from pytest_streamguard.deadlines import Deadline, assert_traces, check_units
 from pytest_streamguard.stats import ns_to_s, percentile
 
 # Chunks shown at each end of the timeline and around each offending chunk.
@@ -167,6 +167,8 @@ class StreamTrace:
     end_ns: int | None = None
     chunks: list[Chunk] = field(default_factory=list)
     reads: list[tuple[int, int]] = field(default_factory=list)
+    """Every network read of the body as ``(perf_counter_ns, nbytes)``: when it returned and
+    how many bytes it returned (the bytes themselves are in :attr:`chunks`)."""
     heartbeats: int = 0
     heartbeat_ns: list[int] = field(default_factory=list)
     """Arrival stamp of each SSE comment (``: ping``), one per counted heartbeat."""
@@ -233,12 +235,17 @@ class StreamTrace:
         chunk: float | None = None,
         total: float | None = None,
         percentile: float | None = None,
+        *,
+        long: bool = False,
     ) -> None:
         """Raise :class:`~pytest_streamguard.deadlines.DeadlineViolation` if a bound is broken.
 
-        A stream that did not complete always violates.
+        A stream that did not complete always violates. Bounds are seconds: one above 60 s is
+        a ValueError unless ``long=True`` says it is meant.
         """
-        assert_traces([self], Deadline(ttft=ttft, chunk=chunk, total=total, percentile=percentile))
+        deadline = Deadline(ttft=ttft, chunk=chunk, total=total, percentile=percentile)
+        check_units(deadline, long=long, call="assert_deadline")
+        assert_traces([self], deadline)
 
     def active_faults(self) -> tuple[str, ...]:
         """The faults that were on at any time while this stream was read, as written."""

@@ -20,3 +20,15 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 def fuzz_scale(request: pytest.FixtureRequest) -> float:
     """How many times the CI default of requests a fuzz or storm test sends (--fuzz-scale)."""
     return float(request.config.getoption("--fuzz-scale"))
+
+
+@pytest.fixture(autouse=True)
+def _no_inherited_terminal_width(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Inner pytest runs write their streamguard summary as to a log, one row per test.
+
+    The plugin fits that summary to the terminal when it knows the width (a terminal, or
+    ``COLUMNS``); pytest-xdist sets ``COLUMNS`` in its workers, so without this an inner run's
+    layout would depend on whether the suite runs in parallel. A test about the width sets
+    ``COLUMNS`` itself.
+    """
+    monkeypatch.delenv("COLUMNS", raising=False)

@@ -31,7 +31,7 @@ from typing import Any
 import httpx
 
 from pytest_streamguard.client import CONNECT_TIMEOUT, StreamRecorder, aread_stream
-from pytest_streamguard.deadlines import Deadline, assert_traces
+from pytest_streamguard.deadlines import Deadline, assert_traces, check_units
 from pytest_streamguard.display import counted
 from pytest_streamguard.load.transport import LoadTransport
 from pytest_streamguard.stats import percentile
@@ -217,16 +217,19 @@ class LoadResult:
         chunk: float | None = None,
         total: float | None = None,
         percentile: float | None = None,
+        *,
+        long: bool = False,
     ) -> None:
         """Raise :class:`~pytest_streamguard.deadlines.DeadlineViolation` if a bound is broken.
 
         ``chunk`` with ``percentile`` bounds that percentile of the pooled gaps; without it,
         every gap. ``ttft`` and ``total`` bound every stream. A stream that did not complete
-        always violates.
+        always violates. Bounds are seconds: one above 60 s is a ValueError unless
+        ``long=True`` says it is meant.
         """
-        assert_traces(
-            self.traces, Deadline(ttft=ttft, chunk=chunk, total=total, percentile=percentile)
-        )
+        deadline = Deadline(ttft=ttft, chunk=chunk, total=total, percentile=percentile)
+        check_units(deadline, long=long, call="assert_deadline")
+        assert_traces(self.traces, deadline)
 
     def summary(self) -> dict[str, Any]:
         """Counts and pooled percentiles, in seconds."""

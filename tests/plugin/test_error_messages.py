@@ -86,7 +86,8 @@ def ready_server() -> Iterator[Callable[[Callable[[str], int]], _ReadyServer]]:
 READY_PATH_HINT = (
     "hint: the plugin polls the ready path until it answers 2xx; point --streamguard-ready-path "
     "(ini streamguard_ready_path) at a path your app answers 2xx once it is ready, such as "
-    "/health or /"
+    "/health or /, or /v1/models on an OpenAI-compatible server such as llama-cpp-python's "
+    "(where /health and / answer 404)"
 )
 # The startup timeout stays at its 120 s default in these runs. A wrong path is known after
 # 3 s of 4xx answers; ending within 30 s (pytest's own start included, on a busy machine)

@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from pytest_streamguard.client import ReadLimits, StreamRecorder, StreamRequest
+from pytest_streamguard.client import EMPTY_HINT, ReadLimits, StreamRecorder, StreamRequest
 from pytest_streamguard.formats import Frame, Framer, NDJSONFormat, SSEFormat, resolve_format
 
 
@@ -240,8 +240,7 @@ def test_role_chunk_then_bare_done_is_empty() -> None:
     trace = record("openai", chat() + b"\n\ndata: [DONE]\n\n").trace
     assert (trace.completed, trace.error_kind) == (False, "empty")
     assert trace.error == (
-        "the openai stream ended before any token: it sent only role chunk, [DONE] "
-        "(pass allow_empty=True if an empty answer is expected)"
+        f"the openai stream ended before any token: it sent only role chunk, [DONE] ({EMPTY_HINT})"
     )
 
 
@@ -274,8 +273,7 @@ def test_clean_close_of_an_empty_ndjson_body_is_empty() -> None:
     trace = record("ndjson", content_type="application/x-ndjson").trace
     assert (trace.error_kind, trace.error) == (
         "empty",
-        "the ndjson stream ended before any token: it sent nothing "
-        "(pass allow_empty=True if an empty answer is expected)",
+        f"the ndjson stream ended before any token: it sent nothing ({EMPTY_HINT})",
     )
 
 

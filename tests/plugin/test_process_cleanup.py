@@ -127,3 +127,36 @@ def test_ctrl_c_mid_stream_keeps_the_partial_trace_and_ends_promptly(
     # used to wait out the 5 s grace); pytest's own exit is included.
     interrupted_at = float((pytester.path / "interrupted_at").read_text())
     assert ended - interrupted_at < 4.0
+
+
+CTRL_C_MID_LOAD = """
+import os, signal, threading, time
+
+def test_interrupted_load(streamguard):
+    def interrupt_when_streaming():
+        metrics = streamguard.target.metrics
+        while metrics()["stream_app_active_streams"].samples[0].value < 3:
+            time.sleep(0.02)
+        os.kill(os.getpid(), signal.SIGINT)
+
+    threading.Thread(target=interrupt_when_streaming, daemon=True).start()
+    streamguard.load(3, json={"max_new_tokens": 100000, "interval_s": 0.05})
+"""
+
+
+def test_ctrl_c_mid_load_keeps_every_partial_trace(pytester: pytest.Pytester, app_cmd: str) -> None:
+    pytester.makepyfile(CTRL_C_MID_LOAD)
+    result = pytester.runpytest_subprocess(
+        *("--streamguard", "--streamguard-target-cmd", app_cmd, "-p", "no:cacheprovider"),
+        *("--streamguard-json", "r.json"),
+        timeout=60,
+    )
+    assert result.ret == pytest.ExitCode.INTERRUPTED
+    # The summary row counts the load's streams (it used to have none).
+    result.stdout.fnmatch_lines(["*::test_interrupted_load * 3 * error *"])
+    report = json.loads((pytester.path / "r.json").read_text())
+    [test] = report["tests"]
+    assert len(test["traces"]) == 3
+    for trace in test["traces"]:
+        assert (trace["completed"], trace["error_kind"]) == (False, "interrupted")
+        assert trace["end_ns"] is not None

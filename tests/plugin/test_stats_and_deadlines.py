@@ -130,10 +130,16 @@ def test_incomplete_stream_is_always_a_violation() -> None:
     )
 
 
-def test_no_data_event_breaks_ttft() -> None:
-    trace = make_trace([], completed=False, error="timeout")
-    bounds = {v.bound for v in check_trace(trace, Deadline(ttft=0.5))}
-    assert bounds == {"completed", "ttft"}
+def test_no_data_event_breaks_ttft_only_when_it_waited_past_it() -> None:
+    # Waiting 0.8 s for a first token that never came breaks both.
+    waited = make_trace([], completed=False, error="timeout", error_kind="timeout")
+    waited.end_ns = waited.request_ns + 800 * MS
+    found = check_trace(waited, Deadline(ttft=0.5))
+    assert {v.bound for v in found} == {"completed", "ttft"}
+    assert "no data event arrived in 0.800 s (ttft deadline 0.500 s)" in found[1].detail
+    # An empty answer that ended after 5 ms is one violation: it did not complete.
+    quick = make_trace([], completed=False, error="ended before any token", error_kind="empty")
+    assert [v.bound for v in check_trace(quick, Deadline(ttft=0.5))] == ["completed"]
 
 
 def test_allowed_empty_answer_is_timed_to_its_end_against_ttft() -> None:
