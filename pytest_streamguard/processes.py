@@ -48,6 +48,14 @@ _TAIL_LINES = 40
 _STOP_GRACE = 5.0
 _REAPER_SCRIPT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "_reaper.py")
 _URL_IN_LINE = re.compile(r"(https?://[0-9A-Za-z.\-\[\]:]+)")
+_LISTENING_WORD = re.compile(r"\b(listening|running|started|serving|ready|available)\b", re.I)
+# host:port after a space or bracket (so a time such as 0:00:03 is not read as a port).
+_HOST_PORT_IN_LINE = re.compile(
+    r"(?:^|[\s(=@,])(?P<host>\d{1,3}(?:\.\d{1,3}){3}|\[[0-9A-Fa-f:.]*\]|localhost)?"
+    r":(?P<port>\d{1,5})\b"
+)
+_PORT_WORD_IN_LINE = re.compile(r"\bport\s*[:=]?\s*(?P<port>\d{1,5})\b", re.I)
+_WILDCARD_HOST = re.compile(r"(?P<scheme>https?://)(?:0\.0\.0\.0|\[::\]|::|)?:")
 
 
 #: A ready URL that answers a 4xx this long is not a server still starting up: a starting
@@ -290,8 +298,19 @@ class ManagedProcess:
             f"--- last output of {self.name} ---\n{self.tail()}"
         )
 
-    def wait_for_line(self, match: Callable[[str], str | None], timeout: float) -> str:
-        """Wait until a line of output makes ``match`` return a value; return that value."""
+    def wait_for_line(
+        self,
+        match: Callable[[str], str | None],
+        timeout: float,
+        *,
+        probe: Callable[[], str | None] | None = None,
+        waiting_for: str = "printed no listening line",
+    ) -> str:
+        """Wait until a line of output makes ``match`` return a value; return that value.
+
+        ``probe``, when given, is asked too between lines (every 0.2 s at most), and its first
+        value is returned in the same way; ``waiting_for`` words the time-out.
+        """
         deadline = time.monotonic() + timeout
         checked = 0
         with self._new_line:
@@ -301,11 +320,13 @@ class ManagedProcess:
                     checked += 1
                     if found is not None:
                         return found
+                if probe is not None and (probed := probe()) is not None:
+                    return probed
                 if self.popen.poll() is not None and not self._reader.is_alive():
                     raise self.failure("exited before printing its listening line")
                 left = deadline - time.monotonic()
                 if left <= 0:
-                    raise self.failure(f"printed no listening line within {timeout:g} s")
+                    raise self.failure(f"{waiting_for} within {timeout:g} s")
                 self._new_line.wait(min(left, 0.2))
 
     def wait_ready(
@@ -367,7 +388,15 @@ atexit.register(ManagedProcess.stop_all)
 
 
 def listening_url(line: str) -> str | None:
-    """The URL in a listening line: the JSON ``url`` field, or uvicorn's "running on" line."""
+    """The URL in a listening line, as the usual servers word it.
+
+    The plugin's own JSON line (its ``url`` field), or a line that says it listens (listening,
+    running, started, serving, ready, available) and names a URL, a ``host:port`` or a
+    ``port N``: uvicorn's ``Uvicorn running on http://...``, Node's and Express's
+    ``listening on http://...``, Fastify's ``Server listening at ...``, Next.js's ``ready -
+    started server on 0.0.0.0:3000``, Go's ``Listening on :8080``, Spring's ``Tomcat started on
+    port 8080 (http)``. A wildcard address (``0.0.0.0``, ``::``, none) is reached on 127.0.0.1.
+    """
     stripped = line.strip()
     if stripped.startswith("{"):
         try:
@@ -377,12 +406,65 @@ def listening_url(line: str) -> str | None:
         except ValueError:
             parsed = None
         if isinstance(parsed, dict) and isinstance(parsed.get("url"), str):
-            return str(parsed["url"]).rstrip("/")
-    if "running on" in stripped.lower():
-        found = _URL_IN_LINE.search(stripped)
-        if found:
-            return found.group(1).rstrip("/")
-    return None
+            return _reachable(str(parsed["url"]).rstrip("/"))
+    if not _LISTENING_WORD.search(stripped):
+        return None
+    found = _URL_IN_LINE.search(stripped)
+    if found:
+        return _reachable(found.group(1).rstrip("/"))
+    address = _HOST_PORT_IN_LINE.search(stripped) or _PORT_WORD_IN_LINE.search(stripped)
+    if address is None:
+        return None
+    host = address.groupdict().get("host") or ""
+    port = int(address.group("port"))
+    if not 0 < port < 65536:
+        return None
+    return _reachable(f"http://{host}:{port}")
+
+
+def _reachable(url: str) -> str:
+    """``url`` with a wildcard or missing host replaced by 127.0.0.1, where a client can dial."""
+    return _WILDCARD_HOST.sub(r"\g<scheme>127.0.0.1:", url, count=1)
+
+
+def listening_ports(pgid: int) -> list[int]:
+    """TCP ports in LISTEN state held by any process of the process group ``pgid`` (Linux).
+
+    Read from ``/proc``: the socket inodes among each group member's open files, matched with
+    ``/proc/net/tcp`` and ``tcp6``. Elsewhere (no ``/proc``) the list is empty, and the port
+    must come from ``{port}`` or a listening line. Sorted, without duplicates.
+    """
+    inodes: set[str] = set()
+    try:
+        pids = [entry for entry in os.listdir("/proc") if entry.isdigit()]
+    except OSError:
+        return []
+    for pid in pids:
+        try:
+            with open(f"/proc/{pid}/stat", encoding="ascii", errors="replace") as stat:
+                # The fields after the parenthesised command name: state ppid pgrp ...
+                fields = stat.read().rsplit(")", 1)[1].split()
+            if int(fields[2]) != pgid:
+                continue
+            for fd in os.listdir(f"/proc/{pid}/fd"):
+                target = os.readlink(f"/proc/{pid}/fd/{fd}")
+                if target.startswith("socket:["):
+                    inodes.add(target[8:-1])
+        except (OSError, IndexError, ValueError):
+            continue  # the process ended meanwhile, or is not ours to read
+    ports: set[int] = set()
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        try:
+            with open(table, encoding="ascii") as rows:
+                next(rows, None)
+                for row in rows:
+                    columns = row.split()
+                    # local_address is HEXADDR:HEXPORT; state 0A is LISTEN; column 9 the inode.
+                    if len(columns) > 9 and columns[3] == "0A" and columns[9] in inodes:
+                        ports.add(int(columns[1].rsplit(":", 1)[1], 16))
+        except OSError:
+            continue
+    return sorted(ports)
 
 
 def toxiproxy_listening(line: str) -> str | None:

@@ -26,13 +26,16 @@ ENABLE_HELP = (
 )
 TARGET_URL_HELP = "Base URL of a target app that is already running (no process is started)"
 TARGET_CMD_HELP = (
-    "Command that starts the target app (no shell); '{port}' is replaced by a free port, "
-    "otherwise the command must print its listening URL on stdout. "
+    "Command that starts the target app (no shell); '{port}' is replaced by a free port, which "
+    "is also in the PORT environment variable; without '{port}' the port is read from a "
+    "listening line the app prints or from its listening socket (within 15 s). A leading "
+    "'python' is the interpreter running pytest. "
     "Default: the bundled target_app with the tiny model"
 )
 TARGET_ARGS_HELP = (
     "Extra command-line flags for the target the plugin starts (the bundled target_app or "
-    "--streamguard-target-cmd), split like a shell would, e.g. '--model gpt2 --heartbeat 0.5'"
+    "--streamguard-target-cmd), split like a shell would, e.g. '--model gpt2 --heartbeat 0.5'; "
+    "a single flag needs the = form: --streamguard-target-args=--flag"
 )
 READY_PATH_HELP = (
     "Path polled on the target until it answers 2xx (a 4xx for 3 s fails the start). "

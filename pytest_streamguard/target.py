@@ -8,12 +8,13 @@ once with a hint naming the option, since no waiting turns a wrong path into a r
 
 from __future__ import annotations
 
+import functools
 import importlib.util
 import os
 import shlex
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -28,6 +29,7 @@ from pytest_streamguard.processes import (
     ReadyPathError,
     StartupError,
     free_port,
+    listening_ports,
     listening_url,
     poll_until_ok,
 )
@@ -153,15 +155,20 @@ def start_target(settings: Settings, extra_args: Sequence[str] = ()) -> Target:
     description = settings.target_description
     if extra_args:
         description += f" with {shlex.join(extra_args)}"
+    find_port: Callable[[], str] | None = None
     if settings.target_cmd is not None:
-        argv = list(settings.target_cmd)
+        argv = _with_pytests_python(list(settings.target_cmd))
         fixed_url = None
+        port = free_port()
         if any("{port}" in arg for arg in argv):
-            port = free_port()
             argv = [arg.replace("{port}", str(port)) for arg in argv]
             fixed_url = f"http://127.0.0.1:{port}"
-        process = ManagedProcess("target", [*argv, *flags])
+        # PORT is what most frameworks read (Node, Express, Next.js, Go and Ruby apps, Heroku's
+        # and Cloud Run's convention), so an app that reads it binds the port chosen here.
+        process = ManagedProcess("target", [*argv, *flags], env={"PORT": str(port)})
         kind = "command"
+        if fixed_url is None:
+            find_port = functools.partial(_find_port, process, port)
     else:
         # -P keeps the working directory off sys.path, so a user's own `target_app` folder
         # cannot stand in for the bundled one.
@@ -170,7 +177,10 @@ def start_target(settings: Settings, extra_args: Sequence[str] = ()) -> Target:
         process = ManagedProcess("bundled target_app", [*argv, *flags], env=bundled_target_env())
         kind = "bundled"
     try:
-        url = fixed_url or process.wait_for_line(listening_url, settings.startup_timeout)
+        if find_port is not None:
+            url = find_port()
+        else:
+            url = fixed_url or process.wait_for_line(listening_url, settings.startup_timeout)
         process.wait_ready(
             url + settings.ready_path,
             settings.startup_timeout,
@@ -188,6 +198,61 @@ def start_target(settings: Settings, extra_args: Sequence[str] = ()) -> Target:
         process.stop()
         raise
     return Target(url, kind, description, process)
+
+
+#: How long a command without ``{port}`` has to show its port (a listening line or a listening
+#: socket) before the start fails with a hint, instead of waiting out the startup timeout.
+PORT_DISCOVERY_S = 15.0
+
+PORT_HINT = (
+    "hint: the plugin finds your app's port from '{port}' in --streamguard-target-cmd "
+    "(replaced by a free port, e.g. 'python app.py --port {port}'), from the PORT environment "
+    "variable it sets for the command (PORT=%d here; most frameworks read it, or write "
+    "'env PORT={port} node server.js'), from a line your app prints such as "
+    "'listening on http://127.0.0.1:8080', or from the socket the app listens on; an app "
+    "that binds later than %g s after its start needs '{port}' or PORT"
+)
+
+
+def _find_port(process: ManagedProcess, port: int) -> str:
+    """The URL of a started command without ``{port}``: a listening line, else its own socket.
+
+    The socket wins when the process group listens on exactly one port, or on the ``PORT`` it
+    was given; several ports and no line keep the wait going (a metrics port beside the app's).
+    """
+
+    def listening_socket() -> str | None:
+        ports = listening_ports(process.pid)
+        if port in ports:
+            return f"http://127.0.0.1:{port}"
+        if len(ports) == 1:
+            return f"http://127.0.0.1:{ports[0]}"
+        return None
+
+    try:
+        return process.wait_for_line(
+            listening_url,
+            PORT_DISCOVERY_S,
+            probe=listening_socket,
+            waiting_for="printed no listening line and opened no listening socket",
+        )
+    except StartupError as exc:
+        if process.popen.poll() is not None:
+            raise  # it crashed: its output says why, not the port
+        found = listening_ports(process.pid)
+        several = f" (it listens on ports {', '.join(map(str, found))})" if found else ""
+        raise StartupError(f"{exc}{several}\n{PORT_HINT % (port, PORT_DISCOVERY_S)}") from None
+
+
+def _with_pytests_python(argv: list[str]) -> list[str]:
+    """``argv`` with a leading ``python`` or ``python3`` run by the interpreter running pytest.
+
+    ``.venv/bin/pytest`` without an activated virtual environment would otherwise start
+    whatever ``python`` PATH finds first, without the app's packages.
+    """
+    if argv and argv[0] in ("python", "python3"):
+        return [sys.executable, *argv[1:]]
+    return argv
 
 
 def bundled_target_env() -> dict[str, str]:

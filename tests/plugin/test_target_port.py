@@ -1,0 +1,242 @@
+"""How the plugin finds the port of an app it starts without ``{port}``, as a user's app words it.
+
+A Node.js gateway that prints its own listening line, a Python app that reads ``PORT`` and logs
+nothing, an app that never listens (a clear error within seconds naming ``{port}``), and a
+leading ``python`` that must be pytest's own interpreter, not whatever PATH finds.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import socket
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from plugin_helpers import wait_until
+
+from pytest_streamguard.processes import ManagedProcess, listening_ports, listening_url
+from pytest_streamguard.target import PORT_DISCOVERY_S
+
+# What each framework prints once it listens (their own words), and the URL the plugin dials.
+FRAMEWORK_LINES = [
+    ("gateway listening on http://127.0.0.1:8080", "http://127.0.0.1:8080"),
+    ('{"level":30,"msg":"Server listening at http://127.0.0.1:3000"}', "http://127.0.0.1:3000"),
+    (
+        "ready - started server on 0.0.0.0:3000, url: http://localhost:3000",
+        "http://localhost:3000",
+    ),
+    ("2026/12/04 12:00:00 Listening on :8080", "http://127.0.0.1:8080"),
+    ("Tomcat started on port 8080 (http) with context path ''", "http://127.0.0.1:8080"),
+    (
+        "INFO:     Uvicorn running on http://0.0.0.0:8000 (Press CTRL+C to quit)",
+        "http://127.0.0.1:8000",
+    ),
+    (" * Running on http://127.0.0.1:5000", "http://127.0.0.1:5000"),
+    ("serving on [::]:9000", "http://127.0.0.1:9000"),
+    (
+        '{"message": "streamguard target listening", "url": "http://127.0.0.1:5001"}',
+        "http://127.0.0.1:5001",
+    ),
+]
+# Lines that name a time, a progress figure or nothing to listen on.
+NOT_LISTENING = [
+    "Server started in 0:00:03",
+    "loading model 50% (12:30)",
+    "ready in 3.2s",
+    "connected to redis at 127.0.0.1:6379",
+]
+
+NODE_GATEWAY = """
+const http = require("http");
+const server = http.createServer((req, res) => {
+  if (req.url === "/readyz") { res.end("ok"); return; }
+  res.writeHead(200, {"content-type": "text/event-stream"});
+  for (const word of ["hello", " from", " node"]) {
+    const chunk = {choices: [{index: 0, delta: {content: word}, finish_reason: null}]};
+    res.write("data: " + JSON.stringify(chunk) + "\\n\\n");
+  }
+  res.write('data: {"choices":[{"index":0,"delta":{},"finish_reason":"stop"}]}\\n\\n');
+  res.end("data: [DONE]\\n\\n");
+});
+// Port 0 and its own log line: nothing tells the plugin the port but that line.
+server.listen(0, "127.0.0.1", () => {
+  console.log("gateway listening on http://127.0.0.1:" + server.address().port);
+});
+"""
+
+# Reads PORT, as most frameworks do, and prints nothing at all.
+SILENT_PORT_APP = """
+import os
+from http.server import BaseHTTPRequestHandler, HTTPServer
+
+class Handler(BaseHTTPRequestHandler):
+    def log_message(self, *args):
+        pass
+
+    def do_GET(self):
+        self.send_response(200)
+        self.end_headers()
+        self.wfile.write(b"ok")
+
+HTTPServer(("127.0.0.1", int(os.environ["PORT"])), Handler).serve_forever()
+"""
+
+READY_ONLY_TEST = """
+import pytest
+
+def test_target_found(streamguard):
+    assert streamguard.target.url.startswith("http://127.0.0.1:")
+"""
+
+STREAM_TEST = """
+import pytest
+
+@pytest.mark.token_deadline(ttft=5.0, chunk=5.0)
+def test_gateway_streams(streamguard):
+    trace = streamguard.stream("/v1/chat/completions", json={"stream": True}, format="openai")
+    assert trace.completed, trace.error
+    assert trace.text == "hello from node"
+"""
+
+
+@pytest.mark.parametrize(("line", "url"), FRAMEWORK_LINES)
+def test_listening_lines_of_the_usual_frameworks(line: str, url: str) -> None:
+    assert listening_url(line) == url
+
+
+@pytest.mark.parametrize("line", NOT_LISTENING)
+def test_lines_that_do_not_listen(line: str) -> None:
+    assert listening_url(line) is None
+
+
+def test_listening_ports_of_a_process_group(tmp_path: Path) -> None:
+    port_file = tmp_path / "port"
+    code = (
+        "import socket, sys, time\n"
+        "s = socket.socket(); s.bind(('127.0.0.1', 0)); s.listen()\n"
+        f"open({str(port_file)!r}, 'w').write(str(s.getsockname()[1]))\n"
+        "time.sleep(60)\n"
+    )
+    process = ManagedProcess("listener", [sys.executable, "-c", code])
+    try:
+        wait_until(
+            lambda: port_file.exists() and bool(port_file.read_text()), 30, "the child's port"
+        )
+        assert listening_ports(process.pid) == [int(port_file.read_text())]
+    finally:
+        process.stop()
+    with socket.socket() as other:
+        other.bind(("127.0.0.1", 0))
+        other.listen()
+        # A socket of this process (another group) is not the child's.
+        assert other.getsockname()[1] not in listening_ports(process.pid)
+
+
+def node_or_fail() -> str:
+    """The node binary; absent, the test skips, except on CI, where it must run."""
+    node = shutil.which("node")
+    if node is None:
+        if os.environ.get("CI"):
+            pytest.fail("node is not on PATH; CI must run the Node.js gateway tests")
+        pytest.skip("node is not on PATH (the Node.js gateway tests need it)")
+    return node
+
+
+def test_node_gateway_found_by_its_listening_line(
+    pytester: pytest.Pytester, toxiproxy_url: str
+) -> None:
+    node = node_or_fail()
+    pytester.path.joinpath("server.js").write_text(NODE_GATEWAY)
+    pytester.makepyfile(STREAM_TEST)
+    started = time.monotonic()
+    result = pytester.runpytest_subprocess(
+        "--streamguard",
+        "--streamguard-toxiproxy",
+        toxiproxy_url,
+        "--streamguard-target-cmd",
+        f"{node} server.js",
+        "-p",
+        "no:cacheprovider",
+    )
+    result.assert_outcomes(passed=1)
+    # Found by its line, not by waiting out a timeout.
+    assert time.monotonic() - started < PORT_DISCOVERY_S + 30
+
+
+def test_app_that_reads_port_and_logs_nothing(
+    pytester: pytest.Pytester, toxiproxy_url: str
+) -> None:
+    pytester.path.joinpath("app.py").write_text(SILENT_PORT_APP)
+    pytester.makepyfile(READY_ONLY_TEST)
+    result = pytester.runpytest_subprocess(
+        "--streamguard",
+        "--streamguard-toxiproxy",
+        toxiproxy_url,
+        "--streamguard-target-cmd",
+        f"{sys.executable} app.py",
+        "--streamguard-ready-path",
+        "/",
+        "-p",
+        "no:cacheprovider",
+    )
+    result.assert_outcomes(passed=1)
+
+
+def test_app_without_a_port_fails_within_seconds_naming_the_placeholder(
+    pytester: pytest.Pytester, toxiproxy_url: str
+) -> None:
+    pytester.makepyfile(READY_ONLY_TEST)
+    started = time.monotonic()
+    result = pytester.runpytest_subprocess(
+        "--streamguard",
+        "--streamguard-toxiproxy",
+        toxiproxy_url,
+        "--streamguard-target-cmd",
+        f'{sys.executable} -c "import time; time.sleep(120)"',
+        "-p",
+        "no:cacheprovider",
+    )
+    elapsed = time.monotonic() - started
+    result.assert_outcomes(errors=1)
+    result.stdout.fnmatch_lines(
+        [
+            "*printed no listening line and opened no listening socket within 15 s*",
+            "*hint: the plugin finds your app's port from '{port}' in --streamguard-target-cmd*",
+        ]
+    )
+    assert "PORT=" in result.stdout.str()
+    # The issue's bound: within 20 s of the start, not the 120 s startup timeout (the rest is
+    # pytest's own start and the embedded proxy's, under a generous allowance for a busy machine).
+    assert elapsed < 60, elapsed
+
+
+def test_leading_python_is_pytests_own_interpreter(
+    pytester: pytest.Pytester, toxiproxy_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A `python` first on PATH that is not the one running pytest, as a venv's pytest run
+    # without activating the venv finds.
+    fake_bin = pytester.path / "fake-bin"
+    fake_bin.mkdir()
+    for name in ("python", "python3"):
+        fake = fake_bin / name
+        fake.write_text("#!/bin/sh\necho 'the wrong python' >&2\nexit 7\n")
+        fake.chmod(0o755)
+    pytester.path.joinpath("app.py").write_text(SILENT_PORT_APP)
+    pytester.makepyfile(READY_ONLY_TEST)
+    monkeypatch.setenv("PATH", f"{fake_bin}{os.pathsep}{os.environ.get('PATH', '')}")
+    result = pytester.runpytest_subprocess(
+        "--streamguard",
+        "--streamguard-toxiproxy",
+        toxiproxy_url,
+        "--streamguard-target-cmd",
+        "python app.py --port {port}",
+        "--streamguard-ready-path",
+        "/",
+        "-p",
+        "no:cacheprovider",
+    )
+    result.assert_outcomes(passed=1)
+    assert "the wrong python" not in result.stdout.str()
