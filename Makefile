@@ -10,6 +10,16 @@ REPORTS := reports
 SYSTEM_PACKAGES := nginx-light chromium
 # CI (and a developer) can pass extra pytest arguments: make test PYTEST_ARGS="-x -k toxic"
 PYTEST_ARGS ?=
+# make test runs each pytest on PYTEST_WORKERS pytest-xdist workers (2: a 2-core machine's
+# worth; `auto` takes one per core, 0 runs in one process). pytest keeps the last -n it is
+# given, so PYTEST_ARGS="-n 4" (or "-n 0") on top of the default works as well. --dist loadfile
+# keeps each test file on one worker: a module-scoped fixture (a bundled target with torch, the
+# fresh venv of tests/install, the Ray cluster, the browser page) starts once, not once per
+# worker. (--dist loadgroup would not help: xdist 3.8 marks its groups by rewriting a test's
+# node id, which pytest 9 no longer lets it do, so the groups are silently ignored.)
+PYTEST_WORKERS ?= 2
+XDIST = -n $(PYTEST_WORKERS) --dist loadfile
+MYPY = $(BIN)/mypy
 
 .PHONY: all install system-deps lint docs test demo bench clean
 
@@ -42,7 +52,7 @@ system-deps:
 lint: $(STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
-	$(BIN)/mypy
+	$(MYPY)
 
 # The documentation site under site/ (offline: no plugin fetches anything); --strict turns
 # every warning (a broken link, a missing page, an unresolved API name) into a failure.
@@ -58,11 +68,23 @@ RESILIENCE = $(BIN)/pytest --streamguard tests/resilience -p no:cacheprovider \
 	  --junitxml $(REPORTS)/junit.xml
 
 # pytest's exit code 5 (no tests collected) fails this target like any other non-zero code.
-# Everything but the resilience suite, then the resilience suite: CI runs only this target.
-test: install lint docs
-	$(BIN)/pytest --ignore tests/resilience $(PYTEST_ARGS)
+# Everything but the resilience suite, then the resilience suite, each on $(PYTEST_WORKERS)
+# xdist workers: CI runs only this target. The lint of `make lint` runs here too, but mypy (the
+# slow part, half a minute on one core) runs beside the first pytest at the lowest priority
+# (nice 19), so it takes only the CPU the tests leave idle; its output is printed after that
+# pytest, and either failing fails the target (mypy is stopped if the run is interrupted).
+test: install docs
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+	@log=$$(mktemp); nice -n 19 $(MYPY) >$$log 2>&1 & typing=$$!; \
+	trap 'kill $$typing 2>/dev/null; rm -f $$log; exit 130' INT TERM; \
+	echo "$(MYPY) (at nice 19, beside the tests)"; \
+	$(BIN)/pytest $(XDIST) --ignore tests/resilience $(PYTEST_ARGS); tests=$$?; \
+	wait $$typing; typed=$$?; cat $$log; rm -f $$log; \
+	[ $$typed = 0 ] || echo "mypy failed (exit code $$typed)" >&2; \
+	[ $$tests = 0 ] && [ $$typed = 0 ]
 	mkdir -p $(REPORTS)
-	$(RESILIENCE) $(PYTEST_ARGS)
+	$(RESILIENCE) $(XDIST) $(PYTEST_ARGS)
 
 demo: install
 	mkdir -p $(REPORTS)
