@@ -427,6 +427,11 @@ class StreamRecorder:
         else:
             what = f"no token {elapsed:.3f} s after the request"
             limit = f"client read limit {limits.first:.3f} s"
+        rate = self.request.slow_reader_bps
+        if rate is not None:
+            # The reader's own pace is the first suspect: a rate meant as KB/s reads a 1 KB event
+            # in minutes.
+            limit += f"; the client read at slow_reader({rate:g}), {rate:g} bytes/s"
         self.fail("timeout", f"{what} ({limit})")
 
     def feed(self, data: bytes, stamp_ns: int) -> None:

@@ -74,13 +74,26 @@ class FaultsNotFired(AssertionError):
         )
 
 
-def _number(fault: str, name: str, value: Any, *, minimum: float, integer: bool = False) -> float:
-    kind = "an integer" if integer else "a number"
+def _number(
+    fault: str,
+    name: str,
+    value: Any,
+    *,
+    minimum: float,
+    integer: bool = False,
+    unit: str = "",
+) -> float:
+    kind = ("an integer" if integer else "a number") + (f" of {unit}" if unit else "")
     if isinstance(value, bool) or not isinstance(value, int | float):
         raise ValueError(f"faults.{fault}({name}={value!r}): expected {kind} >= {minimum:g}")
     if not math.isfinite(value) or value < minimum or (integer and value != int(value)):
         raise ValueError(f"faults.{fault}({name}={value!r}): expected {kind} >= {minimum:g}")
     return float(value)
+
+
+#: Below this a slow reader's rate is more likely KB/s written as bytes/s than meant: a 1 KB
+#: event then takes over 15 s to read. ``slow_reader(rate, tiny=True)`` says it is meant.
+SLOW_READER_TINY_BPS = 64
 
 
 class _Stall:
@@ -264,9 +277,19 @@ class Faults:
         return record
 
     def latency(self, ms: float, jitter: float = 0, stream: str = "downstream") -> FaultRecord:
-        """Delay every chunk by ``ms`` milliseconds (± ``jitter``) on ``stream``."""
-        _number("latency", "ms", ms, minimum=0)
-        _number("latency", "jitter", jitter, minimum=0)
+        """Delay every chunk by ``ms`` milliseconds (± ``jitter`` milliseconds) on ``stream``.
+
+        Toxiproxy's latency toxic takes whole milliseconds, so a delay between 0 and 1 ms (most
+        likely seconds written where milliseconds are meant) is refused."""
+        _number("latency", "ms", ms, minimum=0, unit="milliseconds")
+        _number("latency", "jitter", jitter, minimum=0, unit="milliseconds")
+        for name, value in (("ms", ms), ("jitter", jitter)):
+            if 0 < value < 1:
+                raise ValueError(
+                    f"faults.latency({name}={value!r}): the latency is in milliseconds, and "
+                    f"Toxiproxy applies whole milliseconds ({value!r} ms would be 0); "
+                    f"for {value!r} seconds write {round(value * 1000)}"
+                )
         if stream not in STREAMS:
             raise ValueError(
                 f"faults.latency(stream={stream!r}): expected one of {', '.join(STREAMS)}"
@@ -280,7 +303,7 @@ class Faults:
     def stall(self, after_chunks: int, seconds: float) -> FaultRecord:
         """Pause an open stream for ``seconds`` once it has delivered ``after_chunks`` events."""
         _number("stall", "after_chunks", after_chunks, minimum=1, integer=True)
-        _number("stall", "seconds", seconds, minimum=0)
+        _number("stall", "seconds", seconds, minimum=0, unit="seconds")
         if seconds <= 0:
             raise ValueError(f"faults.stall(seconds={seconds!r}): expected a number > 0")
         record = FaultRecord(
@@ -293,11 +316,21 @@ class Faults:
         self._triggers.append(_Stall(self, record, int(after_chunks), float(seconds)))
         return record
 
-    def slow_reader(self, bytes_per_second: float) -> FaultRecord:
-        """Read every later stream of the test at ``bytes_per_second`` through a receive buffer
-        of about half a second of it, so backpressure reaches the server; the proxy is
-        throttled too, a little above the rate. Up to 10 MB/s (``SLOW_READER_MAX_BPS``)."""
-        _number("slow_reader", "bytes_per_second", bytes_per_second, minimum=1)
+    def slow_reader(self, bytes_per_second: float, *, tiny: bool = False) -> FaultRecord:
+        """Read every later stream of the test at ``bytes_per_second`` (bytes, not KB) through a
+        receive buffer of about half a second of it, so backpressure reaches the server; the
+        proxy is throttled too, a little above the rate. Up to 10 MB/s
+        (``SLOW_READER_MAX_BPS``). A rate under 64 bytes/s is refused as a likely unit slip
+        unless ``tiny=True`` says it is meant."""
+        _number("slow_reader", "bytes_per_second", bytes_per_second, minimum=1, unit="bytes/s")
+        if bytes_per_second < SLOW_READER_TINY_BPS and not tiny:
+            raise ValueError(
+                f"faults.slow_reader(bytes_per_second={bytes_per_second!r}): the rate is in "
+                f"bytes per second, so a 1 KB event would take "
+                f"{1000 / bytes_per_second:.0f} s to read; for {bytes_per_second!r} KB/s write "
+                f"slow_reader({bytes_per_second * 1000:g}), or pass tiny=True if "
+                f"{bytes_per_second!r} bytes/s is meant"
+            )
         if bytes_per_second > SLOW_READER_MAX_BPS:
             raise ValueError(
                 f"faults.slow_reader(bytes_per_second={bytes_per_second!r}): at most "
@@ -321,7 +354,7 @@ class Faults:
 
     def bandwidth(self, kb_per_second: float) -> FaultRecord:
         """Limit the downstream to ``kb_per_second`` KB/s (1 KB = 1000 bytes)."""
-        _number("bandwidth", "kb_per_second", kb_per_second, minimum=1, integer=True)
+        _number("bandwidth", "kb_per_second", kb_per_second, minimum=1, integer=True, unit="KB/s")
         return self._toxics(
             "bandwidth",
             {"kb_per_second": kb_per_second},

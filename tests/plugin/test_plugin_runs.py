@@ -226,6 +226,15 @@ def test_slow_reader(streamguard):
     # ~5.4 kB at 5 kB/s: at least 0.8 s even with generous rounding.
     assert trace.total >= 0.8
 
+def test_slow_reader_timeout_names_the_rate(streamguard):
+    # 100 bytes/s against 500-byte chunks: a chunk takes seconds, the read limit is 0.5 s.
+    streamguard.faults.slow_reader(100)
+    trace = streamguard.stream(
+        json={"max_new_tokens": 10, "interval_s": 0, "pad": 500}, read_timeout=0.5
+    )
+    assert trace.error_kind == "timeout", trace.error
+    assert "the client read at slow_reader(100), 100 bytes/s" in trace.error
+
 def test_bandwidth(streamguard):
     streamguard.faults.bandwidth(kb_per_second=5)
     trace = streamguard.stream(json={"max_new_tokens": 10, "interval_s": 0, "pad": 500})
@@ -273,7 +282,12 @@ def test_faults_are_undone_between_tests(streamguard, toxiproxy):
     assert streamguard.stream(json=BODY).completed
 
 @pytest.mark.parametrize(("call", "message"), [
-    ("latency(-1)", "faults.latency(ms=-1): expected a number >= 0"),
+    ("latency(-1)", "faults.latency(ms=-1): expected a number of milliseconds >= 0"),
+    ("latency(0.3)", "faults.latency(ms=0.3): the latency is in milliseconds, and Toxiproxy "
+     "applies whole milliseconds (0.3 ms would be 0); for 0.3 seconds write 300"),
+    ("slow_reader(2)", "faults.slow_reader(bytes_per_second=2): the rate is in bytes per "
+     "second, so a 1 KB event would take 500 s to read; for 2 KB/s write slow_reader(2000), "
+     "or pass tiny=True if 2 bytes/s is meant"),
     ("latency(10, stream='sideways')", "expected one of upstream, downstream"),
     ("stall(0, 1)", "faults.stall(after_chunks=0): expected an integer >= 1"),
     ("slicer(10, size_variation=10)", "expected less than average_size"),
@@ -289,7 +303,7 @@ def test_bad_fault_arguments(streamguard, call, message):
 def test_each_fault_has_its_effect(pytester: pytest.Pytester, run) -> None:  # type: ignore[no-untyped-def]
     pytester.makepyfile(test_faults=FAULT_TESTS)
     result = run("-v")
-    result.assert_outcomes(passed=16)
+    result.assert_outcomes(passed=19)
 
 
 def test_json_report_and_junit_properties(pytester: pytest.Pytester, run) -> None:  # type: ignore[no-untyped-def]
