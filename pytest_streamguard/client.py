@@ -79,6 +79,8 @@ SLOW_READER_PIECE_SECONDS = 0.02
 _TIMER_SLACK_S = 0.002
 # Failures of the connection itself; after the format's end arrived they cost nothing.
 _TRANSPORT_KINDS = frozenset({"cut", "reset", "timeout", "network"})
+#: What ``expect=`` accepts: None (the stream completes) or ``"cut"``.
+EXPECTED_OUTCOMES = (None, "cut")
 # format="auto": the Accept header sent, and the content types that are never a stream.
 _AUTO_ACCEPT = "text/event-stream, application/x-ndjson;q=0.9, */*;q=0.8"
 _AUTO_REFUSED = frozenset({"application/json", "text/html"})
@@ -151,7 +153,9 @@ class StreamRequest:
     :class:`~pytest_streamguard.formats.StreamFormat`; ``allow_empty``: an answer without any
     token is expected, so its end completes it instead of making it ``empty``;
     ``require_done``: only the protocol's terminal frame, such as openai's ``data: [DONE]``,
-    ends the stream, so a ``finish_reason`` followed by a close without it is ``truncated``)."""
+    ends the stream, so a ``finish_reason`` followed by a close without it is ``truncated``;
+    ``expect="cut"``: the test expects the connection to end before the protocol's end, so a
+    cut is its verdict's pass and a completed stream its failure)."""
 
     method: str
     url: str
@@ -162,6 +166,7 @@ class StreamRequest:
     slow_reader_bps: float | None = None
     allow_empty: bool = False
     require_done: bool = False
+    expect: str | None = None
     # Told each time a slow reader waits to keep to its rate (seconds), so the fault can say
     # whether it acted.
     on_pace: Callable[[float], None] | None = None
@@ -172,6 +177,11 @@ class StreamRequest:
             raise ValueError(f"allow_empty={self.allow_empty!r}: expected True or False")
         if not isinstance(self.require_done, bool):
             raise ValueError(f"require_done={self.require_done!r}: expected True or False")
+        if self.expect not in EXPECTED_OUTCOMES:
+            raise ValueError(
+                f"expect={self.expect!r}: expected None (the stream completes) or 'cut' (the "
+                "connection ends before the protocol's end: closed, reset or cut)"
+            )
         if self.require_done and self.stream_format is not None and self.stream_format.end_on_eof:
             raise ValueError(
                 f"require_done=True: the {self.stream_format.name} format has no terminal frame "
@@ -223,6 +233,7 @@ class StreamRecorder:
             format=AUTO if self.format is None else self.format.name,
             format_auto=self.format is None,
             request_ns=0,
+            expect=request.expect,
         )
         self._on_chunk = on_chunk
         self._framer = None if self.format is None else Framer(self.format.framing)

@@ -39,6 +39,7 @@ class CheckedStream(Protocol):
     error_kind: str | None
     end_ns: int | None
     caught: list[str]
+    expect: str | None
 
     @property
     def chunks(self) -> Sequence[StampedChunk]:
@@ -152,6 +153,7 @@ SHOWN_HEADLINES = 6
 TIMELINE_LINES = 14
 _BOUND_WORDS = {
     "completed": "did not complete",
+    "expect": "was not cut as expected",
     "ttft": "ttft",
     "chunk": "chunk gap",
     "total": "total",
@@ -174,7 +176,7 @@ def _severity(violations: list[Violation]) -> tuple[int, float]:
         ),
         default=0.0,
     )
-    return (0 if any(v.bound == "completed" for v in violations) else 1, -ratio)
+    return (0 if any(v.bound in ("completed", "expect") for v in violations) else 1, -ratio)
 
 
 def _clip(timeline: str, limit: int) -> list[str]:
@@ -247,11 +249,31 @@ def format_violations(
     return "\n".join(lines)
 
 
+#: The error kinds in which the connection ended before the protocol's end: what
+#: ``expect="cut"`` expects.
+CUT_KINDS = frozenset({"truncated", "cut", "reset", "network"})
+
+
 def check_trace(trace: CheckedStream, deadline: Deadline) -> list[Violation]:
     """Every way ``trace`` breaks ``deadline``; a stream that did not complete always does."""
     found: list[tuple[str, float | None, float | None, int | None, str]] = []
     marks: dict[int, str] = {}
-    if not trace.completed:
+    cut = not trace.completed and trace.error_kind in CUT_KINDS
+    if trace.expect == "cut" and not cut:
+        what = "completed" if trace.completed else f"{trace.error_kind}: {trace.error}"
+        found.append(
+            (
+                "expect",
+                trace.total,
+                None,
+                len(trace.chunks),
+                f"expected a cut (expect='cut'), but the stream was not cut ({what}) "
+                f"after {counted(len(trace.chunks), 'chunk')}",
+            )
+        )
+    elif not trace.completed and trace.expect != "cut":
+        # (A cut the test asked for is no violation; what came before it is still held to
+        # the bounds below.)
         trailing = ""
         if trace.chunks and trace.end_ns is not None:
             idle = ns_to_s(trace.end_ns - trace.chunks[-1].stamp_ns)
@@ -286,7 +308,7 @@ def check_trace(trace: CheckedStream, deadline: Deadline) -> list[Violation]:
             # A stream that ended without a token already broke "completed" above; its ttft is
             # broken too only if it was still waiting when the ttft deadline ran out.
             waited = trace.total
-            if waited is None or waited > deadline.ttft:
+            if (waited is None or waited > deadline.ttft) and not (trace.expect == "cut" and cut):
                 after = "" if waited is None else f" in {waited:.3f} s"
                 found.append(
                     (

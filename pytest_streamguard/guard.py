@@ -85,6 +85,7 @@ class StreamGuard:
         read_timeout: float | None,
         allow_empty: bool = False,
         require_done: bool = False,
+        expect: str | None = None,
     ) -> StreamRequest:
         """Validate a stream's arguments into the request to send through the proxy."""
         if not path.startswith("/"):
@@ -110,6 +111,7 @@ class StreamGuard:
             limits=limits,
             slow_reader_bps=self.faults.slow_reader_bps,
             allow_empty=allow_empty,
+            expect=expect,
             require_done=require_done,
             on_pace=self.faults.on_pace,
         )
@@ -134,10 +136,19 @@ class StreamGuard:
         read_timeout: float | None,
         allow_empty: bool,
         require_done: bool,
+        expect: str | None = None,
     ) -> StreamRecorder:
         return self._recorder(
             self._request(
-                path, json, method, headers, format, read_timeout, allow_empty, require_done
+                path,
+                json,
+                method,
+                headers,
+                format,
+                read_timeout,
+                allow_empty,
+                require_done,
+                expect,
             )
         )
 
@@ -165,6 +176,7 @@ class StreamGuard:
         read_timeout: float | None = None,
         allow_empty: bool = False,
         require_done: bool = False,
+        expect: str | None = None,
     ) -> StreamTrace:
         """Send a request through the proxy and read the streamed answer into a StreamTrace.
 
@@ -178,14 +190,15 @@ class StreamGuard:
         anthropic's ``message_stop``, ollama's ``"done": true``): a ``finish_reason`` followed
         by a close without it is ``truncated``, and a server that holds the stream open after
         it ends as ``timeout``; a format without a terminal frame (``raw``) refuses it with a
-        ValueError. ``read_timeout``
-        overrides how long the client waits for each token (default: from the test's
-        deadline, or 30 s); every stream ends within the ``total`` deadline's read limit or
-        ``--streamguard-max-stream-seconds``. Never raises for a failed stream: the outcome is
-        on the trace (``completed``, or ``error_kind`` and ``error``).
+        ValueError. ``expect="cut"`` says the stream is meant to be cut (by a cut or reset
+        fault): a cut is then no violation under any marker, and a stream that completes is
+        one. ``read_timeout`` overrides how long the client waits for each token (default:
+        from the test's deadline, or 30 s); every stream ends within the ``total`` deadline's
+        read limit or ``--streamguard-max-stream-seconds``. Never raises for a failed stream:
+        the outcome is on the trace (``completed``, or ``error_kind`` and ``error``).
         """
         recorder = self._prepare(
-            path, json, method, headers, format, read_timeout, allow_empty, require_done
+            path, json, method, headers, format, read_timeout, allow_empty, require_done, expect
         )
         try:
             trace = read_stream(recorder)
@@ -205,10 +218,11 @@ class StreamGuard:
         read_timeout: float | None = None,
         allow_empty: bool = False,
         require_done: bool = False,
+        expect: str | None = None,
     ) -> StreamTrace:
         """The async twin of :meth:`stream`."""
         recorder = self._prepare(
-            path, json, method, headers, format, read_timeout, allow_empty, require_done
+            path, json, method, headers, format, read_timeout, allow_empty, require_done, expect
         )
         try:
             trace = await aread_stream(recorder)
@@ -233,6 +247,7 @@ class StreamGuard:
         read_timeout: float | None = None,
         allow_empty: bool = False,
         require_done: bool = False,
+        expect: str | None = None,
         processes: int | None = None,
         shards: int | None = None,
     ) -> LoadResult:
@@ -243,8 +258,9 @@ class StreamGuard:
         Open loop (``rate`` requests/s, ``arrival`` ``constant`` or ``poisson`` with ``seed``):
         up to ``n`` requests, stopping early when ``duration`` is over. Every stream's trace is
         also added to :attr:`traces`, so the test's ``token_deadline`` checks them (with
-        ``percentile``, on the pooled gaps). ``format``, ``allow_empty`` and ``require_done`` are
-        as in :meth:`stream`. Runs on a private event loop; in an async test use :meth:`aload`.
+        ``percentile``, on the pooled gaps). ``format``, ``allow_empty``, ``require_done`` and
+        ``expect`` are as in :meth:`stream`. Runs on a private event loop; in an async test
+        use :meth:`aload`.
 
         ``processes``: read the streams in that many processes of their own (shards, see
         :mod:`pytest_streamguard.load.pool`) to use every core; the result holds every trace
@@ -255,7 +271,7 @@ class StreamGuard:
         """
         plan = LoadPlan(n=n, rate=rate, duration=duration, arrival=arrival, seed=seed)
         request = self._request(
-            path, json, method, headers, format, read_timeout, allow_empty, require_done
+            path, json, method, headers, format, read_timeout, allow_empty, require_done, expect
         )
         if self._check_sharded(processes, shards) and self.ray is not None:
             return self._keep_sharded(request, self.ray.run(plan, request, shards))
@@ -285,13 +301,14 @@ class StreamGuard:
         read_timeout: float | None = None,
         allow_empty: bool = False,
         require_done: bool = False,
+        expect: str | None = None,
         processes: int | None = None,
         shards: int | None = None,
     ) -> LoadResult:
         """The async twin of :meth:`load`, on the test's own event loop."""
         plan = LoadPlan(n=n, rate=rate, duration=duration, arrival=arrival, seed=seed)
         request = self._request(
-            path, json, method, headers, format, read_timeout, allow_empty, require_done
+            path, json, method, headers, format, read_timeout, allow_empty, require_done, expect
         )
         if self._check_sharded(processes, shards) and self.ray is not None:
             return self._keep_sharded(request, await self.ray.arun(plan, request, shards))

@@ -180,6 +180,9 @@ class StreamTrace:
     caught: list[str] = field(default_factory=list)
     """Headlines of violations an explicit :meth:`assert_deadline` raised on this stream, kept
     even when the test expects and catches them, so reports can say the plugin caught them."""
+    expect: str | None = None
+    """``"cut"`` when the test said the stream is meant to be cut (``stream(..., expect="cut")``):
+    a cut is then no violation, and a stream that completes is one."""
     node: str | None = None
     """Where the stream was read: the Ray node id for a load sharded over a Ray cluster, None
     for a read on this machine (its stamps are on that node's clock)."""
@@ -332,6 +335,7 @@ class StreamTrace:
             "error_kind": self.error_kind,
             "faults": [f.to_dict() for f in self.faults],
             "caught": list(self.caught),
+            "expect": self.expect,
             "node": self.node,
             "stats": self.summary(),
         }
@@ -358,5 +362,6 @@ class StreamTrace:
             error_kind=raw.get("error_kind"),
             faults=[FaultRecord.from_dict(f) for f in raw.get("faults", [])],
             caught=[str(c) for c in raw.get("caught", [])],
+            expect=raw.get("expect"),
             node=raw.get("node"),
         )

@@ -164,3 +164,49 @@ def test_bad_max_stream_seconds_is_a_usage_error(pytester: pytest.Pytester, valu
             "streamguard_max_stream_seconds: expected a positive number of seconds*"
         ]
     )
+
+
+EXPECT_CUT_TESTS = """
+import pytest
+
+pytestmark = pytest.mark.token_deadline(ttft=2.0, chunk=1.0)
+
+BODY = {"max_new_tokens": 20, "interval_s": 0.01}
+
+
+def test_meant_to_be_cut(streamguard):
+    streamguard.faults.cut(after_bytes=400)
+    trace = streamguard.stream("/generate", json=BODY, expect="cut")
+    assert not trace.completed
+    # A stream of the same test without expect= is still held to the module's marker.
+    streamguard.faults.clear()
+    assert streamguard.stream("/generate", json=BODY).completed
+
+
+def test_expected_a_cut_that_did_not_come(streamguard):
+    trace = streamguard.stream("/generate", json=BODY, expect="cut")
+    assert trace.completed
+
+
+def test_an_unknown_expectation_is_refused(streamguard):
+    with pytest.raises(ValueError, match="expect='reset': expected None .* or 'cut'"):
+        streamguard.stream("/generate", json=BODY, expect="reset")
+"""
+
+
+def test_a_stream_can_expect_its_cut_under_a_module_marker(
+    pytester: pytest.Pytester,
+    run,  # type: ignore[no-untyped-def]
+) -> None:
+    pytester.makepyfile(test_expect=EXPECT_CUT_TESTS)
+    result = run("-q")
+    result.assert_outcomes(passed=2, failed=1)
+    result.stdout.fnmatch_lines(
+        [
+            "*FAILED test_expect.py::test_expected_a_cut_that_did_not_come*",
+        ]
+    )
+    assert "expected a cut (expect='cut'), but the stream was not cut (completed)" in (
+        result.stdout.str()
+    )
+    assert "test_meant_to_be_cut - " not in result.stdout.str()
