@@ -241,7 +241,13 @@ class ManagedProcess:
     _live: set[ManagedProcess] = set()  # noqa: RUF012 -- process-wide registry for atexit
     _live_lock = threading.Lock()
 
-    def __init__(self, name: str, argv: Sequence[str], env: dict[str, str] | None = None) -> None:
+    def __init__(
+        self,
+        name: str,
+        argv: Sequence[str],
+        env: dict[str, str] | None = None,
+        cwd: str | os.PathLike[str] | None = None,
+    ) -> None:
         self.name = name
         self.argv = list(argv)
         self._lines: collections.deque[str] = collections.deque(maxlen=_TAIL_LINES)
@@ -257,6 +263,7 @@ class ManagedProcess:
                 stdout=subprocess.PIPE,
                 stderr=subprocess.STDOUT,
                 env=full_env,
+                cwd=cwd,
                 start_new_session=True,
             )
         except OSError as exc:

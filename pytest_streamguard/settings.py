@@ -37,6 +37,11 @@ TARGET_ARGS_HELP = (
     "--streamguard-target-cmd), split like a shell would, e.g. '--model gpt2 --heartbeat 0.5'; "
     "a single flag needs the = form: --streamguard-target-args=--flag"
 )
+TARGET_CWD_HELP = (
+    "Working directory of --streamguard-target-cmd (a relative command path such as "
+    "'node server.js' is found there); the option is relative to the directory pytest runs "
+    "in, the ini key to the ini file's directory. Default: the directory pytest runs in"
+)
 READY_PATH_HELP = (
     "Path polled on the target until it answers 2xx (a 4xx for 3 s fails the start). "
     "Default: /readyz"
@@ -124,6 +129,7 @@ _VALUED_OPTIONS: dict[str, tuple[str, str]] = {
     "streamguard_target_url": (TARGET_URL_HELP, ""),
     "streamguard_target_cmd": (TARGET_CMD_HELP, ""),
     "streamguard_target_args": (TARGET_ARGS_HELP, ""),
+    "streamguard_target_cwd": (TARGET_CWD_HELP, ""),
     "streamguard_ready_path": (READY_PATH_HELP, DEFAULT_READY_PATH),
     "streamguard_startup_timeout": (STARTUP_TIMEOUT_HELP, str(DEFAULT_STARTUP_TIMEOUT)),
     "streamguard_toxiproxy": (TOXIPROXY_HELP, ""),
@@ -173,6 +179,7 @@ class Settings:
     upstream_host: str | None = None
     ray_address: str | None = None
     require: bool = False
+    target_cwd: Path | None = None
 
     @property
     def target_description(self) -> str:
@@ -232,6 +239,30 @@ def _raw(config: pytest.Config, dest: str) -> tuple[str, str]:
     if ini_value == _VALUED_OPTIONS[dest][1]:
         return ini_value, "default"
     return ini_value, f"ini key {dest}"
+
+
+def _target_cwd(config: pytest.Config, has_cmd: bool) -> Path | None:
+    """The target command's working directory: the option relative to the invocation
+    directory, the ini key relative to the ini file's (as the profile folder); it must exist."""
+    raw, source = _raw(config, "streamguard_target_cwd")
+    if not raw:
+        return None
+    if not has_cmd:
+        raise pytest.UsageError(
+            f"streamguard_target_cwd ({source}) needs streamguard_target_cmd: it is the working "
+            "directory of the command that starts your app"
+        )
+    if source.startswith("--"):
+        base = config.invocation_params.dir
+    else:
+        base = config.inipath.parent if config.inipath is not None else config.rootpath
+    path = (base / raw).resolve()
+    if not path.is_dir():
+        raise pytest.UsageError(
+            f"{raw!r} from {source} is not a valid streamguard_target_cwd: {path} is not a "
+            "directory"
+        )
+    return path
 
 
 def _positive_seconds(config: pytest.Config, dest: str) -> float:
@@ -440,6 +471,7 @@ def resolve_settings(config: pytest.Config) -> Settings:
         enabled=_flag(config, "streamguard"),
         strict_faults=_flag(config, "streamguard_strict_faults"),
         require=_flag(config, "streamguard_require"),
+        target_cwd=_target_cwd(config, target_cmd is not None),
         target_url=target_url,
         target_cmd=target_cmd,
         ready_path=ready_path,

@@ -165,7 +165,9 @@ def start_target(settings: Settings, extra_args: Sequence[str] = ()) -> Target:
             fixed_url = f"http://127.0.0.1:{port}"
         # PORT is what most frameworks read (Node, Express, Next.js, Go and Ruby apps, Heroku's
         # and Cloud Run's convention), so an app that reads it binds the port chosen here.
-        process = ManagedProcess("target", [*argv, *flags], env={"PORT": str(port)})
+        process = ManagedProcess(
+            "target", [*argv, *flags], env={"PORT": str(port)}, cwd=settings.target_cwd
+        )
         kind = "command"
         if fixed_url is None:
             find_port = functools.partial(_find_port, process, port)

@@ -240,3 +240,38 @@ def test_leading_python_is_pytests_own_interpreter(
     )
     result.assert_outcomes(passed=1)
     assert "the wrong python" not in result.stdout.str()
+
+
+def test_target_cwd_from_the_ini_file_is_relative_to_it(
+    pytester: pytest.Pytester, toxiproxy_url: str
+) -> None:
+    # A monorepo: the app lives in services/gateway, pytest runs from the root.
+    app_dir = pytester.path / "services" / "gateway"
+    app_dir.mkdir(parents=True)
+    app_dir.joinpath("app.py").write_text(SILENT_PORT_APP)
+    pytester.makeini(
+        "[pytest]\nasyncio_default_fixture_loop_scope = function\n"
+        "streamguard_target_cwd = services/gateway\n"
+        "streamguard_target_cmd = python app.py\n"
+        "streamguard_ready_path = /\n"
+    )
+    pytester.makepyfile(READY_ONLY_TEST)
+    result = pytester.runpytest_subprocess(
+        "--streamguard", "--streamguard-toxiproxy", toxiproxy_url, "-p", "no:cacheprovider"
+    )
+    result.assert_outcomes(passed=1)
+
+
+def test_target_cwd_that_is_not_a_directory(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(READY_ONLY_TEST)
+    result = pytester.runpytest_subprocess(
+        "--streamguard",
+        "--streamguard-target-cmd",
+        "python app.py",
+        "--streamguard-target-cwd",
+        "no/such/dir",
+    )
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(
+        ["*'no/such/dir' from --streamguard-target-cwd is not a valid streamguard_target_cwd:*"]
+    )
