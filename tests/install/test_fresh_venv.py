@@ -246,6 +246,21 @@ def test_streamguard_target_without_the_target_extra_says_what_to_install(
     assert "the bundled target needs the 'target' extra" in result.stderr
 
 
+def test_the_bundled_target_without_its_extra_is_a_hint_not_a_traceback(
+    fresh_install: FreshInstall, tmp_path: Path
+) -> None:
+    project = tmp_path / "no-target-extra"
+    project.mkdir()
+    (project / "test_stream.py").write_text(first_python_block())
+    result = fresh_install.run("pytest --streamguard", cwd=project, timeout=RUN_TIMEOUT_S)
+    output = result.stdout + result.stderr
+    assert result.returncode == 1, output
+    assert "error: the bundled target needs torch, transformers" in output, output
+    assert "the bundled target needs the 'target' extra" in output, output
+    # The target says what is missing in a line; no library's traceback comes before the hint.
+    assert "Traceback" not in output, output
+
+
 def test_a_users_first_test_passes_against_their_own_app(
     fresh_install: FreshInstall, tmp_path: Path
 ) -> None:
