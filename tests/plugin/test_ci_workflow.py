@@ -3,12 +3,17 @@ workflow installs only what each job needs, and the documented job is the one CI
 
 from __future__ import annotations
 
+import os
 import re
 import shlex
+import shutil
+import subprocess
+import sys
 import tomllib
 from pathlib import Path
 from typing import Any
 
+import pytest
 import yaml
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -92,10 +97,10 @@ def test_the_test_job_gets_a_real_chromium_not_ubuntus_snap_stub() -> None:
 def test_the_user_job_installs_the_plugin_plain() -> None:
     job = _workflow()["jobs"][USER_JOB]
     assert job["env"]["STREAMGUARD"] == "."
-    assert job["env"]["APP_REQUIREMENTS"] == ""
+    assert job["env"]["APP_SETUP"] == ""
     # No extra: the example app needs no torch, and no test-only plugin in the user's run.
     assert "[" not in _runs(job)
-    assert 'python -m pip install "$STREAMGUARD" $APP_REQUIREMENTS' in _runs(job)
+    assert 'python -m pip install "$STREAMGUARD"' in [s.get("run") for s in job["steps"]]
 
 
 def test_the_documented_job_is_the_workflows_job_but_for_its_env_values() -> None:
@@ -178,3 +183,108 @@ def test_the_official_toxiproxy_is_a_service_container_reached_through_published
     embedded = next(r for r in runs if "python -m pytest" in r)
     assert "--streamguard-proxy-host" not in embedded
     assert "--streamguard-target-args" not in embedded
+
+
+NODE_SERVER = """
+const http = require("http");
+const host = process.argv.includes("--host") ? process.argv[process.argv.indexOf("--host") + 1]
+  : "127.0.0.1";
+const server = http.createServer((req, res) => {
+  if (req.url === "/readyz") { res.end("ok"); return; }
+  res.writeHead(200, {"content-type": "text/event-stream"});
+  for (const word of ["hello", " from", " node"]) {
+    const chunk = {choices: [{index: 0, delta: {content: word}, finish_reason: null}]};
+    res.write("data: " + JSON.stringify(chunk) + "\\n\\n");
+  }
+  res.write('data: {"choices":[{"index":0,"delta":{},"finish_reason":"stop"}]}\\n\\n');
+  res.end("data: [DONE]\\n\\n");
+});
+server.listen(Number(process.env.PORT), host, () => {
+  console.log("gateway listening on http://" + host + ":" + server.address().port);
+});
+"""
+
+NODE_STREAM_TEST = """
+import pytest
+
+
+@pytest.mark.token_deadline(ttft=5.0, chunk=5.0)
+def test_gateway_streams(streamguard):
+    trace = streamguard.stream("/v1/chat/completions", json={"stream": True}, format="openai")
+    assert trace.completed, trace.error
+    assert trace.text == "hello from node"
+"""
+
+
+def _node_variant() -> dict[Any, Any]:
+    text = CI_PAGE.read_text(encoding="utf-8")
+    section = text.index("### A Node.js (or any other) app")
+    start = text.index("```yaml\n", section) + len("```yaml\n")
+    raw = yaml.safe_load(text[start : text.index("```", start)])
+    assert isinstance(raw, dict)
+    return raw
+
+
+def _node_job() -> dict[Any, Any]:
+    """The documented job with the Node variant's env and steps before "Set up the app"."""
+    job = _documented_workflow()["jobs"][USER_JOB]
+    variant = _node_variant()
+    setup = next(i for i, step in enumerate(job["steps"]) if step.get("name") == "Set up the app")
+    return {**job, "env": variant["env"], "steps": variant["steps"] + job["steps"][setup:]}
+
+
+def test_the_node_variant_changes_only_env_and_adds_node() -> None:
+    job = _documented_workflow()["jobs"][USER_JOB]
+    variant = _node_variant()
+    assert set(variant["env"]) == set(job["env"])
+    assert variant["env"]["APP_SETUP"] == "npm ci"
+    assert "{port}" not in variant["env"]["APP_CMD"]
+    setup = next(i for i, step in enumerate(job["steps"]) if step.get("name") == "Set up the app")
+    # Its steps are the job's own up to the app's setup, plus actions/setup-node.
+    assert [s for s in variant["steps"] if not s["uses"].startswith("actions/setup-node@")] == (
+        job["steps"][:setup]
+    )
+    assert _uses({"steps": variant["steps"]}, "actions/setup-node")
+
+
+def test_the_node_variants_steps_run_against_a_node_app(tmp_path: Path) -> None:
+    node = shutil.which("node")
+    npm = shutil.which("npm")
+    if node is None or npm is None:
+        if os.environ.get("CI"):
+            pytest.fail("node and npm must be on PATH in CI: the Node.js job variant is tested")
+        pytest.skip("node and npm are not on PATH (the Node.js job variant needs them)")
+    job = _node_job()
+    repo = tmp_path / "gateway-repo"
+    tests = repo / "tests" / "streams"
+    tests.mkdir(parents=True)
+    (repo / "server.js").write_text(NODE_SERVER)
+    (tests / "test_gateway.py").write_text(NODE_STREAM_TEST)
+    package = '{"name": "gateway", "version": "1.0.0", "private": true}\n'
+    (repo / "package.json").write_text(package)
+    lock = (
+        '{"name": "gateway", "version": "1.0.0", "lockfileVersion": 3, "requires": true, '
+        '"packages": {"": {"name": "gateway", "version": "1.0.0"}}}\n'
+    )
+    (repo / "package-lock.json").write_text(lock)
+    # The runner's python is this suite's, which has the plugin installed: the "Install the
+    # plugin" step is what tests/install checks; here the job's own commands run as written.
+    env = {
+        **{k: v for k, v in os.environ.items() if not k.startswith("PYTEST_")},
+        **{k: str(v) for k, v in job["env"].items()},
+        "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}",
+    }
+    steps = {step.get("name"): step.get("run") for step in job["steps"]}
+    for name in ("Set up the app", "Stream tests, embedded Toxiproxy"):
+        result = subprocess.run(
+            ["bash", "-e", "-c", steps[name]],
+            cwd=repo,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=180,
+            check=False,
+        )
+        assert result.returncode == 0, (name, result.stdout + result.stderr)
+    assert re.search(r"=+ 1 passed in ", result.stdout), result.stdout
+    assert (repo / "reports" / "embedded.json").is_file()
