@@ -131,7 +131,9 @@ def make_streamguard(
     make_streamguard_target: Callable[..., Target],
 ) -> Iterator[Callable[[pytest.Item, Target], StreamGuard]]:
     """Factory (session scope): ``make_streamguard(item, target)`` returns a fresh
-    :class:`~pytest_streamguard.guard.StreamGuard` for one test. Each target gets one Toxiproxy
+    :class:`~pytest_streamguard.guard.StreamGuard` for one test; every guard made for a test
+    (the ``streamguard`` fixture's, a second one, one made in a helper) reports into that test's
+    verdict and record. Each target gets one Toxiproxy
     proxy, created on first use and deleted at session end; before each test its leftover
     toxics are removed, it is re-enabled and pointed back at the target. Proxies listen on
     ``--streamguard-proxy-host`` (on a port of ``--streamguard-proxy-ports`` if given) and
@@ -173,7 +175,7 @@ def make_streamguard(
             ray=ray,
         )
         guard.faults.reset_proxy()
-        item.stash[GUARD_KEY] = guard
+        item.stash.setdefault(GUARD_KEY, []).append(guard)
         return guard
 
     try:

@@ -53,7 +53,9 @@ SESSION_KEY = pytest.StashKey["StreamGuardSession"]()
 # pytest's own floor on the terminal width (its TerminalWriter never reports less).
 _MIN_WIDTH = 40
 DEADLINE_KEY = pytest.StashKey[Deadline | None]()
-GUARD_KEY = pytest.StashKey[StreamGuard]()
+#: Every guard a test made (the ``streamguard`` fixture's, a second ``make_streamguard``'s, one
+#: made in a helper), in the order made: all their streams and faults are the test's.
+GUARD_KEY = pytest.StashKey[list[StreamGuard]]()
 PLUGIN_NAME = "streamguard-session"
 __all__ = [
     "DEADLINE_KEY",
@@ -63,6 +65,12 @@ __all__ = [
     "SETTINGS_KEY",
     "StreamGuardSession",
 ]
+
+
+def _test_traces(guards: list[StreamGuard]) -> list[StreamTrace]:
+    """Every stream the test's guards read, in the order the requests were sent."""
+    traces = [trace for guard in guards for trace in guard.traces]
+    return sorted(traces, key=lambda trace: trace.request_ns) if len(guards) > 1 else traces
 
 
 class _Fitted:
@@ -148,7 +156,8 @@ class StreamGuardSession:
         """Apply a matrix item's profile right before the body (the fixture's teardown undoes
         it); after the body, check every stream it read against its deadline."""
         profile = item_profile(item)
-        guard = item.stash.get(GUARD_KEY, None)
+        guards = item.stash.get(GUARD_KEY, [])
+        guard = guards[0] if guards else None
         if profile is not None and guard is not None:
             guard.profile = profile
             self.meta.setdefault("profiles", {})[profile.name] = profile.to_dict()
@@ -182,8 +191,7 @@ class StreamGuardSession:
 
     @staticmethod
     def _traces(item: pytest.Item) -> list[StreamTrace]:
-        guard = item.stash.get(GUARD_KEY, None)
-        return [] if guard is None else list(guard.traces)
+        return _test_traces(item.stash.get(GUARD_KEY, []))
 
     def _verdict(self, violations: list[Violation], item: pytest.Item) -> str:
         return format_violations(violations, traces=self._traces(item), report=self._report_where())
@@ -207,28 +215,25 @@ class StreamGuardSession:
     ) -> tuple[list[Violation], list[FaultRecord]]:
         """Keep the test's record and JUnit properties; return its deadline violations and
         the faults that never fired."""
-        guard = item.stash.get(GUARD_KEY, None)
+        guards = item.stash.get(GUARD_KEY, [])
+        traces = _test_traces(guards)
+        faults = [record for guard in guards for record in guard.faults.records]
+        profile = next((g.profile for g in guards if g.profile is not None), None)
         # A matrix item is kept even without streams (its cell says how it ended), and so is a
         # test that applied faults (whether they fired is part of its verdict).
-        if guard is None or (
-            not guard.traces and guard.profile is None and not guard.faults.records
-        ):
+        if not traces and profile is None and not faults:
             return [], []
-        unfired = guard.faults.judge(guard.traces)
+        # Each guard's faults act on its own proxy, so each is judged on its own streams.
+        unfired = [f for guard in guards for f in guard.faults.judge(guard.traces)]
         deadline = item.stash.get(DEADLINE_KEY, None)
-        record = TestRecord(
-            nodeid=item.nodeid,
-            deadline=deadline,
-            traces=list(guard.traces),
-            faults=list(guard.faults.records),
-        )
-        if guard.profile is not None:
-            record.profile = guard.profile.name
-            record.matrix_test = matrix_test(item.nodeid, guard.profile.name)
+        record = TestRecord(nodeid=item.nodeid, deadline=deadline, traces=traces, faults=faults)
+        if profile is not None:
+            record.profile = profile.name
+            record.matrix_test = matrix_test(item.nodeid, profile.name)
         violations: list[Violation] = []
-        caught = [headline for trace in guard.traces for headline in trace.caught]
+        caught = [headline for trace in traces for headline in trace.caught]
         if deadline is not None:
-            violations = check_traces(guard.traces, deadline)
+            violations = check_traces(traces, deadline)
             record.violations = [v.headline() for v in violations]
             record.verdict = "FAIL" if violations else "pass"
         elif caught:

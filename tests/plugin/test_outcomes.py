@@ -4,6 +4,8 @@ sync, async and load readers (the example app behind the embedded Toxiproxy)."""
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 OUTCOME_TESTS = """
@@ -210,3 +212,44 @@ def test_a_stream_can_expect_its_cut_under_a_module_marker(
         result.stdout.str()
     )
     assert "test_meant_to_be_cut - " not in result.stdout.str()
+
+
+SECOND_GUARD_TESTS = """
+import pytest
+
+BODY = {"max_new_tokens": 10, "interval_s": 0.05}
+
+
+def read_stalled(guard):
+    guard.faults.stall(after_chunks=3, seconds=0.8)
+    return guard.stream("/generate", json=BODY)
+
+
+@pytest.mark.token_deadline(chunk=0.3)
+def test_second_guard_after_the_fixture(streamguard, make_streamguard, streamguard_target,
+                                        request):
+    read_stalled(streamguard)
+    other = make_streamguard(request.node, streamguard_target)
+    assert other.stream("/generate", json=BODY).completed
+
+
+@pytest.mark.token_deadline(chunk=0.3)
+def test_guard_made_in_a_helper(make_streamguard, streamguard_target, request):
+    read_stalled(make_streamguard(request.node, streamguard_target))
+    make_streamguard(request.node, streamguard_target)
+"""
+
+
+def test_every_guard_of_a_test_reaches_its_verdict(
+    pytester: pytest.Pytester,
+    run,  # type: ignore[no-untyped-def]
+) -> None:
+    pytester.makepyfile(test_guards=SECOND_GUARD_TESTS)
+    result = run("-q", "--streamguard-json", "report.json")
+    # Before, the second guard replaced the first in the test's record: its stalled stream and
+    # its violation were lost, and both tests passed.
+    result.assert_outcomes(failed=2)
+    result.stdout.fnmatch_lines(["*DeadlineViolation: token deadline violated*"] * 2)
+    report = json.loads(pytester.path.joinpath("report.json").read_text())
+    streams = {t["nodeid"].split("::")[1]: len(t["traces"]) for t in report["tests"]}
+    assert streams == {"test_second_guard_after_the_fixture": 2, "test_guard_made_in_a_helper": 1}
