@@ -5,12 +5,15 @@ completions endpoint and an NDJSON endpoint. The request body sets the pace, so 
 deterministic::
 
     {"prompt": "hi", "max_new_tokens": 16, "interval_s": 0.02, "first_token_s": 0.0,
-     "fail_after": null, "heartbeat_s": null, "pad": 0, "drop_end": false, "drop_done": false}
+     "fail_after": null, "heartbeat_s": null, "pad": 0, "drop_end": false, "drop_done": false,
+     "hold_open_s": 0, "break_after_end": false}
 
 ``drop_end`` closes the stream cleanly without its end event (a stream cut short by the app
 itself); ``drop_done`` closes an OpenAI-style stream after its ``finish_reason`` chunk without
-``data: [DONE]``; ``/v1/completions`` streams only with ``"stream": true``, as OpenAI's API
-does, and answers one JSON object otherwise.
+``data: [DONE]``; ``hold_open_s`` keeps the body open that long after the stream's end (a server
+that forgets to close it); ``break_after_end`` breaks the connection right after the end, before
+the body's own end (an incomplete chunked body); ``/v1/completions`` streams only with
+``"stream": true``, as OpenAI's API does, and answers one JSON object otherwise.
 
 Run it with ``python stream_app.py --port 0``: it binds 127.0.0.1 and prints
 ``{"message": "streamguard target listening", "url": "http://127.0.0.1:<port>"}`` once bound.
@@ -59,6 +62,8 @@ class Pace:
         self.pad = int(body.get("pad", 0))
         self.drop_end = bool(body.get("drop_end", False))
         self.drop_done = bool(body.get("drop_done", False))
+        self.hold_open = float(body.get("hold_open_s", 0))
+        self.break_after_end = bool(body.get("break_after_end", False))
         self.stream = body.get("stream") is True
         if self.tokens < 0 or self.interval < 0 or self.first < 0 or self.pad < 0:
             raise ValueError("max_new_tokens, interval_s, first_token_s and pad must be >= 0")
@@ -74,6 +79,15 @@ class Pace:
             await asyncio.sleep(min(self.heartbeat, left))
             if end - loop.time() > 0:
                 yield None
+
+    async def after_end(self) -> None:
+        """What the body does once the stream's end is written: hold it open, or break it."""
+        if self.hold_open > 0:
+            await asyncio.sleep(self.hold_open)
+        if self.break_after_end:
+            # Raised from the body, uvicorn aborts the connection without the chunked body's
+            # terminating chunk.
+            raise ConnectionAbortedError("stream_app: break_after_end")
 
     def token(self, index: int) -> str:
         """The text of token ``index``, padded to make events bigger when asked."""
@@ -128,6 +142,7 @@ async def generate(request: Request) -> Response:
         if pace.drop_end:
             return
         yield f"event: done\ndata: {json.dumps({'tokens': count})}\n\n".encode()
+        await pace.after_end()
 
     return StreamingResponse(
         events(), media_type="text/event-stream", headers={"X-Accel-Buffering": "no"}
@@ -159,6 +174,7 @@ async def completions(request: Request) -> Response:
         yield f"data: {json.dumps(last)}\n\n".encode()
         if not pace.drop_done:
             yield b"data: [DONE]\n\n"
+        await pace.after_end()
 
     return StreamingResponse(events(), media_type="text/event-stream")
 

@@ -30,7 +30,7 @@ import itertools
 import socket
 import ssl
 import time
-from collections.abc import Callable, Coroutine
+from collections.abc import AsyncIterator, Callable, Coroutine
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
@@ -79,6 +79,9 @@ SLOW_READER_PIECE_SECONDS = 0.02
 _TIMER_SLACK_S = 0.002
 # Failures of the connection itself; after the format's end arrived they cost nothing.
 _TRANSPORT_KINDS = frozenset({"cut", "reset", "timeout", "network"})
+#: How long the body may stay open after the protocol's end before the stream is held open: a
+#: server ends the body right after its last event (microseconds on loopback, a few ms busy).
+HELD_OPEN_S = 1.0
 #: What ``expect=`` accepts: None (the stream completes) or ``"cut"``.
 EXPECTED_OUTCOMES = (None, "cut")
 # format="auto": the Accept header sent, and the content types that are never a stream.
@@ -253,6 +256,9 @@ class StreamRecorder:
         self._ended = False
         # Whether the format's terminal frame arrived (its last frame, such as [DONE]).
         self._terminal = False
+        # When the protocol's end arrived without stopping the read (a finish on every answer,
+        # before the terminal frame): from then the body has HELD_OPEN_S to end.
+        self._end_seen_ns: int | None = None
         self.stopped = False
 
     @property
@@ -316,12 +322,42 @@ class StreamRecorder:
         if self.stopped:
             return
         if self.ended and kind in _TRANSPORT_KINDS:
+            # After a finish without its terminal frame the official clients read on for it:
+            # they wait on a body held open, and raise on a connection that breaks.
+            now = time.perf_counter_ns()
             self._complete()
+            if self.stopped and self.trace.completed:
+                if kind == "timeout":
+                    self.held_open((now - (self._end_seen_ns or now)) / 1e9)
+                else:
+                    self.cut_after_end(kind, message)
             return
         self.trace.error = message
         self.trace.error_kind = kind
         self.trace.completed = False
         self.stopped = True
+
+    @property
+    def reads_past_end(self) -> bool:
+        """Whether the stream completed and its protocol's client reads on to the body's end,
+        as every official client does except at a terminal frame it stops at."""
+        stops = self.format is not None and self.format.client_stops_at_terminal
+        return self.trace.completed and not (stops and self._terminal)
+
+    def held_open(self, seconds: float) -> None:
+        """The body was still open ``seconds`` after the protocol's end (``held_open_s``)."""
+        self.trace.held_open_s = seconds
+
+    def cut_after_end(self, kind: str, message: str) -> None:
+        """The connection broke after the protocol's end but before the body's: the official
+        SDK clients, which read on to the body's end, raise there, so the stream is not
+        completed."""
+        self.trace.completed = False
+        self.trace.error_kind = kind
+        self.trace.error = (
+            f"the connection was cut after the {self.trace.format} stream's end but before its "
+            f"body ended ({message}); an SDK client that reads to the body's end raises here"
+        )
 
     def _complete(self) -> None:
         if not self.trace.chunks and not self.request.allow_empty:
@@ -412,12 +448,23 @@ class StreamRecorder:
             left = limits.gap - (now_ns - self.trace.chunks[-1].stamp_ns) / 1e9
         else:
             left = limits.first - (now_ns - self.trace.request_ns) / 1e9
-        return min(left, limits.total - (now_ns - self.trace.request_ns) / 1e9)
+        left = min(left, limits.total - (now_ns - self.trace.request_ns) / 1e9)
+        if self._end_seen_ns is not None:
+            # The end arrived (a finish without the terminal frame): the body has HELD_OPEN_S
+            # to end, as a server ends it right after its last event.
+            left = min(left, HELD_OPEN_S - (now_ns - self._end_seen_ns) / 1e9)
+        return left
 
     def check_limits(self, now_ns: int, *, expired: bool = False) -> None:
         """Abandon the stream as ``timeout`` when a limit has run out, or ``expired`` says the
-        client's timer for it fired (the message gives the true time waited and the limit)."""
+        client's timer for it fired (the message gives the true time waited and the limit).
+        Once the protocol's end has arrived, the body held open past HELD_OPEN_S is recorded
+        as held open instead."""
         if self.stopped or (not expired and self.seconds_left(now_ns) > 0):
+            return
+        if self._end_seen_ns is not None:
+            self.held_open((now_ns - self._end_seen_ns) / 1e9)
+            self._complete()
             return
         limits = self.request.limits
         elapsed = (now_ns - self.trace.request_ns) / 1e9
@@ -460,6 +507,8 @@ class StreamRecorder:
                     self._frame(held, held_ns)
                     if self.stopped:
                         return
+        if self._end_seen_ns is None and self.ended:
+            self._end_seen_ns = stamp_ns
         self.check_limits(stamp_ns)
 
     def _frame(self, data: bytes, stamp_ns: int) -> None:
@@ -684,6 +733,28 @@ async def _read_some(response: httpx.Response) -> bytes:
     return body
 
 
+async def _to_body_end(body: AsyncIterator[bytes], recorder: StreamRecorder) -> None:
+    """After the protocol's end, read on to the end of the body, as the official SDK clients
+    do (:attr:`StreamRecorder.reads_past_end`): a body held open past ``HELD_OPEN_S`` is
+    recorded as held open (such a client waits there until its own timeout), and a connection
+    cut before the body's end (an incomplete chunked body) as a cut (such a client raises).
+    Bytes after the end are not the stream's: they are drained, not read as events."""
+    since = recorder.trace.reads[-1][0] if recorder.trace.reads else time.perf_counter_ns()
+    grace = min(HELD_OPEN_S, max(recorder.seconds_left(since), 0.0))
+    try:
+        async with asyncio.timeout(grace):
+            async for _ in body:
+                pass
+    except TimeoutError:
+        recorder.held_open((time.perf_counter_ns() - since) / 1e9)
+    except httpx.HTTPError as exc:
+        kind, message = _classify(exc)
+        if kind == "timeout":
+            recorder.held_open((time.perf_counter_ns() - since) / 1e9)
+        else:
+            recorder.cut_after_end(kind, message)
+
+
 async def _aread(client: httpx.AsyncClient, recorder: StreamRecorder) -> StreamTrace:
     """Read one stream with ``client``, every wait bounded by the recorder's limits."""
     request = recorder.request
@@ -710,7 +781,8 @@ async def _aread(client: httpx.AsyncClient, recorder: StreamRecorder) -> StreamT
                     if recorder.stopped:
                         recorder.add_body(await _read_some(response))
                         return recorder.trace
-                    async for data in response.aiter_bytes():
+                    body = response.aiter_bytes()
+                    async for data in body:
                         # A transport that stamps reads on arrival (load.transport) knows better.
                         stamp = getattr(data, "stamp_ns", 0) or time.perf_counter_ns()
                         for piece in _pieces(recorder, data):
@@ -727,6 +799,8 @@ async def _aread(client: httpx.AsyncClient, recorder: StreamRecorder) -> StreamT
                             limit.reschedule(deadline())
                         if recorder.stopped:
                             break
+                    if recorder.reads_past_end:
+                        await _to_body_end(body, recorder)
                     recorder.eof()
             except httpx.HTTPError as exc:
                 recorder.fail(*_classify(exc))

@@ -40,6 +40,7 @@ class CheckedStream(Protocol):
     end_ns: int | None
     caught: list[str]
     expect: str | None
+    held_open_s: float | None
 
     @property
     def chunks(self) -> Sequence[StampedChunk]:
@@ -154,6 +155,7 @@ TIMELINE_LINES = 14
 _BOUND_WORDS = {
     "completed": "did not complete",
     "expect": "was not cut as expected",
+    "held_open": "held open",
     "ttft": "ttft",
     "chunk": "chunk gap",
     "total": "total",
@@ -286,6 +288,17 @@ def check_trace(trace: CheckedStream, deadline: Deadline) -> list[Violation]:
                 len(trace.chunks),
                 f"stream did not complete ({trace.error_kind}: {trace.error}) "
                 f"after {counted(len(trace.chunks), 'chunk')}{trailing}",
+            )
+        )
+    if trace.held_open_s is not None:
+        found.append(
+            (
+                "held_open",
+                trace.held_open_s,
+                None,
+                len(trace.chunks),
+                f"body held open {trace.held_open_s:.3f} s after the stream's end "
+                "(an SDK client that reads to the body's end waits there until its own timeout)",
             )
         )
     if deadline.ttft is not None:

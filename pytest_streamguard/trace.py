@@ -180,6 +180,10 @@ class StreamTrace:
     caught: list[str] = field(default_factory=list)
     """Headlines of violations an explicit :meth:`assert_deadline` raised on this stream, kept
     even when the test expects and catches them, so reports can say the plugin caught them."""
+    held_open_s: float | None = None
+    """Seconds the body stayed open after the protocol's end, when it did not end within
+    ``HELD_OPEN_S`` (1 s) of it (an SDK client that reads to the body's end waits there until
+    its own timeout); None when the body ended promptly or the stream had no end."""
     expect: str | None = None
     """``"cut"`` when the test said the stream is meant to be cut (``stream(..., expect="cut")``):
     a cut is then no violation, and a stream that completes is one."""
@@ -336,6 +340,7 @@ class StreamTrace:
             "faults": [f.to_dict() for f in self.faults],
             "caught": list(self.caught),
             "expect": self.expect,
+            "held_open_s": self.held_open_s,
             "node": self.node,
             "stats": self.summary(),
         }
@@ -363,5 +368,6 @@ class StreamTrace:
             faults=[FaultRecord.from_dict(f) for f in raw.get("faults", [])],
             caught=[str(c) for c in raw.get("caught", [])],
             expect=raw.get("expect"),
+            held_open_s=raw.get("held_open_s"),
             node=raw.get("node"),
         )

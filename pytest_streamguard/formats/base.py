@@ -154,6 +154,11 @@ class StreamFormat(ABC):
     through (the frames decide)."""
     end_on_eof: bool = False
     """Whether a clean close of the connection is this format's end (else it is ``truncated``)."""
+    client_stops_at_terminal: bool = False
+    """Whether the protocol's official client stops reading at its terminal frame (openai's
+    ``[DONE]``). Most read on to the end of the body, so a body held open after the end makes
+    them wait and a connection cut before the body's end makes them raise: the plugin reads
+    on after the end likewise, unless this is set and the terminal frame arrived."""
     end_description: str = "its end event"
     """How the end looks, for the message of a stream that was cut short (``event: done``)."""
 

@@ -66,6 +66,9 @@ class OpenAIChatFormat(StreamFormat):
 
     name = "openai"
     end_description = "data: [DONE], or a finish_reason on every choice"
+    # The openai client stops at [DONE] (it closes the body, or drains it for 0.1 s and ignores
+    # what it finds); after a finish_reason without [DONE] it reads on to the body's end.
+    client_stops_at_terminal = True
 
     def read(self, frame: Frame) -> Reading:
         """Tokens from every choice's delta (or legacy text); the end on [DONE] or once every
