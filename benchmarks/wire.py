@@ -24,7 +24,7 @@ and says so. AIPerf is not run here (see fidelity.py for AIPerf against the know
 
 ``python benchmarks/wire.py [--streams 1,10,100,500] [--modes direct,proxy]`` (as root:
 tcpdump needs it); ``--check`` runs 10 direct streams and exits non-zero unless every request
-stamp is after its connection's SYN and within a millisecond of its request on the wire.
+stamp is after its connection's SYN and within 20 ms of its request on the wire.
 """
 
 from __future__ import annotations
@@ -388,7 +388,7 @@ def wait_port(port: int) -> None:
 
 
 def check() -> int:
-    """10 direct streams: every request stamp after its SYN and within 1 ms of the request's
+    """10 direct streams: every request stamp after its SYN and within 20 ms of the request's
     last byte on the wire (a stamp taken before the connect fails the first)."""
     rows = measure([10], ["direct"], None)
     row = rows[0]
@@ -399,7 +399,10 @@ def check() -> int:
         problems.append(f"{row['matched']} of 10 streams matched to a connection by local port")
     if not row["after_syn"] or min(row["after_syn"]) <= 0:
         problems.append(f"request stamps before the SYN (ms after it): {row['after_syn']}")
-    if not row["after_out"] or max(abs(v) for v in row["after_out"]) > 1.0:
+    # 20 ms: the kernel's transmit stamp is within microseconds of the capture's, the fallback
+    # (when the write returned) within a preemption of it; a stamp at the response headers
+    # (200 ms on) or later fails.
+    if not row["after_out"] or max(abs(v) for v in row["after_out"]) > 20.0:
         problems.append(f"request stamp to request on the wire (ms): {row['after_out']}")
     print(json.dumps({k: row[k] for k in ("matched", "dropped", "after_syn", "after_out")}))
     for problem in problems:
