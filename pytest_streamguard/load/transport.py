@@ -39,6 +39,7 @@ from __future__ import annotations
 import asyncio
 import codecs
 import collections
+import contextlib
 import socket
 import struct
 import sys
@@ -79,6 +80,13 @@ def kernel_to_perf_ns(realtime_ns: int) -> int:
     wall = time.time_ns()
     after = time.perf_counter_ns()
     return (before + after) // 2 - (wall - realtime_ns)
+
+
+def _stamping(sock: socket.socket, option: int, value: int) -> None:
+    """Ask the kernel for stamps; a kernel that refuses leaves the loop's stamps (the trace's
+    ``stamps`` then says ``loop``), never a failed stream."""
+    with contextlib.suppress(OSError):
+        sock.setsockopt(socket.SOL_SOCKET, option, value)
 
 
 class _Connection:
@@ -346,13 +354,13 @@ class LoadTransport(httpx.AsyncBaseTransport):
             for level, name, value in self.socket_options:
                 sock.setsockopt(level, name, value)
             if KERNEL_STAMPS:
-                sock.setsockopt(socket.SOL_SOCKET, _SO_TIMESTAMPNS, 1)
+                _stamping(sock, _SO_TIMESTAMPNS, 1)
             sock.setblocking(False)
             address = await self._address(request.url.host, port)
             await asyncio.wait_for(loop.sock_connect(sock, address), connect_timeout)
             if KERNEL_STAMPS:
                 # OPT_ID needs an established TCP socket (EINVAL before the connect).
-                sock.setsockopt(socket.SOL_SOCKET, _SO_TIMESTAMPING, _TX_FLAGS)
+                _stamping(sock, _SO_TIMESTAMPING, _TX_FLAGS)
             connection = _Connection(sock, loop)
         except TimeoutError:
             sock.close()
