@@ -32,6 +32,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import resource
 import shutil
 import signal
 import struct
@@ -47,6 +48,7 @@ from typing import Any
 HERE = Path(__file__).resolve().parent
 TOKEN = b'"content": " baba"'
 TOKENS = 20
+PROCESSES = 1  # --processes: load processes (streamguard.load's processes=)
 
 
 @dataclass
@@ -185,7 +187,7 @@ def proxy_to(api_port: int, upstream_port: int, name: str) -> int:
     return int(response.json()["listen"].rsplit(":", 1)[1])
 
 
-def child(url: str, streams: int) -> None:
+def child(url: str, streams: int, processes: int) -> None:
     """The load's side (a fresh process): N concurrent streams, their stamps as JSON."""
     from pytest_streamguard.client import StreamRecorder, StreamRequest
     from pytest_streamguard.load import LoadPlan
@@ -205,8 +207,20 @@ def child(url: str, streams: int) -> None:
         return StreamRecorder(request, f"stream {index}")
 
     cpu = time.process_time()
-    result = run_load(LoadPlan(n=streams), make)
+    if processes > 1:
+        from pytest_streamguard.load.pool import run_processes
+
+        request = make(0).request
+        result = run_processes(LoadPlan(n=streams), request, processes)
+        # The shards' CPU, with this process's own.
+        children = resource.getrusage(resource.RUSAGE_CHILDREN)
+        cpu -= children.ru_utime + children.ru_stime
+    else:
+        result = run_load(LoadPlan(n=streams), make)
     cpu = time.process_time() - cpu
+    if processes > 1:
+        children = resource.getrusage(resource.RUSAGE_CHILDREN)
+        cpu += children.ru_utime + children.ru_stime
     # perf_counter (CLOCK_MONOTONIC) to the capture's clock (CLOCK_REALTIME), for --check.
     before = time.perf_counter_ns()
     wall = time.time_ns()
@@ -243,6 +257,7 @@ def run(mode: str, streams: int, server_port: int, proxy: int | None) -> dict[st
     with tempfile.TemporaryDirectory(prefix="wire-") as directory:
         with Capture(ports, directory) as capture:
             argv = [sys.executable, str(Path(__file__).resolve()), "--child", url, str(streams)]
+            argv += ["--processes", str(PROCESSES)]
             done = subprocess.run(argv, capture_output=True, text=True, check=False)
         if done.returncode != 0:
             raise SystemExit(f"load failed: {done.stderr[-2000:]}")
@@ -286,7 +301,7 @@ def run(mode: str, streams: int, server_port: int, proxy: int | None) -> dict[st
         forwarding = [(u - c) / 1e6 for c, u in zip(client_out, upstream_out, strict=False)]
     stamps = {t["stamps"] for t in figures["traces"]}
     return {
-        "tool": "streamguard load",
+        "tool": "streamguard load" + (f" x{PROCESSES}" if PROCESSES > 1 else ""),
         "mode": mode,
         "streams": streams,
         "matched": matched,
@@ -419,10 +434,13 @@ def main() -> int:
         "--toxiproxy-server", default=os.environ.get("STREAMGUARD_TOXIPROXY_SERVER")
     )
     parser.add_argument("--check", action="store_true", help="the small check make test runs")
+    parser.add_argument("--processes", type=int, default=1, help="load processes (shards)")
     parser.add_argument("--child", nargs=2, metavar=("URL", "STREAMS"), help=argparse.SUPPRESS)
     options = parser.parse_args()
+    global PROCESSES
+    PROCESSES = options.processes
     if options.child:
-        child(options.child[0], int(options.child[1]))
+        child(options.child[0], int(options.child[1]), options.processes)
         return 0
     if options.check:
         return check()
