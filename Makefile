@@ -7,7 +7,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 REPORTS := reports
-SYSTEM_PACKAGES := nginx-light chromium
+SYSTEM_PACKAGES := nginx-light chromium tcpdump
 # CI (and a developer) can pass extra pytest arguments: make test PYTEST_ARGS="-x -k toxic"
 PYTEST_ARGS ?=
 # make test runs each pytest on PYTEST_WORKERS pytest-xdist workers (2: a 2-core machine's
@@ -33,13 +33,15 @@ $(STAMP): pyproject.toml
 
 install: $(STAMP) system-deps
 
-# nginx backs the ingress fault, chromium renders the HTML report in its test. Both are
+# nginx backs the ingress fault, chromium renders the HTML report in its test, tcpdump
+# captures loopback for the wire check (tests/plugin/test_wire_check.py). All are
 # real programs the tests start; when missing they are installed here if we can (root with
 # apt-get), otherwise the tests that need them fail loudly and say so.
 system-deps:
 	@missing=""; \
 	command -v nginx >/dev/null 2>&1 || test -x /usr/sbin/nginx || missing="$$missing nginx-light"; \
 	command -v chromium >/dev/null 2>&1 || missing="$$missing chromium"; \
+	command -v tcpdump >/dev/null 2>&1 || test -x /usr/bin/tcpdump || missing="$$missing tcpdump"; \
 	if [ -n "$$missing" ]; then \
 	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
 	    echo "installing$$missing"; \

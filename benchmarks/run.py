@@ -30,7 +30,12 @@ Rows, in the order they run:
    50, 200, 500 and 1,000 streams with ``--toxiproxy-server PATH`` (or
    ``$STREAMGUARD_TOXIPROXY_SERVER``), else only the embedded rows.
 
-``--only proxy,capacity,target,startup,fidelity,toxiproxy`` runs some parts.
+7. **streamguard vs the wire** (``wire.py``): the load's TTFT and gap error against a tcpdump
+   capture on ``lo`` at 1, 10, 100 and 500 streams (``--wire-streams``), direct, through the
+   embedded proxy and (with ``--toxiproxy-server``) the real one; needs root and tcpdump, else
+   says it was skipped.
+
+``--only proxy,capacity,target,startup,fidelity,toxiproxy,wire`` runs some parts.
 
 Percentiles are nearest-rank (:func:`pytest_streamguard.stats.percentile`), except the proxy rows,
 which are ``proxy_overhead.py``'s own figures.
@@ -45,6 +50,7 @@ import json
 import math
 import os
 import platform
+import shutil
 import signal
 import statistics
 import subprocess
@@ -60,6 +66,7 @@ import fidelity
 import proxy_overhead
 import target_load
 import toxiproxy_compare
+import wire
 
 from pytest_streamguard.client import StreamRecorder, StreamRequest
 from pytest_streamguard.load import LoadPlan, LoadResult
@@ -398,7 +405,7 @@ def cell(value: float | None) -> str:
     return "-" if value is None else f"{value:.3f}"
 
 
-PARTS = ("proxy", "capacity", "target", "startup", "fidelity", "toxiproxy")
+PARTS = ("proxy", "capacity", "target", "startup", "fidelity", "toxiproxy", "wire")
 
 
 def main() -> int:
@@ -425,6 +432,7 @@ def main() -> int:
         default=os.environ.get("STREAMGUARD_TOXIPROXY_SERVER"),
         help="a real toxiproxy-server to compare with (default: $STREAMGUARD_TOXIPROXY_SERVER)",
     )
+    parser.add_argument("--wire-streams", default="1,10,100,500")
     options = parser.parse_args()
     parts = set(PARTS if options.only is None else options.only.split(","))
     if options.startup_only:
@@ -465,6 +473,15 @@ def main() -> int:
         )
         lines = toxiproxy_compare.table(compared, memory, options.toxiproxy_server, max(counts))
         sections += ["", "## embedded vs real Toxiproxy, added latency per chunk (ms)", "", *lines]
+    if "wire" in parts:
+        if os.geteuid() != 0 or shutil.which("tcpdump") is None:
+            sections += ["", "## streamguard vs the wire", "", "skipped: needs tcpdump and root"]
+        else:
+            counts = [int(n) for n in options.wire_streams.split(",")]
+            modes = ["direct", "proxy"] + (["toxiproxy"] if options.toxiproxy_server else [])
+            captured = wire.measure(counts, modes, options.toxiproxy_server)
+            sections += ["", "## streamguard vs the wire (tool minus tcpdump on lo, ms)", ""]
+            sections += wire.table(captured)
     print(
         f"# {time.strftime('%Y-%m-%d %H:%M')}; {machine()}; Python {platform.python_version()}; "
         f"load average {load_before:.2f} before, {os.getloadavg()[0]:.2f} after; "

@@ -767,6 +767,7 @@ async def _aread(client: httpx.AsyncClient, recorder: StreamRecorder) -> StreamT
         return loop.time() + left + _TIMER_SLACK_S
 
     recorder.start()
+    wire: Any = None
     try:
         async with asyncio.timeout(deadline()) as limit:
             try:
@@ -777,6 +778,7 @@ async def _aread(client: httpx.AsyncClient, recorder: StreamRecorder) -> StreamT
                     headers=request.request_headers(),
                     timeout=_timeout(request.limits),
                 ) as response:
+                    wire = _wire_stamps(recorder.trace, response.extensions)
                     recorder.response(response.status_code, response.headers.get("content-type"))
                     if recorder.stopped:
                         recorder.add_body(await _read_some(response))
@@ -808,4 +810,27 @@ async def _aread(client: httpx.AsyncClient, recorder: StreamRecorder) -> StreamT
         recorder.check_limits(time.perf_counter_ns(), expired=True)
     finally:
         recorder.finish()
+        _read_delays(recorder.trace, wire)
     return recorder.trace
+
+
+def _wire_stamps(trace: StreamTrace, extensions: dict[str, Any]) -> Any:
+    """What a transport that knows the wire (load.transport) says: the request is stamped when
+    its last byte was written and the coroutine's start becomes ``queued_ns``; the connection's
+    local address is kept. Returns that transport's connection (None from another)."""
+    sent = extensions.get("streamguard_sent_ns")
+    if sent is None:
+        return None
+    trace.queued_ns = int(extensions.get("streamguard_queued_ns", trace.request_ns))
+    trace.request_ns = int(sent)
+    trace.local = extensions.get("streamguard_local")
+    return extensions.get("streamguard_connection")
+
+
+def _read_delays(trace: StreamTrace, wire: Any) -> None:
+    """The client's own delay on each socket read (kernel stamp to the read) and where the
+    stamps came from: ``kernel``, or ``loop`` where the platform gave none."""
+    if wire is None:
+        return
+    trace.stamps = "kernel" if wire.kernel else "loop"
+    trace.read_delay_ns = list(wire.read_delay_ns)

@@ -352,9 +352,13 @@ def _streams_table(test: _Test) -> str:
     # A node column only when a stream was read on a Ray node (a distributed load); a local
     # read's node is null.
     nodes = any(raw.get("node") is not None for raw in test.raw_traces)
+    # The connection (client address:port, to match a capture or a server log) and the
+    # client's own delays, when the client recorded them (loads).
+    wired = any(t.local is not None for t in test.record.traces)
     rows = "".join(
         f"<tr><td>{row}</td><td>{_e(t.name)}</td><td>{_e(_format(t, raw))}</td>"
         + (f"<td>{_e(raw.get('node') or 'local')}</td>" if nodes else "")
+        + (_wire_cells(t) if wired else "")
         + f"<td>{_e(t.status_code or '-')}</td>"
         f'<td class="outcome">{_e(_outcome(t))}</td><td class="num">{len(t.chunks)}</td>'
         f"{_num_cell(t.ttft)}{_num_cell(t.max_gap)}{_num_cell(t.total)}"
@@ -366,9 +370,24 @@ def _streams_table(test: _Test) -> str:
     return _table(
         '<table class="streams"><thead><tr><th>#</th><th>stream</th><th>format</th>'
         + ("<th>node</th>" if nodes else "")
+        + (
+            "<th>connection</th><th>client write (ms)</th><th>client read p99 (ms)</th>"
+            if wired
+            else ""
+        )
         + "<th>status</th><th>outcome</th><th>chunks</th><th>TTFT (ms)</th>"
         "<th>max gap (ms)</th><th>total (ms)</th><th>heartbeats</th><th>bytes</th></tr></thead>"
         f"<tbody>{rows}</tbody></table>"
+    )
+
+
+def _wire_cells(trace: StreamTrace) -> str:
+    """A stream's connection (local address:port) and the client's own delays: request queued
+    to written, and bytes arrived to read (p99)."""
+    delay = trace.client_delay
+    return (
+        f"<td>{_e(trace.local or '-')}</td>{_num_cell(delay['write'])}"
+        f"{_num_cell(delay['read_p99'])}"
     )
 
 

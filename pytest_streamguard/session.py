@@ -47,6 +47,7 @@ from pytest_streamguard.reports import (
     write_json,
 )
 from pytest_streamguard.settings import SETTINGS_KEY, Settings
+from pytest_streamguard.stats import percentile
 from pytest_streamguard.trace import FaultRecord, StreamTrace
 
 SESSION_KEY = pytest.StashKey["StreamGuardSession"]()
@@ -71,6 +72,24 @@ def _test_traces(guards: list[StreamGuard]) -> list[StreamTrace]:
     """Every stream the test's guards read, in the order the requests were sent."""
     traces = [trace for guard in guards for trace in guard.traces]
     return sorted(traces, key=lambda trace: trace.request_ns) if len(guards) > 1 else traces
+
+
+CLIENT_DELAY_WARN_S = 0.001
+
+
+def client_delay_lines(records: list[TestRecord]) -> list[str]:
+    """A warning when the client's own read delay (bytes arrived to bytes read, pooled over
+    every stream that recorded one) passes 1 ms at p99: the client machine, not the server, was
+    then the limit of the figures' timing."""
+    reads = [d / 1e9 for r in records for t in r.traces for d in t.read_delay_ns]
+    p99 = percentile(reads, 99)
+    if p99 is None or p99 <= CLIENT_DELAY_WARN_S:
+        return []
+    return [
+        f"warning: the client's own read delay (bytes arrived to bytes read) was "
+        f"{p99 * 1e3:.1f} ms at p99, over 1 ms: the client machine was busy; arrival stamps "
+        "are the kernel's, but events read together share the later one"
+    ]
 
 
 class _Fitted:
@@ -299,6 +318,7 @@ class StreamGuardSession:
                 *summary_lines(self.records, out.width),
                 *matrix_lines(self.records),
                 *unfired_lines(self.records, strict=self.settings.strict_faults),
+                *client_delay_lines(self.records),
             ]
             for line in lines:
                 out.write_line(line)

@@ -190,6 +190,30 @@ class StreamTrace:
     node: str | None = None
     """Where the stream was read: the Ray node id for a load sharded over a Ray cluster, None
     for a read on this machine (its stamps are on that node's clock)."""
+    queued_ns: int | None = None
+    """When the request was handed to the client (the stream's coroutine started), where the
+    client stamps ``request_ns`` once the request's last byte is written (loads); None where
+    ``request_ns`` is that start itself."""
+    local: str | None = None
+    """The connection's client side, ``address:port``: the key to match a packet capture, a
+    server log or a proxy's log to this stream. None where the client did not say."""
+    stamps: str | None = None
+    """Where arrival stamps came from: ``kernel`` (the socket's receive stamp, Linux) or
+    ``loop`` (when the event loop read the bytes); None for the default httpx client."""
+    read_delay_ns: list[int] = field(default_factory=list)
+    """The client's own delay on each socket read: the kernel's receive stamp to the read."""
+
+    @property
+    def client_delay(self) -> dict[str, float | None]:
+        """The client's own delays in seconds: ``write`` (request queued to request written,
+        connect included) and ``read_p99``/``read_max`` (bytes arrived to bytes read)."""
+        write = None if self.queued_ns is None else ns_to_s(self.request_ns - self.queued_ns)
+        reads = [ns_to_s(d) for d in self.read_delay_ns]
+        return {
+            "write": write,
+            "read_p99": percentile(reads, 99),
+            "read_max": max(reads) if reads else None,
+        }
 
     @property
     def ttft(self) -> float | None:
@@ -342,6 +366,11 @@ class StreamTrace:
             "expect": self.expect,
             "held_open_s": self.held_open_s,
             "node": self.node,
+            "queued_ns": self.queued_ns,
+            "local": self.local,
+            "stamps": self.stamps,
+            "read_delay_ns": list(self.read_delay_ns),
+            "client_delay_s": self.client_delay,
             "stats": self.summary(),
         }
 
@@ -370,4 +399,8 @@ class StreamTrace:
             expect=raw.get("expect"),
             held_open_s=raw.get("held_open_s"),
             node=raw.get("node"),
+            queued_ns=raw.get("queued_ns"),
+            local=raw.get("local"),
+            stamps=raw.get("stamps"),
+            read_delay_ns=[int(d) for d in raw.get("read_delay_ns", [])],
         )

@@ -12,6 +12,20 @@ delays the processing of a chunk but not its stamp. One connection per stream, c
 stream ends. ``https`` URLs go to httpx's
 default transport.
 
+Stamps are the wire's (issue 28). The request is stamped when its last byte left: the kernel's
+software transmit stamp of that byte (``SO_TIMESTAMPING``, read off the socket's error queue right
+after the write), else the moment the write returned; never when the stream's coroutine started
+(the connect and the write come before it). Each read of the socket is
+``recvmsg`` with ``SO_TIMESTAMPNS``: on Linux the kernel hands over the receive time of the
+segment (``CLOCK_REALTIME``), converted to ``perf_counter_ns`` (``CLOCK_MONOTONIC``) at the read
+by the two clocks' offset read right then (one ``time_ns`` between two ``perf_counter_ns``; the
+conversion's error is half that bracket, well under a microsecond, plus any clock slew between the
+segment's arrival and the read). Where the kernel gives no stamp (another OS) the read is stamped
+when the event loop reads it, and the response says so (``streamguard_stamps``: ``kernel`` or
+``loop``). The response also names the connection (``streamguard_local``: the client's local
+``address:port``) and the client's own delays (``streamguard_queued_ns``: when the request was
+handed to the transport; the reads' ``(kernel stamp, read stamp)`` pairs feed the read delay).
+
 The load resolves each target's address before its first stream is stamped
 (:meth:`LoadTransport.prepare`): the first lookup of a process imports the ``idna`` codec (about
 2 ms on a quiet 2-core machine, 20 ms on a busy one) and a host name may ask a resolver; that is
@@ -25,49 +39,103 @@ from __future__ import annotations
 import asyncio
 import codecs
 import collections
+import contextlib
 import socket
+import struct
+import sys
 import time
 from collections.abc import AsyncIterator
-from typing import Any, cast
+from typing import Any
 
 import h11
 import httpx
 
 
 class StampedBytes(bytes):
-    """Response bytes with ``stamp_ns``: ``time.perf_counter_ns()`` when the event loop handed
-    them to the protocol, before any other stream's processing could delay the stamp."""
+    """Response bytes with ``stamp_ns``: the kernel's receive stamp as a ``perf_counter_ns``
+    value (or, without one, when the event loop read them), before any other stream's
+    processing could delay the stamp."""
 
     stamp_ns: int
 
 
-class _Connection(asyncio.Protocol):
-    """One HTTP/1.1 exchange: h11 events queued as bytes arrive."""
+# Linux's SO_TIMESTAMPNS (the old, 64-bit-time_t one: SCM_TIMESTAMPNS has the same value); the
+# socket module has no name for it.
+_SO_TIMESTAMPNS = 35
+_TIMESPEC = struct.Struct("@qq")
+# SO_TIMESTAMPING for the request's transmit stamp: software TX stamps, reported as software
+# stamps, on the error queue without the payload, keyed by byte (SOF_TIMESTAMPING_TX_SOFTWARE |
+# SOFTWARE | OPT_ID | OPT_TSONLY).
+_SO_TIMESTAMPING = 37
+_TX_FLAGS = (1 << 1) | (1 << 4) | (1 << 7) | (1 << 11)
+_ERRQUEUE_SPACE = 512
+_READ_SIZE = 65536
+KERNEL_STAMPS = sys.platform.startswith("linux")
 
-    def __init__(self) -> None:
+
+def kernel_to_perf_ns(realtime_ns: int) -> int:
+    """A ``CLOCK_REALTIME`` stamp of the kernel as a ``perf_counter_ns`` value: the offset of the
+    two clocks is read now, between two ``perf_counter_ns`` reads."""
+    before = time.perf_counter_ns()
+    wall = time.time_ns()
+    after = time.perf_counter_ns()
+    return (before + after) // 2 - (wall - realtime_ns)
+
+
+def _stamping(sock: socket.socket, option: int, value: int) -> None:
+    """Ask the kernel for stamps; a kernel that refuses leaves the loop's stamps (the trace's
+    ``stamps`` then says ``loop``), never a failed stream."""
+    with contextlib.suppress(OSError):
+        sock.setsockopt(socket.SOL_SOCKET, option, value)
+
+
+class _Connection:
+    """One HTTP/1.1 exchange on a non-blocking socket: h11 events queued as bytes arrive, each
+    read stamped by the kernel where it can (see the module docstring)."""
+
+    def __init__(self, sock: socket.socket, loop: asyncio.AbstractEventLoop) -> None:
+        self.sock = sock
+        self.loop = loop
         self.h11 = h11.Connection(h11.CLIENT)
         self.events: collections.deque[Any] = collections.deque()
         self.error: httpx.TransportError | None = None
         self.waiter: asyncio.Future[None] | None = None
-        self.transport: asyncio.Transport | None = None
         self.stamp_ns = 0
+        self.kernel = False
+        self.read_delay_ns: list[int] = []
+        self.closed = False
+        self.ancillary = socket.CMSG_SPACE(_TIMESPEC.size) if KERNEL_STAMPS else 0
+        loop.add_reader(sock.fileno(), self._readable)
 
-    def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        """Keep the transport."""
-        self.transport = cast(asyncio.Transport, transport)
-
-    def data_received(self, data: bytes) -> None:
-        """Stamp and parse what arrived, and wake the reader."""
-        self.stamp_ns = time.perf_counter_ns()
+    def _readable(self) -> None:
+        try:
+            data, ancillary, _, _ = self.sock.recvmsg(_READ_SIZE, self.ancillary)
+        except (BlockingIOError, InterruptedError):
+            # Maybe a late transmit stamp on the error queue made the socket ready.
+            self._sent_stamp()
+            return
+        except OSError as exc:
+            self._lost(exc)
+            return
+        now = time.perf_counter_ns()
+        stamp = now
+        for level, kind, value in ancillary:
+            if level == socket.SOL_SOCKET and kind == _SO_TIMESTAMPNS:
+                seconds, nanoseconds = _TIMESPEC.unpack(value[: _TIMESPEC.size])
+                stamp = min(kernel_to_perf_ns(seconds * 1_000_000_000 + nanoseconds), now)
+                self.kernel = True
+        if not data:
+            # The server closed its side: that may end a close-delimited body.
+            self._parse(b"")
+            self._lost(None)
+            return
+        self.read_delay_ns.append(now - stamp)
+        self.stamp_ns = stamp
         self._parse(data)
 
-    def eof_received(self) -> bool:
-        """The server closed its side: that may end a close-delimited body."""
-        self._parse(b"")
-        return False
-
-    def connection_lost(self, exc: Exception | None) -> None:
+    def _lost(self, exc: Exception | None) -> None:
         """Reset or closed: a reader still waiting gets an error instead of hanging."""
+        self._stop_reading()
         if exc is not None and self.error is None:
             self.error = httpx.ReadError(f"{type(exc).__name__}: {exc}")
         elif self.error is None:
@@ -77,6 +145,11 @@ class _Connection(asyncio.Protocol):
                     "connection closed before the response ended"
                 )
         self._wake()
+
+    def _stop_reading(self) -> None:
+        if not self.closed:
+            self.closed = True
+            self.loop.remove_reader(self.sock.fileno())
 
     def _parse(self, data: bytes) -> None:
         try:
@@ -123,15 +196,45 @@ class _Connection(asyncio.Protocol):
                     timer.cancel()
         return self.events.popleft()
 
-    def send(self, *events: Any) -> None:
-        """Serialise and write request events."""
-        assert self.transport is not None
-        self.transport.write(b"".join(self.h11.send(event) or b"" for event in events))
+    async def send(self, *events: Any) -> int:
+        """Serialise and write request events; ``perf_counter_ns`` once the last byte is written
+        (handed to the kernel)."""
+        payload = b"".join(self.h11.send(event) or b"" for event in events)
+        try:
+            sent = self.sock.send(payload)
+        except (BlockingIOError, InterruptedError):
+            sent = 0
+        except OSError as exc:
+            raise httpx.WriteError(f"{type(exc).__name__}: {exc}") from None
+        if sent < len(payload):
+            try:
+                await self.loop.sock_sendall(self.sock, payload[sent:])
+            except OSError as exc:
+                raise httpx.WriteError(f"{type(exc).__name__}: {exc}") from None
+        now = time.perf_counter_ns()
+        stamp = self._sent_stamp()
+        return now if stamp is None else min(stamp, now)
+
+    def _sent_stamp(self) -> int | None:
+        """The kernel's transmit stamp of the request's last byte (as ``perf_counter_ns``),
+        taken off the error queue; None where there is none (yet)."""
+        if not KERNEL_STAMPS:
+            return None
+        stamp = None
+        while True:
+            try:
+                _, ancillary, _, _ = self.sock.recvmsg(1, _ERRQUEUE_SPACE, socket.MSG_ERRQUEUE)
+            except OSError:
+                return stamp
+            for level, kind, value in ancillary:
+                if level == socket.SOL_SOCKET and kind == _SO_TIMESTAMPING:
+                    seconds, nanoseconds = _TIMESPEC.unpack(value[: _TIMESPEC.size])
+                    stamp = kernel_to_perf_ns(seconds * 1_000_000_000 + nanoseconds)
 
     def close(self) -> None:
         """Close the socket."""
-        if self.transport is not None:
-            self.transport.close()
+        self._stop_reading()
+        self.sock.close()
 
 
 def _task_cancelling() -> bool:
@@ -206,15 +309,18 @@ class LoadTransport(httpx.AsyncBaseTransport):
         if request.url.scheme != "http":
             return await self.fallback().handle_async_request(request)
         timeouts: dict[str, float | None] = request.extensions.get("timeout", {})
+        queued_ns = time.perf_counter_ns()
         connection = await self._connect(request, timeouts.get("connect"))
         try:
+            address, port = connection.sock.getsockname()[:2]
+            local = f"{address}:{port}"
             host = request.url.netloc
             headers = [
                 (b"host", host),
                 *((k, v) for k, v in request.headers.raw if k.lower() != b"host"),
             ]
             body = await request.aread()
-            connection.send(
+            sent_ns = await connection.send(
                 h11.Request(method=request.method, target=request.url.raw_path, headers=headers),
                 h11.Data(data=body),
                 h11.EndOfMessage(),
@@ -230,7 +336,14 @@ class LoadTransport(httpx.AsyncBaseTransport):
             status_code=event.status_code,
             headers=list(event.headers),
             stream=_Body(connection, timeouts.get("read")),
-            extensions={"http_version": b"HTTP/1.1", "reason_phrase": event.reason},
+            extensions={
+                "http_version": b"HTTP/1.1",
+                "reason_phrase": event.reason,
+                "streamguard_queued_ns": queued_ns,
+                "streamguard_sent_ns": sent_ns,
+                "streamguard_local": local,
+                "streamguard_connection": connection,
+            },
         )
 
     async def _connect(self, request: httpx.Request, connect_timeout: float | None) -> _Connection:
@@ -240,10 +353,15 @@ class LoadTransport(httpx.AsyncBaseTransport):
         try:
             for level, name, value in self.socket_options:
                 sock.setsockopt(level, name, value)
+            if KERNEL_STAMPS:
+                _stamping(sock, _SO_TIMESTAMPNS, 1)
             sock.setblocking(False)
             address = await self._address(request.url.host, port)
             await asyncio.wait_for(loop.sock_connect(sock, address), connect_timeout)
-            _, connection = await loop.create_connection(_Connection, sock=sock)
+            if KERNEL_STAMPS:
+                # OPT_ID needs an established TCP socket (EINVAL before the connect).
+                _stamping(sock, _SO_TIMESTAMPING, _TX_FLAGS)
+            connection = _Connection(sock, loop)
         except TimeoutError:
             sock.close()
             raise httpx.ConnectTimeout(f"connect to {request.url.host}:{port} timed out") from None

@@ -106,8 +106,9 @@ class LatencyStage(Stage):
             if jitter > 0:
                 delay += (self.rng.randrange(2 * jitter) - jitter) * _MS
             due = item[1] + delay
-            wait = due - time.monotonic_ns()
-            if wait > 0:
+            # uvloop's timers are whole milliseconds from the loop's cached time, so a sleep may
+            # end up to a millisecond early: sleep again until the delay has really passed.
+            while (wait := due - time.monotonic_ns()) > 0:  # noqa: ASYNC110 (a timer, no event)
                 await asyncio.sleep(wait / 1e9)
             # Moving the timestamp makes stacked latency toxics add up (Toxiproxy PR #94).
             await self.emit((item[0], due))

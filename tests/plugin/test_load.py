@@ -88,7 +88,16 @@ def test_closed_loop_load_pools_streams_and_checks_pooled_percentile(
     assert summary["streams"] == 30
     assert 0 < summary["gap_p50_s"] < 0.2
     report = json.loads((pytester.path / "report.json").read_text())
-    assert len(report["tests"][0]["traces"]) == 30
+    traces = report["tests"][0]["traces"]
+    assert len(traces) == 30
+    # Each trace names its connection (client address:port, one per stream), the kernel's
+    # stamps (Linux), and the client's own delays: the request was stamped written after it
+    # was queued.
+    assert all(t["local"].startswith("127.0.0.1:") for t in traces)
+    assert len({t["local"] for t in traces}) == 30
+    assert {t["stamps"] for t in traces} == {"kernel"}
+    assert all(t["queued_ns"] < t["request_ns"] for t in traces)
+    assert all(t["client_delay_s"]["write"] > 0 and t["read_delay_ns"] for t in traces)
     result.stdout.fnmatch_lines(["*test_thirty * 300 * pass  -"])
 
 

@@ -1,0 +1,465 @@
+"""The plugin's TTFT and gaps against a packet capture of the same streams (issue 28).
+
+tcpdump captures the loopback traffic (``-i lo``, nanosecond stamps with
+``--time-stamp-precision=nano``; the stamp type is the one the device offers: on Linux ``lo``
+only ``host``, the kernel's receive/transmit stamp) while the plugin's load reads N concurrent
+streams (``streamguard.load``'s code, a fresh process per run) from ``openai_server.py`` (first
+token 200 ms after the request, then one every 20 ms), direct and through the embedded proxy.
+
+From the capture, per TCP connection: **wire TTFT** is the packet that holds the request's last
+byte to the first packet that holds a content token (``"content": " baba"``); **wire gaps** are
+between the packets that hold consecutive token events (the byte that ends an event, ``\\n\\n``,
+dates it; events in one packet share its time). The plugin's trace names its connection
+(``trace.local``: the client's local ``address:port``), and the capture's connection with that
+client port is the stream's: a stream is matched to its connection by the client's local port,
+never by order. Errors are tool minus wire, per stream (TTFT) and per event (gaps, event i of
+the trace against event i of the wire).
+
+Through the proxy the plugin's connection is the one to the proxy's port; the proxy's
+forwarding is the client's request on the wire to the upstream request on the wire, paired in
+order of arrival (the proxy's upstream connection does not name its client).
+
+The packets the kernel dropped come from tcpdump's own count at exit: a run with any is void
+and says so. AIPerf is not run here (see fidelity.py for AIPerf against the known timing).
+
+``python benchmarks/wire.py [--streams 1,10,100,500] [--modes direct,proxy]`` (as root:
+tcpdump needs it); ``--check`` runs 10 direct streams and exits non-zero unless every request
+stamp is after its connection's SYN and within 20 ms of its request on the wire.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import shutil
+import signal
+import struct
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+HERE = Path(__file__).resolve().parent
+TOKEN = b'"content": " baba"'
+TOKENS = 20
+PROCESSES = 1  # --processes: load processes (streamguard.load's processes=)
+
+
+@dataclass
+class Connection:
+    """One TCP connection as the capture saw it (client port -> server port)."""
+
+    client_port: int
+    server_port: int
+    syn_ns: int | None = None
+    request: list[tuple[int, int]] = field(default_factory=list)  # (time, payload bytes)
+    response: bytearray = field(default_factory=bytearray)
+    # (end offset in the response stream, packet time) per response packet with payload.
+    marks: list[tuple[int, int]] = field(default_factory=list)
+
+    def request_out_ns(self) -> int | None:
+        """The packet holding the request's last byte (one request per connection here)."""
+        return self.request[-1][0] if self.request else None
+
+    def token_ns(self) -> list[int]:
+        """When each content token arrived: the packet that holds the end of its event."""
+        times = []
+        start = 0
+        data = bytes(self.response)
+        while (at := data.find(TOKEN, start)) >= 0:
+            end = data.find(b"\n\n", at)
+            if end < 0:
+                break
+            times.append(self._packet_at(end + 1))
+            start = end
+        return times
+
+    def _packet_at(self, offset: int) -> int:
+        for end, stamp in self.marks:
+            if offset < end:
+                return stamp
+        return self.marks[-1][1]
+
+
+def packets(path: Path) -> Iterator[tuple[int, bytes]]:
+    """``(time ns, frame)`` of each packet of a pcap file (micro- or nanosecond)."""
+    data = path.read_bytes()
+    magic = struct.unpack("<I", data[:4])[0]
+    scale = {0xA1B2C3D4: 1000, 0xA1B23C4D: 1}[magic]
+    linktype = struct.unpack("<I", data[20:24])[0]
+    if linktype != 1:
+        raise SystemExit(f"pcap link type {linktype}: expected 1 (Ethernet, as Linux lo gives)")
+    offset = 24
+    while offset + 16 <= len(data):
+        seconds, fraction, caplen, _ = struct.unpack("<IIII", data[offset : offset + 16])
+        offset += 16
+        yield seconds * 1_000_000_000 + fraction * scale, data[offset : offset + caplen]
+        offset += caplen
+
+
+def connections(path: Path, server_ports: set[int]) -> dict[tuple[int, int], Connection]:
+    """The capture's TCP connections to ``server_ports``, keyed ``(client port, server port)``."""
+    found: dict[tuple[int, int], Connection] = {}
+    for stamp, frame in packets(path):
+        if len(frame) < 34 or frame[12:14] != b"\x08\x00":
+            continue
+        ip = frame[14:]
+        header = (ip[0] & 0x0F) * 4
+        if ip[9] != 6:
+            continue
+        total = struct.unpack("!H", ip[2:4])[0]
+        tcp = ip[header:total]
+        source, dest = struct.unpack("!HH", tcp[:4])
+        flags = tcp[13]
+        payload = tcp[(tcp[12] >> 4) * 4 :]
+        if dest in server_ports:
+            key = (source, dest)
+            if flags & 0x02 and not flags & 0x10:  # SYN: a new connection on this port
+                found[key] = Connection(source, dest, syn_ns=stamp)
+            elif payload and key in found:
+                found[key].request.append((stamp, len(payload)))
+        elif source in server_ports and payload and (dest, source) in found:
+            conn = found[(dest, source)]
+            conn.response += payload
+            conn.marks.append((len(conn.response), stamp))
+    return found
+
+
+class Capture:
+    """tcpdump on lo for the ports given, as a context manager; ``dropped`` after exit."""
+
+    def __init__(self, ports: list[int], directory: str) -> None:
+        self.path = Path(directory, "wire.pcap")
+        self.ports = ports
+        self.dropped: int | None = None
+
+    def __enter__(self) -> Capture:
+        tcpdump = shutil.which("tcpdump") or "/usr/bin/tcpdump"
+        filt = " or ".join(f"tcp port {p}" for p in self.ports)
+        argv = [tcpdump, "-i", "lo", "-n", "-U", "-B", "65536", "-s", "4096"]
+        argv += ["--time-stamp-precision=nano", "-w", str(self.path), filt]
+        self.process = subprocess.Popen(argv, stderr=subprocess.PIPE, text=True)
+        assert self.process.stderr is not None
+        line = self.process.stderr.readline()
+        if "listening" not in line:
+            raise SystemExit(f"tcpdump did not start: {line.strip()} (root is needed)")
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        time.sleep(0.2)  # the last packets' way through the capture buffer; not a sync point
+        self.process.send_signal(signal.SIGINT)
+        _, err = self.process.communicate(timeout=30)
+        for line in err.splitlines():
+            if "dropped by kernel" in line:
+                self.dropped = int(line.split()[0])
+
+
+def start(argv: list[str]) -> tuple[subprocess.Popen[str], dict[str, Any]]:
+    """A helper process that prints one JSON line when ready."""
+    process = subprocess.Popen(argv, stdout=subprocess.PIPE, text=True, start_new_session=True)
+    assert process.stdout is not None
+    return process, json.loads(process.stdout.readline())
+
+
+def stop(process: subprocess.Popen[str]) -> None:
+    """Stop a helper process this script started."""
+    process.terminate()
+    try:
+        process.wait(timeout=10)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait()
+
+
+def proxy_to(api_port: int, upstream_port: int, name: str) -> int:
+    """Create a proxy on the embedded (or real) Toxiproxy; its listen port."""
+    import httpx
+
+    body = {"name": name, "listen": "127.0.0.1:0", "upstream": f"127.0.0.1:{upstream_port}"}
+    response = httpx.post(f"http://127.0.0.1:{api_port}/proxies", json=body)
+    response.raise_for_status()
+    return int(response.json()["listen"].rsplit(":", 1)[1])
+
+
+def child(url: str, streams: int, processes: int) -> None:
+    """The load's side (a fresh process): N concurrent streams, their stamps as JSON."""
+    from pytest_streamguard.client import StreamRecorder, StreamRequest
+    from pytest_streamguard.load import LoadPlan
+    from pytest_streamguard.load import run as run_load
+
+    body = {
+        "model": "reference",
+        "messages": [{"role": "user", "content": "baba"}],
+        "stream": True,
+        "max_completion_tokens": TOKENS,
+    }
+
+    def make(index: int) -> StreamRecorder:
+        request = StreamRequest(
+            "POST", url + "/v1/chat/completions", json_body=body, format="openai"
+        )
+        return StreamRecorder(request, f"stream {index}")
+
+    cpu = time.process_time()
+    if processes > 1:
+        from pytest_streamguard.load.pool import run_processes
+
+        request = make(0).request
+        result = run_processes(LoadPlan(n=streams), request, processes)
+        # The shards' CPU, with this process's own.
+        children = resource.getrusage(resource.RUSAGE_CHILDREN)
+        cpu -= children.ru_utime + children.ru_stime
+    else:
+        result = run_load(LoadPlan(n=streams), make)
+    cpu = time.process_time() - cpu
+    if processes > 1:
+        children = resource.getrusage(resource.RUSAGE_CHILDREN)
+        cpu += children.ru_utime + children.ru_stime
+    # perf_counter (CLOCK_MONOTONIC) to the capture's clock (CLOCK_REALTIME), for --check.
+    before = time.perf_counter_ns()
+    wall = time.time_ns()
+    offset = wall - (before + time.perf_counter_ns()) // 2
+    traces = [
+        {
+            "local": t.local,
+            "request_ns": t.request_ns,
+            "queued_ns": t.queued_ns,
+            "stamps": t.stamps,
+            "chunks": [c.stamp_ns for c in t.chunks],
+            "read_delay_ns": t.read_delay_ns,
+            "completed": t.completed,
+        }
+        for t in result.traces
+    ]
+    print(json.dumps({"offset_ns": offset, "cpu_s": cpu, "traces": traces}))
+
+
+def pct(values: list[float], q: float) -> float | None:
+    """Nearest-rank percentile."""
+    if not values:
+        return None
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, max(0, int(-(-q * len(ordered) // 100)) - 1))]
+
+
+def run(mode: str, streams: int, server_port: int, proxy: int | None) -> dict[str, Any]:
+    """One load under capture; the per-stream errors against the wire."""
+    port = proxy if proxy is not None else server_port
+    url = f"http://127.0.0.1:{port}"
+    ports = sorted({server_port, port})
+    load_avg = os.getloadavg()[0]
+    with tempfile.TemporaryDirectory(prefix="wire-") as directory:
+        with Capture(ports, directory) as capture:
+            argv = [sys.executable, str(Path(__file__).resolve()), "--child", url, str(streams)]
+            argv += ["--processes", str(PROCESSES)]
+            done = subprocess.run(argv, capture_output=True, text=True, check=False)
+        if done.returncode != 0:
+            raise SystemExit(f"load failed: {done.stderr[-2000:]}")
+        figures = json.loads(done.stdout.splitlines()[-1])
+        found = connections(capture.path, set(ports))
+    ttft_err, gap_err, write, read, after_syn, after_out = [], [], [], [], [], []
+    matched = 0
+    for trace in figures["traces"]:
+        if not trace["local"]:
+            continue
+        conn = found.get((int(trace["local"].rsplit(":", 1)[1]), port))
+        out = None if conn is None else conn.request_out_ns()
+        if conn is None or out is None or not trace["chunks"]:
+            continue
+        tokens = conn.token_ns()
+        if not tokens:
+            continue
+        matched += 1
+        # The capture may end a packet short of the load (tcpdump stops after it): events
+        # are compared as far as both have them.
+        chunks = trace["chunks"][: len(tokens)]
+        tokens = tokens[: len(chunks)]
+        ttft_err.append(((chunks[0] - trace["request_ns"]) - (tokens[0] - out)) / 1e6)
+        for i in range(1, len(chunks)):
+            gap_err.append(((chunks[i] - chunks[i - 1]) - (tokens[i] - tokens[i - 1])) / 1e6)
+        if trace["queued_ns"] is not None:
+            write.append((trace["request_ns"] - trace["queued_ns"]) / 1e6)
+        read += [d / 1e6 for d in trace["read_delay_ns"]]
+        stamp_wall = trace["request_ns"] + figures["offset_ns"]
+        if conn.syn_ns is not None:
+            after_syn.append((stamp_wall - conn.syn_ns) / 1e6)
+        after_out.append((stamp_wall - out) / 1e6)
+    forwarding: list[float] = []
+    if proxy is not None:
+        client_out = sorted(
+            c.request_out_ns() or 0 for k, c in found.items() if k[1] == proxy and c.request
+        )
+        upstream_out = sorted(
+            c.request_out_ns() or 0 for k, c in found.items() if k[1] == server_port and c.request
+        )
+        forwarding = [(u - c) / 1e6 for c, u in zip(client_out, upstream_out, strict=False)]
+    stamps = {t["stamps"] for t in figures["traces"]}
+    return {
+        "tool": "streamguard load" + (f" x{PROCESSES}" if PROCESSES > 1 else ""),
+        "mode": mode,
+        "streams": streams,
+        "matched": matched,
+        "dropped": capture.dropped,
+        "load": load_avg,
+        "stamps": ",".join(sorted(str(s) for s in stamps)),
+        "ttft_err": ttft_err,
+        "gap_err": gap_err,
+        "write": write,
+        "read": read,
+        "after_syn": after_syn,
+        "after_out": after_out,
+        "forwarding": forwarding,
+        "cpu_ms_per_stream": figures["cpu_s"] * 1e3 / max(streams, 1),
+    }
+
+
+def cell(value: float | None) -> str:
+    """A ms figure for the table."""
+    return "-" if value is None else f"{value:+.3f}"
+
+
+def table(rows: list[dict[str, Any]]) -> list[str]:
+    """The markdown table of the runs."""
+    lines = [
+        "| tool | path | streams | matched | TTFT err p50/p99/max ms | gap err p50/p99/max ms "
+        "| client write p99 ms | client read p99 ms | proxy fwd p50/p99 ms | dropped | load "
+        "| CPU ms/stream | stamps |",
+        "| --- | --- | ---: | ---: | --- | --- | ---: | ---: | --- | ---: | ---: | ---: | --- |",
+    ]
+    for r in rows:
+
+        def three(values: list[float]) -> str:
+            top = max(values, key=abs) if values else None
+            return f"{cell(pct(values, 50))} / {cell(pct(values, 99))} / {cell(top)}"
+
+        fwd = "-" if not r["forwarding"] else (
+            f"{cell(pct(r['forwarding'], 50))} / {cell(pct(r['forwarding'], 99))}"
+        )  # fmt: skip
+        dropped = r["dropped"]
+        void = "" if dropped == 0 else " VOID: the kernel dropped packets"
+        lines.append(
+            f"| {r['tool']} | {r['mode']} | {r['streams']} | {r['matched']} | "
+            f"{three(r['ttft_err'])} | {three(r['gap_err'])} | {cell(pct(r['write'], 99))} | "
+            f"{cell(pct(r['read'], 99))} | {fwd} | {dropped}{void} | {r['load']:.2f} | "
+            f"{r['cpu_ms_per_stream']:.2f} | {r['stamps']} |"
+        )
+    return lines
+
+
+def measure(counts: list[int], modes: list[str], toxiproxy: str | None) -> list[dict[str, Any]]:
+    """Every (mode, count) run against one server (and proxy)."""
+    server, ready = start([sys.executable, str(HERE / "openai_server.py"), "--tokens", "20"])
+    helpers = [server]
+    rows = []
+    try:
+        server_port = int(ready["url"].rsplit(":", 1)[1])
+        proxies: dict[str, int | None] = {"direct": None}
+        if "proxy" in modes:
+            argv = [sys.executable, "-m", "pytest_streamguard.toxiproxy_server", "-port", "0"]
+            embedded, info = start(argv)
+            helpers.append(embedded)
+            proxies["proxy"] = proxy_to(int(info["port"]), server_port, "wire")
+        if "toxiproxy" in modes and toxiproxy:
+            real = subprocess.Popen([toxiproxy, "-host", "127.0.0.1", "-port", "18474"],
+                                    stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                                    start_new_session=True)  # fmt: skip
+            helpers.append(cast_popen(real))
+            wait_port(18474)
+            proxies["toxiproxy"] = proxy_to(18474, server_port, "wire_real")
+        for mode in modes:
+            if mode not in proxies:
+                continue
+            for count in counts:
+                rows.append(run(mode, count, server_port, proxies[mode]))
+                print("\n".join(table(rows[-1:])[2:]), file=sys.stderr, flush=True)
+    finally:
+        for helper in helpers:
+            stop(helper)
+    return rows
+
+
+def cast_popen(process: subprocess.Popen[bytes]) -> subprocess.Popen[str]:
+    """A bytes Popen where only terminate/kill/wait are used."""
+    return process  # type: ignore[return-value]
+
+
+def wait_port(port: int) -> None:
+    """Wait (with a deadline) until a local port accepts connections."""
+    import socket
+
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        with socket.socket() as probe:
+            if probe.connect_ex(("127.0.0.1", port)) == 0:
+                return
+        time.sleep(0.05)
+    raise SystemExit(f"nothing listens on 127.0.0.1:{port}")
+
+
+def check() -> int:
+    """10 direct streams: every request stamp after its SYN and within 20 ms of the request's
+    last byte on the wire (a stamp taken before the connect fails the first)."""
+    rows = measure([10], ["direct"], None)
+    row = rows[0]
+    problems = []
+    if row["dropped"] != 0:
+        problems.append(f"the kernel dropped {row['dropped']} packets: the check is void")
+    if row["matched"] != 10:
+        problems.append(f"{row['matched']} of 10 streams matched to a connection by local port")
+    if not row["after_syn"] or min(row["after_syn"]) <= 0:
+        problems.append(f"request stamps before the SYN (ms after it): {row['after_syn']}")
+    # 20 ms: the kernel's transmit stamp is within microseconds of the capture's, the fallback
+    # (when the write returned) within a preemption of it; a stamp at the response headers
+    # (200 ms on) or later fails.
+    if not row["after_out"] or max(abs(v) for v in row["after_out"]) > 20.0:
+        problems.append(f"request stamp to request on the wire (ms): {row['after_out']}")
+    print(json.dumps({k: row[k] for k in ("matched", "dropped", "after_syn", "after_out")}))
+    for problem in problems:
+        print(problem, file=sys.stderr)
+    return 1 if problems else 0
+
+
+def main() -> int:
+    """Run the captures and print the table."""
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--streams", default="1,10,100,500")
+    parser.add_argument("--modes", default="direct,proxy,toxiproxy")
+    parser.add_argument(
+        "--toxiproxy-server", default=os.environ.get("STREAMGUARD_TOXIPROXY_SERVER")
+    )
+    parser.add_argument("--check", action="store_true", help="the small check make test runs")
+    parser.add_argument("--processes", type=int, default=1, help="load processes (shards)")
+    parser.add_argument("--child", nargs=2, metavar=("URL", "STREAMS"), help=argparse.SUPPRESS)
+    options = parser.parse_args()
+    global PROCESSES
+    PROCESSES = options.processes
+    if options.child:
+        child(options.child[0], int(options.child[1]), options.processes)
+        return 0
+    if options.check:
+        return check()
+    started = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
+    before = os.getloadavg()
+    rows = measure(
+        [int(n) for n in options.streams.split(",")],
+        options.modes.split(","),
+        options.toxiproxy_server,
+    )
+    print(f"# {started}; {os.cpu_count()} cores; load average {before[0]:.2f} before, "
+          f"{os.getloadavg()[0]:.2f} after")  # fmt: skip
+    print(f"# command: python benchmarks/wire.py {' '.join(sys.argv[1:])}")
+    print("# error = tool minus wire; streams matched to connections by client local port")
+    print("\n".join(table(rows)))
+    if any(r["dropped"] != 0 for r in rows):
+        print("# VOID rows: the kernel dropped packets during their capture")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,50 @@
+"""The load's request stamp against a packet capture (issue 28): 10 direct streams under tcpdump.
+
+``benchmarks/wire.py --check`` captures loopback traffic while the load reads 10 streams and
+fails unless every trace's request stamp is after its connection's SYN (a stamp taken before
+the connect, when the stream's coroutine starts, fails here) and within 20 ms of the request's
+last byte on the wire, each stream matched to its connection by the client's local port. It
+needs tcpdump and root (``make system-deps`` installs tcpdump); without them it fails and says so.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+from pytest_streamguard.reports import TestRecord
+from pytest_streamguard.session import client_delay_lines
+from pytest_streamguard.trace import StreamTrace
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def test_request_stamp_is_after_connect_and_on_the_wire() -> None:
+    assert shutil.which("tcpdump") or Path("/usr/bin/tcpdump").exists(), (
+        "tcpdump not found: install it (apt-get install tcpdump; make system-deps does)"
+    )
+    assert os.geteuid() == 0, "the wire check captures on lo with tcpdump, which needs root"
+    done = subprocess.run(
+        [sys.executable, str(ROOT / "benchmarks" / "wire.py"), "--check"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+
+
+def _record(read_delays_ms: list[float]) -> TestRecord:
+    trace = StreamTrace(name="s", method="POST", url="http://x", format="raw", request_ns=0)
+    trace.read_delay_ns = [int(d * 1e6) for d in read_delays_ms]
+    return TestRecord(nodeid="t.py::t", deadline=None, traces=[trace])
+
+
+def test_summary_warns_when_the_clients_read_delay_passes_1_ms_p99() -> None:
+    assert client_delay_lines([_record([0.1] * 200)]) == []
+    assert client_delay_lines([_record([])]) == []
+    (line,) = client_delay_lines([_record([0.1] * 90 + [2.5] * 10)])
+    assert "2.5 ms at p99, over 1 ms" in line
