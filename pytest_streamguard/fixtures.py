@@ -110,7 +110,7 @@ def streamguard_toxiproxy_server(pytestconfig: pytest.Config) -> Iterator[Toxipr
             finally:
                 api.close()
         else:
-            server = ToxiproxyServer.embedded(settings.startup_timeout)
+            server = ToxiproxyServer.embedded(settings.startup_timeout, seed=settings.seed)
     except (StartupError, ToxiproxyError) as exc:
         error = f"streamguard toxiproxy server unavailable: {exc}"
     if error is not None:
@@ -173,6 +173,7 @@ def make_streamguard(
             proxy_host=settings.proxy_host,
             upstream=upstream,
             ray=ray,
+            seed=settings.seed,
         )
         guard.faults.reset_proxy()
         item.stash.setdefault(GUARD_KEY, []).append(guard)

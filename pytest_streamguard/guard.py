@@ -55,8 +55,11 @@ class StreamGuard:
         proxy_host: str = DEFAULT_PROXY_HOST,
         upstream: str | None = None,
         ray: RayShards | None = None,
+        seed: int | None = None,
     ) -> None:
         self.api = api
+        # --streamguard-seed: open-loop arrival times drawn with it unless a load gives its own.
+        self.seed = seed
         # --streamguard-ray: loads are sharded over that Ray cluster.
         self.ray = ray
         self.max_stream_seconds = max_stream_seconds
@@ -269,6 +272,7 @@ class StreamGuard:
         how many Ray tasks, by default one per alive node; see
         :mod:`pytest_streamguard.load.cluster`), each trace naming its ``node``.
         """
+        seed = self.seed if seed is None else seed
         plan = LoadPlan(n=n, rate=rate, duration=duration, arrival=arrival, seed=seed)
         request = self._request(
             path, json, method, headers, format, read_timeout, allow_empty, require_done, expect
@@ -306,6 +310,7 @@ class StreamGuard:
         shards: int | None = None,
     ) -> LoadResult:
         """The async twin of :meth:`load`, on the test's own event loop."""
+        seed = self.seed if seed is None else seed
         plan = LoadPlan(n=n, rate=rate, duration=duration, arrival=arrival, seed=seed)
         request = self._request(
             path, json, method, headers, format, read_timeout, allow_empty, require_done, expect

@@ -53,15 +53,18 @@ def pytest_configure(config: pytest.Config) -> None:
 def pytest_report_header(config: pytest.Config) -> list[str]:
     """One line: the target, and the Toxiproxy server's kind and version."""
     settings = config.stash[SETTINGS_KEY]
+    seed = f"seed={settings.seed}"
     if settings.toxiproxy_url is not None:
         version = ToxiproxyServer.probe_version(settings.toxiproxy_url)
         toxiproxy = f"{settings.toxiproxy_description} (version {version})"
+        # The plugin cannot seed a server it did not start (its -seed is its own).
+        seed += " (not that server's own draws)"
     else:
         toxiproxy = f"{settings.toxiproxy_description} (started on first use)"
     return [
         f"streamguard: target={shown_text(settings.target_description, config.rootpath)}, "
         f"toxiproxy={toxiproxy}, "
-        f"default deadline ttft={settings.ttft:g}s chunk={settings.chunk:g}s"
+        f"default deadline ttft={settings.ttft:g}s chunk={settings.chunk:g}s, {seed}"
     ]
 
 

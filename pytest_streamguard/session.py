@@ -126,6 +126,7 @@ class StreamGuardSession:
         self.meta: dict[str, Any] = {
             "target": shown_text(settings.target_description, config.rootpath),
             "toxiproxy": settings.toxiproxy_description,
+            "seed": settings.seed,
         }
         # --streamguard-compare: the baseline's records (read now, so a bad file stops the
         # run before any test), and the changes computed at the end.
@@ -152,7 +153,7 @@ class StreamGuardSession:
 
     def pytest_configure(self, config: pytest.Config) -> None:
         """Merge pytest-xdist workers' results on the controller (when xdist is loaded)."""
-        xdist.register(config, self.merger)
+        xdist.register(config, self.merger, self.settings.seed)
 
     def _report_meta(self) -> dict[str, Any]:
         return self.merger.meta(self.meta)

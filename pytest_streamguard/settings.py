@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import ipaddress
 import math
+import os
 import re
 import shlex
 from dataclasses import dataclass
@@ -41,6 +42,12 @@ TARGET_CWD_HELP = (
     "Working directory of --streamguard-target-cmd (a relative command path such as "
     "'node server.js' is found there); the option is relative to the directory pytest runs "
     "in, the ini key to the ini file's directory. Default: the directory pytest runs in"
+)
+SEED_HELP = (
+    "Seed of every random draw the plugin and its embedded Toxiproxy make (latency jitter, "
+    "toxicity, slicer sizes, open-loop arrival times), so a run can be repeated; shown in the "
+    "header and stored in the JSON report. A real toxiproxy-server's draws are its own. "
+    "Default: a new seed each run"
 )
 READY_PATH_HELP = (
     "Path polled on the target until it answers 2xx (a 4xx for 3 s fails the start). "
@@ -130,6 +137,7 @@ _VALUED_OPTIONS: dict[str, tuple[str, str]] = {
     "streamguard_target_cmd": (TARGET_CMD_HELP, ""),
     "streamguard_target_args": (TARGET_ARGS_HELP, ""),
     "streamguard_target_cwd": (TARGET_CWD_HELP, ""),
+    "streamguard_seed": (SEED_HELP, ""),
     "streamguard_ready_path": (READY_PATH_HELP, DEFAULT_READY_PATH),
     "streamguard_startup_timeout": (STARTUP_TIMEOUT_HELP, str(DEFAULT_STARTUP_TIMEOUT)),
     "streamguard_toxiproxy": (TOXIPROXY_HELP, ""),
@@ -180,6 +188,7 @@ class Settings:
     ray_address: str | None = None
     require: bool = False
     target_cwd: Path | None = None
+    seed: int = 0
 
     @property
     def target_description(self) -> str:
@@ -239,6 +248,32 @@ def _raw(config: pytest.Config, dest: str) -> tuple[str, str]:
     if ini_value == _VALUED_OPTIONS[dest][1]:
         return ini_value, "default"
     return ini_value, f"ini key {dest}"
+
+
+#: Seeds are 32-bit, as Go's toxiproxy-server -seed and numpy take them.
+SEED_LIMIT = 2**32
+#: Where a pytest-xdist controller hands its seed to its workers (``workerinput``).
+SEED_WORKERINPUT = "streamguard_seed"
+
+
+def _seed(config: pytest.Config) -> int:
+    """The run's seed: the option, else the controller's (an xdist worker), else a new one."""
+    raw, source = _raw(config, "streamguard_seed")
+    if not raw:
+        handed = getattr(config, "workerinput", {}).get(SEED_WORKERINPUT)
+        if handed is not None:
+            return int(handed)
+        return int.from_bytes(os.urandom(4), "big")
+    try:
+        seed = int(raw)
+    except ValueError:
+        seed = -1
+    if not 0 <= seed < SEED_LIMIT:
+        raise pytest.UsageError(
+            f"{raw!r} from {source} is not a valid streamguard_seed: expected a whole number "
+            f"from 0 to {SEED_LIMIT - 1}"
+        )
+    return seed
 
 
 def _target_cwd(config: pytest.Config, has_cmd: bool) -> Path | None:
@@ -472,6 +507,7 @@ def resolve_settings(config: pytest.Config) -> Settings:
         strict_faults=_flag(config, "streamguard_strict_faults"),
         require=_flag(config, "streamguard_require"),
         target_cwd=_target_cwd(config, target_cmd is not None),
+        seed=_seed(config),
         target_url=target_url,
         target_cmd=target_cmd,
         ready_path=ready_path,

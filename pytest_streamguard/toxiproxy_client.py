@@ -403,8 +403,10 @@ class ToxiproxyServer:
         return cls(url=url, kind="external", version=version)
 
     @classmethod
-    def embedded(cls, startup_timeout: float) -> ToxiproxyServer:
-        """Start ``python -m pytest_streamguard.toxiproxy_server`` on a free loopback port."""
+    def embedded(cls, startup_timeout: float, seed: int | None = None) -> ToxiproxyServer:
+        """Start ``python -m pytest_streamguard.toxiproxy_server`` on a free loopback port
+        (with ``-seed``, as the real server takes it, when ``seed`` is given)."""
+        seeded = [] if seed is None else ["-seed", str(seed)]
         process = ManagedProcess(
             "embedded toxiproxy server",
             [
@@ -415,6 +417,7 @@ class ToxiproxyServer:
                 "127.0.0.1",
                 "-port",
                 "0",
+                *seeded,
             ],
         )
         try:

@@ -22,6 +22,7 @@ import pytest
 
 from pytest_streamguard.merge import Merger
 from pytest_streamguard.reports import JSON_VERSION, TestRecord
+from pytest_streamguard.settings import SEED_WORKERINPUT
 
 PAYLOAD_KEY = "streamguard"
 PLUGIN_NAME = "streamguard-xdist"
@@ -60,8 +61,13 @@ class XdistController:
     """The controller's hooks: merge each finished worker's records into the session's
     :class:`~pytest_streamguard.merge.Merger`."""
 
-    def __init__(self, merger: Merger) -> None:
+    def __init__(self, merger: Merger, seed: int) -> None:
         self.merger = merger
+        self.seed = seed
+
+    def pytest_configure_node(self, node: Any) -> None:
+        """Hand the run's seed to each worker, so every process draws from the same one."""
+        node.workerinput[SEED_WORKERINPUT] = self.seed
 
     def pytest_testnodedown(self, node: Any, error: object) -> None:
         """A worker finished (or crashed): merge what it sent, or name it as missing."""
@@ -76,7 +82,7 @@ class XdistController:
         self.merger.add(name, sent)
 
 
-def register(config: pytest.Config, merger: Merger) -> None:
+def register(config: pytest.Config, merger: Merger, seed: int) -> None:
     """Register the controller hooks when xdist is loaded and this is not a worker."""
     if config.pluginmanager.hasplugin("xdist") and not is_worker(config):
-        config.pluginmanager.register(XdistController(merger), PLUGIN_NAME)
+        config.pluginmanager.register(XdistController(merger, seed), PLUGIN_NAME)

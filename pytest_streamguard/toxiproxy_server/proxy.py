@@ -197,9 +197,17 @@ class Connection:
     def __init__(self, proxy: Proxy, client: Side) -> None:
         self.proxy = proxy
         self.client = client
+        # Each link draws from a generator of its own, seeded from the proxy's seed and this
+        # connection's place among the proxy's connections: with -seed, a test's draws do not
+        # shift with what other connections, or the other direction, drew meanwhile.
+        proxy.accepted += 1
+        self.seed = f"{proxy.seed}:{proxy.accepted}"
         self.upstream: Side | None = None
         self.links: dict[Direction, Link] = {}
         self.closed = False
+
+    def _rng(self, direction: str) -> random.Random:
+        return random.Random(f"{self.seed}:{direction}")
 
     async def open(self) -> None:
         """Dial the upstream and start both links, or close the client."""
@@ -234,8 +242,10 @@ class Connection:
                 sock = transport.get_extra_info("socket")
                 if sock is not None:
                     sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
-        up = Link(Direction.UPSTREAM, client_t, upstream_t, proxy.rng, self._link_finished)
-        down = Link(Direction.DOWNSTREAM, upstream_t, client_t, proxy.rng, self._link_finished)
+        up = Link(Direction.UPSTREAM, client_t, upstream_t, self._rng("up"), self._link_finished)
+        down = Link(
+            Direction.DOWNSTREAM, upstream_t, client_t, self._rng("down"), self._link_finished
+        )
         self.links = {Direction.UPSTREAM: up, Direction.DOWNSTREAM: down}
         self.client.reader, self.client.sink = up, down.sink
         upstream.reader, upstream.sink = down, up.sink
@@ -302,6 +312,9 @@ class Proxy:
         self.upstream = upstream
         self.enabled = False
         self.rng = rng
+        # Drawn once from the server's generator (-seed): the root of this proxy's draws.
+        self.seed = rng.getrandbits(64)
+        self.accepted = 0
         self.metrics = metrics
         self.toxics: list[Toxic] = []
         self.connections: set[Connection] = set()

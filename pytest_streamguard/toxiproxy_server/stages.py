@@ -91,12 +91,19 @@ class Stage:
 
 
 class LatencyStage(Stage):
-    """Each chunk leaves at its read time + latency ± jitter; the stream is shifted."""
+    """Each chunk leaves at its read time + latency ± jitter; the stream is shifted.
+
+    A chunk's jitter is drawn from the link's seed and the chunk's byte offset in the stream,
+    not from the next draw of a shared sequence: under -seed the same bytes get the same delay
+    in every run, even when the network reads them in other pieces (a response's head and first
+    event in one read or two)."""
 
     async def pipe(self) -> None:
         """Delay every chunk relative to its own timestamp, never reordering."""
         latency = self.toxic.attr("latency") * _MS
         jitter = self.toxic.attr("jitter")
+        key = self.rng.getrandbits(64)
+        offset = 0
         while True:
             item = await self.next_item()
             if item is EOF:
@@ -104,7 +111,9 @@ class LatencyStage(Stage):
                 return
             delay = latency
             if jitter > 0:
-                delay += (self.rng.randrange(2 * jitter) - jitter) * _MS
+                draw = random.Random(key ^ offset).randrange(2 * jitter)
+                delay += (draw - jitter) * _MS
+            offset += len(item[0])
             due = item[1] + delay
             # uvloop's timers are whole milliseconds from the loop's cached time, so a sleep may
             # end up to a millisecond early: sleep again until the delay has really passed.

@@ -253,14 +253,19 @@ def test_server_that_is_not_toxiproxy_is_named_as_such(
 ) -> None:
     pytester.makepyfile(USES_PLUGIN)
     result = pytester.runpytest(
-        "--streamguard", "--streamguard-toxiproxy", html_server, "--streamguard-target-url", app_url
+        "--streamguard",
+        "--streamguard-toxiproxy",
+        html_server,
+        "--streamguard-target-url",
+        app_url,
+        "--streamguard-seed=3",
     )
     result.assert_outcomes(errors=1)
     header = [line for line in result.stdout.lines if line.startswith("streamguard: target=")]
     assert header == [
         f"streamguard: target=url {app_url}, toxiproxy=external {html_server} (version NOT a "
         "Toxiproxy API: HTTP 200 text/html ('<!DOCTYPE html> <html><body><h1>Welcome'...)), "
-        "default deadline ttft=0.5s chunk=0.2s"
+        "default deadline ttft=0.5s chunk=0.2s, seed=3 (not that server's own draws)"
     ]
     assert error_section(result.stdout.lines, "ERROR at setup of test_a") == [
         f"streamguard toxiproxy server unavailable: the server at {html_server} "

@@ -190,12 +190,14 @@ def test_bad_marker_errors_that_test_at_setup(
 
 def test_header_when_enabled(pytester: pytest.Pytester) -> None:
     pytester.makepyfile("def test_x(): pass")
-    result = pytester.runpytest("--streamguard", "--streamguard-target-url", "http://127.0.0.1:1")
+    result = pytester.runpytest(
+        "--streamguard", "--streamguard-target-url", "http://127.0.0.1:1", "--streamguard-seed=5"
+    )
     result.stdout.fnmatch_lines(
         [
             "streamguard: target=url http://127.0.0.1:1, "
             "toxiproxy=embedded (started on first use), "
-            "default deadline ttft=0.5s chunk=0.2s"
+            "default deadline ttft=0.5s chunk=0.2s, seed=5"
         ]
     )
     result = pytester.runpytest()

@@ -38,7 +38,8 @@ def test_passing_stream_and_summary_row(pytester: pytest.Pytester, run) -> None:
     result.stdout.fnmatch_lines(
         [
             "streamguard: target=url http://127.0.0.1:*, toxiproxy=external http://127.0.0.1:* "
-            "(version 2.12.0), default deadline ttft=0.5s chunk=0.2s",
+            "(version 2.12.0), default deadline ttft=0.5s chunk=0.2s, "
+            "seed=* (not that server's own draws)",
             "*= streamguard =*",
             "target: http://127.0.0.1:*; toxiproxy: external http://127.0.0.1:* 2.12.0",
             "test * ttft * gap p50 * gap p95 * gap max * chunks * verdict * faults",
