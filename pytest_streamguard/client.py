@@ -207,7 +207,11 @@ class StreamRecorder:
             request_ns=0,
         )
         self._on_chunk = on_chunk
-        self._framer = None if self.format is None else Framer(self.format.framing)
+        self._framer = (
+            None
+            if self.format is None
+            else Framer(self.format.framing, raw_json=self.format.raw_json_lines)
+        )
         # The body's first reads, held until its start shows what it is.
         self._head: list[tuple[bytes, int]] = []
         self._started = False
@@ -219,6 +223,9 @@ class StreamRecorder:
         # What arrived before the first token, for the message of an empty stream.
         self._arrived: list[str] = []
         self._arrived_more = False
+        self._read = None if self.format is None else self.format.reader()
+        # Output without text (a tool call with empty arguments) arrived: the stream answered.
+        self._output = False
         self._answers: set[int] = set()
         self._finished: set[int] = set()
         self._ended = False
@@ -290,7 +297,7 @@ class StreamRecorder:
         self.stopped = True
 
     def _complete(self) -> None:
-        if not self.trace.chunks and not self.request.allow_empty:
+        if not self.trace.chunks and not self._output and not self.request.allow_empty:
             self._fail_empty()
             return
         self.trace.completed = True
@@ -467,6 +474,9 @@ class StreamRecorder:
 
     def _use_format(self, fmt: StreamFormat) -> None:
         self.format = fmt
+        self._read = fmt.reader()
+        if self._framer is not None:
+            self._framer.raw_json = fmt.raw_json_lines
         self.trace.format = fmt.name
 
     def _apply(self, framed: Framed) -> None:
@@ -481,9 +491,9 @@ class StreamRecorder:
             self._looks = looks_like(frame, framing) or self._looks
         if self.format is None:
             self._use_format(BUILTIN_FORMATS[detect(frame, framing)])
-        assert self.format is not None
+        assert self._read is not None
         try:
-            reading: Reading = self.format.read(frame)
+            reading: Reading = self._read(frame)
         except StreamError as exc:
             note = self._looks_note() if exc.kind == "protocol" else ""
             self.fail(exc.kind, f"{exc}{note}")
@@ -497,6 +507,7 @@ class StreamRecorder:
                 self._arrived.append(label(frame, framing))
             else:
                 self._arrived_more = True
+        self._output = self._output or reading.output
         self._answers.update(reading.answers, reading.finished)
         self._finished.update(reading.finished)
         if reading.end:

@@ -15,6 +15,7 @@ from __future__ import annotations
 import json
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
+from collections.abc import Callable
 from typing import Any, Literal
 
 Framing = Literal["sse", "lines", "raw"]
@@ -75,7 +76,9 @@ class Reading:
     expected, stop reading (a sentinel such as ``[DONE]``); ``end`` without ``last`` means more
     frames may still come (usage chunks after an OpenAI ``finish_reason``) and a clean close then
     is fine. ``heartbeat``: a keep-alive the format defines (comments are always heartbeats).
-    ``data``: the frame's parsed payload, kept on the chunk.
+    ``data``: the frame's parsed payload, kept on the chunk. ``output``: the frame carries
+    generated output that has no text of its own (the start of a tool call, whose arguments may
+    be empty): a stream with such output and no token still answered, so its end completes it.
 
     A protocol that streams several answers at once (OpenAI ``n>1`` choices, Gemini
     candidates) says which ones a frame carries (``answers``, their indexes) and which of them
@@ -90,6 +93,7 @@ class Reading:
     data: Any = None
     answers: tuple[int, ...] = ()
     finished: tuple[int, ...] = ()
+    output: bool = False
 
 
 NOTHING = Reading()
@@ -156,6 +160,14 @@ class StreamFormat(ABC):
     """Whether a clean close of the connection is this format's end (else it is ``truncated``)."""
     end_description: str = "its end event"
     """How the end looks, for the message of a stream that was cut short (``event: done``)."""
+    raw_json_lines: bool = False
+    """Whether JSON written on raw lines between the events (not as ``data:`` fields) is read
+    as a frame (Gemini's servers send an error object so, and its client raises it)."""
+
+    def reader(self) -> Callable[[Frame], Reading]:
+        """What reads one stream's frames: :meth:`read` for a format without state; a format
+        whose meaning depends on earlier frames returns a fresh function per stream."""
+        return self.read
 
     @abstractmethod
     def read(self, frame: Frame) -> Reading:
