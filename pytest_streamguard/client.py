@@ -429,10 +429,14 @@ class StreamRecorder:
 
     def _frame(self, data: bytes, stamp_ns: int) -> None:
         assert self._framer is not None
-        for framed in self._framer.feed(data, stamp_ns):
-            self._apply(framed)
-            if self.stopped:
-                return
+        # Until the format is recognised, a line at a time: the format may change how the
+        # lines after its first frame are framed (Gemini's raw JSON lines).
+        pieces = [data] if self.format is not None else data.splitlines(keepends=True)
+        for piece in pieces:
+            for framed in self._framer.feed(piece, stamp_ns):
+                self._apply(framed)
+                if self.stopped:
+                    return
 
     def _begin(self) -> bool:
         """Whether the body's start has arrived and reads as a stream (then the framer is

@@ -19,6 +19,7 @@ and encoding, and how the connection ends. What varies:
 from __future__ import annotations
 
 import gzip
+import itertools
 import json
 import random
 from dataclasses import dataclass, field
@@ -76,7 +77,7 @@ class Transcript:
             seen += len(piece)
             cuts.append(len(packed) * seen // total)
         bounds = [0, *cuts, len(packed)]
-        return [packed[a:b] for a, b in zip(bounds, bounds[1:], strict=False) if b > a]
+        return [packed[a:b] for a, b in itertools.pairwise(bounds) if b > a]
 
     def replay(self) -> str:
         """How to replay it, and its body."""
@@ -104,7 +105,11 @@ class _Gen:
 
     def pick(self, options: Any, note: str) -> Any:
         value = self.rng.choice(list(options))
-        self.notes.append(f"{note}={value!r}" if isinstance(value, str) and "\r" in value or "\n" in str(value) else f"{note}={value}")
+        self.notes.append(
+            f"{note}={value!r}"
+            if (isinstance(value, str) and "\r" in value) or "\n" in str(value)
+            else f"{note}={value}"
+        )
         return value
 
     def words(self, low: int = 1, high: int = 4) -> list[str]:
@@ -200,7 +205,9 @@ def _responses(g: _Gen) -> tuple[list[Event], bool]:
         ev("response.output_item.added", output_index=0, item={**item, "content": []})
         delta_kind, done_kind, key, part_type = {
             "refusal": ("response.refusal.delta", "response.refusal.done", "refusal", "refusal"),
-        }.get(kind, ("response.output_text.delta", "response.output_text.done", "text", "output_text"))
+        }.get(
+            kind, ("response.output_text.delta", "response.output_text.done", "text", "output_text")
+        )
         ids = {"item_id": "i1", "output_index": 0, "content_index": 0}
         part: dict[str, Any] = {"type": part_type, key: ""}
         if part_type == "output_text":
@@ -318,7 +325,7 @@ def _ollama(g: _Gen) -> list[str]:
                         "done": False,
                     }
                 )
-            )  # noqa: E501
+            )
     if kind.startswith("tools"):
         args = {} if kind == "tools-empty" else {"city": "".join(g.words())}
         call = {"function": {"name": "f", "arguments": args}}
@@ -344,7 +351,7 @@ def _tgi(g: _Gen) -> tuple[list[Event], bool]:
         token = {"id": i, "text": w, "logprob": -0.1, "special": False}
         events.append(
             (None, _j({"index": i + 1, "token": token, "generated_text": None, "details": None}))
-        )  # noqa: E501
+        )
     if g.chance(0.85, "final"):
         reason = g.pick(("eos_token", "length", "stop_sequence"), "finish")
         token = {"id": 2, "text": "</s>", "logprob": 0.0, "special": True}
@@ -357,7 +364,7 @@ def _tgi(g: _Gen) -> tuple[list[Event], bool]:
                 g.pick((None, "error"), "error-event"),
                 _j({"error": "boom", "error_type": "generation"}),
             )
-        )  # noqa: E501
+        )
     return events, False
 
 
@@ -390,8 +397,8 @@ def _sse(g: _Gen, events: list[Event], done_ok: bool) -> str:
     if g.chance(0.03, "raw-json-error"):
         error = {
             "error": {"code": 503, "message": "The model is overloaded.", "status": "UNAVAILABLE"}
-        }  # noqa: E501
-        out.append(json.dumps([error], indent=2).replace("\n", nl) + nl)
+        }
+        out.append(json.dumps(error, indent=2).replace("\n", nl) + nl)
     text = "".join(out)
     if g.chance(0.05, "no-final-blank-line"):
         text = text.removesuffix(nl)
@@ -435,8 +442,8 @@ def generate(protocol: str, seed: int, index: int) -> Transcript:
         sorted({g.rng.randrange(1, len(body)) for _ in range(g.rng.randint(0, 4))})
         if len(body) > 1
         else []
-    )  # noqa: E501
+    )
     bounds = [0, *cuts, len(body)]
-    pieces = [body[a:b] for a, b in zip(bounds, bounds[1:], strict=False) if b > a]
+    pieces = [body[a:b] for a, b in itertools.pairwise(bounds) if b > a]
     zipped = g.chance(0.05, "gzip")
     return Transcript(protocol, seed, index, pieces, content_type, ending, zipped, g.notes)
