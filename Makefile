@@ -89,7 +89,7 @@ bench: $(STAMP) $(AIPERF)
 N ?= 1000
 SEED ?= 0
 verdict-fuzz: $(STAMP)
-	PYTHONPATH=tests $(BIN)/python tests/formats/differential.py --n $(N) --seed $(SEED)
+	PYTHONPATH=.:tests$${PYTHONPATH:+:$$PYTHONPATH} $(BIN)/python tests/formats/differential.py --n $(N) --seed $(SEED)
 
 clean:
 	rm -rf $(VENV) $(AIPERF_VENV) $(REPORTS) site .mypy_cache .ruff_cache .pytest_cache

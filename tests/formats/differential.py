@@ -471,15 +471,28 @@ def run(
                 local = way == "in-process"
                 for t in transcripts[:count]:
                     base = f"{origin}/t/{protocol}-{t.index}"
-                    theirs = client_verdict(t, base, transport if local else None)
+                    theirs = _safely(client_verdict, t, base, transport if local else None)
                     for fmt in (protocol, "auto"):
-                        ours = asyncio.run(_plugin(base + t.suffix, fmt, transport, local))
+                        ours = _safely(_read_plugin, base + t.suffix, fmt, transport, local)
                         tally.add(Outcome(t, f"{way} format={fmt}", ours, theirs))
             transport.transcripts.clear()
     finally:
         if server is not None:
             server.close()
     return tally
+
+
+def _safely(read: Callable[..., Verdict], *args: Any) -> Verdict:
+    """``read(*args)``, or, when the reader itself crashed, a verdict that says so (an
+    undocumented disagreement, printed with its transcript)."""
+    try:
+        return read(*args)
+    except Exception as exc:
+        return Verdict(False, {}, f"the reader crashed: {exc!r}")
+
+
+def _read_plugin(url: str, fmt: str, transport: ReplayTransport, local: bool) -> Verdict:
+    return asyncio.run(_plugin(url, fmt, transport, local))
 
 
 async def _plugin(url: str, fmt: str, transport: ReplayTransport, local: bool) -> Verdict:

@@ -11,11 +11,14 @@ from __future__ import annotations
 
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import differential
 import pytest
-from streamgen import PROTOCOLS, generate
+from streamgen import PROTOCOLS, Transcript, generate
+
+from pytest_streamguard.client import StreamRecorder, StreamRequest
 
 SEED = 26
 PER_PROTOCOL = 250
@@ -91,3 +94,28 @@ def test_an_unknown_protocol_is_refused() -> None:
         differential.main(["--protocols", "grpc"])
     with pytest.raises(ValueError, match="expected one of openai"):
         generate("grpc", 0, 0)
+
+
+def _sans_io(transcript: Transcript, fmt: str, pieces: list[bytes]) -> tuple[object, ...]:
+    recorder = StreamRecorder(StreamRequest("POST", "http://replay.invalid/", format=fmt), "s")
+    recorder.start()
+    recorder.response(200, transcript.content_type)
+    for piece in pieces:
+        recorder.feed(piece, time.perf_counter_ns())
+    recorder.eof()
+    recorder.finish()
+    trace = recorder.trace
+    return trace.completed, trace.error_kind, tuple(trace.text_of(k) for k in differential.KINDS)
+
+
+@pytest.mark.parametrize("protocol", PROTOCOLS)
+def test_the_same_bytes_split_at_every_offset_read_the_same(protocol: str) -> None:
+    """The plugin's verdict and text do not depend on where the network splits the body."""
+    for index in range(2):
+        transcript = generate(protocol, SEED, index)
+        body = transcript.body
+        for fmt in (protocol, "auto"):
+            whole = _sans_io(transcript, fmt, [body])
+            for offset in range(1, len(body)):
+                split = _sans_io(transcript, fmt, [body[:offset], body[offset:]])
+                assert split == whole, (fmt, offset, transcript.replay())
