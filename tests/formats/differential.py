@@ -24,8 +24,10 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import functools
 import importlib.util
 import socket
+import ssl
 import struct
 import sys
 import threading
@@ -173,6 +175,8 @@ class SocketServer:
             self._answer(conn)
 
     def _answer(self, conn: socket.socket) -> None:
+        # Each piece goes out as its own write at once (no Nagle wait for the reader's ACK).
+        conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         head = b""
         while b"\r\n\r\n" not in head:
             data = conn.recv(65536)
@@ -211,6 +215,9 @@ class SocketServer:
 
     def close(self) -> None:
         self._stop = True
+        # A shutdown wakes the accept() that a close from this thread would leave blocked.
+        with contextlib.suppress(OSError):
+            self.sock.shutdown(socket.SHUT_RDWR)
         self.sock.close()
         self._thread.join(5)
 
@@ -265,11 +272,22 @@ def client_verdict(transcript: Transcript, base: str, transport: ReplayTransport
     if transcript.protocol == "tgi":
         got = _read_tgi(url, transport)
     else:
-        http = None if transport is None else transport.client
+        http = _network_client if transport is None else transport.client
         got = oracles.ORACLES[transcript.protocol].read(base, case, http)
     parts = {kind: got.of(kind) for kind in KINDS}
     failed = got.failed or got.unfinished
     return Verdict(failed is None and got.produced, parts, failed or "no failure")
+
+
+@functools.cache
+def _ssl_context() -> ssl.SSLContext:
+    return ssl.create_default_context()
+
+
+def _network_client(mod: ModuleType) -> Any:
+    """A client of ``mod`` for a read over the network, sharing one SSL context (each client
+    of its own would load the CA bundle again: most of a loopback read's time)."""
+    return mod.Client(verify=_ssl_context(), timeout=10.0)
 
 
 def _read_tgi(url: str, transport: ReplayTransport | None) -> Any:
@@ -279,12 +297,13 @@ def _read_tgi(url: str, transport: ReplayTransport | None) -> Any:
 
     if transport is not None:
         huggingface_hub.set_client_factory(lambda: transport.client(httpx))
+    else:
+        huggingface_hub.set_client_factory(lambda: _network_client(httpx))
     try:
         return oracles.read_tgi(url, Case("tgi", ""))
     finally:
-        if transport is not None:
-            huggingface_hub.close_session()
-            huggingface_hub.set_client_factory(httpx.Client)
+        huggingface_hub.close_session()
+        huggingface_hub.set_client_factory(httpx.Client)
 
 
 async def plugin_verdict(url: str, fmt: str, client: httpx.AsyncClient | None) -> Verdict:

@@ -40,7 +40,7 @@ def test_fixed_seed_streams_agree_with_the_official_clients() -> None:
 
 def test_a_sample_over_a_socket_and_through_toxiproxy_agrees(toxiproxy_url: str) -> None:
     tally = differential.run(
-        PROTOCOLS, 8, SEED + 1, served=8, proxied=4, toxiproxy_url=toxiproxy_url
+        PROTOCOLS, 16, SEED + 1, served=16, proxied=8, toxiproxy_url=toxiproxy_url
     )
     assert not tally.undocumented, _report(tally)
 
