@@ -447,11 +447,15 @@ class Tally:
         )
 
 
+class GeneratorFailure(RuntimeError):
+    """The generator failed on one stream; the message says how to replay it."""
+
+
 def _generate(protocol: str, seed: int, index: int) -> Transcript:
     try:
         return generate(protocol, seed, index)
     except Exception as exc:
-        raise RuntimeError(
+        raise GeneratorFailure(
             f"the generator failed on protocol={protocol} seed={seed} index={index} "
             f"(replay: streamgen.generate({protocol!r}, {seed}, {index})): {exc!r}"
         ) from exc
@@ -568,6 +572,10 @@ def main(argv: list[str] | None = None) -> int:
             proxied=args.proxied,
             toxiproxy_url=toxiproxy.url if toxiproxy else None,
         )
+    except GeneratorFailure as exc:
+        print(exc)
+        print("streams=0 disagreements=0 undocumented=0 (the generator failed: see above)")
+        return 1
     finally:
         if toxiproxy is not None:
             toxiproxy.stop()

@@ -119,3 +119,19 @@ def test_the_same_bytes_split_at_every_offset_read_the_same(protocol: str) -> No
             for offset in range(1, len(body)):
                 split = _sans_io(transcript, fmt, [body[:offset], body[offset:]])
                 assert split == whole, (fmt, offset, transcript.replay())
+
+
+def test_a_generator_failure_names_the_seed_to_replay(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    def broken(protocol: str, seed: int, index: int) -> Transcript:
+        raise ValueError("no such draw")
+
+    monkeypatch.setattr(differential, "generate", broken)
+    assert (
+        differential.main(["--n", "1", "--seed", "7", "--protocols", "tgi", "--proxied", "0"]) == 1
+    )
+    out = capsys.readouterr().out.splitlines()
+    assert "protocol=tgi seed=7 index=0" in out[0]
+    assert "streamgen.generate('tgi', 7, 0)" in out[0]
+    assert out[-1].startswith("streams=0 ")
