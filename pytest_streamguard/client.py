@@ -210,7 +210,11 @@ class StreamRecorder:
         self._framer = (
             None
             if self.format is None
-            else Framer(self.format.framing, raw_json=self.format.raw_json_lines)
+            else Framer(
+                self.format.framing,
+                raw_json=self.format.raw_json_lines,
+                unterminated_last_event=self.format.unterminated_last_event,
+            )
         )
         # The body's first reads, held until its start shows what it is.
         self._head: list[tuple[bytes, int]] = []
@@ -481,6 +485,7 @@ class StreamRecorder:
         self._read = fmt.reader()
         if self._framer is not None:
             self._framer.raw_json = fmt.raw_json_lines
+            self._framer.unterminated_last_event = fmt.unterminated_last_event
         self.trace.format = fmt.name
 
     def _apply(self, framed: Framed) -> None:

@@ -164,6 +164,10 @@ class StreamFormat(ABC):
     """Whether JSON written on raw lines between the events (not as ``data:`` fields) is read
     as a frame (Gemini's servers send an error object so, and its client raises it)."""
 
+    unterminated_last_event: bool = False
+    """Whether a last event that the body ends inside (no blank line after it) is still read
+    when its data is whole JSON, as the Gemini and TGI clients read it (WHATWG discards it)."""
+
     def reader(self) -> Callable[[Frame], Reading]:
         """What reads one stream's frames: :meth:`read` for a format without state; a format
         whose meaning depends on earlier frames returns a fresh function per stream."""

@@ -10,7 +10,9 @@ of the read that brought its first byte (they differ when the network splits a f
   each), other fields are ignored, and an event cut off by the end of the body is discarded.
   With ``raw_json`` (Gemini), a JSON object written on raw lines between events (a line that
   begins with ``{``, up to the line where its braces balance) is a frame of its own, as the
-  Gemini client reads it.
+  Gemini client reads it. With ``unterminated_last_event`` (Gemini, TGI), an event the body
+  ends inside is still dispatched at the end when its data is whole JSON, as their clients
+  read it.
 - ``lines``: one frame per line (LF, or CRLF); a last line without its newline still counts
   at the end.
 - ``raw``: one frame per read (text decoded incrementally, so a character split across reads
@@ -20,6 +22,7 @@ of the read that brought its first byte (they differ when the network splits a f
 from __future__ import annotations
 
 import codecs
+import json
 import re
 from dataclasses import dataclass
 
@@ -42,9 +45,12 @@ class Framed:
 class Framer:
     """Frames of one body, for one framing (see the module docstring)."""
 
-    def __init__(self, framing: Framing, *, raw_json: bool = False) -> None:
+    def __init__(
+        self, framing: Framing, *, raw_json: bool = False, unterminated_last_event: bool = False
+    ) -> None:
         self.framing = framing
         self.raw_json = raw_json
+        self.unterminated_last_event = unterminated_last_event
         self._raw: list[str] = []
         self._raw_depth = 0
         self._raw_start_ns = 0
@@ -99,6 +105,17 @@ class Framer:
                 text += "\n" + rest.decode("utf-8", "replace")
             size, self._raw = self._raw_bytes + len(rest), []
             return [Framed(Frame(text), self._raw_start_ns, stamp_ns, size)]
+        if self.framing == "sse" and self.unterminated_last_event:
+            out: list[Framed] = []
+            if rest and (framed := self._line(rest, len(rest), self._buffer_start_ns, stamp_ns)):
+                out.append(framed)  # the last line, without its line end
+            if self._raw:
+                out.append(Framed(Frame("\n".join(self._raw)), self._raw_start_ns, stamp_ns, 0))
+                self._raw = []
+            whole = bool(self._data) and _is_json("\n".join(self._data))
+            if whole and (framed := self._dispatch(stamp_ns, 0)) is not None:
+                out.append(framed)
+            return out
         if self.framing == "lines" and rest.strip():
             text = rest.decode("utf-8", "replace").rstrip("\r")
             return [Framed(Frame(text), self._buffer_start_ns, stamp_ns, len(rest))]
@@ -172,3 +189,11 @@ def _brace_balance(line: str) -> int:
         elif char == "}":
             depth -= 1
     return depth
+
+
+def _is_json(text: str) -> bool:
+    try:
+        json.loads(text)
+    except ValueError:
+        return False
+    return True

@@ -47,6 +47,7 @@ class GeminiFormat(StreamFormat):
     name = "gemini"
     end_description = "a finishReason on every candidate"
     raw_json_lines = True
+    unterminated_last_event = True
 
     def read(self, frame: Frame) -> Reading:
         """Parts are tokens; a finishReason on every candidate (or a blocked prompt) is the

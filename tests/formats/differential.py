@@ -383,16 +383,15 @@ DIVERGENCES: dict[str, Rule] = {
         and o.ours.completed
         and "response.completed" in o.theirs.why
     ),
-    # A body that ends inside an event (no blank line after it, or cut in its data line):
-    # WHATWG discards the event; google-genai and huggingface_hub parse what there is,
-    # reading a whole last event or raising on the cut JSON.
+    # format="auto" on a Gemini or TGI body whose only event the body ends inside (no blank
+    # line after it): google-genai and huggingface_hub read it (and so do format="gemini" and
+    # format="tgi"), but no whole event arrived to recognise the format by.
     "last-event-unterminated": lambda o: (
         o.transcript.protocol in ("gemini", "tgi")
+        and o.how.endswith("format=auto")
         and not o.transcript.body.endswith((b"\n\n", b"\r\r", b"\r\n\r\n"))
-        and (
-            (o.ours.why.startswith("truncated") and not _client_failed(o))
-            or "Failed to parse response as JSON. Raw response: {" in o.theirs.why
-        )
+        and o.ours.why.startswith("truncated")
+        and not _client_failed(o)
     ),
     # An error after the protocol's final event (TGI's generated_text, the Responses API's
     # response.completed): the plugin stops at the end; huggingface_hub and the openai client
