@@ -383,15 +383,22 @@ DIVERGENCES: dict[str, Rule] = {
         and o.ours.completed
         and "response.completed" in o.theirs.why
     ),
-    # format="auto" on a Gemini or TGI body whose only event the body ends inside (no blank
-    # line after it): google-genai and huggingface_hub read it (and so do format="gemini" and
-    # format="tgi"), but no whole event arrived to recognise the format by.
+    # A body that ends inside an event (no blank line after it). format="auto" on a Gemini or
+    # TGI body whose only event is so: google-genai and huggingface_hub read it (and so do
+    # format="gemini" and "tgi"), but no whole event arrived to recognise the format by. A
+    # Gemini body cut inside an event's JSON after the answer's end: google-genai raises on
+    # the cut JSON; the plugin drops the unfinished event and the answer is whole.
     "last-event-unterminated": lambda o: (
         o.transcript.protocol in ("gemini", "tgi")
-        and o.how.endswith("format=auto")
         and not o.transcript.body.endswith((b"\n\n", b"\r\r", b"\r\n\r\n"))
-        and o.ours.why.startswith("truncated")
-        and not _client_failed(o)
+        and (
+            (
+                o.how.endswith("format=auto")
+                and o.ours.why.startswith("truncated")
+                and not _client_failed(o)
+            )
+            or (o.ours.completed and "Failed to parse response as JSON. Raw" in o.theirs.why)
+        )
     ),
     # An error after the protocol's final event (TGI's generated_text, the Responses API's
     # response.completed): the plugin stops at the end; huggingface_hub and the openai client
