@@ -21,7 +21,7 @@ PYTEST_WORKERS ?= 2
 XDIST = -n $(PYTEST_WORKERS) --dist loadfile
 MYPY = $(BIN)/mypy
 
-.PHONY: all install system-deps lint docs test demo bench clean
+.PHONY: all install system-deps lint docs test demo bench verdict-fuzz clean
 
 all: test
 
@@ -106,6 +106,14 @@ $(AIPERF):
 
 bench: $(STAMP) $(AIPERF)
 	$(BIN)/python benchmarks/run.py --aiperf $(AIPERF) $(BENCH_ARGS)
+
+# The differential harness (tests/formats/differential.py): N generated streams per protocol,
+# read by the plugin and by each protocol's official client; its last line is
+# streams=<n> disagreements=<k> undocumented=<u>, and it fails when undocumented > 0.
+N ?= 1000
+SEED ?= 0
+verdict-fuzz: $(STAMP)
+	PYTHONPATH=.:tests$${PYTHONPATH:+:$$PYTHONPATH} $(BIN)/python tests/formats/differential.py --n $(N) --seed $(SEED)
 
 clean:
 	rm -rf $(VENV) $(AIPERF_VENV) $(REPORTS) site .mypy_cache .ruff_cache .pytest_cache

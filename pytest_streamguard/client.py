@@ -239,7 +239,15 @@ class StreamRecorder:
             expect=request.expect,
         )
         self._on_chunk = on_chunk
-        self._framer = None if self.format is None else Framer(self.format.framing)
+        self._framer = (
+            None
+            if self.format is None
+            else Framer(
+                self.format.framing,
+                raw_json=self.format.raw_json_lines,
+                unterminated_last_event=self.format.unterminated_last_event,
+            )
+        )
         # The body's first reads, held until its start shows what it is.
         self._head: list[tuple[bytes, int]] = []
         self._started = False
@@ -251,6 +259,9 @@ class StreamRecorder:
         # What arrived before the first token, for the message of an empty stream.
         self._arrived: list[str] = []
         self._arrived_more = False
+        self._read = None if self.format is None else self.format.reader()
+        # Output without text (a tool call with empty arguments) arrived: the stream answered.
+        self._output = False
         self._answers: set[int] = set()
         self._finished: set[int] = set()
         self._ended = False
@@ -360,7 +371,7 @@ class StreamRecorder:
         )
 
     def _complete(self) -> None:
-        if not self.trace.chunks and not self.request.allow_empty:
+        if not self.trace.chunks and not self._output and not self.request.allow_empty:
             self._fail_empty()
             return
         self.trace.completed = True
@@ -513,10 +524,14 @@ class StreamRecorder:
 
     def _frame(self, data: bytes, stamp_ns: int) -> None:
         assert self._framer is not None
-        for framed in self._framer.feed(data, stamp_ns):
-            self._apply(framed)
-            if self.stopped:
-                return
+        # Until the format is recognised, a line at a time: the format may change how the
+        # lines after its first frame are framed (Gemini's raw JSON lines).
+        pieces = [data] if self.format is not None else data.splitlines(keepends=True)
+        for piece in pieces:
+            for framed in self._framer.feed(piece, stamp_ns):
+                self._apply(framed)
+                if self.stopped:
+                    return
 
     def _begin(self) -> bool:
         """Whether the body's start has arrived and reads as a stream (then the framer is
@@ -558,6 +573,10 @@ class StreamRecorder:
 
     def _use_format(self, fmt: StreamFormat) -> None:
         self.format = fmt
+        self._read = fmt.reader()
+        if self._framer is not None:
+            self._framer.raw_json = fmt.raw_json_lines
+            self._framer.unterminated_last_event = fmt.unterminated_last_event
         self.trace.format = fmt.name
 
     def _apply(self, framed: Framed) -> None:
@@ -572,9 +591,9 @@ class StreamRecorder:
             self._looks = looks_like(frame, framing) or self._looks
         if self.format is None:
             self._use_format(BUILTIN_FORMATS[detect(frame, framing)])
-        assert self.format is not None
+        assert self._read is not None
         try:
-            reading: Reading = self.format.read(frame)
+            reading: Reading = self._read(frame)
         except StreamError as exc:
             note = self._looks_note() if exc.kind == "protocol" else ""
             self.fail(exc.kind, f"{exc}{note}")
@@ -588,6 +607,7 @@ class StreamRecorder:
                 self._arrived.append(label(frame, framing))
             else:
                 self._arrived_more = True
+        self._output = self._output or reading.output
         self._answers.update(reading.answers, reading.finished)
         self._finished.update(reading.finished)
         if reading.end:

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 from abc import ABC, abstractmethod
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -75,7 +76,9 @@ class Reading:
     expected, stop reading (a sentinel such as ``[DONE]``); ``end`` without ``last`` means more
     frames may still come (usage chunks after an OpenAI ``finish_reason``) and a clean close then
     is fine. ``heartbeat``: a keep-alive the format defines (comments are always heartbeats).
-    ``data``: the frame's parsed payload, kept on the chunk.
+    ``data``: the frame's parsed payload, kept on the chunk. ``output``: the frame carries
+    generated output that has no text of its own (the start of a tool call, whose arguments may
+    be empty): a stream with such output and no token still answered, so its end completes it.
 
     A protocol that streams several answers at once (OpenAI ``n>1`` choices, Gemini
     candidates) says which ones a frame carries (``answers``, their indexes) and which of them
@@ -90,6 +93,7 @@ class Reading:
     data: Any = None
     answers: tuple[int, ...] = ()
     finished: tuple[int, ...] = ()
+    output: bool = False
 
 
 NOTHING = Reading()
@@ -161,6 +165,18 @@ class StreamFormat(ABC):
     on after the end likewise, unless this is set and the terminal frame arrived."""
     end_description: str = "its end event"
     """How the end looks, for the message of a stream that was cut short (``event: done``)."""
+    raw_json_lines: bool = False
+    """Whether JSON written on raw lines between the events (not as ``data:`` fields) is read
+    as a frame (Gemini's servers send an error object so, and its client raises it)."""
+
+    unterminated_last_event: bool = False
+    """Whether a last event that the body ends inside (no blank line after it) is still read
+    when its data is whole JSON, as the Gemini and TGI clients read it (WHATWG discards it)."""
+
+    def reader(self) -> Callable[[Frame], Reading]:
+        """What reads one stream's frames: :meth:`read` for a format without state; a format
+        whose meaning depends on earlier frames returns a fresh function per stream."""
+        return self.read
 
     @abstractmethod
     def read(self, frame: Frame) -> Reading:

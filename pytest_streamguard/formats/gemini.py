@@ -37,7 +37,7 @@ def _part_piece(part: Any) -> Piece | None:
         return Piece(REASONING if part.get("thought") else TEXT, text)
     call = part.get("functionCall")
     if isinstance(call, dict):
-        return Piece(TOOL, json.dumps(call.get("args", {}), separators=(",", ":")))
+        return Piece(TOOL, json.dumps(call.get("args") or {}, separators=(",", ":")))
     return None
 
 
@@ -46,6 +46,8 @@ class GeminiFormat(StreamFormat):
 
     name = "gemini"
     end_description = "a finishReason on every candidate"
+    raw_json_lines = True
+    unterminated_last_event = True
 
     def read(self, frame: Frame) -> Reading:
         """Parts are tokens; a finishReason on every candidate (or a blocked prompt) is the

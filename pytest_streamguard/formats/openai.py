@@ -16,6 +16,7 @@ tokens; ``response.completed`` and ``response.incomplete`` end it; ``response.fa
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from pytest_streamguard.formats.base import (
@@ -41,8 +42,10 @@ def _text(value: Any) -> str:
     return value if isinstance(value, str) else ""
 
 
-def _delta_pieces(delta: dict[str, Any]) -> list[Piece]:
+def _delta_pieces(delta: dict[str, Any]) -> tuple[list[Piece], bool]:
+    """The delta's pieces, and whether it starts a tool call (output even with no arguments)."""
     pieces: list[Piece] = []
+    started = False
     # Some servers send both spellings of the same reasoning text; count it once.
     reasoning = _text(delta.get("reasoning_content")) or _text(delta.get("reasoning"))
     if reasoning:
@@ -50,15 +53,26 @@ def _delta_pieces(delta: dict[str, Any]) -> list[Piece]:
     for key, kind in (("content", TEXT), ("refusal", REFUSAL)):
         if text := _text(delta.get(key)):
             pieces.append(Piece(kind, text))
+    # An audio answer's words are its transcript.
+    audio = delta.get("audio")
+    if isinstance(audio, dict) and (transcript := _text(audio.get("transcript"))):
+        pieces.append(Piece(TEXT, transcript))
     calls = delta.get("tool_calls")
     for call in calls if isinstance(calls, list) else []:
         function = call.get("function") if isinstance(call, dict) else None
-        if isinstance(function, dict) and (arguments := _text(function.get("arguments"))):
+        if not isinstance(function, dict):
+            continue
+        started = started or bool(_text(function.get("name")))
+        if arguments := _text(function.get("arguments")):
             pieces.append(Piece(TOOL, arguments))
+    # The legacy field, unless the same delta carries tool_calls: llama.cpp's server repeats
+    # every tool_calls piece in it (the openai client's tool_calls hold it once).
     legacy = delta.get("function_call")
-    if isinstance(legacy, dict) and (arguments := _text(legacy.get("arguments"))):
-        pieces.append(Piece(TOOL, arguments))
-    return pieces
+    if isinstance(legacy, dict) and not (isinstance(calls, list) and calls):
+        started = started or bool(_text(legacy.get("name")))
+        if arguments := _text(legacy.get("arguments")):
+            pieces.append(Piece(TOOL, arguments))
+    return pieces, started
 
 
 class OpenAIChatFormat(StreamFormat):
@@ -88,6 +102,7 @@ class OpenAIChatFormat(StreamFormat):
         pieces: list[Piece] = []
         answers: list[int] = []
         finished: list[int] = []
+        output = False
         choices = obj.get("choices")
         for position, choice in enumerate(choices if isinstance(choices, list) else []):
             if not isinstance(choice, dict):
@@ -97,13 +112,19 @@ class OpenAIChatFormat(StreamFormat):
             answers.append(index)
             delta = choice.get("delta")
             if isinstance(delta, dict):
-                pieces += _delta_pieces(delta)
+                more, started = _delta_pieces(delta)
+                pieces += more
+                output = output or started
             if text := _text(choice.get("text")):
                 pieces.append(Piece(TEXT, text))
             if choice.get("finish_reason"):
                 finished.append(index)
         return Reading(
-            pieces=tuple(pieces), data=obj, answers=tuple(answers), finished=tuple(finished)
+            pieces=tuple(pieces),
+            data=obj,
+            answers=tuple(answers),
+            finished=tuple(finished),
+            output=output,
         )
 
 
@@ -118,6 +139,14 @@ _RESPONSES_TOKENS = {
 _RESPONSES_ENDS = frozenset({"response.completed", "response.incomplete"})
 
 
+_RESPONSES_DONE = {
+    "response.output_text.done": ("text", TEXT),
+    "response.reasoning_text.done": ("text", REASONING),
+    "response.refusal.done": ("refusal", REFUSAL),
+    "response.function_call_arguments.done": ("arguments", TOOL),
+}
+
+
 class OpenAIResponsesFormat(StreamFormat):
     """OpenAI Responses API streaming (``format="openai-responses"``)."""
 
@@ -125,22 +154,43 @@ class OpenAIResponsesFormat(StreamFormat):
     end_description = "event: response.completed (or response.incomplete)"
 
     def read(self, frame: Frame) -> Reading:
-        """Token deltas by event type; the end on response.completed/incomplete;
-        response.failed and error fail."""
-        if frame.data.strip() == _DONE:
-            return FINAL
-        obj = parse_object(frame.data, f"the {self.name} stream sent a data event")
-        kind = obj.get("type") or frame.event
-        if kind in _RESPONSES_TOKENS:
-            delta = _text(obj.get("delta"))
-            pieces = (Piece(_RESPONSES_TOKENS[kind], delta),) if delta else ()
-            return Reading(pieces=pieces, data=obj)
-        if kind in _RESPONSES_ENDS:
-            return Reading(end=True, last=True, data=obj)
-        if kind == "response.failed":
-            response = obj.get("response")
-            error = response.get("error") if isinstance(response, dict) else None
-            raise ServerError(f"server sent response.failed: {error_message(error or obj)}")
-        if kind == "error":
-            raise ServerError(f"server sent event: error: {error_message(obj)}")
-        return NOTHING
+        """One frame read without what came before it (see :meth:`reader`)."""
+        return self.reader()(frame)
+
+    def reader(self) -> Callable[[Frame], Reading]:
+        """Token deltas by event type; a part's ``.done`` event when no delta of it came (its
+        text sent whole); the end on response.completed/incomplete; response.failed and error
+        fail. ``[DONE]`` is not the end: without response.completed the openai client's
+        stream raises."""
+        streamed: set[tuple[str, str]] = set()
+
+        def read(frame: Frame) -> Reading:
+            if frame.data.strip() == _DONE:
+                return NOTHING
+            obj = parse_object(frame.data, f"the {self.name} stream sent a data event")
+            kind = obj.get("type") or frame.event
+            part = (str(obj.get("item_id")), str(kind).rsplit(".", 1)[0])
+            if kind in _RESPONSES_TOKENS:
+                delta = _text(obj.get("delta"))
+                streamed.add(part)
+                pieces = (Piece(_RESPONSES_TOKENS[kind], delta),) if delta else ()
+                return Reading(pieces=pieces, data=obj)
+            if kind in _RESPONSES_DONE and part not in streamed:
+                key, piece_kind = _RESPONSES_DONE[kind]
+                text = _text(obj.get(key))
+                return Reading(pieces=(Piece(piece_kind, text),) if text else (), data=obj)
+            if kind == "response.output_item.added":
+                item = obj.get("item")
+                started = isinstance(item, dict) and "call" in str(item.get("type"))
+                return Reading(data=obj, output=started)
+            if kind in _RESPONSES_ENDS:
+                return Reading(end=True, last=True, data=obj)
+            if kind == "response.failed":
+                response = obj.get("response")
+                error = response.get("error") if isinstance(response, dict) else None
+                raise ServerError(f"server sent response.failed: {error_message(error or obj)}")
+            if kind == "error":
+                raise ServerError(f"server sent event: error: {error_message(obj)}")
+            return NOTHING
+
+        return read

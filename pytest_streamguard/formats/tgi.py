@@ -24,6 +24,7 @@ class TGIFormat(StreamFormat):
 
     name = "tgi"
     end_description = "an event with generated_text"
+    unterminated_last_event = True
 
     def read(self, frame: Frame) -> Reading:
         """Non-special token text is a token; the event with ``generated_text`` ends."""

@@ -164,7 +164,9 @@ FORMATS: dict[str, tuple[str, list[Case]]] = {
             Case(
                 "chat_stream",
                 "/responses",
-                error_kind="empty",
+                # [DONE] is not the Responses API's end (its client raises without
+                # response.completed): the stream ends without it.
+                error_kind="truncated",
                 error_has='it looks like openai (format="openai")',
                 auto=False,
             ),

@@ -261,11 +261,12 @@ def test_usage_chunks_after_an_empty_finish_are_named() -> None:
     assert "it sent only role chunk, finish_reason chunk, usage chunk " in (trace.error or "")
 
 
-def test_chat_stream_read_as_responses_is_empty_and_says_what_it_looks_like() -> None:
+def test_chat_stream_read_as_responses_is_truncated_and_says_what_it_looks_like() -> None:
+    # [DONE] is not the Responses API's end (its client raises without response.completed).
     trace = record(
         "openai-responses", chat() + b"\n\n" + chat("hi") + b"\n\ndata: [DONE]\n\n"
     ).trace
-    assert trace.error_kind == "empty"
+    assert trace.error_kind == "truncated"
     assert 'it looks like openai (format="openai")' in (trace.error or "")
 
 
@@ -306,9 +307,10 @@ def test_stream_of_another_format_says_which() -> None:
     ).trace
     assert rejected.error_kind == "protocol"
     assert 'it looks like ollama (format="ollama"); body: {"model"' in (rejected.error or "")
-    not_json = record("anthropic", chat("x") + b"\n\ndata: [DONE]\n\n").trace
-    assert not_json.error_kind == "protocol"
-    assert (not_json.error or "").endswith('it looks like openai (format="openai")')
+    # Events without an event: line are skipped, as the anthropic client skips them.
+    unnamed = record("anthropic", chat("x") + b"\n\ndata: [DONE]\n\n").trace
+    assert unnamed.error_kind == "truncated"
+    assert (unnamed.error or "").endswith('it looks like openai (format="openai")')
 
 
 def test_html_without_a_content_type_is_protocol() -> None:
