@@ -270,6 +270,8 @@ class StreamRecorder:
         # When the protocol's end arrived without stopping the read (a finish on every answer,
         # before the terminal frame): from then the body has HELD_OPEN_S to end.
         self._end_seen_ns: int | None = None
+        # Whether the data the protocol's official client stops at (openai's [DONE]) arrived.
+        self._client_stopped = False
         self.stopped = False
 
     @property
@@ -352,8 +354,7 @@ class StreamRecorder:
     def reads_past_end(self) -> bool:
         """Whether the stream completed and its protocol's client reads on to the body's end,
         as every official client does except at a terminal frame it stops at."""
-        stops = self.format is not None and self.format.client_stops_at_terminal
-        return self.trace.completed and not (stops and self._terminal)
+        return self.trace.completed and not self._client_stopped
 
     def held_open(self, seconds: float) -> None:
         """The body was still open ``seconds`` after the protocol's end (``held_open_s``)."""
@@ -610,6 +611,9 @@ class StreamRecorder:
         self._output = self._output or reading.output
         self._answers.update(reading.answers, reading.finished)
         self._finished.update(reading.finished)
+        stop = self.format.client_stop_data if self.format is not None else None
+        if stop is not None and frame.data.strip() == stop:
+            self._client_stopped = True
         if reading.end:
             self._ended = True
             if reading.last:
@@ -753,18 +757,32 @@ async def _read_some(response: httpx.Response) -> bytes:
     return body
 
 
-async def _to_body_end(body: AsyncIterator[bytes], recorder: StreamRecorder) -> None:
+async def _to_body_end(
+    body: AsyncIterator[bytes], recorder: StreamRecorder, last: bytes = b""
+) -> None:
     """After the protocol's end, read on to the end of the body, as the official SDK clients
-    do (:attr:`StreamRecorder.reads_past_end`): a body held open past ``HELD_OPEN_S`` is
+    do (:attr:`StreamRecorder.reads_past_end`; ``last`` is the read that carried the end): a
+    body held open past ``HELD_OPEN_S`` is
     recorded as held open (such a client waits there until its own timeout), and a connection
     cut before the body's end (an incomplete chunked body) as a cut (such a client raises).
     Bytes after the end are not the stream's: they are drained, not read as events."""
     since = recorder.trace.reads[-1][0] if recorder.trace.reads else time.perf_counter_ns()
     grace = min(HELD_OPEN_S, max(recorder.seconds_left(since), 0.0))
+    stop = recorder.format.client_stop_data if recorder.format is not None else None
+    # Where the client stops on its own (openai's data: [DONE] after a Responses stream's end);
+    # the bytes are scanned, not framed, so a marker split across two reads is found too.
+    marker = None if stop is None else f"data: {stop}".encode()
+    # The read that carried the end may carry the client's stop after it too.
+    if marker is not None and marker in last:
+        return
+    seen = last
     try:
         async with asyncio.timeout(grace):
-            async for _ in body:
-                pass
+            async for data in body:
+                if marker is not None:
+                    seen = seen[-len(marker) :] + data
+                    if marker in seen:
+                        return
     except TimeoutError:
         recorder.held_open((time.perf_counter_ns() - since) / 1e9)
     except httpx.HTTPError as exc:
@@ -822,7 +840,7 @@ async def _aread(client: httpx.AsyncClient, recorder: StreamRecorder) -> StreamT
                         if recorder.stopped:
                             break
                     if recorder.reads_past_end:
-                        await _to_body_end(body, recorder)
+                        await _to_body_end(body, recorder, last=data)
                     recorder.eof()
             except httpx.HTTPError as exc:
                 recorder.fail(*_classify(exc))

@@ -158,11 +158,12 @@ class StreamFormat(ABC):
     through (the frames decide)."""
     end_on_eof: bool = False
     """Whether a clean close of the connection is this format's end (else it is ``truncated``)."""
-    client_stops_at_terminal: bool = False
-    """Whether the protocol's official client stops reading at its terminal frame (openai's
-    ``[DONE]``). Most read on to the end of the body, so a body held open after the end makes
-    them wait and a connection cut before the body's end makes them raise: the plugin reads
-    on after the end likewise, unless this is set and the terminal frame arrived."""
+    client_stop_data: str | None = None
+    """The data at which the protocol's official client stops reading (the openai client's
+    ``[DONE]``, also after a Responses stream's end). Most clients read on to the end of the
+    body, so a body held open after the end makes them wait and a connection cut before the
+    body's end makes them raise: the plugin reads on after the end likewise, until this data
+    arrives."""
     end_description: str = "its end event"
     """How the end looks, for the message of a stream that was cut short (``event: done``)."""
     raw_json_lines: bool = False

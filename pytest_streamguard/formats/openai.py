@@ -82,7 +82,7 @@ class OpenAIChatFormat(StreamFormat):
     end_description = "data: [DONE], or a finish_reason on every choice"
     # The openai client stops at [DONE] (it closes the body, or drains it for 0.1 s and ignores
     # what it finds); after a finish_reason without [DONE] it reads on to the body's end.
-    client_stops_at_terminal = True
+    client_stop_data = "[DONE]"
 
     def read(self, frame: Frame) -> Reading:
         """Tokens from every choice's delta (or legacy text); the end on [DONE] or once every
@@ -152,6 +152,8 @@ class OpenAIResponsesFormat(StreamFormat):
 
     name = "openai-responses"
     end_description = "event: response.completed (or response.incomplete)"
+    # The same client as chat's: it reads on after response.completed, but stops at [DONE].
+    client_stop_data = "[DONE]"
 
     def read(self, frame: Frame) -> Reading:
         """One frame read without what came before it (see :meth:`reader`)."""

@@ -326,7 +326,6 @@ def _notes(o: Outcome) -> set[str]:
     return {note.split("=")[0] for note in o.transcript.notes} | set(o.transcript.notes)
 
 
-_CONNECTION_ERRORS = ("APIConnectionError", "ReadError", "RemoteProtocolError", "ConnectError")
 _SPLITLINES_ONLY = ("\u2028", "\u2029", "\x85", "\x0b", "\x0c", "\x1c", "\x1d", "\x1e")
 
 
@@ -340,13 +339,6 @@ DIVERGENCES: dict[str, Rule] = {
         o.ours.why.startswith("truncated")
         and not _client_failed(o)
         and o.ours.parts == o.theirs.parts
-    ),
-    # A reset or broken chunked body after the protocol's end arrived: the answer is whole,
-    # the plugin says completed; a client that reads on (or reads ahead) raises.
-    "break-after-end": lambda o: (
-        o.ours.completed
-        and o.transcript.ending in ("reset", "chunked-cut")
-        and o.theirs.why.startswith(_CONNECTION_ERRORS)
     ),
     # A raw U+2028, U+2029 (or another character str.splitlines() ends a line at) inside a
     # JSON string: the clients that split lines with str.splitlines() cut the event in two

@@ -35,7 +35,10 @@ def test_fixed_seed_streams_agree_with_the_official_clients() -> None:
     assert tally.streams == PER_PROTOCOL * len(PROTOCOLS)
     assert not tally.undocumented, _report(tally)
     # The generator does reach the documented differences (else the table is untested).
-    assert {"clean-cut", "break-after-end", "bom"} <= set(tally.by_divergence), tally.by_divergence
+    assert {"clean-cut", "bom"} <= set(tally.by_divergence), tally.by_divergence
+    # A reset or broken chunked body after the end was a divergence until the plugin read on
+    # to the body's end as the clients do: it must not come back.
+    assert "break-after-end" not in tally.by_divergence
 
 
 def test_a_sample_over_a_socket_and_through_toxiproxy_agrees(toxiproxy_url: str) -> None:
