@@ -84,11 +84,13 @@ _LONE_SURROGATE: Final = re.compile("[\ud800-\udfff]")
 
 
 def parse_body(body: bytes) -> Any:
-    """Parse the first JSON value of ``body`` (Go's ``Decoder.Decode``), or raise a 400.
+    """Parse the first JSON value of ``body`` (Go's ``Decoder.Decode``), or raise a 400 with
+    Go's text (``invalid character 'x' looking for beginning of value``, ``unexpected EOF``).
 
     As in Go, bytes that are not UTF-8 become U+FFFD inside strings (and a syntax error
-    outside them). Nesting deeper than Python's decoder can follow is a 400 here, where Go
-    allows 10,000 levels (a divergence that only matters for deep values under unknown keys).
+    outside them). A value that Go's scanner accepts but that nests deeper than Python's
+    decoder can follow (about 900 levels) is a 400 ``exceeded max depth`` here; Go scans up to
+    10,000 levels (a divergence that only matters for deep values under unknown keys).
     """
     text = body.decode("utf-8", "replace")
     stripped = text.lstrip(" \t\r\n")
@@ -96,24 +98,181 @@ def parse_body(body: bytes) -> Any:
         raise BAD_REQUEST_BODY.joined("EOF")
     try:
         value, _ = _DECODER.raw_decode(stripped)
-    except RecursionError:
-        raise BAD_REQUEST_BODY.joined("exceeded max depth") from None
-    except ValueError as exc:
-        raise BAD_REQUEST_BODY.joined(_json_error_text(stripped, exc)) from None
+    except (RecursionError, ValueError):
+        raise BAD_REQUEST_BODY.joined(go_syntax_error(body) or "exceeded max depth") from None
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        # Python stops a top-level number where Go reads on ("1." is Go's unexpected EOF).
+        problem = go_syntax_error(body)
+        if problem is not None:
+            raise BAD_REQUEST_BODY.joined(problem)
     return value
+
+
+MAX_DEPTH: Final = 10_000
+_SPACE: Final = b" \t\r\n"
+_PLAIN: Final = re.compile(rb'[^"\\\x00-\x1f]*')
+_DIGITS: Final = re.compile(rb"[0-9]*")
+_HEX: Final = b"0123456789abcdefABCDEF"
+_AFTER: Final = {"key": "after object key", "value": "after object key:value pair"}
+
+
+def go_quote_char(byte: int) -> str:
+    """Go's ``quoteChar``: a byte as a quoted character (read as a Latin-1 rune)."""
+    if byte == 0x27:
+        return "'\\''"
+    if byte == 0x22:
+        return "'\"'"
+    if byte == 0x5C:
+        return "'\\\\'"
+    if 0x20 <= byte <= 0x7E or (0xA1 <= byte <= 0xFF and byte != 0xAD):
+        return f"'{chr(byte)}'"
+    named = {7: "a", 8: "b", 9: "t", 10: "n", 11: "v", 12: "f", 13: "r"}
+    if byte in named:
+        return f"'\\{named[byte]}'"
+    if byte < 0x20 or byte == 0x7F:
+        return f"'\\x{byte:02x}'"
+    return f"'\\u{byte:04x}'"
+
+
+def go_syntax_error(body: bytes) -> str | None:
+    """What Go's ``Decoder.Decode`` answers for the first value of ``body``: a scanner error
+    (``invalid character ...``), ``unexpected EOF`` or ``EOF``; None when Go's scanner accepts
+    it. Iterative, so any depth is scanned (Go stops at 10,000 levels)."""
+    stack: list[str] = []  # "key", "value" (in an object) or "array"
+    i, n = 0, len(body)
+
+    def bad(at: int, context: str) -> str:
+        return f"invalid character {go_quote_char(body[at])} {context}"
+
+    def skip(at: int) -> int:
+        while at < n and body[at] in _SPACE:
+            at += 1
+        return at
+
+    i = skip(i)
+    if i == n:
+        return "EOF"
+    expect = "value"  # or "key_or_end", "key", "value_or_end", "end"
+    while True:
+        i = skip(i)
+        if expect == "end":
+            if not stack:
+                return None
+            if i == n:
+                return "unexpected EOF"
+            top, c = stack[-1], body[i]
+            if top == "key":
+                if c != 0x3A:
+                    return bad(i, _AFTER["key"])
+                stack[-1], expect = "value", "value"
+            elif top == "value":
+                if c == 0x2C:
+                    stack[-1], expect = "key", "key"
+                elif c == 0x7D:
+                    stack.pop()
+                else:
+                    return bad(i, _AFTER["value"])
+            elif c == 0x2C:
+                expect = "value"
+            elif c == 0x5D:
+                stack.pop()
+            else:
+                return bad(i, "after array element")
+            i += 1
+            continue
+        if i == n:
+            return "unexpected EOF"
+        c = body[i]
+        if expect in ("key", "key_or_end"):
+            if c == 0x7D and expect == "key_or_end":
+                stack.pop()
+                expect, i = "end", i + 1
+                continue
+            if c != 0x22:
+                return bad(i, "looking for beginning of object key string")
+        elif c == 0x5D and expect == "value_or_end":
+            stack.pop()
+            expect, i = "end", i + 1
+            continue
+        if c in b"[{":
+            if len(stack) >= MAX_DEPTH:
+                return bad(i, "exceeded max depth")
+            stack.append("array" if c == 0x5B else "key")
+            expect, i = ("value_or_end" if c == 0x5B else "key_or_end"), i + 1
+            continue
+        if c == 0x22:
+            i += 1
+            while True:
+                i = _PLAIN.match(body, i).end()  # type: ignore[union-attr]
+                if i == n:
+                    return "unexpected EOF"
+                if body[i] == 0x22:
+                    break
+                if body[i] < 0x20:
+                    return bad(i, "in string literal")
+                i += 1  # a backslash
+                if i == n:
+                    return "unexpected EOF"
+                if body[i] == 0x75:
+                    for _ in range(4):
+                        i += 1
+                        if i == n:
+                            return "unexpected EOF"
+                        if body[i] not in _HEX:
+                            return bad(i, "in \\u hexadecimal character escape")
+                elif body[i] not in b'bfnrt\\/"':
+                    return bad(i, "in string escape code")
+                i += 1
+            i += 1
+        elif c == 0x2D or 0x30 <= c <= 0x39:
+            problem, i = _scan_number(body, i, bad)
+            if problem is not None:
+                return problem
+        elif c in b"tfn":
+            word = {0x74: b"true", 0x66: b"false", 0x6E: b"null"}[c]
+            for k in range(1, len(word)):
+                if i + k == n:
+                    return "unexpected EOF"
+                if body[i + k] != word[k]:
+                    name = word.decode()
+                    return bad(i + k, f"in literal {name} (expecting {chr(word[k])!r})")
+            i += len(word)
+        else:
+            return bad(i, "looking for beginning of value")
+        expect = "end"
+
+
+def _scan_number(body: bytes, i: int, bad: Callable[[int, str], str]) -> tuple[str | None, int]:
+    n = len(body)
+    if body[i] == 0x2D:
+        i += 1
+        if i == n:
+            return "unexpected EOF", i
+        if not 0x30 <= body[i] <= 0x39:
+            return bad(i, "in numeric literal"), i
+    i = i + 1 if body[i] == 0x30 else _DIGITS.match(body, i).end()  # type: ignore[union-attr]
+    if i < n and body[i] == 0x2E:
+        i += 1
+        if i == n:
+            return "unexpected EOF", i
+        if not 0x30 <= body[i] <= 0x39:
+            return bad(i, "after decimal point in numeric literal"), i
+        i = _DIGITS.match(body, i).end()  # type: ignore[union-attr]
+    if i < n and body[i] in b"eE":
+        i += 1
+        if i < n and body[i] in b"+-":
+            i += 1
+        if i == n:
+            return "unexpected EOF", i
+        if not 0x30 <= body[i] <= 0x39:
+            return bad(i, "in exponent of numeric literal"), i
+        i = _DIGITS.match(body, i).end()  # type: ignore[union-attr]
+    return None, i
 
 
 def go_string(text: str) -> str:
     """``text`` as Go decodes it: a lone surrogate escape (``"\\ud800"``) becomes U+FFFD."""
     return _LONE_SURROGATE.sub("\ufffd", text)
-
-
-def _json_error_text(text: str, exc: ValueError) -> str:
-    if isinstance(exc, json.JSONDecodeError):
-        if exc.pos >= len(text):
-            return "unexpected EOF"
-        return f"invalid character {text[exc.pos]!r} at offset {exc.pos + 1}: {exc.msg}"
-    return str(exc)
 
 
 def json_kind(value: object, *, literal: bool = False) -> str:

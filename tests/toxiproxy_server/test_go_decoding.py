@@ -331,3 +331,55 @@ def test_a_toxic_patch_that_is_not_an_object_names_go_s_anonymous_struct(
         'Attributes interface {} "json:\\"attributes\\""; Toxicity float32 '
         '"json:\\"toxicity\\"" }'
     )
+
+
+# Syntax errors: each answer read from the real toxiproxy-server 2.12.0 (Go 1.19.8 build,
+# docs/toxiproxy.md), the same body posted to both servers on 2026-12-04.
+SYNTAX_ERRORS = [
+    (b"x", "invalid character 'x' looking for beginning of value"),
+    (b'{"name"}', "invalid character '}' after object key"),
+    (b'{"name":}', "invalid character '}' looking for beginning of value"),
+    (b'{"name":"a",}', "invalid character '}' looking for beginning of object key string"),
+    (b'{"name":"a', "unexpected EOF"),
+    (b"[1,]", "invalid character ']' looking for beginning of value"),
+    (b"[1 2]", "invalid character '2' after array element"),
+    (b"tru", "unexpected EOF"),
+    (b"nul", "unexpected EOF"),
+    (b"-", "unexpected EOF"),
+    (b"1.", "unexpected EOF"),
+    (b"1e", "unexpected EOF"),
+    (b'"\\x"', "invalid character 'x' in string escape code"),
+    (b'"a\x01"', "invalid character '\\x01' in string literal"),
+    (b"\xff", "invalid character '\u00ff' looking for beginning of value"),
+    (b"{1:2}", "invalid character '1' looking for beginning of object key string"),
+    (b"{'a':1}", "invalid character '\\'' looking for beginning of object key string"),
+    (b"[" * 10001, "invalid character '[' exceeded max depth"),
+    (b"[" * 10000, "unexpected EOF"),
+    (b'{"name":' * 5000, "unexpected EOF"),
+    (b'"\\u12"', "invalid character '\"' in \\u hexadecimal character escape"),
+    (b"\xef\xbb\xbf{}", "invalid character '\u00ef' looking for beginning of value"),
+    (b'{"a" 1}', "invalid character '1' after object key"),
+    (b'{"a":1 "b":2}', "invalid character '\"' after object key:value pair"),
+    (b"[}", "invalid character '}' looking for beginning of value"),
+    (b"]", "invalid character ']' looking for beginning of value"),
+]
+
+
+@pytest.mark.parametrize(("body", "error"), SYNTAX_ERRORS, ids=lambda v: repr(v)[:40])
+def test_syntax_errors_are_worded_as_go_words_them(
+    api: httpx.Client, body: bytes, error: str
+) -> None:
+    response = api.post("/proxies", content=body)
+    assert response.status_code == 400
+    assert response.headers["content-type"] == TEXT
+    assert response.json() == {"error": f"bad request body: {error}", "status": 400}
+    assert api.get("/proxies").json() == {}
+
+
+def test_populate_syntax_errors_are_worded_as_go_words_them(api: httpx.Client) -> None:
+    response = api.post("/populate", content=b"[" * 20000)
+    assert response.json() == {
+        "error": "bad request body: invalid character '[' exceeded max depth",
+        "status": 400,
+        "proxies": None,
+    }
