@@ -227,6 +227,50 @@ class _ChunkCut:
         return self.error
 
 
+class _ProxyChunk:
+    """A chunk toxic of the embedded server (``chunk_stall``, ``chunk_cut``, ``chunk_reset``):
+    the proxy acts right after the Nth chunk of every response, counted as ``trace.chunks``
+    counts (:mod:`pytest_streamguard.toxiproxy_server.events`), holding nothing before it.
+    The client only notes the streams that reached chunk N, for the judgement; ``on_ns`` is
+    when the first of them received it."""
+
+    def __init__(self, faults: Faults, record: FaultRecord, after_chunks: int) -> None:
+        self.faults = faults
+        self.record = record
+        self.after_chunks = after_chunks
+        self.hits: dict[int, StreamTrace] = {}
+
+    @property
+    def triggered(self) -> list[StreamTrace]:
+        """The streams that reached chunk N."""
+        return list(self.hits.values())
+
+    def on_chunk(self, trace: StreamTrace) -> None:
+        if len(trace.chunks) != self.after_chunks or id(trace) in self.hits:
+            return
+        self.hits[id(trace)] = trace
+        stamp = trace.chunks[-1].stamp_ns
+        if self.record.on_ns is None or stamp < self.record.on_ns:
+            self.record.on_ns = stamp
+
+    def on_end(self, trace: StreamTrace) -> None:
+        """The toxic acts on each response by itself; nothing to undo per stream."""
+
+    def stop(self) -> BaseException | None:
+        error: BaseException | None = None
+        if self.record.toxics:
+            try:
+                self.faults.api.remove_toxic(self.faults.proxy, self.record.toxics[0])
+            except ToxiproxyError as exc:
+                error = exc
+        if self.record.off_ns is None:
+            self.record.off_ns = time.perf_counter_ns()
+        return error
+
+
+_Trigger = _Stall | _ChunkCut | _ProxyChunk
+
+
 class Faults:
     """Faults for one test (``streamguard.faults``); all are undone when the test ends."""
 
@@ -235,12 +279,14 @@ class Faults:
         self.proxy = proxy
         self.records: list[FaultRecord] = []
         self.slow_reader_bps: float | None = None
-        self._triggers: list[_Stall | _ChunkCut] = []
+        self._triggers: list[_Trigger] = []
         # Seconds the reader waited under each slow_reader fault (by the record's id).
         self._paced: dict[int, float] = {}
         self._slow_record: FaultRecord | None = None
         # Triggers undone by clear(), still needed to judge their faults.
-        self._spent: list[_Stall | _ChunkCut] = []
+        self._spent: list[_Trigger] = []
+        # Whether the server has the chunk toxics (the embedded one); None until asked.
+        self._chunk_toxics: bool | None = None
         # The toxics of each profile record, by the record's id (to judge them by type).
         self._profile_toxics: dict[int, tuple[Toxic, ...]] = {}
         self._down = False
@@ -263,6 +309,28 @@ class Faults:
             record.toxics.append(name)
         return record
 
+    def _proxy_chunk(
+        self, kind: str, params: dict[str, Any], type_: str, attributes: dict[str, int]
+    ) -> FaultRecord | None:
+        """Add a chunk toxic (the embedded server's extension), or None where the server does
+        not know the type (a real Toxiproxy): the caller then falls back to the client."""
+        if self._chunk_toxics is False:
+            return None
+        name = self._name(type_)
+        armed = time.perf_counter_ns()
+        try:
+            self.api.add_toxic(self.proxy, name, type_, "downstream", attributes)
+        except ToxiproxyError as exc:
+            if "invalid toxic type" not in str(exc).lower():
+                raise
+            self._chunk_toxics = False
+            return None
+        self._chunk_toxics = True
+        record = FaultRecord(kind=kind, params=params, toxics=[name], armed_ns=armed)
+        self.records.append(record)
+        self._triggers.append(_ProxyChunk(self, record, int(attributes["after_chunks"])))
+        return record
+
     def latency(self, ms: float, jitter: float = 0, stream: str = "downstream") -> FaultRecord:
         """Delay every chunk by ``ms`` milliseconds (± ``jitter``) on ``stream``."""
         _number("latency", "ms", ms, minimum=0)
@@ -283,11 +351,21 @@ class Faults:
         _number("stall", "seconds", seconds, minimum=0)
         if seconds <= 0:
             raise ValueError(f"faults.stall(seconds={seconds!r}): expected a number > 0")
+        params = {"after_chunks": after_chunks, "seconds": seconds}
+        applied = self._proxy_chunk(
+            "stall",
+            params,
+            "chunk_stall",
+            {"after_chunks": int(after_chunks), "duration": round(seconds * 1000)},
+        )
+        if applied is not None:
+            return applied
         record = FaultRecord(
             kind="stall",
-            params={"after_chunks": after_chunks, "seconds": seconds},
+            params=params,
             toxics=[self._name("stall")],
             armed_ns=time.perf_counter_ns(),
+            applied_by="client",
         )
         self.records.append(record)
         self._triggers.append(_Stall(self, record, int(after_chunks), float(seconds)))
@@ -311,6 +389,7 @@ class Faults:
             {"bytes_per_second": bytes_per_second},
             [("bandwidth", "downstream", {"rate": rate})],
         )
+        self._slow_record.applied_by = "client"
         return self._slow_record
 
     def on_pace(self, seconds: float) -> None:
@@ -368,11 +447,20 @@ class Faults:
             )
         if after_chunks is not None:
             _number("cut", "after_chunks", after_chunks, minimum=1, integer=True)
+            applied = self._proxy_chunk(
+                "cut",
+                {"after_chunks": after_chunks},
+                "chunk_cut",
+                {"after_chunks": int(after_chunks)},
+            )
+            if applied is not None:
+                return applied
             record = FaultRecord(
                 kind="cut",
                 params={"after_chunks": after_chunks},
                 toxics=[],
                 armed_ns=time.perf_counter_ns(),
+                applied_by="client",
             )
             self.records.append(record)
             self._triggers.append(_ChunkCut(self, record, int(after_chunks)))

@@ -121,6 +121,30 @@ def _reached(record: FaultRecord, traces: Sequence[StreamTrace], hits: int) -> s
     return f"no stream reached chunk {after} (longest: {counted(longest, 'chunk')})"
 
 
+def _held_at_chunk(record: FaultRecord, hits: Sequence[StreamTrace]) -> tuple[bool, str]:
+    """A stall the proxy applied right after chunk N of each stream: held if a stream's next
+    event (or its end) came at least 90 % of the stall's seconds after its chunk N."""
+    after = int(record.params["after_chunks"])
+    seconds = float(record.params["seconds"])
+    held: list[float] = []
+    for hit in hits:
+        stamps = [c.stamp_ns for c in hit.chunks[after:]]
+        following = stamps[0] if stamps else hit.end_ns
+        if following is not None and len(hit.chunks) >= after:
+            held.append((following - hit.chunks[after - 1].stamp_ns) / 1e9)
+    enough = [gap for gap in held if gap >= 0.9 * seconds]
+    if enough:
+        return True, (
+            f"{len(enough)} of {counted(len(hits), 'stream')} that reached chunk {after} "
+            f"waited {min(enough):.3f} s or more after it"
+        )
+    longest = max(held, default=0.0)
+    return False, (
+        f"{counted(len(hits), 'stream')} reached chunk {after}, but none waited "
+        f"{0.9 * seconds:.3f} s after it (longest wait: {longest:.3f} s)"
+    )
+
+
 def _held(record: FaultRecord, hit: StreamTrace) -> tuple[bool, str]:
     """A stall's hold (``on_ns``: in place, ``off_ns``: about to lift) against the stream that
     triggered it: held if it was still open and an event of it waited for the hold to lift."""
@@ -201,6 +225,8 @@ def judge(
         missing = _reached(record, traces, len(triggered))
         if missing:
             return False, missing
+        if record.applied_by == "proxy":
+            return _held_at_chunk(record, triggered)
         return _held(record, triggered[0])
     if kind == "cut" and "after_chunks" in record.params:
         missing = _reached(record, traces, len(triggered))

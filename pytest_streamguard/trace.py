@@ -86,7 +86,9 @@ class FaultRecord:
     chunks) is ``armed_ns`` from the call that set it up, and ``on_ns`` once it first acts.
     ``fired`` says whether it took effect on a stream it was active on, and ``evidence`` what
     the streams showed either way (judged when the test's body ends; None before that, and in
-    reports written before faults were judged).
+    reports written before faults were judged). ``applied_by`` says who made it act:
+    ``"proxy"`` (a toxic, or on the embedded server a chunk toxic that acts at the Nth chunk
+    itself) or ``"client"`` (the client triggers it after seeing chunk N, or paces the reads).
     """
 
     kind: str
@@ -97,6 +99,7 @@ class FaultRecord:
     armed_ns: int | None = None
     fired: bool | None = None
     evidence: str = ""
+    applied_by: str = "proxy"
 
     def describe(self) -> str:
         """``kind(arg=value, ...)`` as a test would have written it."""
@@ -121,6 +124,7 @@ class FaultRecord:
             "armed_ns": self.armed_ns,
             "fired": self.fired,
             "evidence": self.evidence,
+            "applied_by": self.applied_by,
         }
 
     @classmethod
@@ -136,6 +140,7 @@ class FaultRecord:
             armed_ns=raw.get("armed_ns"),
             fired=bool(fired) if fired is not None else None,
             evidence=str(raw.get("evidence", "")),
+            applied_by=str(raw.get("applied_by", "proxy")),
         )
 
 
