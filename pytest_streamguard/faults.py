@@ -12,29 +12,35 @@ body ends, :meth:`Faults.judge` says of each fault whether it took effect
 word               what the proxy does
 =================  =====================================================================
 latency            ``latency`` toxic (latency ms, jitter ms) on the chosen stream
-stall              ``bandwidth`` rate 0 downstream after N data events, removed after S s
-                   (data is held, not dropped, and flows again)
+stall              embedded server: ``chunk_stall`` downstream, right after each stream's
+                   chunk N for S s; real Toxiproxy: ``bandwidth`` rate 0 downstream once the
+                   client saw N chunks, removed after S s (data is held, not dropped)
 slow_reader        client reads paced to the rate through a receive buffer of ~0.5 s of it,
                    and ``bandwidth`` downstream at 1.25 times the rate
 bandwidth          ``bandwidth`` toxic downstream, KB/s (1 KB = 1000 bytes)
 slicer             ``slicer`` toxic downstream (average_size, size_variation, delay µs)
 cut                ``limit_data`` downstream: N bytes (headers included), then a FIN; or,
-                   with ``after_chunks``, ``limit_data`` 0 added once a stream has N data
-                   events (its next bytes end it), removed when that stream ends, behind a
-                   ``bandwidth`` toxic that holds the response to 1 KB/s meanwhile
+                   with ``after_chunks``, on the embedded server ``chunk_cut`` (a FIN right
+                   after each stream's chunk N), on a real Toxiproxy ``limit_data`` 0 added
+                   once the client saw N chunks, behind a 1 KB/s ``bandwidth`` hold
 reset              ``reset_peer`` downstream: new connections lose their first response
                    chunk and get an RST after ``after_ms``
 blackhole          ``timeout`` 0 both ways: data is dropped, the connection stays open
 down               the proxy is disabled: connections are closed, new ones refused
+freeze             not the proxy: SIGSTOP to the target's process group for S s, then SIGCONT
+                   (right away or after N chunks of a stream)
 apply_profile      a named profile's toxics (``profile(name=...)``) and fault words
 =================  =====================================================================
 """
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import functools
 import math
+import os
+import signal
 import threading
 import time
 from typing import Any
@@ -268,15 +274,107 @@ class _ProxyChunk:
         return error
 
 
-_Trigger = _Stall | _ChunkCut | _ProxyChunk
+# Process groups stopped by a freeze right now: continued at exit whatever happens (Ctrl-C, a
+# crash), so no target is ever left stopped.
+_FROZEN: set[int] = set()
+_FROZEN_LOCK = threading.Lock()
+
+
+def _continue(pgid: int) -> None:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(pgid, signal.SIGCONT)
+    with _FROZEN_LOCK:
+        _FROZEN.discard(pgid)
+
+
+@atexit.register
+def _continue_all() -> None:
+    for pgid in list(_FROZEN):
+        _continue(pgid)
+
+
+class _Freeze:
+    """``freeze(seconds, after_chunks)``: SIGSTOP to the target's process group (its whole
+    group: workers included), SIGCONT ``seconds`` later; right away, or once a stream of the
+    test has ``after_chunks`` chunks (once per call)."""
+
+    def __init__(
+        self,
+        faults: Faults,
+        record: FaultRecord,
+        pgid: int,
+        after_chunks: int | None,
+        seconds: float,
+    ) -> None:
+        self.faults = faults
+        self.record = record
+        self.pgid = pgid
+        self.after_chunks = after_chunks
+        self.seconds = seconds
+        self.cancel = threading.Event()
+        self.thread: threading.Thread | None = None
+        self.error: BaseException | None = None
+        self.hit: StreamTrace | None = None
+
+    @property
+    def triggered(self) -> list[StreamTrace]:
+        """The stream that reached the chunk (none for a freeze applied at once)."""
+        return [self.hit] if self.hit is not None else []
+
+    def start(self) -> None:
+        """Stop the group now (in this thread, so the stop is in place when this returns)
+        and continue it from a thread after the seconds."""
+        with _FROZEN_LOCK:
+            _FROZEN.add(self.pgid)
+        try:
+            os.killpg(self.pgid, signal.SIGSTOP)
+        except OSError as exc:
+            _continue(self.pgid)
+            self.error = exc
+            return
+        self.record.on_ns = time.perf_counter_ns()
+        self.thread = threading.Thread(target=self._run, name="streamguard-freeze", daemon=True)
+        self.thread.start()
+
+    def _run(self) -> None:
+        try:
+            self.cancel.wait(self.seconds)
+        finally:
+            _continue(self.pgid)
+            self.record.off_ns = time.perf_counter_ns()
+
+    def on_chunk(self, trace: StreamTrace) -> None:
+        if self.after_chunks is None or self.hit is not None:
+            return
+        if len(trace.chunks) >= self.after_chunks:
+            self.hit = trace
+            self.start()
+
+    def on_end(self, trace: StreamTrace) -> None:
+        """A freeze holds for its seconds whatever the streams do."""
+
+    def stop(self) -> BaseException | None:
+        self.cancel.set()
+        if self.thread is not None:
+            self.thread.join(5)
+        _continue(self.pgid)
+        if self.record.on_ns is not None and self.record.off_ns is None:
+            self.record.off_ns = time.perf_counter_ns()
+        return self.error
+
+
+_Trigger = _Stall | _ChunkCut | _ProxyChunk | _Freeze
 
 
 class Faults:
     """Faults for one test (``streamguard.faults``); all are undone when the test ends."""
 
-    def __init__(self, api: ToxiproxyAPI, proxy: Proxy) -> None:
+    def __init__(self, api: ToxiproxyAPI, proxy: Proxy, target_pid: int | None = None) -> None:
         self.api = api
         self.proxy = proxy
+        # The process (and group) of a target the plugin started, for freeze(); None for one
+        # given by URL.
+        self.target_pid = target_pid
         self.records: list[FaultRecord] = []
         self.slow_reader_bps: float | None = None
         self._triggers: list[_Trigger] = []
@@ -369,6 +467,47 @@ class Faults:
         )
         self.records.append(record)
         self._triggers.append(_Stall(self, record, int(after_chunks), float(seconds)))
+        return record
+
+    def freeze(self, seconds: float, after_chunks: int | None = None) -> FaultRecord:
+        """Stop the target process the plugin started (its whole process group, SIGSTOP) for
+        ``seconds``, then continue it (SIGCONT): a blocked event loop, on any app. Right away,
+        or once a stream of the test has ``after_chunks`` chunks. Needs a target the plugin
+        starts (``--streamguard-target-cmd`` or the bundled one)."""
+        _number("freeze", "seconds", seconds, minimum=0)
+        if seconds <= 0:
+            raise ValueError(f"faults.freeze(seconds={seconds!r}): expected a number > 0")
+        if after_chunks is not None:
+            _number("freeze", "after_chunks", after_chunks, minimum=1, integer=True)
+        if self.target_pid is None:
+            raise ValueError(
+                "faults.freeze() stops the target process the plugin started, but this run's "
+                "target is given by URL (--streamguard-target-url): start it with "
+                "--streamguard-target-cmd (or use the bundled target) to freeze it"
+            )
+        record = FaultRecord(
+            kind="freeze",
+            params={"seconds": seconds, "after_chunks": after_chunks},
+            toxics=[],
+            armed_ns=time.perf_counter_ns(),
+            applied_by="client",
+        )
+        self.records.append(record)
+        trigger = _Freeze(
+            self,
+            record,
+            self.target_pid,
+            None if after_chunks is None else int(after_chunks),
+            float(seconds),
+        )
+        self._triggers.append(trigger)
+        if after_chunks is None:
+            trigger.start()
+            if trigger.error is not None:
+                raise ValueError(
+                    f"faults.freeze(): could not stop the target's process group "
+                    f"{self.target_pid}: {trigger.error}"
+                )
         return record
 
     def slow_reader(self, bytes_per_second: float) -> FaultRecord:

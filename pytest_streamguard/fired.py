@@ -26,6 +26,7 @@ A fault active on no stream did not fire.
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Sequence
 
 from pytest_streamguard.display import counted
@@ -119,6 +120,31 @@ def _reached(record: FaultRecord, traces: Sequence[StreamTrace], hits: int) -> s
         return ""
     longest = max(len(t.chunks) for t in traces)
     return f"no stream reached chunk {after} (longest: {counted(longest, 'chunk')})"
+
+
+def _frozen(record: FaultRecord, traces: Sequence[StreamTrace]) -> tuple[bool, str]:
+    """A freeze stopped the target from ``on_ns`` to ``off_ns``: fired when a stream waited
+    at least 90 % of its seconds across that time (between two events, or before its first)."""
+    seconds = float(record.params["seconds"])
+    on, off = record.on_ns, record.off_ns
+    if on is None:
+        return False, "the target was never stopped (no stream reached the chunk to freeze at)"
+    longest = 0.0
+    for trace in traces:
+        stamps = [trace.request_ns, *(c.stamp_ns for c in trace.chunks)]
+        if trace.end_ns is not None:
+            stamps.append(trace.end_ns)
+        for before, after in itertools.pairwise(stamps):
+            if after < on or (off is not None and before > off):
+                continue
+            gap = (after - before) / 1e9
+            longest = max(longest, gap)
+            if gap >= 0.9 * seconds:
+                return True, f"{trace.name} waited {gap:.3f} s while the target was stopped"
+    return False, (
+        f"no stream waited {0.9 * seconds:.3f} s while the target was stopped "
+        f"(longest wait then: {longest:.3f} s)"
+    )
 
 
 def _held_at_chunk(record: FaultRecord, hits: Sequence[StreamTrace]) -> tuple[bool, str]:
@@ -221,6 +247,8 @@ def judge(
         return _passed(record, traces, str(record.params.get("stream", "downstream")))
     if kind == "slow_reader":
         return _slow_reader(record, traces, waited)
+    if kind == "freeze":
+        return _frozen(record, traces)
     if kind == "stall":
         missing = _reached(record, traces, len(triggered))
         if missing:
