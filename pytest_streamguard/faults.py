@@ -2,9 +2,10 @@
 
 Every fault applies when called and is removed when the test ends; each is recorded as a
 :class:`~pytest_streamguard.trace.FaultRecord` with its on/off ``perf_counter_ns`` stamps, which
-the test's traces carry. Where the network alone cannot express a fault, the client helps:
-``stall`` and ``cut(after_chunks=N)`` are triggered by the client after N data events, and
-``slow_reader`` makes the client read slowly through a small receive buffer. When the test's
+the test's traces carry. ``stall`` and ``cut(after_chunks=N)`` are chunk toxics of the embedded
+server, which acts right after chunk N of each stream itself (a real Toxiproxy has none, so
+there they are refused); ``slow_reader`` makes the client read slowly through a small receive
+buffer, and ``freeze`` stops the target's process group. When the test's
 body ends, :meth:`Faults.judge` says of each fault whether it took effect
 (:mod:`pytest_streamguard.fired`).
 
@@ -12,17 +13,15 @@ body ends, :meth:`Faults.judge` says of each fault whether it took effect
 word               what the proxy does
 =================  =====================================================================
 latency            ``latency`` toxic (latency ms, jitter ms) on the chosen stream
-stall              embedded server: ``chunk_stall`` downstream, right after each stream's
-                   chunk N for S s; real Toxiproxy: ``bandwidth`` rate 0 downstream once the
-                   client saw N chunks, removed after S s (data is held, not dropped)
+stall              ``chunk_stall`` downstream (embedded server only): right after each
+                   stream's chunk N the rest waits S s (held, not dropped)
 slow_reader        client reads paced to the rate through a receive buffer of ~0.5 s of it,
                    and ``bandwidth`` downstream at 1.25 times the rate
 bandwidth          ``bandwidth`` toxic downstream, KB/s (1 KB = 1000 bytes)
 slicer             ``slicer`` toxic downstream (average_size, size_variation, delay µs)
 cut                ``limit_data`` downstream: N bytes (headers included), then a FIN; or,
-                   with ``after_chunks``, on the embedded server ``chunk_cut`` (a FIN right
-                   after each stream's chunk N), on a real Toxiproxy ``limit_data`` 0 added
-                   once the client saw N chunks, behind a 1 KB/s ``bandwidth`` hold
+                   with ``after_chunks``, ``chunk_cut`` (embedded server only): a FIN right
+                   after each stream's chunk N
 reset              ``reset_peer`` downstream: new connections lose their first response
                    chunk and get an RST after ``after_ms``
 blackhole          ``timeout`` 0 both ways: data is dropped, the connection stays open
@@ -57,10 +56,6 @@ STREAMS = ("upstream", "downstream")
 # The fastest slow reader measured to keep its rate within 10 % (benchmarks/slow_reader_rate.py,
 # docs/faults.md); a faster one is refused rather than silently slower than asked.
 SLOW_READER_MAX_BPS = 10_000_000
-# A chunk cut paces the response to this many KB/s while armed: the rest of a fast stream is
-# still inside the proxy when the client, having seen chunk N, adds the cut (one API call
-# later); unpaced, a stream sent in a few milliseconds was through before the cut landed.
-CHUNK_CUT_HOLD_KBPS = 1
 # The slow reader's toxic runs this much faster than the reader, so the client's pacing (exact
 # to the byte) sets the rate and the toxic's 100 ms steps cannot pull it below the rate asked.
 SLOW_READER_TOXIC_HEADROOM = 1.25
@@ -87,150 +82,6 @@ def _number(fault: str, name: str, value: Any, *, minimum: float, integer: bool 
     if not math.isfinite(value) or value < minimum or (integer and value != int(value)):
         raise ValueError(f"faults.{fault}({name}={value!r}): expected {kind} >= {minimum:g}")
     return float(value)
-
-
-class _Stall:
-    """A bandwidth-0 toxic added once a stream has ``after_chunks`` data events."""
-
-    def __init__(
-        self, faults: Faults, record: FaultRecord, after_chunks: int, seconds: float
-    ) -> None:
-        self.faults = faults
-        self.record = record
-        self.after_chunks = after_chunks
-        self.seconds = seconds
-        self.fired = False
-        self.hit: StreamTrace | None = None
-        self.cancel = threading.Event()
-        self.error: BaseException | None = None
-        self.thread: threading.Thread | None = None
-
-    @property
-    def triggered(self) -> list[StreamTrace]:
-        """The stream that reached the chunk (a stall fires once per test)."""
-        return [self.hit] if self.hit is not None else []
-
-    def on_chunk(self, trace: StreamTrace) -> None:
-        if self.fired or len(trace.chunks) < self.after_chunks:
-            return
-        self.fired = True
-        self.hit = trace
-        # A thread, so neither the sync reader nor an event loop blocks on the API calls.
-        self.thread = threading.Thread(target=self._run, name="streamguard-stall", daemon=True)
-        self.thread.start()
-
-    def on_end(self, trace: StreamTrace) -> None:
-        """A stall holds for its seconds whatever the stream does."""
-
-    def _run(self) -> None:
-        # The stamps bound the hold for the judgement of whether it held the stream: on once
-        # the toxic is in place (the API answered), off just before it is asked to go.
-        name = self.record.toxics[0]
-        try:
-            self.faults.api.add_toxic(
-                self.faults.proxy, name, "bandwidth", "downstream", {"rate": 0}
-            )
-            self.record.on_ns = time.perf_counter_ns()
-            self.cancel.wait(self.seconds)
-            self.record.off_ns = time.perf_counter_ns()
-            self.faults.api.remove_toxic(self.faults.proxy, name)
-        except BaseException as exc:
-            self.error = exc
-
-    def stop(self) -> BaseException | None:
-        self.cancel.set()
-        if self.thread is not None:
-            self.thread.join(self.faults.api.timeout * 2 + 1)
-        return self.error
-
-
-class _Hit:
-    """One stream that reached a chunk cut's trigger: the toxic added for it, until it ends."""
-
-    def __init__(self, trace: StreamTrace, name: str) -> None:
-        self.trace = trace
-        self.name = name
-        self.ended = threading.Event()
-        self.thread: threading.Thread | None = None
-
-
-class _ChunkCut:
-    """``cut(after_chunks=N)``: once a stream has N data events, a ``limit_data`` 0 toxic, so
-    the proxy closes the connection (FIN) at the stream's next bytes, whatever its length.
-    The toxic is removed when that stream ends, so the test's next stream is cut the same way;
-    while it is on, it cuts every stream through the proxy, open or new (Toxiproxy's toxics
-    are per proxy). While armed, a ``bandwidth`` toxic holds responses to
-    :data:`CHUNK_CUT_HOLD_KBPS`, so the bytes after chunk N are still in the proxy when the
-    cut is added, however fast the server sends them.
-    """
-
-    def __init__(self, faults: Faults, record: FaultRecord, after_chunks: int) -> None:
-        self.faults = faults
-        self.record = record
-        self.after_chunks = after_chunks
-        self.hits: dict[int, _Hit] = {}
-        self.lock = threading.Lock()
-        self.error: BaseException | None = None
-        self.hold: str | None = faults._name("cut_hold")
-        faults.api.add_toxic(
-            faults.proxy, self.hold, "bandwidth", "downstream", {"rate": CHUNK_CUT_HOLD_KBPS}
-        )
-        record.toxics.append(self.hold)
-
-    @property
-    def triggered(self) -> list[StreamTrace]:
-        """The streams that reached chunk N."""
-        return [hit.trace for hit in self.hits.values()]
-
-    def on_chunk(self, trace: StreamTrace) -> None:
-        if len(trace.chunks) != self.after_chunks or id(trace) in self.hits:
-            return
-        hit = _Hit(trace, self.faults._name("cut"))
-        with self.lock:
-            self.hits[id(trace)] = hit
-            self.record.toxics.append(hit.name)
-        hit.thread = threading.Thread(
-            target=self._run, args=(hit,), name="streamguard-cut", daemon=True
-        )
-        hit.thread.start()
-
-    def _run(self, hit: _Hit) -> None:
-        api, proxy = self.faults.api, self.faults.proxy
-        try:
-            with self.lock:
-                if self.record.on_ns is None:
-                    self.record.on_ns = time.perf_counter_ns()
-            api.add_toxic(proxy, hit.name, "limit_data", "downstream", {"bytes": 0})
-            try:
-                hit.ended.wait()
-            finally:
-                api.remove_toxic(proxy, hit.name)
-        except BaseException as exc:
-            self.error = exc
-
-    def _finish(self, hit: _Hit) -> None:
-        hit.ended.set()
-        if hit.thread is not None:
-            hit.thread.join(self.faults.api.timeout * 2 + 1)
-
-    def on_end(self, trace: StreamTrace) -> None:
-        """The stream ended: take its toxic off before the test reads another stream."""
-        hit = self.hits.get(id(trace))
-        if hit is not None:
-            self._finish(hit)
-
-    def stop(self) -> BaseException | None:
-        for hit in list(self.hits.values()):
-            self._finish(hit)
-        if self.hold is not None:
-            try:
-                self.faults.api.remove_toxic(self.faults.proxy, self.hold)
-            except ToxiproxyError as exc:
-                self.error = self.error or exc
-            self.hold = None
-        if self.record.off_ns is None:
-            self.record.off_ns = time.perf_counter_ns()
-        return self.error
 
 
 class _ProxyChunk:
@@ -363,7 +214,7 @@ class _Freeze:
         return self.error
 
 
-_Trigger = _Stall | _ChunkCut | _ProxyChunk | _Freeze
+_Trigger = _ProxyChunk | _Freeze
 
 
 class Faults:
@@ -383,8 +234,6 @@ class Faults:
         self._slow_record: FaultRecord | None = None
         # Triggers undone by clear(), still needed to judge their faults.
         self._spent: list[_Trigger] = []
-        # Whether the server has the chunk toxics (the embedded one); None until asked.
-        self._chunk_toxics: bool | None = None
         # The toxics of each profile record, by the record's id (to judge them by type).
         self._profile_toxics: dict[int, tuple[Toxic, ...]] = {}
         self._down = False
@@ -409,11 +258,9 @@ class Faults:
 
     def _proxy_chunk(
         self, kind: str, params: dict[str, Any], type_: str, attributes: dict[str, int]
-    ) -> FaultRecord | None:
-        """Add a chunk toxic (the embedded server's extension), or None where the server does
-        not know the type (a real Toxiproxy): the caller then falls back to the client."""
-        if self._chunk_toxics is False:
-            return None
+    ) -> FaultRecord:
+        """Add a chunk toxic (the embedded server's extension); refuse the fault where the
+        server does not know the type (a real Toxiproxy), as nothing there lands at chunk N."""
         name = self._name(type_)
         armed = time.perf_counter_ns()
         try:
@@ -421,9 +268,14 @@ class Faults:
         except ToxiproxyError as exc:
             if "invalid toxic type" not in str(exc).lower():
                 raise
-            self._chunk_toxics = False
-            return None
-        self._chunk_toxics = True
+            call = ", ".join(f"{k}={v!r}" for k, v in params.items())
+            raise ValueError(
+                f"faults.{kind}({call}) needs the embedded Toxiproxy server (the default, "
+                f"without --streamguard-toxiproxy URL): it acts right after chunk N itself, "
+                f"and this Toxiproxy ({self.api.url}) has no such toxic (its answer: {exc}); "
+                "a toxic the client adds once it has seen chunk N lands chunks late on a fast "
+                "stream, so it is refused rather than late"
+            ) from None
         record = FaultRecord(kind=kind, params=params, toxics=[name], armed_ns=armed)
         self.records.append(record)
         self._triggers.append(_ProxyChunk(self, record, int(attributes["after_chunks"])))
@@ -449,25 +301,12 @@ class Faults:
         _number("stall", "seconds", seconds, minimum=0)
         if seconds <= 0:
             raise ValueError(f"faults.stall(seconds={seconds!r}): expected a number > 0")
-        params = {"after_chunks": after_chunks, "seconds": seconds}
-        applied = self._proxy_chunk(
+        return self._proxy_chunk(
             "stall",
-            params,
+            {"after_chunks": after_chunks, "seconds": seconds},
             "chunk_stall",
             {"after_chunks": int(after_chunks), "duration": round(seconds * 1000)},
         )
-        if applied is not None:
-            return applied
-        record = FaultRecord(
-            kind="stall",
-            params=params,
-            toxics=[self._name("stall")],
-            armed_ns=time.perf_counter_ns(),
-            applied_by="client",
-        )
-        self.records.append(record)
-        self._triggers.append(_Stall(self, record, int(after_chunks), float(seconds)))
-        return record
 
     def freeze(self, seconds: float, after_chunks: int | None = None) -> FaultRecord:
         """Stop the target process the plugin started (its whole process group, SIGSTOP) for
@@ -586,24 +425,12 @@ class Faults:
             )
         if after_chunks is not None:
             _number("cut", "after_chunks", after_chunks, minimum=1, integer=True)
-            applied = self._proxy_chunk(
+            return self._proxy_chunk(
                 "cut",
                 {"after_chunks": after_chunks},
                 "chunk_cut",
                 {"after_chunks": int(after_chunks)},
             )
-            if applied is not None:
-                return applied
-            record = FaultRecord(
-                kind="cut",
-                params={"after_chunks": after_chunks},
-                toxics=[],
-                armed_ns=time.perf_counter_ns(),
-                applied_by="client",
-            )
-            self.records.append(record)
-            self._triggers.append(_ChunkCut(self, record, int(after_chunks)))
-            return record
         limit = int(_number("cut", "after_bytes", after_bytes, minimum=0, integer=True))
         return self._toxics(
             "cut",

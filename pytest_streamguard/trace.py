@@ -82,13 +82,14 @@ class FaultRecord:
     """A fault as applied: its vocabulary word, arguments, toxics and on/off stamps.
 
     ``on_ns`` is taken just before the fault's first API call (it may act from then on) and
-    ``off_ns`` once it is undone. A fault the client triggers (``stall``, ``cut`` after N
-    chunks) is ``armed_ns`` from the call that set it up, and ``on_ns`` once it first acts.
+    ``off_ns`` once it is undone. A fault that acts after N chunks (``stall``, ``cut``,
+    ``freeze``) is ``armed_ns`` from the call that set it up, and ``on_ns`` once it first acts
+    (for a chunk toxic: when the first stream received its chunk N).
     ``fired`` says whether it took effect on a stream it was active on, and ``evidence`` what
     the streams showed either way (judged when the test's body ends; None before that, and in
     reports written before faults were judged). ``applied_by`` says who made it act:
-    ``"proxy"`` (a toxic, or on the embedded server a chunk toxic that acts at the Nth chunk
-    itself) or ``"client"`` (the client triggers it after seeing chunk N, or paces the reads).
+    ``"proxy"`` (a toxic; on the embedded server a chunk toxic acts at the Nth chunk itself) or
+    ``"client"`` (the plugin's side does it: a slow reader's pacing, a freeze's signals).
     """
 
     kind: str

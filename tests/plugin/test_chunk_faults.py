@@ -7,7 +7,12 @@ that on the bundled app's three kinds of stream and on a load at 1,000 events/s.
 
 from __future__ import annotations
 
+import os
+from collections.abc import Iterator
+
 import pytest
+
+from pytest_streamguard.processes import ManagedProcess, free_port
 
 
 def test_a_chunk_cut_leaves_exactly_n_chunks_on_every_kind_of_stream(
@@ -24,6 +29,7 @@ def test_cut(streamguard, path):
     body = dict(BODY, stream=True)
     record = streamguard.faults.cut(after_chunks=5)
     assert record.applied_by == "proxy"
+    assert record.to_dict()["applied_by"] == "proxy"
     assert record.toxics and "streamguard_chunk_cut" in record.toxics[0]
     for _ in range(2):
         trace = streamguard.stream(path, json=body)
@@ -53,3 +59,49 @@ def test_without_a_fault_nothing_is_cut(streamguard):
     )
     result = run("--streamguard-strict-faults", "-v")
     result.assert_outcomes(passed=6)
+
+
+@pytest.fixture
+def real_toxiproxy() -> Iterator[str]:
+    """The real toxiproxy-server binary named by STREAMGUARD_TOXIPROXY_SERVER, on a free port."""
+    binary = os.environ.get("STREAMGUARD_TOXIPROXY_SERVER", "")
+    if not binary:
+        pytest.skip("STREAMGUARD_TOXIPROXY_SERVER names no real toxiproxy-server binary")
+    port = free_port()
+    process = ManagedProcess("toxiproxy-server", [binary, "-host", "127.0.0.1", "-port", str(port)])
+    url = f"http://127.0.0.1:{port}"
+    try:
+        process.wait_ready(f"{url}/version", 30.0)
+        yield url
+    finally:
+        process.stop()
+
+
+def test_a_real_toxiproxy_refuses_chunk_faults_naming_the_embedded_server(
+    pytester: pytest.Pytester, real_toxiproxy: str, app_url: str
+) -> None:
+    pytester.makepyfile(
+        """
+import pytest
+
+@pytest.mark.parametrize("call", ["cut(after_chunks=3)", "stall(after_chunks=3, seconds=0.5)"])
+def test_refused(streamguard, call):
+    with pytest.raises(ValueError) as info:
+        eval("streamguard.faults." + call)
+    assert f"faults.{call} needs the embedded Toxiproxy server" in str(info.value)
+    assert "invalid toxic type" in str(info.value)
+    assert streamguard.faults.records == []
+    trace = streamguard.stream(json={"max_new_tokens": 5, "interval_s": 0.001})
+    assert trace.completed and len(trace.chunks) == 5
+"""
+    )
+    result = pytester.runpytest(
+        "--streamguard",
+        "--streamguard-toxiproxy",
+        real_toxiproxy,
+        "--streamguard-target-url",
+        app_url,
+        "-p",
+        "no:cacheprovider",
+    )
+    result.assert_outcomes(passed=2)
