@@ -124,13 +124,17 @@ def _reached(record: FaultRecord, traces: Sequence[StreamTrace], hits: int) -> s
 
 def _frozen(record: FaultRecord, traces: Sequence[StreamTrace]) -> tuple[bool, str]:
     """A freeze stopped the target from ``on_ns`` to ``off_ns``: fired when a stream waited
-    at least 90 % of its seconds across that time (between two events, or before its first)."""
+    at least 90 % of its seconds across that time (between two events, or before its first),
+    or ended by it (a read timeout while the target was stopped)."""
     seconds = float(record.params["seconds"])
     on, off = record.on_ns, record.off_ns
     if on is None:
         return False, "the target was never stopped (no stream reached the chunk to freeze at)"
     longest = 0.0
     for trace in traces:
+        end = trace.end_ns
+        if not trace.completed and end is not None and on <= end and (off is None or end <= off):
+            return True, f"{trace.name} ended {trace.error_kind} while the target was stopped"
         stamps = [trace.request_ns, *(c.stamp_ns for c in trace.chunks)]
         if trace.end_ns is not None:
             stamps.append(trace.end_ns)
