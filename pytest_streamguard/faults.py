@@ -2,9 +2,10 @@
 
 Every fault applies when called and is removed when the test ends; each is recorded as a
 :class:`~pytest_streamguard.trace.FaultRecord` with its on/off ``perf_counter_ns`` stamps, which
-the test's traces carry. Where the network alone cannot express a fault, the client helps:
-``stall`` and ``cut(after_chunks=N)`` are triggered by the client after N data events, and
-``slow_reader`` makes the client read slowly through a small receive buffer. When the test's
+the test's traces carry. ``stall`` and ``cut(after_chunks=N)`` are chunk toxics of the embedded
+server, which acts right after chunk N of each stream itself (a real Toxiproxy has none, so
+there they are refused); ``slow_reader`` makes the client read slowly through a small receive
+buffer, and ``freeze`` stops the target's process group. When the test's
 body ends, :meth:`Faults.judge` says of each fault whether it took effect
 (:mod:`pytest_streamguard.fired`).
 
@@ -12,29 +13,33 @@ body ends, :meth:`Faults.judge` says of each fault whether it took effect
 word               what the proxy does
 =================  =====================================================================
 latency            ``latency`` toxic (latency ms, jitter ms) on the chosen stream
-stall              ``bandwidth`` rate 0 downstream after N data events, removed after S s
-                   (data is held, not dropped, and flows again)
+stall              ``chunk_stall`` downstream (embedded server only): right after each
+                   stream's chunk N the rest waits S s (held, not dropped)
 slow_reader        client reads paced to the rate through a receive buffer of ~0.5 s of it,
                    and ``bandwidth`` downstream at 1.25 times the rate
 bandwidth          ``bandwidth`` toxic downstream, KB/s (1 KB = 1000 bytes)
 slicer             ``slicer`` toxic downstream (average_size, size_variation, delay µs)
 cut                ``limit_data`` downstream: N bytes (headers included), then a FIN; or,
-                   with ``after_chunks``, ``limit_data`` 0 added once a stream has N data
-                   events (its next bytes end it), removed when that stream ends, behind a
-                   ``bandwidth`` toxic that holds the response to 1 KB/s meanwhile
+                   with ``after_chunks``, ``chunk_cut`` (embedded server only): a FIN right
+                   after each stream's chunk N
 reset              ``reset_peer`` downstream: new connections lose their first response
                    chunk and get an RST after ``after_ms``
 blackhole          ``timeout`` 0 both ways: data is dropped, the connection stays open
 down               the proxy is disabled: connections are closed, new ones refused
+freeze             not the proxy: SIGSTOP to the target's process group for S s, then SIGCONT
+                   (right away or after N chunks of a stream)
 apply_profile      a named profile's toxics (``profile(name=...)``) and fault words
 =================  =====================================================================
 """
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import functools
 import math
+import os
+import signal
 import threading
 import time
 from typing import Any
@@ -51,10 +56,6 @@ STREAMS = ("upstream", "downstream")
 # The fastest slow reader measured to keep its rate within 10 % (benchmarks/slow_reader_rate.py,
 # docs/faults.md); a faster one is refused rather than silently slower than asked.
 SLOW_READER_MAX_BPS = 10_000_000
-# A chunk cut paces the response to this many KB/s while armed: the rest of a fast stream is
-# still inside the proxy when the client, having seen chunk N, adds the cut (one API call
-# later); unpaced, a stream sent in a few milliseconds was through before the cut landed.
-CHUNK_CUT_HOLD_KBPS = 1
 # The slow reader's toxic runs this much faster than the reader, so the client's pacing (exact
 # to the byte) sets the rate and the toxic's 100 ms steps cannot pull it below the rate asked.
 SLOW_READER_TOXIC_HEADROOM = 1.25
@@ -96,164 +97,156 @@ def _number(
 SLOW_READER_TINY_BPS = 64
 
 
-class _Stall:
-    """A bandwidth-0 toxic added once a stream has ``after_chunks`` data events."""
-
-    def __init__(
-        self, faults: Faults, record: FaultRecord, after_chunks: int, seconds: float
-    ) -> None:
-        self.faults = faults
-        self.record = record
-        self.after_chunks = after_chunks
-        self.seconds = seconds
-        self.fired = False
-        self.hit: StreamTrace | None = None
-        self.cancel = threading.Event()
-        self.error: BaseException | None = None
-        self.thread: threading.Thread | None = None
-
-    @property
-    def triggered(self) -> list[StreamTrace]:
-        """The stream that reached the chunk (a stall fires once per test)."""
-        return [self.hit] if self.hit is not None else []
-
-    def on_chunk(self, trace: StreamTrace) -> None:
-        if self.fired or len(trace.chunks) < self.after_chunks:
-            return
-        self.fired = True
-        self.hit = trace
-        # A thread, so neither the sync reader nor an event loop blocks on the API calls.
-        self.thread = threading.Thread(target=self._run, name="streamguard-stall", daemon=True)
-        self.thread.start()
-
-    def on_end(self, trace: StreamTrace) -> None:
-        """A stall holds for its seconds whatever the stream does."""
-
-    def _run(self) -> None:
-        # The stamps bound the hold for the judgement of whether it held the stream: on once
-        # the toxic is in place (the API answered), off just before it is asked to go.
-        name = self.record.toxics[0]
-        try:
-            self.faults.api.add_toxic(
-                self.faults.proxy, name, "bandwidth", "downstream", {"rate": 0}
-            )
-            self.record.on_ns = time.perf_counter_ns()
-            self.cancel.wait(self.seconds)
-            self.record.off_ns = time.perf_counter_ns()
-            self.faults.api.remove_toxic(self.faults.proxy, name)
-        except BaseException as exc:
-            self.error = exc
-
-    def stop(self) -> BaseException | None:
-        self.cancel.set()
-        if self.thread is not None:
-            self.thread.join(self.faults.api.timeout * 2 + 1)
-        return self.error
-
-
-class _Hit:
-    """One stream that reached a chunk cut's trigger: the toxic added for it, until it ends."""
-
-    def __init__(self, trace: StreamTrace, name: str) -> None:
-        self.trace = trace
-        self.name = name
-        self.ended = threading.Event()
-        self.thread: threading.Thread | None = None
-
-
-class _ChunkCut:
-    """``cut(after_chunks=N)``: once a stream has N data events, a ``limit_data`` 0 toxic, so
-    the proxy closes the connection (FIN) at the stream's next bytes, whatever its length.
-    The toxic is removed when that stream ends, so the test's next stream is cut the same way;
-    while it is on, it cuts every stream through the proxy, open or new (Toxiproxy's toxics
-    are per proxy). While armed, a ``bandwidth`` toxic holds responses to
-    :data:`CHUNK_CUT_HOLD_KBPS`, so the bytes after chunk N are still in the proxy when the
-    cut is added, however fast the server sends them.
-    """
+class _ProxyChunk:
+    """A chunk toxic of the embedded server (``chunk_stall``, ``chunk_cut``, ``chunk_reset``):
+    the proxy acts right after the Nth chunk of every response, counted as ``trace.chunks``
+    counts (:mod:`pytest_streamguard.toxiproxy_server.events`), holding nothing before it.
+    The client only notes the streams that reached chunk N, for the judgement; ``on_ns`` is
+    when the first of them received it."""
 
     def __init__(self, faults: Faults, record: FaultRecord, after_chunks: int) -> None:
         self.faults = faults
         self.record = record
         self.after_chunks = after_chunks
-        self.hits: dict[int, _Hit] = {}
-        self.lock = threading.Lock()
-        self.error: BaseException | None = None
-        self.hold: str | None = faults._name("cut_hold")
-        faults.api.add_toxic(
-            faults.proxy, self.hold, "bandwidth", "downstream", {"rate": CHUNK_CUT_HOLD_KBPS}
-        )
-        record.toxics.append(self.hold)
+        self.hits: dict[int, StreamTrace] = {}
 
     @property
     def triggered(self) -> list[StreamTrace]:
         """The streams that reached chunk N."""
-        return [hit.trace for hit in self.hits.values()]
+        return list(self.hits.values())
 
     def on_chunk(self, trace: StreamTrace) -> None:
         if len(trace.chunks) != self.after_chunks or id(trace) in self.hits:
             return
-        hit = _Hit(trace, self.faults._name("cut"))
-        with self.lock:
-            self.hits[id(trace)] = hit
-            self.record.toxics.append(hit.name)
-        hit.thread = threading.Thread(
-            target=self._run, args=(hit,), name="streamguard-cut", daemon=True
-        )
-        hit.thread.start()
-
-    def _run(self, hit: _Hit) -> None:
-        api, proxy = self.faults.api, self.faults.proxy
-        try:
-            with self.lock:
-                if self.record.on_ns is None:
-                    self.record.on_ns = time.perf_counter_ns()
-            api.add_toxic(proxy, hit.name, "limit_data", "downstream", {"bytes": 0})
-            try:
-                hit.ended.wait()
-            finally:
-                api.remove_toxic(proxy, hit.name)
-        except BaseException as exc:
-            self.error = exc
-
-    def _finish(self, hit: _Hit) -> None:
-        hit.ended.set()
-        if hit.thread is not None:
-            hit.thread.join(self.faults.api.timeout * 2 + 1)
+        self.hits[id(trace)] = trace
+        stamp = trace.chunks[-1].stamp_ns
+        if self.record.on_ns is None or stamp < self.record.on_ns:
+            self.record.on_ns = stamp
 
     def on_end(self, trace: StreamTrace) -> None:
-        """The stream ended: take its toxic off before the test reads another stream."""
-        hit = self.hits.get(id(trace))
-        if hit is not None:
-            self._finish(hit)
+        """The toxic acts on each response by itself; nothing to undo per stream."""
 
     def stop(self) -> BaseException | None:
-        for hit in list(self.hits.values()):
-            self._finish(hit)
-        if self.hold is not None:
+        error: BaseException | None = None
+        if self.record.toxics:
             try:
-                self.faults.api.remove_toxic(self.faults.proxy, self.hold)
+                self.faults.api.remove_toxic(self.faults.proxy, self.record.toxics[0])
             except ToxiproxyError as exc:
-                self.error = self.error or exc
-            self.hold = None
+                error = exc
         if self.record.off_ns is None:
             self.record.off_ns = time.perf_counter_ns()
+        return error
+
+
+# Process groups stopped by a freeze right now: continued at exit whatever happens (Ctrl-C, a
+# crash), so no target is ever left stopped.
+_FROZEN: set[int] = set()
+_FROZEN_LOCK = threading.Lock()
+
+
+def _continue(pgid: int) -> None:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(pgid, signal.SIGCONT)
+    with _FROZEN_LOCK:
+        _FROZEN.discard(pgid)
+
+
+@atexit.register
+def _continue_all() -> None:
+    for pgid in list(_FROZEN):
+        _continue(pgid)
+
+
+class _Freeze:
+    """``freeze(seconds, after_chunks)``: SIGSTOP to the target's process group (its whole
+    group: workers included), SIGCONT ``seconds`` later; right away, or once a stream of the
+    test has ``after_chunks`` chunks (once per call)."""
+
+    def __init__(
+        self,
+        faults: Faults,
+        record: FaultRecord,
+        pgid: int,
+        after_chunks: int | None,
+        seconds: float,
+    ) -> None:
+        self.faults = faults
+        self.record = record
+        self.pgid = pgid
+        self.after_chunks = after_chunks
+        self.seconds = seconds
+        self.cancel = threading.Event()
+        self.thread: threading.Thread | None = None
+        self.error: BaseException | None = None
+        self.hit: StreamTrace | None = None
+
+    @property
+    def triggered(self) -> list[StreamTrace]:
+        """The stream that reached the chunk (none for a freeze applied at once)."""
+        return [self.hit] if self.hit is not None else []
+
+    def start(self) -> None:
+        """Stop the group now (in this thread, so the stop is in place when this returns)
+        and continue it from a thread after the seconds."""
+        with _FROZEN_LOCK:
+            _FROZEN.add(self.pgid)
+        try:
+            os.killpg(self.pgid, signal.SIGSTOP)
+        except OSError as exc:
+            _continue(self.pgid)
+            self.error = exc
+            return
+        self.record.on_ns = time.perf_counter_ns()
+        self.thread = threading.Thread(target=self._run, name="streamguard-freeze", daemon=True)
+        self.thread.start()
+
+    def _run(self) -> None:
+        try:
+            self.cancel.wait(self.seconds)
+        finally:
+            _continue(self.pgid)
+            self.record.off_ns = time.perf_counter_ns()
+
+    def on_chunk(self, trace: StreamTrace) -> None:
+        if self.after_chunks is None or self.hit is not None:
+            return
+        if len(trace.chunks) >= self.after_chunks:
+            self.hit = trace
+            self.start()
+
+    def on_end(self, trace: StreamTrace) -> None:
+        """A freeze holds for its seconds whatever the streams do."""
+
+    def stop(self) -> BaseException | None:
+        self.cancel.set()
+        if self.thread is not None:
+            self.thread.join(5)
+        _continue(self.pgid)
+        if self.record.on_ns is not None and self.record.off_ns is None:
+            self.record.off_ns = time.perf_counter_ns()
         return self.error
+
+
+_Trigger = _ProxyChunk | _Freeze
 
 
 class Faults:
     """Faults for one test (``streamguard.faults``); all are undone when the test ends."""
 
-    def __init__(self, api: ToxiproxyAPI, proxy: Proxy) -> None:
+    def __init__(self, api: ToxiproxyAPI, proxy: Proxy, target_pid: int | None = None) -> None:
         self.api = api
         self.proxy = proxy
+        # The process (and group) of a target the plugin started, for freeze(); None for one
+        # given by URL.
+        self.target_pid = target_pid
         self.records: list[FaultRecord] = []
         self.slow_reader_bps: float | None = None
-        self._triggers: list[_Stall | _ChunkCut] = []
+        self._triggers: list[_Trigger] = []
         # Seconds the reader waited under each slow_reader fault (by the record's id).
         self._paced: dict[int, float] = {}
         self._slow_record: FaultRecord | None = None
         # Triggers undone by clear(), still needed to judge their faults.
-        self._spent: list[_Stall | _ChunkCut] = []
+        self._spent: list[_Trigger] = []
         # The toxics of each profile record, by the record's id (to judge them by type).
         self._profile_toxics: dict[int, tuple[Toxic, ...]] = {}
         self._down = False
@@ -274,6 +267,31 @@ class Faults:
             name = self._name(type_)
             self.api.add_toxic(self.proxy, name, type_, stream, attributes)
             record.toxics.append(name)
+        return record
+
+    def _proxy_chunk(
+        self, kind: str, params: dict[str, Any], type_: str, attributes: dict[str, int]
+    ) -> FaultRecord:
+        """Add a chunk toxic (the embedded server's extension); refuse the fault where the
+        server does not know the type (a real Toxiproxy), as nothing there lands at chunk N."""
+        name = self._name(type_)
+        armed = time.perf_counter_ns()
+        try:
+            self.api.add_toxic(self.proxy, name, type_, "downstream", attributes)
+        except ToxiproxyError as exc:
+            if "invalid toxic type" not in str(exc).lower():
+                raise
+            call = ", ".join(f"{k}={v!r}" for k, v in params.items())
+            raise ValueError(
+                f"faults.{kind}({call}) needs the embedded Toxiproxy server (the default, "
+                f"without --streamguard-toxiproxy URL): it acts right after chunk N itself, "
+                f"and this Toxiproxy ({self.api.url}) has no such toxic (its answer: {exc}); "
+                "a toxic the client adds once it has seen chunk N lands chunks late on a fast "
+                "stream, so it is refused rather than late"
+            ) from None
+        record = FaultRecord(kind=kind, params=params, toxics=[name], armed_ns=armed)
+        self.records.append(record)
+        self._triggers.append(_ProxyChunk(self, record, int(attributes["after_chunks"])))
         return record
 
     def latency(self, ms: float, jitter: float = 0, stream: str = "downstream") -> FaultRecord:
@@ -306,14 +324,52 @@ class Faults:
         _number("stall", "seconds", seconds, minimum=0, unit="seconds")
         if seconds <= 0:
             raise ValueError(f"faults.stall(seconds={seconds!r}): expected a number > 0")
+        return self._proxy_chunk(
+            "stall",
+            {"after_chunks": after_chunks, "seconds": seconds},
+            "chunk_stall",
+            {"after_chunks": int(after_chunks), "duration": round(seconds * 1000)},
+        )
+
+    def freeze(self, seconds: float, after_chunks: int | None = None) -> FaultRecord:
+        """Stop the target process the plugin started (its whole process group, SIGSTOP) for
+        ``seconds``, then continue it (SIGCONT): a blocked event loop, on any app. Right away,
+        or once a stream of the test has ``after_chunks`` chunks. Needs a target the plugin
+        starts (``--streamguard-target-cmd`` or the bundled one)."""
+        _number("freeze", "seconds", seconds, minimum=0)
+        if seconds <= 0:
+            raise ValueError(f"faults.freeze(seconds={seconds!r}): expected a number > 0")
+        if after_chunks is not None:
+            _number("freeze", "after_chunks", after_chunks, minimum=1, integer=True)
+        if self.target_pid is None:
+            raise ValueError(
+                "faults.freeze() stops the target process the plugin started, but this run's "
+                "target is given by URL (--streamguard-target-url): start it with "
+                "--streamguard-target-cmd (or use the bundled target) to freeze it"
+            )
         record = FaultRecord(
-            kind="stall",
-            params={"after_chunks": after_chunks, "seconds": seconds},
-            toxics=[self._name("stall")],
+            kind="freeze",
+            params={"seconds": seconds, "after_chunks": after_chunks},
+            toxics=[],
             armed_ns=time.perf_counter_ns(),
+            applied_by="client",
         )
         self.records.append(record)
-        self._triggers.append(_Stall(self, record, int(after_chunks), float(seconds)))
+        trigger = _Freeze(
+            self,
+            record,
+            self.target_pid,
+            None if after_chunks is None else int(after_chunks),
+            float(seconds),
+        )
+        self._triggers.append(trigger)
+        if after_chunks is None:
+            trigger.start()
+            if trigger.error is not None:
+                raise ValueError(
+                    f"faults.freeze(): could not stop the target's process group "
+                    f"{self.target_pid}: {trigger.error}"
+                )
         return record
 
     def slow_reader(self, bytes_per_second: float, *, tiny: bool = False) -> FaultRecord:
@@ -344,6 +400,7 @@ class Faults:
             {"bytes_per_second": bytes_per_second},
             [("bandwidth", "downstream", {"rate": rate})],
         )
+        self._slow_record.applied_by = "client"
         return self._slow_record
 
     def on_pace(self, seconds: float) -> None:
@@ -401,15 +458,12 @@ class Faults:
             )
         if after_chunks is not None:
             _number("cut", "after_chunks", after_chunks, minimum=1, integer=True)
-            record = FaultRecord(
-                kind="cut",
-                params={"after_chunks": after_chunks},
-                toxics=[],
-                armed_ns=time.perf_counter_ns(),
+            return self._proxy_chunk(
+                "cut",
+                {"after_chunks": after_chunks},
+                "chunk_cut",
+                {"after_chunks": int(after_chunks)},
             )
-            self.records.append(record)
-            self._triggers.append(_ChunkCut(self, record, int(after_chunks)))
-            return record
         limit = int(_number("cut", "after_bytes", after_bytes, minimum=0, integer=True))
         return self._toxics(
             "cut",

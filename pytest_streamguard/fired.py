@@ -26,6 +26,7 @@ A fault active on no stream did not fire.
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Sequence
 
 from pytest_streamguard.display import counted
@@ -121,6 +122,59 @@ def _reached(record: FaultRecord, traces: Sequence[StreamTrace], hits: int) -> s
     return f"no stream reached chunk {after} (longest: {counted(longest, 'chunk')})"
 
 
+def _frozen(record: FaultRecord, traces: Sequence[StreamTrace]) -> tuple[bool, str]:
+    """A freeze stopped the target from ``on_ns`` to ``off_ns``: fired when a stream waited
+    at least 90 % of its seconds across that time (between two events, or before its first),
+    or ended by it (a read timeout while the target was stopped)."""
+    seconds = float(record.params["seconds"])
+    on, off = record.on_ns, record.off_ns
+    if on is None:
+        return False, "the target was never stopped (no stream reached the chunk to freeze at)"
+    longest = 0.0
+    for trace in traces:
+        end = trace.end_ns
+        if not trace.completed and end is not None and on <= end and (off is None or end <= off):
+            return True, f"{trace.name} ended {trace.error_kind} while the target was stopped"
+        stamps = [trace.request_ns, *(c.stamp_ns for c in trace.chunks)]
+        if trace.end_ns is not None:
+            stamps.append(trace.end_ns)
+        for before, after in itertools.pairwise(stamps):
+            if after < on or (off is not None and before > off):
+                continue
+            gap = (after - before) / 1e9
+            longest = max(longest, gap)
+            if gap >= 0.9 * seconds:
+                return True, f"{trace.name} waited {gap:.3f} s while the target was stopped"
+    return False, (
+        f"no stream waited {0.9 * seconds:.3f} s while the target was stopped "
+        f"(longest wait then: {longest:.3f} s)"
+    )
+
+
+def _held_at_chunk(record: FaultRecord, hits: Sequence[StreamTrace]) -> tuple[bool, str]:
+    """A stall the proxy applied right after chunk N of each stream: held if a stream's next
+    event (or its end) came at least 90 % of the stall's seconds after its chunk N."""
+    after = int(record.params["after_chunks"])
+    seconds = float(record.params["seconds"])
+    held: list[float] = []
+    for hit in hits:
+        stamps = [c.stamp_ns for c in hit.chunks[after:]]
+        following = stamps[0] if stamps else hit.end_ns
+        if following is not None and len(hit.chunks) >= after:
+            held.append((following - hit.chunks[after - 1].stamp_ns) / 1e9)
+    enough = [gap for gap in held if gap >= 0.9 * seconds]
+    if enough:
+        return True, (
+            f"{len(enough)} of {counted(len(hits), 'stream')} that reached chunk {after} "
+            f"waited {min(enough):.3f} s or more after it"
+        )
+    longest = max(held, default=0.0)
+    return False, (
+        f"{counted(len(hits), 'stream')} reached chunk {after}, but none waited "
+        f"{0.9 * seconds:.3f} s after it (longest wait: {longest:.3f} s)"
+    )
+
+
 def _held(record: FaultRecord, hit: StreamTrace) -> tuple[bool, str]:
     """A stall's hold (``on_ns``: in place, ``off_ns``: about to lift) against the stream that
     triggered it: held if it was still open and an event of it waited for the hold to lift."""
@@ -197,10 +251,14 @@ def judge(
         return _passed(record, traces, str(record.params.get("stream", "downstream")))
     if kind == "slow_reader":
         return _slow_reader(record, traces, waited)
+    if kind == "freeze":
+        return _frozen(record, traces)
     if kind == "stall":
         missing = _reached(record, traces, len(triggered))
         if missing:
             return False, missing
+        if record.applied_by == "proxy":
+            return _held_at_chunk(record, triggered)
         return _held(record, triggered[0])
     if kind == "cut" and "after_chunks" in record.params:
         missing = _reached(record, traces, len(triggered))

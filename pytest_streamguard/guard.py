@@ -70,7 +70,7 @@ class StreamGuard:
         # ingress hop.
         self.upstream = upstream if upstream is not None else target.address
         self.url = proxy_url(str(proxy.listen), proxy_host, api.host)
-        self.faults = Faults(api, proxy)
+        self.faults = Faults(api, proxy, target_pid=target.pid)
         self.traces: list[StreamTrace] = []
         self._opened = 0
         self._ingress: tuple[Ingress, FaultRecord] | None = None

@@ -321,13 +321,15 @@ def _faults_table(test: _Test) -> str:
         return f"<td>{shown}</td>"
 
     rows = "".join(
-        f"<tr><td>{_e(f.describe())}</td>{fired_cell(f)}<td>{_e(', '.join(f.toxics) or '-')}</td>"
+        f"<tr><td>{_e(f.describe())}</td>{fired_cell(f)}<td>{_e(f.applied_by)}</td>"
+        f"<td>{_e(', '.join(f.toxics) or '-')}</td>"
         f'<td class="num">{at(f.on_ns)}</td><td class="num">{at(f.off_ns)}</td></tr>'
         for f in faults
     )
     fired_head = "<th>took effect</th>" if known else ""
     return _table(
-        f'<table class="faults"><thead><tr><th>fault</th>{fired_head}<th>toxics</th>'
+        f'<table class="faults"><thead><tr><th>fault</th>{fired_head}<th>applied by</th>'
+        "<th>toxics</th>"
         "<th>on (s)</th><th>off (s)</th></tr></thead>"
         f"<tbody>{rows}</tbody></table>"
     ) + (

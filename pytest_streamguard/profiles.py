@@ -133,7 +133,7 @@ BUILTIN: dict[str, Profile] = {
         Profile(
             "cut-mid-stream",
             "each stream's connection is closed (FIN) right after its third chunk, whatever "
-            "the stream's length (responses are held to 1 KB/s until then)",
+            "the stream's length (exact and with nothing held before it on the embedded server)",
             faults=(("cut", {"after_chunks": 3}),),
         ),
         Profile(

@@ -82,11 +82,14 @@ class FaultRecord:
     """A fault as applied: its vocabulary word, arguments, toxics and on/off stamps.
 
     ``on_ns`` is taken just before the fault's first API call (it may act from then on) and
-    ``off_ns`` once it is undone. A fault the client triggers (``stall``, ``cut`` after N
-    chunks) is ``armed_ns`` from the call that set it up, and ``on_ns`` once it first acts.
+    ``off_ns`` once it is undone. A fault that acts after N chunks (``stall``, ``cut``,
+    ``freeze``) is ``armed_ns`` from the call that set it up, and ``on_ns`` once it first acts
+    (for a chunk toxic: when the first stream received its chunk N).
     ``fired`` says whether it took effect on a stream it was active on, and ``evidence`` what
     the streams showed either way (judged when the test's body ends; None before that, and in
-    reports written before faults were judged).
+    reports written before faults were judged). ``applied_by`` says who made it act:
+    ``"proxy"`` (a toxic; on the embedded server a chunk toxic acts at the Nth chunk itself) or
+    ``"client"`` (the plugin's side does it: a slow reader's pacing, a freeze's signals).
     """
 
     kind: str
@@ -97,6 +100,7 @@ class FaultRecord:
     armed_ns: int | None = None
     fired: bool | None = None
     evidence: str = ""
+    applied_by: str = "proxy"
 
     def describe(self) -> str:
         """``kind(arg=value, ...)`` as a test would have written it."""
@@ -121,6 +125,7 @@ class FaultRecord:
             "armed_ns": self.armed_ns,
             "fired": self.fired,
             "evidence": self.evidence,
+            "applied_by": self.applied_by,
         }
 
     @classmethod
@@ -136,6 +141,7 @@ class FaultRecord:
             armed_ns=raw.get("armed_ns"),
             fired=bool(fired) if fired is not None else None,
             evidence=str(raw.get("evidence", "")),
+            applied_by=str(raw.get("applied_by", "proxy")),
         )
 
 

@@ -9,7 +9,10 @@ open connection already runs the new chain, and no byte is lost or repeated.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import random
+import socket
+import struct
 import time
 from collections.abc import Callable, Sequence
 
@@ -68,6 +71,13 @@ class Link:
             self.paused = False
             if not self.source.is_closing():
                 self.source.resume_reading()
+
+    def _reset_sink(self) -> None:
+        """Make the close of the destination socket an RST (linger 0)."""
+        sock = self.sink.transport.get_extra_info("socket")
+        if sock is not None:
+            with contextlib.suppress(OSError):
+                sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
 
     def _finish(self) -> None:
         if not self.finished:
@@ -130,10 +140,13 @@ class Link:
                 # Toxicity is drawn when a toxic starts on a link: at connect, add or update.
                 fresh = ToxicState(toxic, active=self.rng.random() < toxic.toxicity)
                 fresh.idle_since = now
+                fresh.on_reset = self._reset_sink
                 if state is not None:
                     fresh.transmitted = state.transmitted
                     fresh.closed = state.closed
                     fresh.reset_at = state.reset_at
+                    fresh.counter = state.counter
+                    fresh.stall_until = state.stall_until
                 state = fresh
             states[toxic.name] = state
         return states

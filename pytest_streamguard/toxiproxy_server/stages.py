@@ -12,9 +12,11 @@ from __future__ import annotations
 import asyncio
 import random
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from .channels import EOF, Channel, Item, Outlet
+from .events import ChunkCounter
 from .toxics import Toxic
 
 _MS: int = 1_000_000
@@ -30,6 +32,11 @@ class ToxicState:
     transmitted: int = 0
     idle_since: int = 0
     reset_at: int | None = None
+    # The chunk toxics: the count of the connection's responses, the end of a stall under
+    # way, and how to make the link's close an RST.
+    counter: ChunkCounter | None = None
+    stall_until: int | None = None
+    on_reset: Callable[[], None] | None = None
 
 
 class Stage:
@@ -266,6 +273,73 @@ class LimitDataStage(Stage):
                 await self.close_output()
 
 
+class ChunkStage(Stage):
+    """``chunk_stall``, ``chunk_cut``, ``chunk_reset``: act right after the Nth chunk of each
+    response on the link (:mod:`.events`), holding nothing before it."""
+
+    async def act(self) -> None:
+        """What the toxic does at the boundary (the bytes after it are in ``pending``)."""
+
+    async def pipe(self) -> None:
+        """Forward each read; at the boundary, split the read there and act."""
+        state = self.state
+        if state.counter is None:
+            state.counter = ChunkCounter(self.toxic.attr("after_chunks"))
+        counter = state.counter
+        if state.stall_until is not None:
+            # A stall under way when the chain was re-wired goes on for its time.
+            await self._hold()
+        while True:
+            item = await self.next_item()
+            if item is EOF:
+                await self.emit(item)
+                return
+            data, stamp = item
+            offset = counter.boundary(data)
+            if offset is None:
+                await self.emit(item)
+                continue
+            rest = (data[offset:], stamp) if offset < len(data) else None
+            await self.emit((data[:offset], stamp), rest)
+            await self.act()
+
+    async def _hold(self) -> None:
+        assert self.state.stall_until is not None
+        wait = self.state.stall_until - time.monotonic_ns()
+        if wait > 0:
+            await asyncio.sleep(wait / 1e9)
+        self.state.stall_until = None
+
+
+class ChunkStallStage(ChunkStage):
+    """Hold the rest of the response for ``duration`` ms after its Nth chunk."""
+
+    async def act(self) -> None:
+        """Stall: the bytes after the boundary wait (backpressure reaches the sender)."""
+        self.state.stall_until = time.monotonic_ns() + self.toxic.attr("duration") * _MS
+        await self._hold()
+
+
+class ChunkCutStage(ChunkStage):
+    """End the connection (a FIN) right after the response's Nth chunk."""
+
+    async def act(self) -> None:
+        """Cut: nothing after the boundary is sent."""
+        self.pending = None
+        await self.close_output()
+
+
+class ChunkResetStage(ChunkStage):
+    """Reset the connection (an RST) right after the response's Nth chunk."""
+
+    async def act(self) -> None:
+        """Reset: linger 0 on the client's socket, then close it."""
+        self.pending = None
+        if self.state.on_reset is not None:
+            self.state.on_reset()
+        await self.close_output()
+
+
 STAGES: dict[str, type[Stage]] = {
     "noop": Stage,
     "latency": LatencyStage,
@@ -275,5 +349,8 @@ STAGES: dict[str, type[Stage]] = {
     "reset_peer": ResetPeerStage,
     "slicer": SlicerStage,
     "limit_data": LimitDataStage,
+    "chunk_stall": ChunkStallStage,
+    "chunk_cut": ChunkCutStage,
+    "chunk_reset": ChunkResetStage,
 }
 """The stage class for each toxic type name."""

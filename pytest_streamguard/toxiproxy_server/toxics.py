@@ -66,6 +66,10 @@ def _ms(name: str) -> AttributeSpec:
     return AttributeSpec(name, "int64", 0, _DAY_MS, "milliseconds")
 
 
+def _chunks() -> AttributeSpec:
+    return AttributeSpec("after_chunks", "int64", 1, 2**31 - 1, "chunks")
+
+
 TOXIC_TYPES: Final[Mapping[str, ToxicType]] = {
     t.name: t
     for t in (
@@ -93,8 +97,14 @@ TOXIC_TYPES: Final[Mapping[str, ToxicType]] = {
             "LimitDataToxic",
             (AttributeSpec("bytes", "int64", 0, 2**63 - 1, "bytes"),),
         ),
+        # Our extension: act right after the Nth chunk of each response (events.py).
+        ToxicType("chunk_stall", "ChunkStallToxic", (_chunks(), _ms("duration"))),
+        ToxicType("chunk_cut", "ChunkCutToxic", (_chunks(),)),
+        ToxicType("chunk_reset", "ChunkResetToxic", (_chunks(),)),
     )
 }
+CHUNK_TYPES: Final = ("chunk_stall", "chunk_cut", "chunk_reset")
+"""The toxic types of ours, not Toxiproxy's: the plugin's chunk faults on this server."""
 
 
 @dataclass
@@ -265,4 +275,9 @@ def _check_consistency(toxic_type: ToxicType, attributes: Mapping[str, int]) -> 
         raise invalid_input(
             "invalid slicer attribute average_size=0: accepted is an integer from 1 to "
             f"{1 << 30} (bytes)"
+        )
+    if toxic_type.name in CHUNK_TYPES and attributes["after_chunks"] < 1:
+        raise invalid_input(
+            f"invalid {toxic_type.name} attribute after_chunks={attributes['after_chunks']}: "
+            f"accepted is an integer from 1 to {2**31 - 1} (chunks)"
         )

@@ -127,9 +127,25 @@ def chunked(
 
 
 def stall(on_ms: int | None, off_ms: int | None) -> FaultRecord:
+    """A stall the client triggered (a real Toxiproxy's bandwidth-0 hold)."""
     made = record("stall", on_ms=on_ms, after_chunks=3, seconds=1.0)
     made.off_ns = None if off_ms is None else off_ms * MS
+    made.applied_by = "client"
     return made
+
+
+def test_a_stall_the_proxy_applied_fires_on_the_wait_after_chunk_n() -> None:
+    made = record("stall", on_ms=30, after_chunks=3, seconds=1.0)
+    held = chunked([10, 20, 30, 1035, 1050])
+    assert judge(made, [held], triggered=[held]) == (
+        True,
+        "1 of 1 stream that reached chunk 3 waited 1.005 s or more after it",
+    )
+    short = chunked([10, 20, 30, 500, 510])
+    assert judge(made, [short], triggered=[short]) == (
+        False,
+        "1 stream reached chunk 3, but none waited 0.900 s after it (longest wait: 0.470 s)",
+    )
 
 
 def test_stall_fires_only_if_it_held_the_stream_that_reached_its_chunk() -> None:

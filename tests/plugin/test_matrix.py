@@ -130,13 +130,16 @@ def test_matrix_expands_applies_and_undoes_each_profile(
         "toxics": [["latency", "downstream", 1.0, {"latency": 200, "jitter": 0}]],
     }
     assert during["down"] == {"enabled": False, "toxics": []}
-    # The client-triggered cut and stall add their toxics only after the third chunk; the armed
-    # cut holds responses to 1 KB/s meanwhile, so a fast stream cannot pass before it lands.
+    # On the embedded server the cut and the stall are chunk toxics the proxy applies itself at
+    # the third chunk: nothing holds the response before it.
     assert during["cut-mid-stream"] == {
         "enabled": True,
-        "toxics": [["bandwidth", "downstream", 1.0, {"rate": 1}]],
+        "toxics": [["chunk_cut", "downstream", 1, {"after_chunks": 3}]],
     }
-    assert during["stall-1s"] == {"enabled": True, "toxics": []}
+    assert during["stall-1s"] == {
+        "enabled": True,
+        "toxics": [["chunk_stall", "downstream", 1, {"after_chunks": 3, "duration": 1000}]],
+    }
     # 2 KB/s read by the client; the proxy's toxic a little faster (2.5 KB/s, rounded up).
     assert during["slow-reader-2kbps"] == {
         "enabled": True,

@@ -201,7 +201,10 @@ def test_never_fired_faults_are_marked() -> None:
     page = render_html(demo_like())
     section = _section(page, "test_cut_from_the_first_bytes")
     assert "<th>took effect</th>" in section
-    assert '<td>cut(after_bytes=300)</td><td><span class="badge fired">fired</span>' in section
+    assert (
+        '<td>cut(after_bytes=300)</td><td><span class="badge fired">fired</span></td>'
+        "<td>proxy</td>" in section
+    )
     assert (
         '<td>cut(after_bytes=99999)</td><td><span class="badge unfired">never fired</span>'
         in section

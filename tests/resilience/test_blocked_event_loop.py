@@ -9,10 +9,15 @@ same 8 streams side by side.
 The 8 requests go out together over one connection pool (``aload``): 8 separate clients would
 each build their TLS context first, which on a busy 2-core machine staggered the requests by
 about 0.25 s each and charged the test's own set-up to the target's TTFT.
+
+``TestFrozenTarget`` brings the same incident to any app with ``faults.freeze``: the target's
+process group is stopped for a while, and every stream waits at once; a read timeout shorter
+than the block cuts the stream, the fix is one longer than the longest block.
 """
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Callable
 
 import pytest
@@ -73,3 +78,47 @@ async def test_normal_target_serves_eight_streams_in_time(streamguard: StreamGua
     traces = await eight_streams(streamguard)
     assert all(t.completed for t in traces), [t.error for t in traces]
     assert all(len(t.chunks) == REQUEST["max_new_tokens"] for t in traces)
+
+
+class TestFrozenTarget:
+    """The same incident on any app: ``faults.freeze`` stops the target's process group, as a
+    ``torch.cuda.synchronize()``, a tokenizer holding the GIL or a GC pause stops its loop."""
+
+    @pytest.mark.asyncio
+    async def test_a_blocked_loop_stalls_every_stream_at_once(
+        self, streamguard: StreamGuard
+    ) -> None:
+        record = streamguard.faults.freeze(0.5, after_chunks=5)
+        traces = await eight_streams(streamguard)
+        assert all(t.completed for t in traces), [t.error for t in traces]
+        # Every stream waited the block's length while the target was stopped (between two
+        # of its events, or for its first): the whole server stopped, not one stream.
+        assert record.on_ns is not None
+        assert record.off_ns is not None
+        for trace in traces:
+            stamps = [trace.request_ns, *(c.stamp_ns for c in trace.chunks)]
+            waits = [
+                (after - before) / 1e9
+                for before, after in itertools.pairwise(stamps)
+                if after >= record.on_ns and before <= record.off_ns
+            ]
+            assert max(waits, default=0.0) >= 0.45, (trace.name, waits)
+        assert streamguard.faults.judge(traces) == []
+        assert record.fired
+
+    def test_a_read_timeout_shorter_than_the_block_cuts_the_stream(
+        self, streamguard: StreamGuard
+    ) -> None:
+        record = streamguard.faults.freeze(0.6, after_chunks=3)
+        trace = streamguard.stream(json=REQUEST, read_timeout=0.3)
+        assert trace.error_kind == "timeout", trace.error
+        assert streamguard.faults.judge([trace]) == []
+        assert "ended timeout while the target was stopped" in record.evidence
+
+    def test_the_fix_a_read_timeout_above_the_longest_block(self, streamguard: StreamGuard) -> None:
+        # A client (or ingress) read timeout must outlast the longest block the server can
+        # have (a GC pause, a synchronize): then the stream only waits, and completes.
+        streamguard.faults.freeze(0.6, after_chunks=3)
+        trace = streamguard.stream(json=REQUEST, read_timeout=2.0)
+        assert trace.completed, trace.error
+        assert max(trace.gaps) >= 0.5

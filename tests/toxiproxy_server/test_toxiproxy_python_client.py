@@ -6,6 +6,8 @@ bugs (reference §4.4) are asserted as they really behave, not worked around.
 
 from __future__ import annotations
 
+import socket
+import time
 from collections.abc import Callable, Iterator
 
 import pytest
@@ -98,6 +100,10 @@ def test_enable_disable_and_down(client: Toxiproxy, upstream: Callable[..., Upst
         ("slicer", {"average_size": 10, "size_variation": 2, "delay": 10}),
         ("limit_data", {"bytes": 100}),
         ("noop", {}),
+        # The embedded server's own chunk toxics list and go like Toxiproxy's.
+        ("chunk_stall", {"after_chunks": 3, "duration": 100}),
+        ("chunk_cut", {"after_chunks": 3}),
+        ("chunk_reset", {"after_chunks": 2}),
     ],
 )
 def test_add_list_destroy_each_toxic(
@@ -143,3 +149,83 @@ def test_client_toxic_cuts_the_stream(client: Toxiproxy, upstream: Callable[...,
         assert recv_all(sock) == b"t" * 300
     assert client.reset() is True
     assert proxy.toxics() == {}
+
+
+def _sse_response(conn: socket.socket) -> None:
+    """An HTTP/1.1 chunked SSE answer: a comment, a role-only delta, six tokens, [DONE]."""
+    conn.recv(1024)
+    conn.sendall(HEAD)
+    for event in EVENTS:
+        conn.sendall(b"%x\r\n%s\r\n" % (len(event), event))
+    conn.sendall(b"0\r\n\r\n")
+    conn.recv(8)
+
+
+HEAD = b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ntransfer-encoding: chunked\r\n\r\n"
+EVENTS = [
+    b": ping\n\n",
+    b'data: {"object":"chat.completion.chunk","choices":[{"delta":{"role":"assistant"}}]}\n\n',
+    *(
+        b'data: {"object":"chat.completion.chunk","choices":[{"delta":{"content":"t%d"}}]}\n\n' % i
+        for i in range(6)
+    ),
+    b"data: [DONE]\n\n",
+]
+
+
+def _through(index: int) -> bytes:
+    """The answer's bytes up to and with EVENTS[index] and its HTTP chunk's CRLF."""
+    return HEAD + b"".join(b"%x\r\n%s\r\n" % (len(e), e) for e in EVENTS[: index + 1])
+
+
+def test_chunk_cut_ends_the_connection_right_after_the_nth_token_event(
+    client: Toxiproxy, upstream: Callable[..., Upstream]
+) -> None:
+    proxy = client.create(upstream=upstream(_sse_response).address, name="chunks")
+    proxy.add_toxic(type="chunk_cut", attributes={"after_chunks": 3})
+    with connect(proxy.listen) as sock:
+        sock.sendall(b"GET / HTTP/1.1\r\n\r\n")
+        # The comment and the role-only delta are not chunks: the third token is EVENTS[4].
+        assert recv_all(sock) == _through(4)
+
+
+def _read_into(sock: socket.socket, got: list[bytes]) -> None:
+    while chunk := sock.recv(65536):
+        got.append(chunk)
+
+
+def test_chunk_reset_resets_right_after_the_nth_token_event(
+    client: Toxiproxy, upstream: Callable[..., Upstream]
+) -> None:
+    proxy = client.create(upstream=upstream(_sse_response).address, name="chunks")
+    proxy.add_toxic(type="chunk_reset", attributes={"after_chunks": 1})
+    with connect(proxy.listen) as sock:
+        sock.sendall(b"GET / HTTP/1.1\r\n\r\n")
+        got: list[bytes] = []
+        with pytest.raises(ConnectionResetError):
+            _read_into(sock, got)
+        # An RST may discard what the socket had not read yet; nothing past the event came.
+        assert b"".join(got) == _through(2)[: len(b"".join(got))]
+
+
+def test_chunk_stall_holds_the_rest_of_the_answer(
+    client: Toxiproxy, upstream: Callable[..., Upstream]
+) -> None:
+    proxy = client.create(upstream=upstream(_sse_response).address, name="chunks")
+    proxy.add_toxic(type="chunk_stall", attributes={"after_chunks": 2, "duration": 400})
+    with connect(proxy.listen) as sock:
+        sock.sendall(b"GET / HTTP/1.1\r\n\r\n")
+        first = recv_exactly(sock, len(_through(3)))
+        assert first == _through(3)
+        started = time.monotonic()
+        rest = recv_exactly(sock, 1)
+        assert time.monotonic() - started >= 0.35
+        assert rest == _through(4)[len(first) : len(first) + 1]
+
+
+def test_chunk_toxics_refuse_after_chunks_0(
+    client: Toxiproxy, upstream: Callable[..., Upstream]
+) -> None:
+    proxy = client.create(upstream=upstream().address, name="chunks")
+    with pytest.raises(InvalidToxic):
+        proxy.add_toxic(type="chunk_cut", attributes={})

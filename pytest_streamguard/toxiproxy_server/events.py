@@ -1,0 +1,221 @@
+"""Counting a stream's chunks in the raw downstream bytes of a connection.
+
+The event toxics (``chunk_stall``, ``chunk_cut``, ``chunk_reset``; an extension of ours) act at
+the byte right after the Nth chunk of each HTTP response on a connection. A chunk is counted
+exactly as the plugin's client counts ``trace.chunks``: the response's body is decoded
+(``Transfer-Encoding: chunked``, ``Content-Length`` or up to the close), cut into frames by its
+framing (SSE by the WHATWG rules, one frame per line for NDJSON, chosen from the content type
+or the body's start as the client chooses it), and a frame counts when the built-in format
+recognised from the first frame reads a piece of answer text from it. So comments,
+heartbeats, events without text (an OpenAI role-only delta, ``[DONE]``) and anything cut off
+are not counted, as they are not in the trace. A user's own ``format=`` object is not known to
+the proxy; such a stream is counted with the built-in format its first frame looks like.
+
+The body is fed to the framer one line at a time (split after each LF), so a frame completed
+by a line ends exactly at that line's end; with HTTP chunked encoding, the CRLF that closes the
+HTTP chunk right after it is counted in, so the client's HTTP parser sees a whole HTTP chunk.
+"""
+
+from __future__ import annotations
+
+from pytest_streamguard.formats import BUILTIN_FORMATS
+from pytest_streamguard.formats.base import NDJSON_TYPES, SSE_TYPES, StreamError, media_type
+from pytest_streamguard.formats.detect import body_start, detect
+from pytest_streamguard.formats.framing import Framer
+
+_HEAD_END = b"\r\n\r\n"
+_HEAD_LIMIT = 64 * 1024
+
+
+class _Body:
+    """The chunk count of one response body, fed with its decoded bytes line by line."""
+
+    def __init__(self, content_type: str) -> None:
+        media = media_type(content_type)
+        self.framing: str | None = (
+            "sse" if media in SSE_TYPES else "lines" if media in NDJSON_TYPES else None
+        )
+        self.framer: Framer | None = None
+        self.format_name: str | None = None
+        self.head = b""
+        self.chunks = 0
+        self.failed = False
+
+    def feed(self, data: bytes) -> int:
+        """Feed body bytes ending at a line end (or not); return the chunks they completed."""
+        if self.failed:
+            return 0
+        if self.framer is None:
+            self.head += data
+            framing = self.framing
+            if framing is None:
+                start = body_start(self.head)
+                if start is None:
+                    return 0
+                framing = "sse" if start == "sse" else "lines" if start == "object" else "raw"
+            self.framer = Framer(framing)  # type: ignore[arg-type]
+            data, self.head = self.head, b""
+        before = self.chunks
+        for framed in self.framer.feed(data, 0):
+            frame = framed.frame
+            if frame is None:
+                continue
+            if self.format_name is None:
+                self.format_name = detect(frame, self.framer.framing)
+            try:
+                reading = BUILTIN_FORMATS[self.format_name].read(frame)
+            except StreamError:
+                self.failed = True
+                break
+            if reading.pieces:
+                self.chunks += 1
+        return self.chunks - before
+
+
+class ChunkCounter:
+    """The HTTP responses in one connection's downstream bytes and each one's chunk count.
+
+    :meth:`boundary` says where in a read the response under way reaches its Nth chunk.
+    """
+
+    def __init__(self, after_chunks: int) -> None:
+        self.after_chunks = after_chunks
+        self.state = "head"
+        self.head = b""
+        self.body: _Body | None = None
+        self.chunked = False
+        self.left: int | None = None  # body bytes left (Content-Length), or of the HTTP chunk
+        self.size_line = b""
+        self.crlf_left = 0
+        self.reached = False
+        self.hits = 0
+        self.opaque = False
+
+    def boundary(self, data: bytes) -> int | None:
+        """Consume one read; the offset in it right after the Nth chunk of the response under
+        way (once per response), or None. The bytes after the offset are not consumed: feed
+        them again (``data[offset:]``) once the fault has acted."""
+        pos = 0
+        n = len(data)
+        while pos < n and not self.opaque:
+            if self.state == "head":
+                pos = self._head(data, pos)
+            elif self.state == "size":
+                pos = self._size(data, pos)
+            elif self.state == "crlf":
+                take = min(self.crlf_left, n - pos)
+                self.crlf_left -= take
+                pos += take
+                if self.crlf_left == 0:
+                    self.state = "size"
+            elif self.state == "trailer":
+                pos = self._trailer(data, pos)
+            else:  # "body"
+                end = n if self.left is None else min(n, pos + self.left)
+                hit = self._body(data, pos, end)
+                if hit is not None:
+                    if self.chunked and self.left == 0 and data[hit : hit + 2] == b"\r\n":
+                        # The HTTP chunk closes right here: hand its CRLF on with the event.
+                        self.state = "size"
+                        return hit + 2
+                    return hit
+                pos = end
+                self._body_done()
+        return None
+
+    def _head(self, data: bytes, pos: int) -> int:
+        self.head += data[pos:]
+        end = self.head.find(_HEAD_END)
+        if end < 0:
+            if len(self.head) > _HEAD_LIMIT:
+                self.opaque = True  # not HTTP as we know it: count nothing
+            return len(data)
+        head, rest = self.head[:end], self.head[end + 4 :]
+        self.head = b""
+        consumed = len(data) - len(rest)
+        lines = head.split(b"\r\n")
+        status = lines[0].split(b" ")
+        if not status[0].startswith(b"HTTP/") or len(status) < 2 or not status[1].isdigit():
+            self.opaque = True
+            return len(data)
+        code = int(status[1])
+        headers: dict[bytes, bytes] = {}
+        for line in lines[1:]:
+            name, _, value = line.partition(b":")
+            headers[name.strip().lower()] = value.strip()
+        if 100 <= code < 200:
+            return consumed
+        self.reached = False
+        self.body = _Body(headers.get(b"content-type", b"").decode("latin-1"))
+        self.chunked = b"chunked" in headers.get(b"transfer-encoding", b"").lower()
+        length = headers.get(b"content-length")
+        if code in (204, 304):
+            self.body = None
+            return consumed
+        if self.chunked:
+            self.state, self.size_line = "size", b""
+        else:
+            self.left = int(length) if length is not None and length.isdigit() else None
+            self.state = "body"
+            if self.left == 0:
+                self._end_response()
+        return consumed
+
+    def _size(self, data: bytes, pos: int) -> int:
+        end = data.find(b"\n", pos)
+        if end < 0:
+            self.size_line += data[pos:]
+            return len(data)
+        line, self.size_line = self.size_line + data[pos:end], b""
+        text = line.split(b";")[0].strip()
+        try:
+            size = int(text, 16)
+        except ValueError:
+            self.opaque = True
+            return len(data)
+        if size == 0:
+            self.state, self.size_line = "trailer", b""
+        else:
+            self.left, self.state = size, "body"
+        return end + 1
+
+    def _trailer(self, data: bytes, pos: int) -> int:
+        end = data.find(b"\n", pos)
+        if end < 0:
+            self.size_line += data[pos:]
+            return len(data)
+        line, self.size_line = self.size_line + data[pos:end], b""
+        if not line.strip():
+            self._end_response()
+        return end + 1
+
+    def _body(self, data: bytes, pos: int, end: int) -> int | None:
+        """Feed data[pos:end] line by line; the offset right after the Nth chunk, if reached
+        (what was fed up to it is consumed, and ``left`` accounts for it)."""
+        body = self.body
+        start = pos
+        while start < end:
+            cut = data.find(b"\n", start, end)
+            stop = end if cut < 0 else cut + 1
+            if body is not None and not self.reached:
+                body.feed(data[start:stop])
+                if body.chunks >= self.after_chunks:
+                    self.reached = True
+                    self.hits += 1
+                    if self.left is not None:
+                        self.left -= stop - pos
+                    return stop
+            start = stop
+        if self.left is not None:
+            self.left -= end - pos
+        return None
+
+    def _body_done(self) -> None:
+        if self.left == 0:
+            if self.chunked:
+                self.state, self.crlf_left = "crlf", 2
+            else:
+                self._end_response()
+
+    def _end_response(self) -> None:
+        self.state, self.head, self.body, self.left = "head", b"", None, None
