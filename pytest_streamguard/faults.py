@@ -449,7 +449,7 @@ class Faults:
     ) -> FaultRecord:
         """Close each connection (a FIN) after ``after_bytes`` response bytes (headers
         included), or right after each stream's ``after_chunks``-th data event, whatever the
-        stream's length (a stream with fewer events is not cut; see :class:`_ChunkCut`)."""
+        stream's length (a stream with fewer events is not cut; see :class:`_ProxyChunk`)."""
         if (after_bytes is None) == (after_chunks is None):
             raise ValueError(
                 f"faults.cut(after_bytes={after_bytes!r}, after_chunks={after_chunks!r}): "
