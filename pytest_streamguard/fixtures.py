@@ -175,8 +175,12 @@ def make_streamguard(
             ray=ray,
             seed=settings.seed,
         )
-        guard.faults.reset_proxy()
-        item.stash.setdefault(GUARD_KEY, []).append(guard)
+        guards = item.stash.setdefault(GUARD_KEY, [])
+        # A second guard of the same test on the same proxy shares it: resetting it would undo
+        # the first guard's faults under it (and its teardown would miss them).
+        if not any(other.proxy is proxy for other in guards):
+            guard.faults.reset_proxy()
+        guards.append(guard)
         return guard
 
     try:

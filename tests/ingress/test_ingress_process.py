@@ -53,7 +53,10 @@ def test_stop_leaves_no_nginx_process_and_no_files(sse_upstream: str, private_tm
     try:
         pid = ingress.pid
         assert pid is not None
-        members = processes_in_group(pid)
+        # The master forks its worker after it is ready: on a busy machine, a moment later.
+        deadline = time.monotonic() + 10
+        while len(members := processes_in_group(pid)) < 2 and time.monotonic() < deadline:
+            time.sleep(0.01)
         assert pid in members
         assert len(members) == 2, f"expected a master and one worker, got {members}"
         assert httpx.get(f"{ingress.url}/stream", params={"events": 1}).status_code == 200
