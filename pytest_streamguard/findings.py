@@ -58,9 +58,11 @@ SHARED_MIN_TIMES = 2
 #: blocked_loop (staircase): at least this many streams sent together (each request sent
 #: before the first of them got its head) ...
 STAIR_MIN_STREAMS = 4
-#: ... whose heads (or first tokens) arrived one after another, at least this share of the
-#: steps between consecutive arrivals at least ``STAIR_STEP_S`` apart ...
-STAIR_STEP_SHARE = 0.75
+#: ... whose heads (or first tokens) arrived in steps: at least ``STAIR_MIN_STEPS`` (and at
+#: least this share of the gaps between consecutive arrivals) at least ``STAIR_STEP_S`` apart
+#: (a blocked loop often lets a few streams through together at each step) ...
+STAIR_STEP_SHARE = 1 / 3
+STAIR_MIN_STEPS = 3
 STAIR_STEP_S = 0.02
 #: ... rising by at least this many seconds from the first to the last.
 STAIR_RISE_S = 0.2
@@ -168,11 +170,13 @@ def _buffered(trace: Observed) -> Finding | None:
         return None
     last = max(reads)
     at = _s(last - trace.request_ns)
+    distinct = len({stamp for stamp, _ in trace.reads})
+    instants = "" if distinct == len(trace.reads) else f", at {counted(distinct, 'instant')}"
     word = "read" if len(reads) == 1 else "reads"
     return Finding(
         "buffered",
         f"{held} of {len(chunks)} chunks in {len(reads)} {word}, the last at {at:.3f} s "
-        f"({counted(len(trace.reads), 'read')} in all)",
+        f"({counted(len(trace.reads), 'read')} in all{instants})",
         (trace.name,),
         {
             "chunks": len(chunks),
@@ -282,7 +286,7 @@ def _staircase(traces: Sequence[Observed], what: str) -> Finding | None:
         return None
     first = min(stamp for stamp, _ in arrivals)
     together = sorted(
-        ((stamp, t) for stamp, t in arrivals if t.request_ns < first), key=lambda a: a[0]
+        ((stamp, t) for stamp, t in arrivals if t.request_ns <= first), key=lambda a: a[0]
     )
     if len(together) < STAIR_MIN_STREAMS:
         return None
@@ -290,21 +294,20 @@ def _staircase(traces: Sequence[Observed], what: str) -> Finding | None:
     steps = [b - a for a, b in itertools.pairwise(stamps)]
     rise = _s(stamps[-1] - stamps[0])
     big = sum(1 for s in steps if s >= STAIR_STEP_S * 1e9)
-    if rise < STAIR_RISE_S or big < STAIR_STEP_SHARE * len(steps):
+    if rise < STAIR_RISE_S or big < max(STAIR_MIN_STEPS, STAIR_STEP_SHARE * len(steps)):
         return None
     t0 = min(t.request_ns for _, t in together)
     noun = "response heads" if what == "heads" else "first tokens"
     return Finding(
         "blocked_loop",
-        f"{noun} of {len(together)} streams sent together arrived in a staircase: "
-        f"{_s(stamps[0] - t0):.3f} s to {_s(stamps[-1] - t0):.3f} s, "
-        f"{statistics.median(steps) / 1e9:.3f} s a step",
+        f"{noun} of {len(together)} streams sent together arrived in a staircase of "
+        f"{big + 1} steps: {_s(stamps[0] - t0):.3f} s to {_s(stamps[-1] - t0):.3f} s",
         tuple(t.name for _, t in together),
         {
             "streams": len(together),
             "first_s": _s(stamps[0] - t0),
             "last_s": _s(stamps[-1] - t0),
-            "step_s": statistics.median(steps) / 1e9,
+            "steps": big + 1,
             "staircase": what,
         },
     )
