@@ -43,8 +43,12 @@ KNOWN: dict[str, str] = {
 
 #: buffered: a stream of at least this many chunks ...
 BUFFERED_MIN_CHUNKS = 4
-#: ... whose largest one or two reads hold at least this share of its chunks.
+#: ... whose largest one or two reads hold at least this share of its chunks ...
 BUFFERED_SHARE = 0.75
+#: ... and came at its end: the first of them at least this share of the way from the request
+#: to the stream's end (a fast server's first tokens coalesced into one read at the start of a
+#: stream that goes on, or is cut later, are not buffering).
+BUFFERED_AT_END = 0.8
 
 #: blocked_loop (shared stalls): a stall is a gap above this many seconds and above
 #: ``STALL_FACTOR`` times the stream's median gap ...
@@ -167,6 +171,9 @@ def _buffered(trace: Observed) -> Finding | None:
     if len(top) == 2 and top[1][1] == 1:
         reads, held = reads[:1], top[0][1]
     if held < BUFFERED_SHARE * len(chunks) or max(reads) != chunks[-1].stamp_ns:
+        return None
+    end = trace.end_ns if trace.end_ns is not None else chunks[-1].stamp_ns
+    if min(reads) - trace.request_ns < BUFFERED_AT_END * (end - trace.request_ns):
         return None
     last = max(reads)
     at = _s(last - trace.request_ns)

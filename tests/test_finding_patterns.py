@@ -62,6 +62,9 @@ def test_buffered_stays_quiet_on_a_flowing_stream_and_a_short_one() -> None:
     assert make("short", 0, [50, 50, 50]).findings == []
     # Most chunks together, but early, and the rest flowing after: not buffered at the end.
     assert make("burst first", 0, [10] * 6 + [30, 50, 70, 90]).findings == []
+    # A fast server's first tokens coalesced into one read, then a long wait to the end (a
+    # stall carried by heartbeats, or a cut): the burst was not at the stream's end.
+    assert make("early burst", 0, [10] * 6 + [1500] * 6, end_ms=1510).findings == []
 
 
 def test_idle_cut_names_a_round_silence_and_not_another() -> None:
