@@ -81,8 +81,8 @@ COLD_MIN_S = 0.2
 #: least this many seconds ...
 IDLE_MIN_S = 0.9
 #: ... within this share (or ``IDLE_TOLERANCE_S``) of a whole number of seconds.
-IDLE_TOLERANCE = 0.04
-IDLE_TOLERANCE_S = 0.06
+IDLE_TOLERANCE = 0.05
+IDLE_TOLERANCE_S = 0.1
 _CUT_KINDS = frozenset({"cut", "reset", "timeout", "network", "truncated"})
 
 #: held_open: the body stayed open at least this many seconds after the protocol's end.
