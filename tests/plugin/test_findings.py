@@ -15,6 +15,7 @@ from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
 
 import pytest
+from plugin_helpers import INI
 from served import loopback_socket, serve_in_thread
 from starlette.applications import Starlette
 from starlette.requests import Request
@@ -263,3 +264,11 @@ def test_a_load_against_a_blocking_loop_shows_blocked_loop_and_the_fixed_one_non
     report = json.loads(Path(pytester.path, "sg.json").read_text())
     assert [f["name"] for f in _findings(report, "test_blocking")] == ["blocked_loop"]
     assert _findings(report, "test_fixed") == []
+
+
+def test_the_ini_key_gates_like_the_option(pytester: pytest.Pytester, run_sub: SubRun) -> None:
+    pytester.makeini(INI + "streamguard_fail_on = buffered\n")
+    pytester.makepyfile(BUFFERED_TESTS)
+    result = run_sub()
+    result.assert_outcomes(passed=1, failed=1)
+    result.stdout.fnmatch_lines(["FAILED *test_buffered*"])
