@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from pytest_streamguard.display import counted
+from pytest_streamguard.findings import Finding, Observed, findings_of
 from pytest_streamguard.stats import ns_to_s, percentile
 
 
@@ -217,6 +218,9 @@ def format_violations(
         by_stream.setdefault(violation.stream, []).append(violation)
     lines = [f"token deadline violated ({len(violations)} in {counted(len(by_stream), 'stream')}):"]
     # One line about the verdict as a whole goes here, right under the header.
+    cause = likely_cause(traces or ())
+    if cause:
+        lines.append(f"  likely cause: {cause}")
     if traces is not None and len(traces) > 1:
         outcomes: dict[str, int] = {}
         for trace in traces:
@@ -254,6 +258,27 @@ def format_violations(
 #: The error kinds in which the connection ended before the protocol's end: what
 #: ``expect="cut"`` expects.
 CUT_KINDS = frozenset({"truncated", "cut", "reset", "network"})
+
+
+def likely_cause(traces: Sequence[object]) -> str:
+    """The findings of ``traces`` in a line (each name once, with its first evidence and how
+    many streams showed it), or the empty string when they show none."""
+    observed = [t for t in traces if isinstance(t, Observed)]
+    if not observed:
+        return ""
+    first: dict[str, Finding] = {}
+    streams: dict[str, set[str]] = {}
+    for finding in findings_of(observed):
+        first.setdefault(finding.name, finding)
+        streams.setdefault(finding.name, set()).update(finding.streams)
+    parts = []
+    for name, finding in first.items():
+        more = len(streams[name]) - 1
+        also = (
+            f" (and {counted(more, 'more stream')})" if more and len(finding.streams) == 1 else ""
+        )
+        parts.append(finding.describe() + also)
+    return "; ".join(parts)
 
 
 def check_trace(trace: CheckedStream, deadline: Deadline) -> list[Violation]:

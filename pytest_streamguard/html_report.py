@@ -1,12 +1,12 @@
 """The HTML report: one self-contained page built from the JSON report's document.
 
-The page holds the session summary (a table sortable by clicking its headers, each row linking
-to its test) and, per test, the verdict, the deadlines, the violations, the faults with their
-on/off times and whether they fired, the streams, a timeline of chunk arrivals and, for tests
-with many streams, a histogram of gaps. The plots are inline SVG (:mod:`.html_plots`) and the
-only script sorts the table, so the file is small and opens with no network. Every piece of
-text that came from a test (node ids, stream names, chunk text, error messages, fault
-arguments) is escaped.
+The page holds the session summary (a table sortable by clicking its headers, each row linking to
+its test) and, per test, the verdict, the deadlines, the violations, the findings (named incidents
+with their evidence), the faults with their on/off times and whether they fired, the streams, a
+timeline of chunk arrivals and, for tests with many streams, a histogram of gaps. The plots are
+inline SVG (:mod:`.html_plots`) and the only script sorts the table, so the file is small and opens
+with no network. Every piece of text that came from a test (node ids, stream names, chunk text,
+error messages, fault arguments) is escaped.
 
 Fields newer than the records (a fault's ``fired``, a trace's ``format_auto`` and ``node``) are
 read from the document's dicts with defaults, so an older report renders too.
@@ -427,6 +427,10 @@ def _test_section(index: int, test: _Test) -> str:
     if record.violations:
         items = "".join(f"<li>{_e(v)}</li>" for v in record.violations)
         violations = f'<ul class="violations">{items}</ul>'
+    findings = ""
+    if record.findings:
+        items = "".join(f"<li><b>{_e(f.name)}</b>: {_e(f.evidence)}</li>" for f in record.findings)
+        findings = f'<h3>Findings</h3><ul class="findings">{items}</ul>'
     name, _ = split_nodeid(record.nodeid)
     worker = "" if record.worker is None else f"; ran on pytest-xdist worker {_e(record.worker)}"
     return (
@@ -436,7 +440,7 @@ def _test_section(index: int, test: _Test) -> str:
         f"{_e(name)}</span></h2>"
         f'<p class="nodeid"><code>{_e(record.nodeid)}</code></p>'
         f"{deadline}{worker}</p>"
-        f"{violations}<h3>Faults</h3>{_faults_table(test)}"
+        f"{violations}{findings}<h3>Faults</h3>{_faults_table(test)}"
         f"<h3>Streams</h3>{_streams_table(test)}{_plots(index, test)}"
         '<p><a href="#summary">back to the summary</a></p></section>'
     )

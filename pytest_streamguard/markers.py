@@ -8,15 +8,16 @@ from typing import Any
 import pytest
 
 from pytest_streamguard.deadlines import LONG_DEADLINE_S, Deadline, check_units
+from pytest_streamguard.findings import KNOWN, parse_fail_on
 from pytest_streamguard.names import MARKER_LINE, MARKER_NAME
 from pytest_streamguard.settings import Settings
 
-__all__ = ["ACCEPTED", "MARKER_LINE", "MARKER_NAME", "resolve_deadline"]
+__all__ = ["ACCEPTED", "MARKER_LINE", "MARKER_NAME", "resolve_deadline", "resolve_fail_on"]
 
 ACCEPTED = (
     "token_deadline accepts only keyword arguments ttft, chunk, total (seconds, > 0; above "
     f"{LONG_DEADLINE_S:g} s only with long=True), percentile (0 < percentile <= 100, used with "
-    "chunk) and long (True or False)"
+    "chunk), long (True or False) and fail_on (finding names: " + ", ".join(KNOWN) + ")"
 )
 _KEYS = ("ttft", "chunk", "total", "percentile")
 
@@ -45,7 +46,7 @@ def resolve_deadline(item: pytest.Item, settings: Settings) -> Deadline | None:
         seen = True
         if mark.args:
             raise ValueError(f"token_deadline got positional arguments {mark.args!r}. {ACCEPTED}.")
-        unknown = sorted(set(mark.kwargs) - {*_KEYS, "long"})
+        unknown = sorted(set(mark.kwargs) - {*_KEYS, "long", "fail_on"})
         if unknown:
             raise ValueError(
                 f"token_deadline got unknown argument(s) {', '.join(unknown)}. {ACCEPTED}."
@@ -53,6 +54,7 @@ def resolve_deadline(item: pytest.Item, settings: Settings) -> Deadline | None:
         merged = dict(mark.kwargs) | merged
     if not seen:
         return None
+    merged.pop("fail_on", None)
     long = merged.pop("long", False)
     if not isinstance(long, bool):
         raise ValueError(f"token_deadline(long={long!r}) is not True or False. {ACCEPTED}.")
@@ -64,3 +66,22 @@ def resolve_deadline(item: pytest.Item, settings: Settings) -> Deadline | None:
     if values["percentile"] is not None and values["chunk"] is None:
         raise ValueError(f"token_deadline(percentile=...) needs chunk=... to bound. {ACCEPTED}.")
     return Deadline(**values)
+
+
+def resolve_fail_on(item: pytest.Item, settings: Settings) -> tuple[str, ...]:
+    """The findings that fail ``item``: ``--streamguard-fail-on`` and every marker's
+    ``fail_on=`` (a name or a list of names). Raises ValueError naming an unknown one."""
+    names = list(settings.fail_on)
+    for mark in item.iter_markers(MARKER_NAME):
+        value = mark.kwargs.get("fail_on")
+        if value is None:
+            continue
+        if not isinstance(value, str) and not (
+            isinstance(value, list | tuple) and all(isinstance(v, str) for v in value)
+        ):
+            raise ValueError(
+                f"token_deadline(fail_on={value!r}) is not a finding name or a list of them. "
+                f"{ACCEPTED}."
+            )
+        names.extend(parse_fail_on(value, where=f"token_deadline(fail_on={value!r})"))
+    return tuple(dict.fromkeys(names))

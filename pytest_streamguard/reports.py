@@ -14,8 +14,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from pytest_streamguard.deadlines import Deadline
+from pytest_streamguard.deadlines import Deadline, likely_cause
 from pytest_streamguard.display import counted, fit_lines
+from pytest_streamguard.findings import Finding, findings_of
 from pytest_streamguard.stats import percentile
 from pytest_streamguard.trace import FaultRecord, StreamTrace
 
@@ -43,6 +44,11 @@ class TestRecord:
     matrix_test: str | None = None
     # Every fault the test applied, judged (``fired``, ``evidence``), streams or not.
     faults: list[FaultRecord] = field(default_factory=list)
+
+    @property
+    def findings(self) -> list[Finding]:
+        """The named incidents the test's streams show (see docs/findings.md)."""
+        return findings_of(self.traces)
 
     def gaps(self) -> list[float]:
         """Every gap of every stream of the test (raw samples, for percentiles)."""
@@ -102,6 +108,7 @@ class TestRecord:
             "profile": self.profile,
             "matrix_test": self.matrix_test,
             "faults": [f.to_dict() for f in self.faults],
+            "findings": [f.to_dict() for f in self.findings],
         }
 
     @classmethod
@@ -221,6 +228,16 @@ def _stacked(header: tuple[str, ...], rows: Sequence[tuple[str, ...]]) -> list[s
         if row[-1] != "-":
             lines.append(f"  faults: {row[-1]}")
     return lines
+
+
+def findings_lines(records: list[TestRecord]) -> list[str]:
+    """One line per test whose streams show findings, naming them with their evidence."""
+    lines = []
+    for record in records:
+        cause = likely_cause(record.traces)
+        if cause:
+            lines.append(f"  {record.nodeid}: {cause}")
+    return ["findings (see docs/findings.md):", *lines] if lines else []
 
 
 def unfired_lines(records: list[TestRecord], *, strict: bool) -> list[str]:

@@ -31,14 +31,16 @@ from pytest_streamguard.deadlines import (
 )
 from pytest_streamguard.display import counted, fit_lines, shown_path, shown_text
 from pytest_streamguard.faults import FaultsNotFired
+from pytest_streamguard.findings import Finding
 from pytest_streamguard.guard import StreamGuard
 from pytest_streamguard.html_report import write_html
-from pytest_streamguard.markers import resolve_deadline
+from pytest_streamguard.markers import resolve_deadline, resolve_fail_on
 from pytest_streamguard.matrix import item_profile, matrix_test
 from pytest_streamguard.merge import Merger
 from pytest_streamguard.reports import (
     NOT_FIRED,
     TestRecord,
+    findings_lines,
     json_document,
     load_json,
     matrix_lines,
@@ -54,6 +56,25 @@ SESSION_KEY = pytest.StashKey["StreamGuardSession"]()
 # pytest's own floor on the terminal width (its TerminalWriter never reports less).
 _MIN_WIDTH = 40
 DEADLINE_KEY = pytest.StashKey[Deadline | None]()
+FAIL_ON_KEY = pytest.StashKey[tuple[str, ...]]()
+GATED_KEY = pytest.StashKey[list[Finding]]()
+
+
+class FindingsFailed(AssertionError):
+    """A test's streams showed findings its ``fail_on`` (``--streamguard-fail-on``, the ini
+    key or the marker's ``fail_on=``) names, even though they met their deadlines."""
+
+    def __init__(self, gated: list[Finding]) -> None:
+        self.findings = gated
+        names = ", ".join(dict.fromkeys(f.name for f in gated))
+        lines = [f"streamguard finding(s) this test fails on (fail_on): {names}"]
+        lines += [f"  {f.describe()}" for f in gated]
+        lines.append("  the thresholds and what each finding means: docs/findings.md")
+        super().__init__("\n".join(lines))
+
+
+
+
 #: Every guard a test made (the ``streamguard`` fixture's, a second ``make_streamguard``'s, one
 #: made in a helper), in the order made: all their streams and faults are the test's.
 GUARD_KEY = pytest.StashKey[list[StreamGuard]]()
@@ -164,6 +185,7 @@ class StreamGuardSession:
         error = None
         try:
             item.stash[DEADLINE_KEY] = resolve_deadline(item, self.settings)
+            item.stash[FAIL_ON_KEY] = resolve_fail_on(item, self.settings)
         except ValueError as exc:
             error = str(exc)
         if error is not None:
@@ -204,6 +226,10 @@ class StreamGuardSession:
             raise DeadlineViolation(
                 violations, traces=self._traces(item), report=self._report_where()
             )
+        gated = item.stash.get(GATED_KEY, [])
+        if gated:
+            __tracebackhide__ = True
+            raise FindingsFailed(gated)
         if unfired and self.settings.strict_faults:
             __tracebackhide__ = True
             raise FaultsNotFired(unfired)
@@ -261,6 +287,12 @@ class StreamGuardSession:
             # the test expected it (it went on) or failed on it (body_failed below).
             record.violations = caught
             record.verdict = "caught"
+        fail_on = item.stash.get(FAIL_ON_KEY, ())
+        gated = [f for f in record.findings if f.name in fail_on]
+        item.stash[GATED_KEY] = gated
+        if gated:
+            record.violations += [f"finding {f.describe()} (fail_on)" for f in gated]
+            record.verdict = "FAIL"
         if unfired and self.settings.strict_faults and not body_failed:
             record.violations += [f"{NOT_FIRED}{f.describe()}: {f.evidence}" for f in unfired]
             record.verdict = "FAIL"
@@ -318,6 +350,7 @@ class StreamGuardSession:
             lines = [
                 *summary_lines(self.records, out.width),
                 *matrix_lines(self.records),
+                *findings_lines(self.records),
                 *unfired_lines(self.records, strict=self.settings.strict_faults),
                 *client_delay_lines(self.records),
             ]

@@ -21,6 +21,7 @@ import pytest
 
 from pytest_streamguard.bounds import Bound, parse_bounds
 from pytest_streamguard.display import shown_command
+from pytest_streamguard.findings import KNOWN, parse_fail_on
 
 ENABLE_HELP = (
     "Turn pytest-streamguard on: start the target behind Toxiproxy and check stream deadlines"
@@ -110,6 +111,11 @@ COMPARE_MIN_SAMPLES_HELP = (
     "A compared figure from fewer samples than this (in either run) is shown but never fails "
     "the run. Default: 5"
 )
+FAIL_ON_HELP = (
+    "Findings that fail a test even within its deadlines, comma-separated: "
+    + ", ".join(KNOWN)
+    + " (see docs/findings.md); the marker's fail_on= adds to them. Default: none"
+)
 STRICT_FAULTS_HELP = (
     "Fail a test whose faults never fired (a cut longer than the answer, a stall after more "
     "chunks than came, a fault active on no stream), naming each fault and why; without it a "
@@ -154,6 +160,7 @@ _VALUED_OPTIONS: dict[str, tuple[str, str]] = {
     "streamguard_save": (SAVE_HELP, ""),
     "streamguard_compare": (COMPARE_HELP, ""),
     "streamguard_compare_fail": (COMPARE_FAIL_HELP, ""),
+    "streamguard_fail_on": (FAIL_ON_HELP, ""),
     "streamguard_compare_min_samples": (
         COMPARE_MIN_SAMPLES_HELP,
         str(DEFAULT_COMPARE_MIN_SAMPLES),
@@ -189,6 +196,7 @@ class Settings:
     require: bool = False
     target_cwd: Path | None = None
     seed: int = 0
+    fail_on: tuple[str, ...] = ()
 
     @property
     def target_description(self) -> str:
@@ -494,7 +502,13 @@ def resolve_settings(config: pytest.Config) -> Settings:
             f"{ray_raw!r} from {ray_source} is not a valid streamguard_ray: expected 'auto', "
             "'local' or a Ray cluster address such as 127.0.0.1:6379 or ray://head:10001"
         )
+    fail_on_raw, fail_on_source = _raw(config, "streamguard_fail_on")
+    try:
+        fail_on = parse_fail_on(fail_on_raw, where=f"{fail_on_raw!r} from {fail_on_source}")
+    except ValueError as exc:
+        raise pytest.UsageError(str(exc)) from None
     return Settings(
+        fail_on=fail_on,
         ray_address=ray_address,
         proxy_host=proxy_host,
         proxy_ports=_port_range(config, "streamguard_proxy_ports"),

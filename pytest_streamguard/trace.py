@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from pytest_streamguard.deadlines import Deadline, assert_traces, check_units
+from pytest_streamguard.findings import Finding, trace_findings
 from pytest_streamguard.stats import ns_to_s, percentile
 
 # Chunks shown at each end of the timeline and around each offending chunk.
@@ -331,6 +332,12 @@ class StreamTrace:
             lines.append(f"    {(stamp - t0) / 1e6:10.1f}  {text}")
         return "\n".join(lines)
 
+    @property
+    def findings(self) -> list[Finding]:
+        """The named incidents this stream shows by itself (``buffered``, ``idle_cut``,
+        ``held_open``), with their evidence; see :mod:`.findings` and docs/findings.md."""
+        return trace_findings(self)
+
     def summary(self) -> dict[str, Any]:
         """The derived statistics, in seconds."""
         gaps = self.gaps
@@ -378,6 +385,7 @@ class StreamTrace:
             "read_delay_ns": list(self.read_delay_ns),
             "client_delay_s": self.client_delay,
             "stats": self.summary(),
+            "findings": [f.to_dict() for f in self.findings],
         }
 
     @classmethod

@@ -33,6 +33,7 @@ import httpx
 from pytest_streamguard.client import CONNECT_TIMEOUT, StreamRecorder, aread_stream
 from pytest_streamguard.deadlines import Deadline, assert_traces, check_units
 from pytest_streamguard.display import counted
+from pytest_streamguard.findings import Finding, findings_of
 from pytest_streamguard.load.transport import LoadTransport
 from pytest_streamguard.stats import percentile
 from pytest_streamguard.trace import StreamTrace
@@ -193,6 +194,13 @@ class LoadResult:
             counts[outcome] = counts.get(outcome, 0) + 1
         return counts
 
+    @property
+    def findings(self) -> list[Finding]:
+        """The named incidents the load's streams show, each stream's own (``buffered``,
+        ``idle_cut``, ``held_open``) and those only seen across streams (``blocked_loop``,
+        ``cold_start``), with their evidence; see docs/findings.md."""
+        return findings_of(self.traces)
+
     def samples(self, metric: str = "gap") -> list[float]:
         """The pooled samples of ``metric``: gap, ttft, total or delivery (seconds)."""
         if metric not in METRICS:
@@ -241,6 +249,7 @@ class LoadResult:
             "cut": self.cut,
             "outcomes": self.outcomes,
             "wall_s": self.wall_s,
+            "findings": [f.to_dict() for f in self.findings],
         }
         for metric in ("ttft", "gap"):
             for q in (50, 95, 99):

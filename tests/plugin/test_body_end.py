@@ -58,6 +58,8 @@ def test_a_body_held_open_after_the_finish_is_a_violation_and_counts_in_total(
     # total runs to where the client stopped waiting on the body, so a total deadline sees it.
     assert trace.total is not None
     assert trace.total >= HELD_OPEN_S
+    # Named as the incident too, with its evidence.
+    assert "held_open" in {finding.name for finding in trace.findings}
     (violation,) = check_trace(trace, Deadline())
     assert violation.bound == "held_open"
     assert "body held open" in violation.headline()

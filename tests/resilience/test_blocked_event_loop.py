@@ -24,6 +24,7 @@ import pytest
 from resilience_helpers import loop_lags_over
 
 from pytest_streamguard import DeadlineViolation, StreamGuard, StreamTrace, Target
+from pytest_streamguard.findings import findings_of
 
 REQUEST = {"prompt": "eight users at once", "max_new_tokens": 48}
 STREAMS = 8
@@ -70,6 +71,8 @@ class TestNaiveTarget:
         assert all("> deadline 0.500 s" in m or "> chunk deadline 0.500 s" in m for m in late)
         # The cause, seen from inside: the target's event loop stopped while they queued.
         assert loop_lags_over(streamguard.target, BLOCKED_LAG_S) > lags_before
+        # ... and from outside, as the finding: the streams stalled together or queued up.
+        assert "blocked_loop" in [f.name for f in findings_of(traces)], findings_of(traces)
 
 
 @pytest.mark.token_deadline(ttft=TTFT, chunk=CHUNK)
@@ -78,6 +81,7 @@ async def test_normal_target_serves_eight_streams_in_time(streamguard: StreamGua
     traces = await eight_streams(streamguard)
     assert all(t.completed for t in traces), [t.error for t in traces]
     assert all(len(t.chunks) == REQUEST["max_new_tokens"] for t in traces)
+    assert findings_of(traces) == [], findings_of(traces)
 
 
 class TestFrozenTarget:

@@ -37,9 +37,12 @@ def test_buffering_gzip_ingress_holds_the_stream_until_its_end(streamguard: Stre
     assert trace.ttft > 0.8 * trace.total
     with pytest.raises(AssertionError, match="middle token"):
         assert_flowed(trace)
+    # The finding names it, whatever the deadline: most chunks in one or two reads at the end.
+    assert [f.name for f in trace.findings] == ["buffered"], trace.findings
     held = r"ttft \d+\.\d{3} s > deadline 0\.500 s.*gzip=True"
-    with pytest.raises(DeadlineViolation, match=held):
+    with pytest.raises(DeadlineViolation, match=held) as caught:
         trace.assert_deadline(ttft=0.5, chunk=0.2)
+    assert "likely cause: buffered: " in str(caught.value)
 
 
 def assert_flowed(trace: StreamTrace) -> None:
@@ -54,6 +57,7 @@ def assert_flowed(trace: StreamTrace) -> None:
     assert trace.total is not None
     middle = (trace.chunks[TOKENS // 2].stamp_ns - trace.request_ns) / 1e9
     assert middle < 0.75 * trace.total, f"middle token at {middle:.3f} s of {trace.total:.3f} s"
+    assert trace.findings == [], trace.findings
 
 
 # What a buffering ingress breaks is TTFT: the whole stream is held to its end (a second or more

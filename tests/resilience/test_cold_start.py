@@ -10,6 +10,7 @@ from __future__ import annotations
 import pytest
 
 from pytest_streamguard import DeadlineViolation, StreamGuard
+from pytest_streamguard.findings import findings_of
 
 REQUEST = {"prompt": "the first request of the day", "max_new_tokens": 16}
 COLD_START_S = 1.0
@@ -23,6 +24,9 @@ def test_cold_start_breaks_the_ttft_deadline(streamguard: StreamGuard) -> None:
     with pytest.raises(DeadlineViolation, match=r"ttft \d+\.\d{3} s > deadline 0\.500 s") as caught:
         trace.assert_deadline(ttft=0.5, chunk=0.2)
     assert [v.bound for v in caught.value.violations] == ["ttft"]
+    # Two more requests, warm: the finding compares the first stream with them.
+    later = [streamguard.stream(json=REQUEST) for _ in range(2)]
+    assert [f.name for f in findings_of([trace, *later])] == ["cold_start"]
 
 
 # What a cold start breaks is TTFT only (its gaps are a warm model's), so the fix is held to the
@@ -33,3 +37,5 @@ def test_after_warm_up_the_same_request_meets_it(streamguard: StreamGuard) -> No
     trace = streamguard.stream(json=REQUEST)
     assert trace.completed, trace.error
     assert len(trace.chunks) == REQUEST["max_new_tokens"]
+    later = [streamguard.stream(json=REQUEST) for _ in range(2)]
+    assert findings_of([trace, *later]) == []

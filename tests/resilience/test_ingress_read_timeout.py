@@ -38,6 +38,9 @@ def test_ingress_read_timeout_cuts_the_stalled_stream(streamguard: StreamGuard) 
     assert trace.error_kind == "cut", trace.error
     # Tokens 0..5 went out before the stall; nginx closed the body during the silence.
     assert len(trace.chunks) == 6
+    # The finding names the silence: a round second, nginx's read timeout.
+    assert [f.name for f in trace.findings] == ["idle_cut"], trace.findings
+    assert trace.findings[0].data["round_s"] == READ_TIMEOUT_S, trace.findings
     with pytest.raises(
         DeadlineViolation, match=r"stream did not complete .* after 6 chunk.*ingress\(read_timeout"
     ):
@@ -70,6 +73,7 @@ class TestWithHeartbeats:
         assert trace.completed, trace.error
         assert len(trace.chunks) == 12
         assert trace.heartbeats >= 3
+        assert trace.findings == [], trace.findings
         assert trace.max_gap is not None
         # Heartbeats are not data: the gap is the stall, not their 0.15 s rhythm. (Not the full
         # 1.5 s: token 5 can reach the client late on a busy machine, shortening the gap after

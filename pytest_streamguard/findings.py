@@ -1,0 +1,382 @@
+"""Findings: named incidents the evidence of a stream (or of a test's streams) shows.
+
+A finding names a cause from the problem table (a buffering ingress, a blocked event loop, a
+cold start, an idle timeout, a body held open) and carries the evidence that matched: counts
+and times, never a guess without them. Every threshold is a module constant, documented in
+docs/findings.md; each is set so that the fixed variant of its incident shows no finding.
+
+:func:`trace_findings` reads one stream; :func:`group_findings` reads the streams of one test
+or load together (a blocked loop and a cold start show only across streams);
+:func:`findings_of` is both.
+"""
+
+from __future__ import annotations
+
+import itertools
+import statistics
+from collections import Counter
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol, runtime_checkable
+
+from pytest_streamguard.display import counted
+
+__all__ = [
+    "KNOWN",
+    "Finding",
+    "Observed",
+    "findings_of",
+    "group_findings",
+    "parse_fail_on",
+    "trace_findings",
+]
+
+#: Every finding's name and what it means (the order findings are listed in).
+KNOWN: dict[str, str] = {
+    "buffered": "most of the stream's chunks arrived in one or two reads at its end",
+    "blocked_loop": "concurrent streams stalled in the same windows, or their heads or first "
+    "tokens arrived in a staircase",
+    "cold_start": "the first stream's TTFT was far above the later streams'",
+    "idle_cut": "the stream was cut after a silence of a round length (a read timeout)",
+    "held_open": "the body stayed open after the protocol's end",
+}
+
+#: buffered: a stream of at least this many chunks ...
+BUFFERED_MIN_CHUNKS = 4
+#: ... whose largest one or two reads hold at least this share of its chunks ...
+BUFFERED_SHARE = 0.75
+#: ... and came at its end: the first of them at least this share of the way from the request
+#: to the stream's end (a fast server's first tokens coalesced into one read at the start of a
+#: stream that goes on, or is cut later, are not buffering).
+BUFFERED_AT_END = 0.8
+
+#: blocked_loop (shared stalls): a stall is a gap above this many seconds and above
+#: ``STALL_FACTOR`` times the stream's median gap ...
+STALL_MIN_S = 0.05
+STALL_FACTOR = 4.0
+#: ... and a shared stall is an instant inside the stalls of at least this many streams (and
+#: of at least half the streams read) ...
+SHARED_MIN_STREAMS = 3
+#: ... seen at least this many separate times.
+SHARED_MIN_TIMES = 2
+#: blocked_loop (staircase): at least this many streams sent together (each request sent
+#: before the first of them got its head) ...
+STAIR_MIN_STREAMS = 4
+#: ... whose heads (or first tokens) arrived in steps: at least ``STAIR_MIN_STEPS`` (and at
+#: least this share of the gaps between consecutive arrivals) at least ``STAIR_STEP_S`` apart
+#: (a blocked loop often lets a few streams through together at each step) ...
+STAIR_STEP_SHARE = 1 / 3
+STAIR_MIN_STEPS = 3
+STAIR_STEP_S = 0.02
+#: ... rising by at least this many seconds from the first to the last.
+STAIR_RISE_S = 0.2
+
+#: cold_start: at least this many streams with a first token; the first stream's TTFT at least
+#: ``COLD_FACTOR`` times the median of the later ones and at least ``COLD_MIN_S`` above it.
+COLD_MIN_STREAMS = 3
+COLD_FACTOR = 3.0
+COLD_MIN_S = 0.2
+
+#: idle_cut: a stream that did not complete, cut, reset or timed out after a silence of at
+#: least this many seconds ...
+IDLE_MIN_S = 0.9
+#: ... within this share (or ``IDLE_TOLERANCE_S``) of a whole number of seconds.
+IDLE_TOLERANCE = 0.05
+IDLE_TOLERANCE_S = 0.1
+_CUT_KINDS = frozenset({"cut", "reset", "timeout", "network", "truncated"})
+
+#: held_open: the body stayed open at least this many seconds after the protocol's end.
+HELD_OPEN_MIN_S = 0.1
+
+
+class _Stamped(Protocol):
+    @property
+    def stamp_ns(self) -> int:
+        """When the read that completed this chunk returned."""
+
+
+@runtime_checkable
+class Observed(Protocol):
+    """What a finding reads of a stream: :class:`~pytest_streamguard.trace.Observed` is one
+    (findings depend on this shape only, so the trace can depend on them without a cycle)."""
+
+    name: str
+    request_ns: int
+    response_ns: int | None
+    end_ns: int | None
+    completed: bool
+    error_kind: str | None
+    reads: list[tuple[int, int]]
+    heartbeat_ns: list[int]
+
+    @property
+    def chunks(self) -> Sequence[_Stamped]:
+        """The stream's tokens in order."""
+
+    @property
+    def ttft(self) -> float | None:
+        """Seconds from the request to the first token."""
+
+
+@dataclass(frozen=True)
+class Finding:
+    """One named incident and its evidence.
+
+    ``evidence`` says in words what matched; ``data`` holds the same counts and times
+    (seconds) as numbers; ``streams`` names the streams it was seen on.
+    """
+
+    name: str
+    evidence: str
+    streams: tuple[str, ...] = ()
+    data: dict[str, Any] = field(default_factory=dict)
+
+    def describe(self) -> str:
+        """``name: evidence``, as the verdict and the summary show it."""
+        return f"{self.name}: {self.evidence}"
+
+    def to_dict(self) -> dict[str, Any]:
+        """Builtin-typed form."""
+        return {
+            "name": self.name,
+            "evidence": self.evidence,
+            "streams": list(self.streams),
+            "data": dict(self.data),
+        }
+
+    @classmethod
+    def from_dict(cls, raw: dict[str, Any]) -> Finding:
+        """Inverse of :meth:`to_dict`."""
+        return cls(
+            name=str(raw["name"]),
+            evidence=str(raw["evidence"]),
+            streams=tuple(str(s) for s in raw.get("streams", [])),
+            data=dict(raw.get("data", {})),
+        )
+
+
+def _s(ns: int) -> float:
+    return ns / 1e9
+
+
+def _buffered(trace: Observed) -> Finding | None:
+    chunks = trace.chunks
+    if len(chunks) < BUFFERED_MIN_CHUNKS:
+        return None
+    # Chunks framed from one network read carry that read's stamp.
+    per_read = Counter(c.stamp_ns for c in chunks)
+    top = per_read.most_common(2)
+    reads = [stamp for stamp, _ in top]
+    held = sum(n for _, n in top)
+    if len(top) == 2 and top[1][1] == 1:
+        reads, held = reads[:1], top[0][1]
+    if held < BUFFERED_SHARE * len(chunks) or max(reads) != chunks[-1].stamp_ns:
+        return None
+    end = trace.end_ns if trace.end_ns is not None else chunks[-1].stamp_ns
+    if min(reads) - trace.request_ns < BUFFERED_AT_END * (end - trace.request_ns):
+        return None
+    last = max(reads)
+    at = _s(last - trace.request_ns)
+    distinct = len({stamp for stamp, _ in trace.reads})
+    instants = "" if distinct == len(trace.reads) else f", at {counted(distinct, 'instant')}"
+    word = "read" if len(reads) == 1 else "reads"
+    return Finding(
+        "buffered",
+        f"{held} of {len(chunks)} chunks in {len(reads)} {word}, the last at {at:.3f} s "
+        f"({counted(len(trace.reads), 'read')} in all{instants})",
+        (trace.name,),
+        {
+            "chunks": len(chunks),
+            "held": held,
+            "reads": len(reads),
+            "all_reads": len(trace.reads),
+            "at_s": at,
+        },
+    )
+
+
+def _idle_cut(trace: Observed) -> Finding | None:
+    if trace.completed or trace.error_kind not in _CUT_KINDS or trace.end_ns is None:
+        return None
+    last = trace.response_ns if trace.response_ns is not None else trace.request_ns
+    for stamp in [*(c.stamp_ns for c in trace.chunks[-1:]), *trace.heartbeat_ns[-1:]]:
+        last = max(last, stamp)
+    silence = _s(trace.end_ns - last)
+    whole = round(silence)
+    if silence < IDLE_MIN_S or abs(silence - whole) > max(IDLE_TOLERANCE * whole, IDLE_TOLERANCE_S):
+        return None
+    return Finding(
+        "idle_cut",
+        f"{trace.error_kind} after {silence:.3f} s of silence (a {whole} s read timeout?)",
+        (trace.name,),
+        {"silence_s": silence, "round_s": whole, "error_kind": trace.error_kind},
+    )
+
+
+def _held_open(trace: Observed) -> Finding | None:
+    held = getattr(trace, "held_open_s", None)
+    if not isinstance(held, int | float) or held < HELD_OPEN_MIN_S:
+        return None
+    return Finding(
+        "held_open",
+        f"body held open {held:.3f} s after the protocol's end",
+        (trace.name,),
+        {"held_open_s": float(held)},
+    )
+
+
+def trace_findings(trace: Observed) -> list[Finding]:
+    """The findings one stream shows by itself: ``buffered``, ``idle_cut``, ``held_open``."""
+    found = (_buffered(trace), _idle_cut(trace), _held_open(trace))
+    return [f for f in found if f is not None]
+
+
+def _stalls(trace: Observed) -> list[tuple[int, int]]:
+    stamps = [c.stamp_ns for c in trace.chunks]
+    gaps = [b - a for a, b in itertools.pairwise(stamps)]
+    if len(gaps) < 2:
+        return []
+    floor = max(STALL_MIN_S * 1e9, STALL_FACTOR * statistics.median(gaps))
+    return [(a, b) for a, b in itertools.pairwise(stamps) if b - a > floor]
+
+
+def _shared_stalls(traces: Sequence[Observed]) -> Finding | None:
+    stalls = {t.name: _stalls(t) for t in traces}
+    need = max(SHARED_MIN_STREAMS, (len(traces) + 1) // 2)
+    if len(traces) < need:
+        return None
+    # Sweep the stall windows: the instants inside at least ``need`` streams' stalls.
+    edges = sorted(
+        (stamp, delta)
+        for windows in stalls.values()
+        for a, b in windows
+        for stamp, delta in ((a, 1), (b, -1))
+    )
+    times: list[tuple[int, int, int]] = []  # start, end, most streams stalled together
+    depth, start, peak = 0, 0, 0
+    for stamp, delta in edges:
+        before = depth
+        depth += delta
+        if before < need <= depth:
+            start, peak = stamp, depth
+        elif depth >= need:
+            peak = max(peak, depth)
+        elif before >= need > depth:
+            times.append((start, stamp, peak))
+    if len(times) < SHARED_MIN_TIMES:
+        return None
+    t0 = min(t.request_ns for t in traces)
+    longest = max(times, key=lambda w: w[1] - w[0])
+    most = max(w[2] for w in times)
+    stalled = sorted(name for name, windows in stalls.items() if windows)
+    return Finding(
+        "blocked_loop",
+        f"up to {most} of {len(traces)} streams stalled together {len(times)} times; longest "
+        f"{_s(longest[1] - longest[0]):.3f} s at {_s(longest[0] - t0):.3f} s",
+        tuple(stalled),
+        {
+            "streams": len(traces),
+            "most_stalled": most,
+            "times": len(times),
+            "longest_s": _s(longest[1] - longest[0]),
+            "at_s": _s(longest[0] - t0),
+        },
+    )
+
+
+def _staircase(traces: Sequence[Observed], what: str) -> Finding | None:
+    if what == "heads":
+        arrivals = [(t.response_ns, t) for t in traces if t.response_ns is not None]
+    else:
+        arrivals = [(t.chunks[0].stamp_ns, t) for t in traces if t.chunks]
+    if len(arrivals) < STAIR_MIN_STREAMS:
+        return None
+    first = min(stamp for stamp, _ in arrivals)
+    together = sorted(
+        ((stamp, t) for stamp, t in arrivals if t.request_ns <= first), key=lambda a: a[0]
+    )
+    if len(together) < STAIR_MIN_STREAMS:
+        return None
+    stamps = [stamp for stamp, _ in together]
+    steps = [b - a for a, b in itertools.pairwise(stamps)]
+    rise = _s(stamps[-1] - stamps[0])
+    big = sum(1 for s in steps if s >= STAIR_STEP_S * 1e9)
+    if rise < STAIR_RISE_S or big < max(STAIR_MIN_STEPS, STAIR_STEP_SHARE * len(steps)):
+        return None
+    t0 = min(t.request_ns for _, t in together)
+    noun = "response heads" if what == "heads" else "first tokens"
+    return Finding(
+        "blocked_loop",
+        f"{noun} of {len(together)} streams sent together arrived in a staircase of "
+        f"{big + 1} steps: {_s(stamps[0] - t0):.3f} s to {_s(stamps[-1] - t0):.3f} s",
+        tuple(t.name for _, t in together),
+        {
+            "streams": len(together),
+            "first_s": _s(stamps[0] - t0),
+            "last_s": _s(stamps[-1] - t0),
+            "steps": big + 1,
+            "staircase": what,
+        },
+    )
+
+
+def _cold_start(traces: Sequence[Observed]) -> Finding | None:
+    started = sorted((t for t in traces if t.ttft is not None), key=lambda t: t.request_ns)
+    if len(started) < COLD_MIN_STREAMS:
+        return None
+    first = started[0].ttft
+    later = statistics.median(t.ttft for t in started[1:] if t.ttft is not None)
+    assert first is not None
+    if first < COLD_FACTOR * later or first - later < COLD_MIN_S:
+        return None
+    return Finding(
+        "cold_start",
+        f"first stream's TTFT {first:.3f} s, the {len(started) - 1} later streams' median "
+        f"{later:.3f} s",
+        (started[0].name,),
+        {"first_ttft_s": first, "later_median_s": later, "later": len(started) - 1},
+    )
+
+
+def group_findings(traces: Sequence[Observed]) -> list[Finding]:
+    """The findings only several streams of one test or load show: ``blocked_loop`` (shared
+    stalls, else a staircase of heads, else of first tokens) and ``cold_start``."""
+    found: list[Finding] = []
+    blocked = _shared_stalls(traces) or _staircase(traces, "heads") or _staircase(traces, "tokens")
+    if blocked is not None:
+        found.append(blocked)
+    cold = _cold_start(traces)
+    if cold is not None:
+        found.append(cold)
+    return found
+
+
+def findings_of(traces: Sequence[Observed]) -> list[Finding]:
+    """Every finding of a test's or a load's streams, in :data:`KNOWN`'s order; a per-stream
+    finding seen on several streams is listed once per stream."""
+    found = [f for t in traces for f in trace_findings(t)] + group_findings(traces)
+    order = list(KNOWN)
+    return sorted(found, key=lambda f: order.index(f.name))
+
+
+def names_of(found: Iterable[Finding]) -> list[str]:
+    """The distinct names, in :data:`KNOWN`'s order."""
+    seen = {f.name for f in found}
+    return [name for name in KNOWN if name in seen]
+
+
+def parse_fail_on(value: str | Iterable[str] | None, *, where: str) -> tuple[str, ...]:
+    """The finding names of a ``fail_on`` setting (comma-separated text or a list).
+
+    Raises ValueError naming the unknown ones and listing the known ones.
+    """
+    if value is None:
+        return ()
+    parts = value.split(",") if isinstance(value, str) else list(value)
+    names = [str(p).strip() for p in parts if str(p).strip()]
+    unknown = [n for n in names if n not in KNOWN]
+    if unknown:
+        raise ValueError(
+            f"{where}: unknown finding(s) {', '.join(unknown)}; known findings: {', '.join(KNOWN)}"
+        )
+    return tuple(dict.fromkeys(names))

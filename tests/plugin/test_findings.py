@@ -1,0 +1,274 @@
+"""Findings as a user sees them: small apps with a known fault, read through the plugin.
+
+The apps are the two incidents new users met (issue 30): a gateway that collects the whole
+answer and then sends it (``/buffered``), and a handler that calls ``time.sleep`` inside
+``async def`` every few tokens, blocking the event loop for every stream (``/blocking``); each
+has its fixed twin (``/generate``: ``await asyncio.sleep``, one write per token).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from collections.abc import AsyncIterator, Callable, Iterator
+from pathlib import Path
+
+import pytest
+from plugin_helpers import INI
+from served import loopback_socket, serve_in_thread
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import PlainTextResponse, Response, StreamingResponse
+from starlette.routing import Route
+
+SubRun = Callable[..., pytest.RunResult]
+
+
+def _event(index: int) -> bytes:
+    return f"data: {json.dumps({'index': index, 'text': f'tok{index} '})}\n\n".encode()
+
+
+DONE = b'event: done\ndata: {"tokens": 0}\n\n'
+
+
+async def _params(request: Request) -> tuple[int, float, int, float]:
+    body = await request.json()
+    return (
+        int(body.get("max_new_tokens", 8)),
+        float(body.get("interval_s", 0.02)),
+        int(body.get("block_every", 4)),
+        float(body.get("block_s", 0.15)),
+    )
+
+
+async def generate(request: Request) -> Response:
+    """The fixed app: one write per token, the loop free between them."""
+    tokens, interval, _, _ = await _params(request)
+
+    async def events() -> AsyncIterator[bytes]:
+        for index in range(tokens):
+            await asyncio.sleep(interval)
+            yield _event(index)
+        yield DONE
+
+    return StreamingResponse(events(), media_type="text/event-stream")
+
+
+async def buffered(request: Request) -> Response:
+    """The buffering gateway: it collects the whole answer, then sends it in one write."""
+    tokens, interval, _, _ = await _params(request)
+
+    async def events() -> AsyncIterator[bytes]:
+        collected = []
+        for index in range(tokens):
+            await asyncio.sleep(interval)
+            collected.append(_event(index))
+        yield b"".join(collected) + DONE
+
+    return StreamingResponse(events(), media_type="text/event-stream")
+
+
+async def blocking(request: Request) -> Response:
+    """The blocked loop: ``time.sleep`` inside ``async def`` every ``block_every`` tokens."""
+    tokens, interval, every, block = await _params(request)
+
+    async def events() -> AsyncIterator[bytes]:
+        for index in range(tokens):
+            await asyncio.sleep(interval)
+            if index % every == every - 1:
+                time.sleep(block)  # noqa: ASYNC251 -- the bug: nothing else on this loop runs
+            yield _event(index)
+        yield DONE
+
+    return StreamingResponse(events(), media_type="text/event-stream")
+
+
+async def ready(request: Request) -> Response:
+    return PlainTextResponse("ok")
+
+
+APP = Starlette(
+    routes=[
+        Route("/generate", generate, methods=["POST"]),
+        Route("/buffered", buffered, methods=["POST"]),
+        Route("/blocking", blocking, methods=["POST"]),
+        Route("/readyz", ready),
+    ]
+)
+
+
+@pytest.fixture(scope="module")
+def incidents_url() -> Iterator[str]:
+    """The three apps, served in a thread by real uvicorn on a port-0 socket."""
+    with loopback_socket() as sock, serve_in_thread(APP, [sock]):
+        yield f"http://127.0.0.1:{sock.getsockname()[1]}"
+
+
+@pytest.fixture
+def run_sub(pytester: pytest.Pytester, incidents_url: str, toxiproxy_url: str) -> SubRun:
+    """Run pytest in a subprocess with the plugin on, against the incident apps."""
+
+    def run_pytest(*args: str) -> pytest.RunResult:
+        return pytester.runpytest_subprocess(
+            "--streamguard",
+            "--streamguard-toxiproxy",
+            toxiproxy_url,
+            "--streamguard-target-url",
+            incidents_url,
+            "-p",
+            "no:cacheprovider",
+            *args,
+        )
+
+    return run_pytest
+
+
+def _findings(report: dict[str, object], test: str) -> list[dict[str, object]]:
+    tests = report["tests"]
+    assert isinstance(tests, list)
+    record = next(t for t in tests if t["nodeid"].endswith(test))
+    found = record["findings"]
+    assert isinstance(found, list)
+    return found
+
+
+BUFFERED_TESTS = """
+import pytest
+
+# 8 tokens, 20 ms apart: the whole answer takes 0.16 s, far inside every deadline.
+@pytest.mark.token_deadline(ttft=2.0, chunk=1.0)
+def test_buffered(streamguard):
+    trace = streamguard.stream("/buffered", json={"max_new_tokens": 8, "interval_s": 0.02})
+    assert trace.completed
+    assert [f.name for f in trace.findings] == ["buffered"]
+
+@pytest.mark.token_deadline(ttft=2.0, chunk=1.0)
+def test_flowing(streamguard):
+    trace = streamguard.stream("/generate", json={"max_new_tokens": 8, "interval_s": 0.02})
+    assert trace.completed
+    assert trace.findings == []
+"""
+
+
+def test_a_buffered_stream_within_its_deadlines_shows_buffered(
+    pytester: pytest.Pytester, run_sub: SubRun
+) -> None:
+    pytester.makepyfile(BUFFERED_TESTS)
+    result = run_sub("--streamguard-json", "sg.json")
+    result.assert_outcomes(passed=2)
+    report = json.loads(Path(pytester.path, "sg.json").read_text())
+    (finding,) = _findings(report, "test_buffered")
+    assert finding["name"] == "buffered"
+    assert str(finding["evidence"]).startswith("8 of 8 chunks in 1 read"), finding
+    assert _findings(report, "test_flowing") == []
+    trace = next(t for t in report["tests"] if t["nodeid"].endswith("test_buffered"))["traces"][0]
+    assert [f["name"] for f in trace["findings"]] == ["buffered"]
+    # The summary names it per test.
+    result.stdout.fnmatch_lines(
+        ["findings (see docs/findings.md):", "*test_buffered: buffered: 8 of 8 chunks in 1 read*"]
+    )
+
+
+def test_fail_on_buffered_fails_the_buffered_test_and_names_it(
+    pytester: pytest.Pytester, run_sub: SubRun
+) -> None:
+    pytester.makepyfile(BUFFERED_TESTS)
+    result = run_sub("--streamguard-fail-on", "buffered", "--streamguard-html", "sg.html")
+    result.assert_outcomes(passed=1, failed=1)
+    result.stdout.fnmatch_lines(
+        [
+            "*streamguard finding(s) this test fails on (fail_on): buffered",
+            "*buffered: 8 of 8 chunks in 1 read*",
+        ]
+    )
+    assert "test_flowing FAILED" not in result.stdout.str()
+    html = Path(pytester.path, "sg.html").read_text()
+    assert "<h3>Findings</h3>" in html
+    assert "<b>buffered</b>: 8 of 8 chunks in 1 read" in html
+
+
+def test_the_marker_fail_on_gates_and_a_late_buffered_stream_says_likely_cause(
+    pytester: pytest.Pytester, run_sub: SubRun
+) -> None:
+    pytester.makepyfile(
+        """
+        import pytest
+
+        @pytest.mark.token_deadline(ttft=2.0, chunk=1.0, fail_on=["buffered"])
+        def test_gated(streamguard):
+            streamguard.stream("/buffered", json={"max_new_tokens": 8, "interval_s": 0.02})
+
+        # 24 tokens, 40 ms apart: the answer (about 1 s) comes after the TTFT bound.
+        @pytest.mark.token_deadline(ttft=0.5, chunk=1.0)
+        def test_late(streamguard):
+            streamguard.stream("/buffered", json={"max_new_tokens": 24, "interval_s": 0.04})
+
+        @pytest.mark.token_deadline(ttft=2.0, fail_on="bufferd")
+        def test_typo(streamguard):
+            pass
+        """
+    )
+    result = run_sub()
+    result.assert_outcomes(failed=2, errors=1)
+    out = result.stdout.str()
+    assert "streamguard finding(s) this test fails on (fail_on): buffered" in out
+    # The verdict names the cause right under its header.
+    result.stdout.fnmatch_lines(
+        [
+            "*token deadline violated (1 in 1 stream):",
+            "*likely cause: buffered: 24 of 24 chunks in 1 read*",
+        ]
+    )
+    assert "token_deadline(fail_on='bufferd'): unknown finding(s) bufferd; known findings: " in out
+    assert "buffered, blocked_loop, cold_start, idle_cut, held_open" in out
+
+
+def test_an_unknown_fail_on_option_is_a_usage_error(
+    pytester: pytest.Pytester, run_sub: SubRun
+) -> None:
+    pytester.makepyfile("def test_nothing():\n    pass\n")
+    result = run_sub("--streamguard-fail-on", "buffered,slow")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(
+        [
+            "*'buffered,slow' from --streamguard-fail-on: unknown finding(s) slow; known "
+            "findings: buffered, blocked_loop, cold_start, idle_cut, held_open*"
+        ]
+    )
+
+
+LOAD_TESTS = """
+import pytest
+
+REQUEST = {"max_new_tokens": 16, "interval_s": 0.02, "block_every": 4, "block_s": 0.15}
+
+def test_blocking(streamguard):
+    result = streamguard.load(10, "/blocking", json=REQUEST)
+    assert result.completed == 10
+    assert "blocked_loop" in [f.name for f in result.findings], result.findings
+
+def test_fixed(streamguard):
+    result = streamguard.load(10, "/generate", json=REQUEST)
+    assert result.completed == 10
+    assert result.findings == [], result.findings
+"""
+
+
+def test_a_load_against_a_blocking_loop_shows_blocked_loop_and_the_fixed_one_none(
+    pytester: pytest.Pytester, run_sub: SubRun
+) -> None:
+    pytester.makepyfile(LOAD_TESTS)
+    result = run_sub("--streamguard-json", "sg.json")
+    result.assert_outcomes(passed=2)
+    report = json.loads(Path(pytester.path, "sg.json").read_text())
+    assert [f["name"] for f in _findings(report, "test_blocking")] == ["blocked_loop"]
+    assert _findings(report, "test_fixed") == []
+
+
+def test_the_ini_key_gates_like_the_option(pytester: pytest.Pytester, run_sub: SubRun) -> None:
+    pytester.makeini(INI + "streamguard_fail_on = buffered\n")
+    pytester.makepyfile(BUFFERED_TESTS)
+    result = run_sub()
+    result.assert_outcomes(passed=1, failed=1)
+    result.stdout.fnmatch_lines(["FAILED *test_buffered*"])

@@ -1,0 +1,149 @@
+"""Each finding on streams built by hand: it fires on its pattern, with its evidence, and not on
+the pattern's fixed twin (the thresholds are in :mod:`pytest_streamguard.findings`)."""
+
+from __future__ import annotations
+
+import pytest
+
+from pytest_streamguard.findings import Finding, findings_of, parse_fail_on
+from pytest_streamguard.trace import Chunk, StreamTrace
+
+MS = 1_000_000
+
+
+def make(
+    name: str,
+    request_ms: int,
+    chunk_ms: list[int],
+    *,
+    reads_ms: list[int] | None = None,
+    completed: bool = True,
+    end_ms: int | None = None,
+    kind: str | None = None,
+    head_ms: int = 5,
+) -> StreamTrace:
+    """A stream sent at ``request_ms`` whose chunks arrived ``chunk_ms`` after it."""
+    trace = StreamTrace(
+        name=name,
+        method="POST",
+        url="/generate",
+        format="sse",
+        request_ns=request_ms * MS,
+        response_ns=(request_ms + head_ms) * MS,
+        completed=completed,
+        error_kind=kind,
+    )
+    for index, ms in enumerate(chunk_ms):
+        stamp = (request_ms + ms) * MS
+        trace.chunks.append(Chunk(index, stamp, stamp, 30, f"t{index}"))
+    for ms in sorted(set(reads_ms if reads_ms is not None else chunk_ms)):
+        trace.reads.append(((request_ms + ms) * MS, 30))
+    last = end_ms if end_ms is not None else (chunk_ms[-1] + 1 if chunk_ms else head_ms)
+    trace.end_ns = (request_ms + last) * MS
+    return trace
+
+
+def names(found: list[Finding]) -> list[str]:
+    return [f.name for f in found]
+
+
+def test_buffered_fires_on_chunks_in_one_read_at_the_end() -> None:
+    trace = make("stream 1", 0, [160] * 8)
+    (finding,) = trace.findings
+    assert finding.describe() == (
+        "buffered: 8 of 8 chunks in 1 read, the last at 0.160 s (1 read in all)"
+    )
+    assert finding.data["held"] == 8
+    assert finding.streams == ("stream 1",)
+
+
+def test_buffered_stays_quiet_on_a_flowing_stream_and_a_short_one() -> None:
+    assert make("flowing", 0, [20 * i for i in range(1, 9)]).findings == []
+    assert make("short", 0, [50, 50, 50]).findings == []
+    # Most chunks together, but early, and the rest flowing after: not buffered at the end.
+    assert make("burst first", 0, [10] * 6 + [30, 50, 70, 90]).findings == []
+    # A fast server's first tokens coalesced into one read, then a long wait to the end (a
+    # stall carried by heartbeats, or a cut): the burst was not at the stream's end.
+    assert make("early burst", 0, [10] * 6 + [1500] * 6, end_ms=1510).findings == []
+
+
+def test_idle_cut_names_a_round_silence_and_not_another() -> None:
+    cut = make("stream 1", 0, [10, 20, 30], completed=False, end_ms=5030, kind="cut")
+    assert [f.describe() for f in cut.findings] == [
+        "idle_cut: cut after 5.000 s of silence (a 5 s read timeout?)"
+    ]
+    odd = make("stream 1", 0, [10, 20, 30], completed=False, end_ms=1730, kind="cut")
+    assert odd.findings == []
+    fine = make("stream 1", 0, [10, 20, 30], end_ms=5030)
+    assert fine.findings == []
+
+
+def test_held_open_reads_the_field_when_a_trace_has_it() -> None:
+    trace = make("stream 1", 0, [10, 20, 30])
+    assert trace.findings == []
+    trace.held_open_s = 2.0  # type: ignore[attr-defined]
+    assert [f.describe() for f in trace.findings] == [
+        "held_open: body held open 2.000 s after the protocol's end"
+    ]
+    trace.held_open_s = 0.01  # type: ignore[attr-defined]
+    assert trace.findings == []
+
+
+def test_cold_start_compares_the_first_stream_with_the_later_ones() -> None:
+    warm = [make(f"stream {k}", 1400 + 100 * k, [60 + 20 * i for i in range(8)]) for k in (2, 3, 4)]
+    cold = make("stream 1", 0, [1200 + 20 * i for i in range(8)])
+    (finding,) = findings_of([cold, *warm])
+    assert finding.describe() == (
+        "cold_start: first stream's TTFT 1.200 s, the 3 later streams' median 0.060 s"
+    )
+    same = make("stream 1", 0, [70 + 20 * i for i in range(8)])
+    assert findings_of([same, *warm]) == []
+
+
+def test_blocked_loop_finds_streams_stalled_in_the_same_windows() -> None:
+    # Ten streams, 20 ms a token, and the loop blocked 150 ms after every fourth token: every
+    # stream's gap spans the same two windows.
+    def stalled(k: int) -> list[int]:
+        stamps, t = [], 2 * k
+        for i in range(12):
+            t += 20 + (150 if i in (4, 8) else 0)
+            stamps.append(t)
+        return stamps
+
+    traces = [make(f"stream {k}", 0, stalled(k)) for k in range(10)]
+    (finding,) = findings_of(traces)
+    assert finding.name == "blocked_loop"
+    assert finding.evidence.startswith("up to 10 of 10 streams stalled together 2 times"), finding
+    free = [make(f"stream {k}", 0, [2 * k + 20 * i for i in range(1, 13)]) for k in range(10)]
+    assert findings_of(free) == []
+
+
+def test_blocked_loop_finds_a_staircase_of_heads() -> None:
+    traces = [
+        make(f"stream {k}", k, [200 * k + 20 * i for i in range(1, 5)], head_ms=200 * k + 5)
+        for k in range(6)
+    ]
+    found = findings_of(traces)
+    assert names(found) == ["blocked_loop"]
+    assert "response heads of 6 streams sent together arrived in a staircase" in found[0].evidence
+    together = [make(f"stream {k}", k, [20 * i for i in range(1, 5)]) for k in range(6)]
+    assert findings_of(together) == []
+
+
+def test_a_finding_round_trips_through_the_json_form() -> None:
+    trace = make("stream 1", 0, [160] * 8)
+    raw = trace.to_dict()
+    assert [f["name"] for f in raw["findings"]] == ["buffered"]
+    assert Finding.from_dict(raw["findings"][0]) == trace.findings[0]
+    assert StreamTrace.from_dict(raw).findings == trace.findings
+
+
+def test_parse_fail_on_lists_the_known_names_on_a_typo() -> None:
+    assert parse_fail_on("buffered, idle_cut", where="x") == ("buffered", "idle_cut")
+    assert parse_fail_on(["held_open"], where="x") == ("held_open",)
+    with pytest.raises(
+        ValueError,
+        match="unknown finding\\(s\\) bufferd; known findings: "
+        "buffered, blocked_loop, cold_start, idle_cut, held_open",
+    ):
+        parse_fail_on("bufferd", where="x")
