@@ -8,6 +8,19 @@ from pathlib import Path
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 STREAM_APP = EXAMPLES / "stream_app.py"
+#: A Node.js gateway (node:http, an OpenAI-style SSE route, its own listening line).
+NODE_GATEWAY = Path(__file__).resolve().parent / "node_gateway.js"
+#: A user's test of that gateway's stream.
+NODE_STREAM_TEST = """
+import pytest
+
+
+@pytest.mark.token_deadline(ttft=5.0, chunk=5.0)
+def test_gateway_streams(streamguard):
+    trace = streamguard.stream("/v1/chat/completions", json={"stream": True}, format="openai")
+    assert trace.completed, trace.error
+    assert trace.text == "hello from node"
+"""
 INI = "[pytest]\nasyncio_default_fixture_loop_scope = function\n"
 
 

@@ -15,6 +15,7 @@ from typing import Any
 
 import pytest
 import yaml
+from plugin_helpers import NODE_GATEWAY, NODE_STREAM_TEST
 
 ROOT = Path(__file__).resolve().parents[2]
 WORKFLOW = ROOT / ".github" / "workflows" / "ci.yml"
@@ -185,37 +186,6 @@ def test_the_official_toxiproxy_is_a_service_container_reached_through_published
     assert "--streamguard-target-args" not in embedded
 
 
-NODE_SERVER = """
-const http = require("http");
-const host = process.argv.includes("--host") ? process.argv[process.argv.indexOf("--host") + 1]
-  : "127.0.0.1";
-const server = http.createServer((req, res) => {
-  if (req.url === "/readyz") { res.end("ok"); return; }
-  res.writeHead(200, {"content-type": "text/event-stream"});
-  for (const word of ["hello", " from", " node"]) {
-    const chunk = {choices: [{index: 0, delta: {content: word}, finish_reason: null}]};
-    res.write("data: " + JSON.stringify(chunk) + "\\n\\n");
-  }
-  res.write('data: {"choices":[{"index":0,"delta":{},"finish_reason":"stop"}]}\\n\\n');
-  res.end("data: [DONE]\\n\\n");
-});
-server.listen(Number(process.env.PORT), host, () => {
-  console.log("gateway listening on http://" + host + ":" + server.address().port);
-});
-"""
-
-NODE_STREAM_TEST = """
-import pytest
-
-
-@pytest.mark.token_deadline(ttft=5.0, chunk=5.0)
-def test_gateway_streams(streamguard):
-    trace = streamguard.stream("/v1/chat/completions", json={"stream": True}, format="openai")
-    assert trace.completed, trace.error
-    assert trace.text == "hello from node"
-"""
-
-
 def _node_variant() -> dict[Any, Any]:
     text = CI_PAGE.read_text(encoding="utf-8")
     section = text.index("### A Node.js (or any other) app")
@@ -258,7 +228,7 @@ def test_the_node_variants_steps_run_against_a_node_app(tmp_path: Path) -> None:
     repo = tmp_path / "gateway-repo"
     tests = repo / "tests" / "streams"
     tests.mkdir(parents=True)
-    (repo / "server.js").write_text(NODE_SERVER)
+    shutil.copy(NODE_GATEWAY, repo / "server.js")
     (tests / "test_gateway.py").write_text(NODE_STREAM_TEST)
     package = '{"name": "gateway", "version": "1.0.0", "private": true}\n'
     (repo / "package.json").write_text(package)

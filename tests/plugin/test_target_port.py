@@ -15,7 +15,7 @@ import time
 from pathlib import Path
 
 import pytest
-from plugin_helpers import wait_until
+from plugin_helpers import NODE_GATEWAY, NODE_STREAM_TEST, wait_until
 
 from pytest_streamguard.processes import ManagedProcess, listening_ports, listening_url
 from pytest_streamguard.target import PORT_DISCOVERY_S
@@ -49,23 +49,6 @@ NOT_LISTENING = [
     "connected to redis at 127.0.0.1:6379",
 ]
 
-NODE_GATEWAY = """
-const http = require("http");
-const server = http.createServer((req, res) => {
-  if (req.url === "/readyz") { res.end("ok"); return; }
-  res.writeHead(200, {"content-type": "text/event-stream"});
-  for (const word of ["hello", " from", " node"]) {
-    const chunk = {choices: [{index: 0, delta: {content: word}, finish_reason: null}]};
-    res.write("data: " + JSON.stringify(chunk) + "\\n\\n");
-  }
-  res.write('data: {"choices":[{"index":0,"delta":{},"finish_reason":"stop"}]}\\n\\n');
-  res.end("data: [DONE]\\n\\n");
-});
-// Port 0 and its own log line: nothing tells the plugin the port but that line.
-server.listen(0, "127.0.0.1", () => {
-  console.log("gateway listening on http://127.0.0.1:" + server.address().port);
-});
-"""
 
 # Reads PORT, as most frameworks do, and prints nothing at all.
 SILENT_PORT_APP = """
@@ -89,16 +72,6 @@ import pytest
 
 def test_target_found(streamguard):
     assert streamguard.target.url.startswith("http://127.0.0.1:")
-"""
-
-STREAM_TEST = """
-import pytest
-
-@pytest.mark.token_deadline(ttft=5.0, chunk=5.0)
-def test_gateway_streams(streamguard):
-    trace = streamguard.stream("/v1/chat/completions", json={"stream": True}, format="openai")
-    assert trace.completed, trace.error
-    assert trace.text == "hello from node"
 """
 
 
@@ -149,15 +122,15 @@ def test_node_gateway_found_by_its_listening_line(
     pytester: pytest.Pytester, toxiproxy_url: str
 ) -> None:
     node = node_or_fail()
-    pytester.path.joinpath("server.js").write_text(NODE_GATEWAY)
-    pytester.makepyfile(STREAM_TEST)
+    shutil.copy(NODE_GATEWAY, pytester.path / "server.js")
+    pytester.makepyfile(NODE_STREAM_TEST)
     started = time.monotonic()
     result = pytester.runpytest_subprocess(
         "--streamguard",
         "--streamguard-toxiproxy",
         toxiproxy_url,
         "--streamguard-target-cmd",
-        f"{node} server.js",
+        f"{node} server.js --port-zero",
         "-p",
         "no:cacheprovider",
     )
