@@ -73,8 +73,6 @@ class FindingsFailed(AssertionError):
         super().__init__("\n".join(lines))
 
 
-
-
 #: Every guard a test made (the ``streamguard`` fixture's, a second ``make_streamguard``'s, one
 #: made in a helper), in the order made: all their streams and faults are the test's.
 GUARD_KEY = pytest.StashKey[list[StreamGuard]]()
