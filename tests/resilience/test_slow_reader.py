@@ -20,7 +20,7 @@ import pytest
 from conftest import FAULT_KNOBS
 from resilience_helpers import assert_faults_fired, counter, wait_for
 
-from pytest_streamguard import DeadlineViolation, StreamGuard, StreamTrace, Target
+from pytest_streamguard import DeadlineViolation, StreamGuard, Target
 from pytest_streamguard.client import ReadLimits, StreamRecorder, StreamRequest, aread_stream
 
 # A long answer of 1 KB events (2 MB in all): several times what the buffers between the target
@@ -49,32 +49,24 @@ def rss_bytes(pid: int) -> int:
     raise AssertionError(f"no VmRSS for pid {pid}")
 
 
-async def read_direct(target: Target, body: dict[str, object], name: str) -> StreamTrace:
-    """Read one stream straight from the target, not through the throttled proxy."""
-    request = StreamRequest("POST", target.url + "/generate", body, limits=ReadLimits(5.0, 5.0))
-    return await aread_stream(StreamRecorder(request, name))
-
-
 @pytest.mark.asyncio
 async def test_slow_reader_is_ended_with_an_error_while_others_keep_deadlines(
     streamguard: StreamGuard,
 ) -> None:
     target = streamguard.target
     assert target.pid is not None
-    # The same shapes once before the baseline: on CUDA the first batch of two streams loads
-    # kernels lazily (the target grew 253 MiB on an H200 without it), which is the GPU runtime's
-    # one-off cost, not the slow reader's stream being buffered.
-    await asyncio.gather(
-        read_direct(target, {**SLOW, "max_new_tokens": 64}, "warm-up (slow shape)"),
-        read_direct(target, NORMAL, "warm-up (normal)"),
-    )
     rss_before = rss_bytes(target.pid)
     ended_before = counter(target, "streamguard_target_streams_cancelled", reason="slow_reader")
 
     streamguard.faults.bandwidth(2)
     slow = asyncio.create_task(streamguard.astream("/generate", json=SLOW, read_timeout=5.0))
     # A normal client of the same server, not behind the throttled network.
-    normal = await read_direct(target, NORMAL, "normal stream (direct)")
+    normal = await aread_stream(
+        StreamRecorder(
+            StreamRequest("POST", target.url + "/generate", NORMAL, limits=ReadLimits(5.0, 5.0)),
+            "normal stream (direct)",
+        )
+    )
     await asyncio.to_thread(
         wait_for,
         lambda: (
