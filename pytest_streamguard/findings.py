@@ -13,7 +13,6 @@ or load together (a blocked loop and a cold start show only across streams);
 from __future__ import annotations
 
 import itertools
-import statistics
 from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
@@ -236,7 +235,7 @@ def _stalls(trace: Observed) -> list[tuple[int, int]]:
     gaps = [b - a for a, b in itertools.pairwise(stamps)]
     if len(gaps) < 2:
         return []
-    floor = max(STALL_MIN_S * 1e9, STALL_FACTOR * statistics.median(gaps))
+    floor = max(STALL_MIN_S * 1e9, STALL_FACTOR * _median(gaps))
     return [(a, b) for a, b in itertools.pairwise(stamps) if b - a > floor]
 
 
@@ -325,7 +324,7 @@ def _cold_start(traces: Sequence[Observed]) -> Finding | None:
     if len(started) < COLD_MIN_STREAMS:
         return None
     first = started[0].ttft
-    later = statistics.median(t.ttft for t in started[1:] if t.ttft is not None)
+    later = _median([t.ttft for t in started[1:] if t.ttft is not None])
     assert first is not None
     if first < COLD_FACTOR * later or first - later < COLD_MIN_S:
         return None
@@ -380,3 +379,13 @@ def parse_fail_on(value: str | Iterable[str] | None, *, where: str) -> tuple[str
             f"{where}: unknown finding(s) {', '.join(unknown)}; known findings: {', '.join(KNOWN)}"
         )
     return tuple(dict.fromkeys(names))
+
+
+def _median(values: Sequence[float]) -> float:
+    """The median (the mean of the middle two for an even count), without importing
+    ``statistics``: the plugin's entry module imports this module's names on every start."""
+    ordered = sorted(values)
+    middle = len(ordered) // 2
+    if len(ordered) % 2:
+        return ordered[middle]
+    return (ordered[middle - 1] + ordered[middle]) / 2
