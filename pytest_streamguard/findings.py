@@ -13,12 +13,14 @@ or load together (a blocked loop and a cold start show only across streams);
 from __future__ import annotations
 
 import itertools
+import statistics
 from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
 from pytest_streamguard.display import counted
+from pytest_streamguard.names import KNOWN, parse_fail_on
 
 __all__ = [
     "KNOWN",
@@ -29,16 +31,6 @@ __all__ = [
     "parse_fail_on",
     "trace_findings",
 ]
-
-#: Every finding's name and what it means (the order findings are listed in).
-KNOWN: dict[str, str] = {
-    "buffered": "most of the stream's chunks arrived in one or two reads at its end",
-    "blocked_loop": "concurrent streams stalled in the same windows, or their heads or first "
-    "tokens arrived in a staircase",
-    "cold_start": "the first stream's TTFT was far above the later streams'",
-    "idle_cut": "the stream was cut after a silence of a round length (a read timeout)",
-    "held_open": "the body stayed open after the protocol's end",
-}
 
 #: buffered: a stream of at least this many chunks ...
 BUFFERED_MIN_CHUNKS = 4
@@ -235,7 +227,7 @@ def _stalls(trace: Observed) -> list[tuple[int, int]]:
     gaps = [b - a for a, b in itertools.pairwise(stamps)]
     if len(gaps) < 2:
         return []
-    floor = max(STALL_MIN_S * 1e9, STALL_FACTOR * _median(gaps))
+    floor = max(STALL_MIN_S * 1e9, STALL_FACTOR * statistics.median(gaps))
     return [(a, b) for a, b in itertools.pairwise(stamps) if b - a > floor]
 
 
@@ -324,7 +316,7 @@ def _cold_start(traces: Sequence[Observed]) -> Finding | None:
     if len(started) < COLD_MIN_STREAMS:
         return None
     first = started[0].ttft
-    later = _median([t.ttft for t in started[1:] if t.ttft is not None])
+    later = statistics.median(t.ttft for t in started[1:] if t.ttft is not None)
     assert first is not None
     if first < COLD_FACTOR * later or first - later < COLD_MIN_S:
         return None
@@ -362,30 +354,3 @@ def names_of(found: Iterable[Finding]) -> list[str]:
     """The distinct names, in :data:`KNOWN`'s order."""
     seen = {f.name for f in found}
     return [name for name in KNOWN if name in seen]
-
-
-def parse_fail_on(value: str | Iterable[str] | None, *, where: str) -> tuple[str, ...]:
-    """The finding names of a ``fail_on`` setting (comma-separated text or a list).
-
-    Raises ValueError naming the unknown ones and listing the known ones.
-    """
-    if value is None:
-        return ()
-    parts = value.split(",") if isinstance(value, str) else list(value)
-    names = [str(p).strip() for p in parts if str(p).strip()]
-    unknown = [n for n in names if n not in KNOWN]
-    if unknown:
-        raise ValueError(
-            f"{where}: unknown finding(s) {', '.join(unknown)}; known findings: {', '.join(KNOWN)}"
-        )
-    return tuple(dict.fromkeys(names))
-
-
-def _median(values: Sequence[float]) -> float:
-    """The median (the mean of the middle two for an even count), without importing
-    ``statistics``: the plugin's entry module imports this module's names on every start."""
-    ordered = sorted(values)
-    middle = len(ordered) // 2
-    if len(ordered) % 2:
-        return ordered[middle]
-    return (ordered[middle - 1] + ordered[middle]) / 2

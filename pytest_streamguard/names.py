@@ -6,6 +6,8 @@ on every ``pytest`` start, with the plugin on or off.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 # The marker's name and registration line (validation is in pytest_streamguard.markers).
 MARKER_NAME = "token_deadline"
 MARKER_LINE = (
@@ -42,3 +44,31 @@ FIXTURE_NAMES = frozenset(
         "make_streamguard_target",
     }
 )
+
+#: Every finding's name and what it means, in the order findings are listed; a test can gate
+#: on them (``fail_on``). The patterns themselves are :mod:`pytest_streamguard.findings`.
+KNOWN: dict[str, str] = {
+    "buffered": "most of the stream's chunks arrived in one or two reads at its end",
+    "blocked_loop": "concurrent streams stalled in the same windows, or their heads or first "
+    "tokens arrived in a staircase",
+    "cold_start": "the first stream's TTFT was far above the later streams'",
+    "idle_cut": "the stream was cut after a silence of a round length (a read timeout)",
+    "held_open": "the body stayed open after the protocol's end",
+}
+
+
+def parse_fail_on(value: str | Iterable[str] | None, *, where: str) -> tuple[str, ...]:
+    """The finding names of a ``fail_on`` setting (comma-separated text or a list).
+
+    Raises ValueError naming the unknown ones and listing the known ones.
+    """
+    if value is None:
+        return ()
+    parts = value.split(",") if isinstance(value, str) else list(value)
+    names = [str(p).strip() for p in parts if str(p).strip()]
+    unknown = [n for n in names if n not in KNOWN]
+    if unknown:
+        raise ValueError(
+            f"{where}: unknown finding(s) {', '.join(unknown)}; known findings: {', '.join(KNOWN)}"
+        )
+    return tuple(dict.fromkeys(names))

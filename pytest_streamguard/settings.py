@@ -21,7 +21,7 @@ import pytest
 
 from pytest_streamguard.bounds import Bound, parse_bounds
 from pytest_streamguard.display import shown_command
-from pytest_streamguard.findings import KNOWN, parse_fail_on
+from pytest_streamguard.names import KNOWN, parse_fail_on
 
 ENABLE_HELP = (
     "Turn pytest-streamguard on: start the target behind Toxiproxy and check stream deadlines"
