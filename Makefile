@@ -73,8 +73,10 @@ RESILIENCE = $(BIN)/pytest --streamguard tests/resilience -p no:cacheprovider \
 # Everything but the resilience suite, then the resilience suite, each on $(PYTEST_WORKERS)
 # xdist workers: CI runs only this target. The lint of `make lint` runs here too, but mypy (the
 # slow part, half a minute on one core) runs beside the first pytest at the lowest priority
-# (nice 19), so it takes only the CPU the tests leave idle; its output is printed after that
-# pytest, and either failing fails the target (mypy is stopped if the run is interrupted).
+# (nice 19), so it takes only the CPU the tests leave idle; once that pytest ends, mypy gets its
+# normal priority back (where renice may: root, as CI runs), or on a machine kept busy by other
+# work it would wait on the CPU those leave; its output is printed after that pytest, and either
+# failing fails the target (mypy is stopped if the run is interrupted).
 test: install docs
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
@@ -82,6 +84,7 @@ test: install docs
 	trap 'kill $$typing 2>/dev/null; rm -f $$log; exit 130' INT TERM; \
 	echo "$(MYPY) (at nice 19, beside the tests)"; \
 	$(BIN)/pytest $(XDIST) --ignore tests/resilience $(PYTEST_ARGS); tests=$$?; \
+	renice -n 0 -p $$typing >/dev/null 2>&1 || true; \
 	wait $$typing; typed=$$?; cat $$log; rm -f $$log; \
 	[ $$typed = 0 ] || echo "mypy failed (exit code $$typed)" >&2; \
 	[ $$tests = 0 ] && [ $$typed = 0 ]
