@@ -247,9 +247,12 @@ def test_thirty_streams_on_the_bundled_target_meet_p95_gap(
             result = streamguard.load(30, json=body)
             assert result.completed == 30, [t.error for t in result.traces if t.error]
             assert len(result.gaps) == 30 * 31
-            # Client stamps come after the target's send stamps, on the same clock.
+            # Client stamps are on the target's clock: each after its send stamp, but for the
+            # error of converting the kernel's CLOCK_REALTIME receive stamp (microseconds; a
+            # busy run saw -41 us before the conversion took its tightest clock read); another
+            # clock would be off by hours.
             assert len(result.delivery) == 30 * 32
-            assert min(result.delivery) > 0
+            assert min(result.delivery) > -0.001
         """
     )
     result = pytester.runpytest(
