@@ -9,7 +9,7 @@ from types import ModuleType
 
 import httpcore  # noqa: F401 -- see below
 import pytest
-from plugin_helpers import INI, STREAM_APP
+from plugin_helpers import INI, STREAM_APP, streamguard_runner
 from served import embedded_toxiproxy, loopback_socket, serve_in_thread
 
 # httpx imports httpcore lazily and caches its exception classes on first use. pytester's
@@ -58,17 +58,4 @@ def run(
     pytester: pytest.Pytester, app_url: str, toxiproxy_url: str
 ) -> Callable[..., pytest.RunResult]:
     """Run pytest in-process with the plugin on, against the shared app and server."""
-
-    def run_pytest(*args: str) -> pytest.RunResult:
-        return pytester.runpytest(
-            "--streamguard",
-            "--streamguard-toxiproxy",
-            toxiproxy_url,
-            "--streamguard-target-url",
-            app_url,
-            "-p",
-            "no:cacheprovider",
-            *args,
-        )
-
-    return run_pytest
+    return streamguard_runner(pytester, toxiproxy_url, app_url, subprocess=False)

@@ -6,6 +6,8 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+import pytest
+
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 STREAM_APP = EXAMPLES / "stream_app.py"
 #: A Node.js gateway (node:http, an OpenAI-style SSE route, its own listening line).
@@ -49,3 +51,25 @@ def error_section(lines: list[str], title: str) -> list[str]:
     while end < len(lines) and not lines[end].startswith(("___", "===")):
         end += 1
     return lines[start + 1 : end]
+
+
+def streamguard_runner(
+    pytester: pytest.Pytester, toxiproxy_url: str, target_url: str, *, subprocess: bool = False
+) -> Callable[..., pytest.RunResult]:
+    """Run pytest with the plugin on, against ``target_url`` through the Toxiproxy at
+    ``toxiproxy_url``: in-process, or in a subprocess as a user's own run would be."""
+    runpytest = pytester.runpytest_subprocess if subprocess else pytester.runpytest
+
+    def run_pytest(*args: str) -> pytest.RunResult:
+        return runpytest(
+            "--streamguard",
+            "--streamguard-toxiproxy",
+            toxiproxy_url,
+            "--streamguard-target-url",
+            target_url,
+            "-p",
+            "no:cacheprovider",
+            *args,
+        )
+
+    return run_pytest

@@ -15,7 +15,7 @@ from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
 
 import pytest
-from plugin_helpers import INI
+from plugin_helpers import INI, streamguard_runner
 from served import loopback_socket, serve_in_thread
 from starlette.applications import Starlette
 from starlette.requests import Request
@@ -108,20 +108,7 @@ def incidents_url() -> Iterator[str]:
 @pytest.fixture
 def run_sub(pytester: pytest.Pytester, incidents_url: str, toxiproxy_url: str) -> SubRun:
     """Run pytest in a subprocess with the plugin on, against the incident apps."""
-
-    def run_pytest(*args: str) -> pytest.RunResult:
-        return pytester.runpytest_subprocess(
-            "--streamguard",
-            "--streamguard-toxiproxy",
-            toxiproxy_url,
-            "--streamguard-target-url",
-            incidents_url,
-            "-p",
-            "no:cacheprovider",
-            *args,
-        )
-
-    return run_pytest
+    return streamguard_runner(pytester, toxiproxy_url, incidents_url, subprocess=True)
 
 
 def _findings(report: dict[str, object], test: str) -> list[dict[str, object]]:

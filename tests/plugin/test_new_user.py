@@ -8,7 +8,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from plugin_helpers import INI, error_section
+from plugin_helpers import INI, error_section, streamguard_runner
 
 SubRun = Callable[..., pytest.RunResult]
 
@@ -16,20 +16,7 @@ SubRun = Callable[..., pytest.RunResult]
 @pytest.fixture
 def run_sub(pytester: pytest.Pytester, app_url: str, toxiproxy_url: str) -> SubRun:
     """Run pytest in a subprocess with the plugin on, against the shared app and server."""
-
-    def run_pytest(*args: str) -> pytest.RunResult:
-        return pytester.runpytest_subprocess(
-            "--streamguard",
-            "--streamguard-toxiproxy",
-            toxiproxy_url,
-            "--streamguard-target-url",
-            app_url,
-            "-p",
-            "no:cacheprovider",
-            *args,
-        )
-
-    return run_pytest
+    return streamguard_runner(pytester, toxiproxy_url, app_url, subprocess=True)
 
 
 # --- point 6: a run without --streamguard says so, and --streamguard-require fails it ---
