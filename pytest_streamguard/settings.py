@@ -15,6 +15,7 @@ import re
 import shlex
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any, Final
 from urllib.parse import urlsplit
 
 import pytest
@@ -37,7 +38,8 @@ TARGET_CMD_HELP = (
 TARGET_ARGS_HELP = (
     "Extra command-line flags for the target the plugin starts (the bundled target_app or "
     "--streamguard-target-cmd), split like a shell would, e.g. '--model gpt2 --heartbeat 0.5'; "
-    "a single flag needs the = form: --streamguard-target-args=--flag"
+    "a single flag is taken as typed ('--accel-off'); one that is also a pytest option ('-v') "
+    "needs the = form: --streamguard-target-args=-v"
 )
 TARGET_CWD_HELP = (
     "Working directory of --streamguard-target-cmd (a relative command path such as "
@@ -245,6 +247,56 @@ def add_options(parser: pytest.Parser) -> None:
         # argparse %-formats option help (a '%' in an example must be doubled), ini help not.
         group.addoption(flag, dest=dest, default=None, help=help_text.replace("%", "%%"))
         parser.addini(dest, help_text, default=default)
+    _take_lone_flag_values(parser, FLAG_VALUED_OPTIONS)
+
+
+# Options whose value is itself a flag of another program. argparse reads a lone value that
+# starts with '-' ('--accel-off') as an option of pytest's and stops with "expected one
+# argument", so such a value is joined to its option ('--streamguard-target-args=--accel-off')
+# before argparse sees the command line. A value that is one of pytest's own options is left
+# alone, so a forgotten value still gets argparse's error.
+FLAG_VALUED_OPTIONS: Final = ("--streamguard-target-args",)
+
+
+def _take_lone_flag_values(parser: pytest.Parser, options: tuple[str, ...]) -> None:
+    """Make pytest's argument parser take a lone ``-x``/``--x`` value of ``options``."""
+    optparser = getattr(parser, "optparser", None)
+    parse_known_args = getattr(optparser, "parse_known_args", None)
+    if parse_known_args is None or getattr(parse_known_args, "_streamguard", False):
+        return
+    known = getattr(optparser, "_option_string_actions", {})
+
+    def joined(args: list[str] | None = None, namespace: Any = None) -> Any:
+        if args is not None:
+            args = join_flag_values(list(args), options, known)
+        return parse_known_args(args, namespace)
+
+    joined._streamguard = True  # type: ignore[attr-defined]
+    optparser.parse_known_args = joined  # type: ignore[union-attr]
+
+
+def join_flag_values(args: list[str], options: tuple[str, ...], known: Any = ()) -> list[str]:
+    """``[opt, '--flag']`` becomes ``['opt=--flag']`` for each of ``options`` (see above)."""
+    out: list[str] = []
+    i = 0
+    while i < len(args):
+        arg = args[i]
+        if arg == "--":
+            out.extend(args[i:])
+            break
+        nxt = args[i + 1] if i + 1 < len(args) else None
+        if (
+            arg in options
+            and isinstance(nxt, str)
+            and nxt.startswith("-")
+            and nxt.partition("=")[0] not in known
+        ):
+            out.append(f"{arg}={nxt}")
+            i += 2
+            continue
+        out.append(arg)
+        i += 1
+    return out
 
 
 def _raw(config: pytest.Config, dest: str) -> tuple[str, str]:

@@ -56,6 +56,34 @@ def test_target_cmd_is_split_without_a_shell(pytester: pytest.Pytester) -> None:
     assert config.stash[SETTINGS_KEY].target_cmd == ("python", "my app.py", "--port", "{port}")
 
 
+@pytest.mark.parametrize("flag", ["--accel-off", "-Z", "--heartbeat=0.5"])
+def test_target_args_take_a_lone_flag_as_typed(pytester: pytest.Pytester, flag: str) -> None:
+    # A user's shell hands pytest ['--streamguard-target-args', '--accel-off']: argparse alone
+    # reads the value as an option and stops with "expected one argument".
+    pytester.makepyfile(
+        f"""
+        def test_args(request):
+            assert request.config.getoption("streamguard_target_args") == {flag!r}
+        """
+    )
+    result = pytester.runpytest_subprocess(
+        "--streamguard-target-args", flag, "-p", "no:cacheprovider"
+    )
+    result.assert_outcomes(passed=1)
+
+
+@pytest.mark.parametrize("option", ["--streamguard", "-v"])
+def test_target_args_before_one_of_pytests_options_is_not_taken(
+    pytester: pytest.Pytester, option: str
+) -> None:
+    # A forgotten value before another option: that option is not swallowed as the value (a
+    # flag of the app's that is also one of pytest's, like -v or -q4, needs the = form).
+    pytester.makepyfile("def test_a(): pass")
+    result = pytester.runpytest_subprocess("--streamguard-target-args", option)
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["*argument --streamguard-target-args: expected one argument*"])
+
+
 @pytest.mark.parametrize(
     ("args", "message"),
     [
