@@ -38,7 +38,10 @@ def test_rates(streamguard):
     # ~4 KB at 2 KB/s: at least 2 s, where the normal reader took a small fraction of that.
     assert slow.total >= slow.nbytes / 2000
     assert normal.total < slow.total / 4, (normal.total, slow.total)
-    assert streamguard.faults.judge(streamguard.traces) == []
+    # The 2 KB/s reader acted. Whether the 1 MB/s one did depends on the machine: on busy
+    # cores the app may send slower than 1 MB/s, and then the reader never waits (said so).
+    not_fired = streamguard.faults.judge(streamguard.traces)
+    assert [f.params["bytes_per_second"] for f in not_fired] in ([], [1_000_000]), not_fired
 """
 
 
