@@ -25,10 +25,12 @@ MYPY = $(BIN)/mypy
 
 all: test
 
+# --no-compile: pip would byte-compile every module of torch, transformers and ray (about a
+# minute of CPU, most of the install's time); Python compiles what a run imports on first use.
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
-	$(BIN)/python -m pip install -q -e '.[target,test,docs,ray]'
+	$(BIN)/python -m pip install -q --no-compile -e '.[target,test,docs,ray]'
 	touch $@
 
 install: $(STAMP) system-deps
