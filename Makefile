@@ -17,8 +17,10 @@ PYTEST_ARGS ?=
 # fresh venv of tests/install, the Ray cluster, the browser page) starts once, not once per
 # worker. (--dist loadgroup would not help: xdist 3.8 marks its groups by rewriting a test's
 # node id, which pytest 9 no longer lets it do, so the groups are silently ignored.)
+# --no-loadscope-reorder hands the files out in collection order, where tests/conftest.py puts
+# the longest first (xdist's own order is by test count).
 PYTEST_WORKERS ?= 2
-XDIST = -n $(PYTEST_WORKERS) --dist loadfile
+XDIST = -n $(PYTEST_WORKERS) --dist loadfile --no-loadscope-reorder
 MYPY = $(BIN)/mypy
 
 .PHONY: all install system-deps lint docs test demo bench verdict-fuzz clean
