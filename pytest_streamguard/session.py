@@ -107,7 +107,8 @@ def client_delay_lines(records: list[TestRecord]) -> list[str]:
     return [
         f"warning: the client's own read delay (bytes arrived to bytes read) was "
         f"{p99 * 1e3:.1f} ms at p99, over 1 ms: the client machine was busy; arrival stamps "
-        "are the kernel's, but events read together share the later one"
+        "are the kernel's, but events read together share the later one; a load reads on "
+        "every core with processes='auto'"
     ]
 
 
