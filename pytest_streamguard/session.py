@@ -112,6 +112,28 @@ def client_delay_lines(records: list[TestRecord]) -> list[str]:
     ]
 
 
+# What each stamp source means, for streams whose stamps are not the kernel's.
+_STAMP_SOURCES = {
+    "loop": "when the event loop read the bytes (no kernel receive stamp on this platform)",
+    "client": "when the client took the bytes (https, read by httpx's own transport)",
+}
+
+
+def stamp_source_lines(records: list[TestRecord]) -> list[str]:
+    """A note for streams whose arrival stamps are not the kernel's: their figures hold the
+    client's own delay, which the kernel's stamps leave out."""
+    counts: dict[str, int] = {}
+    for record in records:
+        for trace in record.traces:
+            if trace.stamps in _STAMP_SOURCES:
+                counts[trace.stamps] = counts.get(trace.stamps, 0) + 1
+    return [
+        f"note: {counted(count, 'stream')} stamped {_STAMP_SOURCES[source]}, not at the "
+        "kernel's receive stamp: their figures include the client's own delay"
+        for source, count in sorted(counts.items())
+    ]
+
+
 class _Fitted:
     """The terminal reporter, with every line of the streamguard section wrapped to the
     terminal's width, so a wide test id or fault list does not run off a narrow terminal's
@@ -352,6 +374,7 @@ class StreamGuardSession:
                 *findings_lines(self.records),
                 *unfired_lines(self.records, strict=self.settings.strict_faults),
                 *client_delay_lines(self.records),
+                *stamp_source_lines(self.records),
             ]
             for line in lines:
                 out.write_line(line)
