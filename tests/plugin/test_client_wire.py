@@ -31,10 +31,14 @@ class OneShot:
     """Serves one request on 127.0.0.1 (TLS with ``context``): a close-delimited body of
     PIECES, 30 ms apart; ``peer`` is the client's port as accepted."""
 
-    def __init__(self, context: ssl.SSLContext | None = None) -> None:
+    def __init__(self, context: ssl.SSLContext | None = None, bulk: bytes = b"") -> None:
         self.listener = socket.create_server(("127.0.0.1", 0))
         self.port = self.listener.getsockname()[1]
         self.context = context
+        # ``bulk``: sent in one sendall instead of PIECES, through a small send buffer;
+        # ``sent_ns`` is when that sendall returned (the kernel took the last byte).
+        self.bulk = bulk
+        self.sent_ns: int | None = None
         self.peer: int | None = None
         self.error: BaseException | None = None
         self.thread = threading.Thread(target=self._serve, daemon=True)
@@ -46,6 +50,7 @@ class OneShot:
             self.peer = address[1]
             if self.context is not None:
                 conn = self.context.wrap_socket(conn, server_side=True)
+            conn.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 8192)
             with conn:
                 data = b""
                 while b"\r\n\r\n" not in data:
@@ -61,7 +66,10 @@ class OneShot:
                 conn.sendall(
                     b"HTTP/1.1 200 OK\r\ncontent-type: text/plain\r\nconnection: close\r\n\r\n"
                 )
-                for piece in PIECES:
+                if self.bulk:
+                    conn.sendall(self.bulk)
+                    self.sent_ns = time.perf_counter_ns()
+                for piece in [] if self.bulk else PIECES:
                     time.sleep(0.03)  # the server's pacing, not a synchronisation
                     conn.sendall(piece)
         except BaseException as exc:
@@ -94,6 +102,35 @@ def test_plain_http_stream_names_its_connection_and_takes_the_kernels_stamps() -
     assert trace.queued_ns is not None
     assert trace.queued_ns <= trace.request_ns
     assert len(trace.read_delay_ns) >= len(PIECES)
+
+
+def test_a_slow_readers_backpressure_reaches_the_server() -> None:
+    # 4 MB read at 1 MB/s: the reader never runs ahead of its rate, so the server's sendall can
+    # only return once all but what the buffers hold has been taken (the reader's receive
+    # buffer, 0.5 s of its rate doubled by the kernel: 1 MB; the transport's unread 64 KB and
+    # one 64 KB read; the server's 16 KB send buffer): not before 2.8 s, however busy the
+    # machine (a busy one only makes it later). A transport that reads the socket regardless
+    # of the reader let the sendall return after 1.9 s on this machine (the small send buffer
+    # waits on the reader's kernel's ACKs), 3.2 s with the pause. The bound asserted is 2.5 s.
+    rate, size = 1_000_000, 4_000_000
+    server = OneShot(bulk=b"x" * size)
+    request = StreamRequest(
+        "POST",
+        f"http://127.0.0.1:{server.port}/generate",
+        json_body={},
+        format="raw",
+        slow_reader_bps=rate,
+        limits=client.ReadLimits(30.0, 30.0, 60.0),
+    )
+    try:
+        trace = read_stream(StreamRecorder(request, "slow"))
+    finally:
+        server.close()
+    assert server.error is None, server.error
+    assert trace.completed, trace.error
+    assert trace.nbytes == size
+    assert server.sent_ns is not None
+    assert (server.sent_ns - trace.request_ns) / 1e9 > 2.5
 
 
 @pytest.fixture
