@@ -32,8 +32,9 @@ Rows, in the order they run:
 
 7. **streamguard vs the wire** (``wire.py``): the load's TTFT and gap error against a tcpdump
    capture on ``lo`` at 1, 10, 100 and 500 streams (``--wire-streams``), direct, through the
-   embedded proxy and (with ``--toxiproxy-server``) the real one; needs root and tcpdump, else
-   says it was skipped.
+   embedded proxy and (with ``--toxiproxy-server``) the real one, the load in
+   ``processes="auto"``; one ``stream()``; and AIPerf (as found for part 5) direct on the same
+   server and capture rules; needs root and tcpdump, else says it was skipped.
 
 ``--only proxy,capacity,target,startup,fidelity,toxiproxy,wire`` runs some parts.
 
@@ -479,6 +480,9 @@ def main() -> int:
         else:
             counts = [int(n) for n in options.wire_streams.split(",")]
             modes = ["direct", "proxy"] + (["toxiproxy"] if options.toxiproxy_server else [])
+            # The plugin's load on every core, one stream() and AIPerf on the same captures.
+            wire.PROCESSES, wire.SINGLE = "auto", True
+            wire.AIPERF = fidelity.find_aiperf(options.aiperf)
             captured = wire.measure(counts, modes, options.toxiproxy_server)
             sections += ["", "## streamguard vs the wire (tool minus tcpdump on lo, ms)", ""]
             sections += wire.table(captured)

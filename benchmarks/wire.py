@@ -20,16 +20,34 @@ forwarding is the client's request on the wire to the upstream request on the wi
 order of arrival (the proxy's upstream connection does not name its client).
 
 The packets the kernel dropped come from tcpdump's own count at exit: a run with any is void
-and says so. AIPerf is not run here (see fidelity.py for AIPerf against the known timing).
+and says so.
 
-``python benchmarks/wire.py [--streams 1,10,100,500] [--modes direct,proxy]`` (as root:
-tcpdump needs it); ``--check`` runs 10 direct streams and exits non-zero unless every request
-stamp is after its connection's SYN and within 20 ms of its request on the wire.
+``--single``: also one stream read by the plugin's single-stream client
+(``streamguard.stream()``'s :func:`~pytest_streamguard.client.read_stream`, a fresh process), on
+the same server and capture rules. ``--aiperf PATH`` (default: ``.venv-aiperf/bin/aiperf``
+when it exists; ``--aiperf none`` skips it): NVIDIA AIPerf 0.13.0 runs each count direct,
+``--request-count N --concurrency N`` with ``--connection-reuse-strategy never`` (one connection
+per request) and ``--export-http-trace``: its ``profile_export.jsonl`` record of each request
+names the connection's ``local_port`` (matched to the capture like the plugin's streams) and
+holds its ``time_to_first_token`` and ``inter_chunk_latency`` (ms, one per token event after
+the first), compared event by event with the wire. AIPerf's TTFT starts when it starts the
+request, before the connect (its own definition), so its TTFT error holds its connect.
+
+CPU: the client's CPU time (user + system) over the run, per stream and per event (token
+events read); the plugin's from its process (and its shard processes), AIPerf's from every
+process of the ``aiperf profile`` run (waited children), start-up included: a run of 1 stream
+shows the fixed cost, and the difference of two rows the cost per stream.
+
+``python benchmarks/wire.py [--streams 1,10,100,500] [--modes direct,proxy] [--processes
+auto] [--single]`` (as root: tcpdump needs it); ``--check`` runs 10 direct streams and one
+``stream()`` and exits non-zero unless every request stamp is after its connection's SYN and
+within 20 ms of its request on the wire.
 """
 
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import os
 import resource
@@ -48,7 +66,10 @@ from typing import Any
 HERE = Path(__file__).resolve().parent
 TOKEN = b'"content": " baba"'
 TOKENS = 20
-PROCESSES = 1  # --processes: load processes (streamguard.load's processes=)
+PROCESSES: int | str = 1  # --processes: load processes (streamguard.load's processes=)
+SINGLE = False  # --single: one stream() row as well
+AIPERF: str | None = None  # --aiperf: AIPerf rows as well
+AIPERF_MODEL = "reference"
 
 
 @dataclass
@@ -142,7 +163,10 @@ class Capture:
     def __enter__(self) -> Capture:
         tcpdump = shutil.which("tcpdump") or "/usr/bin/tcpdump"
         filt = " or ".join(f"tcp port {p}" for p in self.ports)
-        argv = [tcpdump, "-i", "lo", "-n", "-U", "-B", "65536", "-s", "4096"]
+        # --immediate-mode: each packet reaches tcpdump as it is captured; without it the
+        # kernel hands packets over in blocks (up to a timeout), and those still held when the
+        # capture is stopped were lost (a 10-stream run once matched no token).
+        argv = [tcpdump, "-i", "lo", "-n", "-U", "--immediate-mode", "-B", "65536", "-s", "4096"]
         argv += ["--time-stamp-precision=nano", "-w", str(self.path), filt]
         self.process = subprocess.Popen(argv, stderr=subprocess.PIPE, text=True)
         assert self.process.stderr is not None
@@ -187,11 +211,13 @@ def proxy_to(api_port: int, upstream_port: int, name: str) -> int:
     return int(response.json()["listen"].rsplit(":", 1)[1])
 
 
-def child(url: str, streams: int, processes: int) -> None:
-    """The load's side (a fresh process): N concurrent streams, their stamps as JSON."""
-    from pytest_streamguard.client import StreamRecorder, StreamRequest
-    from pytest_streamguard.load import LoadPlan
+def child(url: str, streams: int, processes: int | str, single: bool = False) -> None:
+    """The load's side (a fresh process): N concurrent streams, their stamps as JSON. With
+    ``single``, one stream read by the single-stream client (``stream()``'s) instead."""
+    from pytest_streamguard.client import StreamRecorder, StreamRequest, read_stream
+    from pytest_streamguard.load import LoadPlan, LoadResult
     from pytest_streamguard.load import run as run_load
+    from pytest_streamguard.load.pool import resolve_processes
 
     body = {
         "model": "reference",
@@ -206,19 +232,24 @@ def child(url: str, streams: int, processes: int) -> None:
         )
         return StreamRecorder(request, f"stream {index}")
 
+    count = None if single else resolve_processes(processes, streams)
+    sharded = count is not None and count > 1
     cpu = time.process_time()
-    if processes > 1:
+    if single:
+        result = LoadResult(LoadPlan(n=1), [read_stream(make(0))])
+    elif sharded:
         from pytest_streamguard.load.pool import run_processes
 
+        assert count is not None
         request = make(0).request
-        result = run_processes(LoadPlan(n=streams), request, processes)
+        result = run_processes(LoadPlan(n=streams), request, count)
         # The shards' CPU, with this process's own.
         children = resource.getrusage(resource.RUSAGE_CHILDREN)
         cpu -= children.ru_utime + children.ru_stime
     else:
         result = run_load(LoadPlan(n=streams), make)
     cpu = time.process_time() - cpu
-    if processes > 1:
+    if sharded:
         children = resource.getrusage(resource.RUSAGE_CHILDREN)
         cpu += children.ru_utime + children.ru_stime
     # perf_counter (CLOCK_MONOTONIC) to the capture's clock (CLOCK_REALTIME), for --check.
@@ -237,7 +268,8 @@ def child(url: str, streams: int, processes: int) -> None:
         }
         for t in result.traces
     ]
-    print(json.dumps({"offset_ns": offset, "cpu_s": cpu, "traces": traces}))
+    shards = count if sharded else 1
+    print(json.dumps({"offset_ns": offset, "cpu_s": cpu, "traces": traces, "processes": shards}))
 
 
 def pct(values: list[float], q: float) -> float | None:
@@ -248,8 +280,10 @@ def pct(values: list[float], q: float) -> float | None:
     return ordered[min(len(ordered) - 1, max(0, int(-(-q * len(ordered) // 100)) - 1))]
 
 
-def run(mode: str, streams: int, server_port: int, proxy: int | None) -> dict[str, Any]:
-    """One load under capture; the per-stream errors against the wire."""
+def run(
+    mode: str, streams: int, server_port: int, proxy: int | None, single: bool = False
+) -> dict[str, Any]:
+    """One load (or, ``single``, one stream()) under capture; the errors against the wire."""
     port = proxy if proxy is not None else server_port
     url = f"http://127.0.0.1:{port}"
     ports = sorted({server_port, port})
@@ -257,7 +291,7 @@ def run(mode: str, streams: int, server_port: int, proxy: int | None) -> dict[st
     with tempfile.TemporaryDirectory(prefix="wire-") as directory:
         with Capture(ports, directory) as capture:
             argv = [sys.executable, str(Path(__file__).resolve()), "--child", url, str(streams)]
-            argv += ["--processes", str(PROCESSES)]
+            argv += ["--processes", str(PROCESSES)] + (["--single"] if single else [])
             done = subprocess.run(argv, capture_output=True, text=True, check=False)
         if done.returncode != 0:
             raise SystemExit(f"load failed: {done.stderr[-2000:]}")
@@ -270,10 +304,10 @@ def run(mode: str, streams: int, server_port: int, proxy: int | None) -> dict[st
             continue
         conn = found.get((int(trace["local"].rsplit(":", 1)[1]), port))
         out = None if conn is None else conn.request_out_ns()
-        if conn is None or out is None or not trace["chunks"]:
-            continue
-        tokens = conn.token_ns()
-        if not tokens:
+        tokens = [] if conn is None else conn.token_ns()
+        if conn is None or out is None or not trace["chunks"] or not tokens:
+            why = "no connection" if conn is None else "no request" if out is None else "no tokens"
+            print(f"unmatched {trace['local']}: {why}", file=sys.stderr)
             continue
         matched += 1
         # The capture may end a packet short of the load (tcpdump stops after it): events
@@ -300,8 +334,16 @@ def run(mode: str, streams: int, server_port: int, proxy: int | None) -> dict[st
         )
         forwarding = [(u - c) / 1e6 for c, u in zip(client_out, upstream_out, strict=False)]
     stamps = {t["stamps"] for t in figures["traces"]}
+    shards = int(figures.get("processes", 1))
+    if single:
+        tool = "streamguard stream()"
+    else:
+        auto = " (auto)" if PROCESSES == "auto" else ""
+        tool = "streamguard load" + (f" x{shards}" if shards > 1 else "") + auto
+    events = sum(len(t["chunks"]) for t in figures["traces"])
     return {
-        "tool": "streamguard load" + (f" x{PROCESSES}" if PROCESSES > 1 else ""),
+        "cpu_us_per_event": figures["cpu_s"] * 1e6 / max(events, 1),
+        "tool": tool,
         "mode": mode,
         "streams": streams,
         "matched": matched,
@@ -319,9 +361,108 @@ def run(mode: str, streams: int, server_port: int, proxy: int | None) -> dict[st
     }
 
 
+def find_aiperf(given: str | None) -> str | None:
+    """``--aiperf``: a path, ``none``, or by default ``.venv-aiperf/bin/aiperf`` if it exists."""
+    if given is not None:
+        return None if given == "none" else given
+    default = HERE.parent / ".venv-aiperf" / "bin" / "aiperf"
+    return str(default) if default.is_file() else None
+
+
+def tokenizer_dir() -> str:
+    """The bundled target's tiny model directory: AIPerf's tokenizer, offline."""
+    sys.path.insert(0, str(HERE.parent))
+    from target_app.tiny_model import ensure_tiny_model
+
+    return str(ensure_tiny_model())
+
+
+def run_aiperf(streams: int, server_port: int) -> dict[str, Any]:
+    """AIPerf 0.13.0 sends ``streams`` requests at once (one connection each) under capture;
+    its TTFT and inter-chunk latencies against the wire, per request matched by local port."""
+    assert AIPERF is not None
+    url = f"http://127.0.0.1:{server_port}"
+    load_avg = os.getloadavg()[0]
+    tokenizer = tokenizer_dir()
+    with tempfile.TemporaryDirectory(prefix="wire-aiperf-") as directory:
+        artifacts = Path(directory, "artifacts")
+        argv = [
+            AIPERF, "profile", "--model", AIPERF_MODEL, "--url", url, "--endpoint-type", "chat",
+            "--streaming", "--tokenizer", tokenizer, "--concurrency", str(streams),
+            "--request-count", str(streams), "--osl", str(TOKENS), "--isl", "16",
+            "--connection-reuse-strategy", "never", "--ui-type", "none", "--random-seed", "1",
+            "--artifact-dir", str(artifacts), "--export-http-trace",
+        ]  # fmt: skip
+        env = {k: v for k, v in os.environ.items() if k != "HF_HUB_OFFLINE"}
+        with Capture([server_port], directory) as capture:
+            before = resource.getrusage(resource.RUSAGE_CHILDREN)
+            done = subprocess.run(
+                argv, capture_output=True, text=True, env=env, cwd=directory, check=False
+            )
+            after = resource.getrusage(resource.RUSAGE_CHILDREN)
+        export = artifacts / "profile_export.jsonl"
+        if done.returncode != 0 or not export.exists():
+            tail = "\n".join((done.stdout + done.stderr).splitlines()[-15:])
+            raise SystemExit(f"aiperf failed (exit {done.returncode}):\n{tail}")
+        records = [json.loads(line) for line in export.read_text().splitlines() if line.strip()]
+        found = connections(capture.path, {server_port})
+    cpu = (after.ru_utime + after.ru_stime) - (before.ru_utime + before.ru_stime)
+    ttft_err, gap_err, write, after_syn, after_out = [], [], [], [], []
+    matched = events = 0
+    for record in records:
+        trace = record.get("trace_data") or {}
+        metrics = record.get("metrics") or {}
+        conn = found.get((trace.get("local_port") or 0, server_port))
+        out = None if conn is None else conn.request_out_ns()
+        ttft = (metrics.get("time_to_first_token") or {}).get("value")
+        if conn is None or out is None or ttft is None:
+            continue
+        tokens = conn.token_ns()
+        if not tokens:
+            continue
+        matched += 1
+        chunk_gaps = list((metrics.get("inter_chunk_latency") or {}).get("value") or [])
+        events += 1 + len(chunk_gaps)
+        ttft_err.append(ttft - (tokens[0] - out) / 1e6)
+        wire_gaps = [(b - a) / 1e6 for a, b in itertools.pairwise(tokens)]
+        gap_err += [g - w for g, w in zip(chunk_gaps, wire_gaps, strict=False)]
+        sent = trace.get("request_send_end_ns")
+        start = (record.get("metadata") or {}).get("request_start_ns")
+        if sent is not None:
+            after_out.append((sent - out) / 1e6)
+            if conn.syn_ns is not None:
+                after_syn.append((sent - conn.syn_ns) / 1e6)
+            if start is not None:
+                write.append((sent - start) / 1e6)
+    return {
+        "tool": "AIPerf 0.13.0 (reuse never)",
+        "mode": "direct",
+        "streams": streams,
+        "matched": matched,
+        "dropped": capture.dropped,
+        "load": load_avg,
+        "stamps": "aiohttp",
+        "ttft_err": ttft_err,
+        "gap_err": gap_err,
+        "write": write,
+        "read": [],
+        "after_syn": after_syn,
+        "after_out": after_out,
+        "forwarding": [],
+        "cpu_ms_per_stream": cpu * 1e3 / max(streams, 1),
+        "cpu_us_per_event": cpu * 1e6 / max(events, 1),
+    }
+
+
 def cell(value: float | None) -> str:
     """A ms figure for the table."""
     return "-" if value is None else f"{value:+.3f}"
+
+
+def event_cpu(row: dict[str, Any]) -> str:
+    """The row's CPU per token event read (us), or ``-`` for a row without it."""
+    value = row.get("cpu_us_per_event")
+    return "-" if value is None else f"{value:.0f}"
 
 
 def table(rows: list[dict[str, Any]]) -> list[str]:
@@ -329,8 +470,9 @@ def table(rows: list[dict[str, Any]]) -> list[str]:
     lines = [
         "| tool | path | streams | matched | TTFT err p50/p99/max ms | gap err p50/p99/max ms "
         "| client write p99 ms | client read p99 ms | proxy fwd p50/p99 ms | dropped | load "
-        "| CPU ms/stream | stamps |",
-        "| --- | --- | ---: | ---: | --- | --- | ---: | ---: | --- | ---: | ---: | ---: | --- |",
+        "| CPU ms/stream | CPU us/event | stamps |",
+        "| --- | --- | ---: | ---: | --- | --- | ---: | ---: | --- | ---: | ---: | ---: | ---: "
+        "| --- |",
     ]
     for r in rows:
 
@@ -347,7 +489,7 @@ def table(rows: list[dict[str, Any]]) -> list[str]:
             f"| {r['tool']} | {r['mode']} | {r['streams']} | {r['matched']} | "
             f"{three(r['ttft_err'])} | {three(r['gap_err'])} | {cell(pct(r['write'], 99))} | "
             f"{cell(pct(r['read'], 99))} | {fwd} | {dropped}{void} | {r['load']:.2f} | "
-            f"{r['cpu_ms_per_stream']:.2f} | {r['stamps']} |"
+            f"{r['cpu_ms_per_stream']:.2f} | {event_cpu(r)} | {r['stamps']} |"
         )
     return lines
 
@@ -378,6 +520,13 @@ def measure(counts: list[int], modes: list[str], toxiproxy: str | None) -> list[
             for count in counts:
                 rows.append(run(mode, count, server_port, proxies[mode]))
                 print("\n".join(table(rows[-1:])[2:]), file=sys.stderr, flush=True)
+        if SINGLE and "direct" in modes:
+            rows.append(run("direct", 1, server_port, None, single=True))
+            print("\n".join(table(rows[-1:])[2:]), file=sys.stderr, flush=True)
+        if AIPERF is not None and "direct" in modes:
+            for count in counts:
+                rows.append(run_aiperf(count, server_port))
+                print("\n".join(table(rows[-1:])[2:]), file=sys.stderr, flush=True)
     finally:
         for helper in helpers:
             stop(helper)
@@ -403,23 +552,34 @@ def wait_port(port: int) -> None:
 
 
 def check() -> int:
-    """10 direct streams: every request stamp after its SYN and within 20 ms of the request's
-    last byte on the wire (a stamp taken before the connect fails the first)."""
-    rows = measure([10], ["direct"], None)
-    row = rows[0]
+    """10 direct streams of a load and one ``stream()``: every request stamp after its SYN and
+    within 20 ms of the request's last byte on the wire (a stamp taken before the connect
+    fails the first), each stream matched to its connection by its local port (a client that
+    does not name its connection fails that)."""
+    global SINGLE
+    SINGLE = True
     problems = []
-    if row["dropped"] != 0:
-        problems.append(f"the kernel dropped {row['dropped']} packets: the check is void")
-    if row["matched"] != 10:
-        problems.append(f"{row['matched']} of 10 streams matched to a connection by local port")
-    if not row["after_syn"] or min(row["after_syn"]) <= 0:
-        problems.append(f"request stamps before the SYN (ms after it): {row['after_syn']}")
-    # 20 ms: the kernel's transmit stamp is within microseconds of the capture's, the fallback
-    # (when the write returned) within a preemption of it; a stamp at the response headers
-    # (200 ms on) or later fails.
-    if not row["after_out"] or max(abs(v) for v in row["after_out"]) > 20.0:
-        problems.append(f"request stamp to request on the wire (ms): {row['after_out']}")
-    print(json.dumps({k: row[k] for k in ("matched", "dropped", "after_syn", "after_out")}))
+    rows = measure([10], ["direct"], None)
+    for row, expected in zip(rows, (10, 1), strict=True):
+        tool = row["tool"]
+        if row["dropped"] != 0:
+            problems.append(f"the kernel dropped {row['dropped']} packets: the check is void")
+        if row["matched"] != expected:
+            problems.append(
+                f"{tool}: {row['matched']} of {expected} streams matched to a connection by "
+                "local port"
+            )
+        if not row["after_syn"] or min(row["after_syn"]) <= 0:
+            problems.append(f"{tool}: request stamps before the SYN (ms after): {row['after_syn']}")
+        # 20 ms: the kernel's transmit stamp is within microseconds of the capture's, the
+        # fallback (when the write returned) within a preemption of it; a stamp at the response
+        # headers (200 ms on) or later fails.
+        if not row["after_out"] or max(abs(v) for v in row["after_out"]) > 20.0:
+            problems.append(
+                f"{tool}: request stamp to request on the wire (ms): {row['after_out']}"
+            )
+        keys = ("tool", "matched", "dropped", "stamps", "after_syn", "after_out")
+        print(json.dumps({k: row[k] for k in keys}))
     for problem in problems:
         print(problem, file=sys.stderr)
     return 1 if problems else 0
@@ -434,16 +594,25 @@ def main() -> int:
         "--toxiproxy-server", default=os.environ.get("STREAMGUARD_TOXIPROXY_SERVER")
     )
     parser.add_argument("--check", action="store_true", help="the small check make test runs")
-    parser.add_argument("--processes", type=int, default=1, help="load processes (shards)")
+    parser.add_argument(
+        "--processes", default="1", help="load processes (shards): a count, or auto"
+    )
+    parser.add_argument("--single", action="store_true", help="one stream() row as well")
+    parser.add_argument(
+        "--aiperf", help="aiperf executable (default .venv-aiperf/bin/aiperf if there; none: skip)"
+    )
     parser.add_argument("--child", nargs=2, metavar=("URL", "STREAMS"), help=argparse.SUPPRESS)
     options = parser.parse_args()
     global PROCESSES
-    PROCESSES = options.processes
+    global SINGLE, AIPERF
+    PROCESSES = options.processes if options.processes == "auto" else int(options.processes)
+    SINGLE = options.single
     if options.child:
-        child(options.child[0], int(options.child[1]), options.processes)
+        child(options.child[0], int(options.child[1]), PROCESSES, SINGLE)
         return 0
     if options.check:
         return check()
+    AIPERF = find_aiperf(options.aiperf)
     started = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
     before = os.getloadavg()
     rows = measure(

@@ -1,6 +1,10 @@
 """The streaming HTTP client: reads a token stream and records a :class:`StreamTrace`.
 
-Each network read is stamped with ``time.perf_counter_ns()`` as it returns; each frame of the
+Plain ``http`` streams, single or in a load, are read by the lean transport of
+:mod:`pytest_streamguard.load.transport`: the request is stamped when its last byte left and each
+read when its bytes arrived (the kernel's stamps on Linux, as ``time.perf_counter_ns()`` values),
+and the trace names its connection (``local``). ``https`` goes through httpx's own transport,
+each read stamped with ``time.perf_counter_ns()`` as the client takes it. Each frame of the
 stream's format carries the stamp of the read that completed it. What a frame means (a token, the
 clean end, a heartbeat, a server error) is the format's call (:mod:`pytest_streamguard.formats`),
 so the sync client, the async client and the load transport read every protocol the same way.
@@ -740,10 +744,13 @@ async def aread_stream(
     """
     if client is not None:
         return await _aread(client, recorder)
+    # Imported here: the load package imports this module.
+    from pytest_streamguard.load.transport import LoadTransport
+
     request = recorder.request
-    transport = httpx.AsyncHTTPTransport(
-        verify=_ssl_context(), socket_options=request.socket_options()
-    )
+    # The load's lean transport for plain HTTP (the request stamped when its last byte left,
+    # reads at the kernel's receive stamp, the connection's local port), httpx's own for https.
+    transport = LoadTransport(1, request.socket_options(), verify=_ssl_context())
     async with httpx.AsyncClient(transport=transport, timeout=_timeout(request.limits)) as own:
         return await _aread(own, recorder)
 
@@ -858,6 +865,13 @@ def _wire_stamps(trace: StreamTrace, extensions: dict[str, Any]) -> Any:
     local address is kept. Returns that transport's connection (None from another)."""
     sent = extensions.get("streamguard_sent_ns")
     if sent is None:
+        # httpx's own transport (https): stamps are the reader's, the connection its stream's.
+        trace.stamps = "client"
+        stream = extensions.get("network_stream")
+        client_addr = None if stream is None else stream.get_extra_info("client_addr")
+        if isinstance(client_addr, tuple) and len(client_addr) >= 2:
+            address, port = client_addr[:2]
+            trace.local = f"[{address}]:{port}" if ":" in str(address) else f"{address}:{port}"
         return None
     trace.queued_ns = int(extensions.get("streamguard_queued_ns", trace.request_ns))
     trace.request_ns = int(sent)

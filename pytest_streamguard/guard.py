@@ -26,7 +26,12 @@ from pytest_streamguard.formats import StreamFormat
 from pytest_streamguard.ingress import Ingress, IngressError
 from pytest_streamguard.load import LoadPlan, LoadResult, arun, run
 from pytest_streamguard.load.cluster import RayShards, check_shards
-from pytest_streamguard.load.pool import arun_processes, check_processes, run_processes
+from pytest_streamguard.load.pool import (
+    arun_processes,
+    check_processes,
+    resolve_processes,
+    run_processes,
+)
 from pytest_streamguard.profiles import Profile
 from pytest_streamguard.settings import DEFAULT_MAX_STREAM_SECONDS, DEFAULT_PROXY_HOST
 from pytest_streamguard.target import Target
@@ -251,7 +256,7 @@ class StreamGuard:
         allow_empty: bool = False,
         require_done: bool = False,
         expect: str | None = None,
-        processes: int | None = None,
+        processes: int | str | None = None,
         shards: int | None = None,
     ) -> LoadResult:
         """Read many streams at once through the proxy and return a :class:`LoadResult`.
@@ -267,7 +272,9 @@ class StreamGuard:
 
         ``processes``: read the streams in that many processes of their own (shards, see
         :mod:`pytest_streamguard.load.pool`) to use every core; the result holds every trace
-        as a local load would, and its percentiles are pooled over every sample. With
+        as a local load would, and its percentiles are pooled over every sample.
+        ``processes="auto"``: one per core this process may use (its CPU affinity), never more
+        than the streams; on one core, or for one stream, the load is read in this process. With
         ``--streamguard-ray`` the load is sharded over that Ray cluster instead (``shards``:
         how many Ray tasks, by default one per alive node; see
         :mod:`pytest_streamguard.load.cluster`), each trace naming its ``node``.
@@ -277,6 +284,7 @@ class StreamGuard:
         request = self._request(
             path, json, method, headers, format, read_timeout, allow_empty, require_done, expect
         )
+        processes = self._processes(processes, plan)
         if self._check_sharded(processes, shards) and self.ray is not None:
             return self._keep_sharded(request, self.ray.run(plan, request, shards))
         if processes is not None:
@@ -306,7 +314,7 @@ class StreamGuard:
         allow_empty: bool = False,
         require_done: bool = False,
         expect: str | None = None,
-        processes: int | None = None,
+        processes: int | str | None = None,
         shards: int | None = None,
     ) -> LoadResult:
         """The async twin of :meth:`load`, on the test's own event loop."""
@@ -315,6 +323,7 @@ class StreamGuard:
         request = self._request(
             path, json, method, headers, format, read_timeout, allow_empty, require_done, expect
         )
+        processes = self._processes(processes, plan)
         if self._check_sharded(processes, shards) and self.ray is not None:
             return self._keep_sharded(request, await self.ray.arun(plan, request, shards))
         if processes is not None:
@@ -350,7 +359,14 @@ class StreamGuard:
             self._keep(trace)
         return result
 
-    def _check_sharded(self, processes: int | None, shards: int | None) -> bool:
+    def _processes(self, processes: int | str | None, plan: LoadPlan) -> int | str | None:
+        """``processes="auto"`` as a count for this machine (None: in this process, on one
+        usable core or for a single stream); left as given under Ray, which refuses it."""
+        if self.ray is not None:
+            return processes
+        return resolve_processes(processes, plan.n)
+
+    def _check_sharded(self, processes: int | str | None, shards: int | None) -> bool:
         """Whether the load is sharded (``processes``, or ``--streamguard-ray``). Bad
         arguments, or a fault that only this process's reader can set off, are a ValueError
         before anything starts."""

@@ -107,7 +107,30 @@ def client_delay_lines(records: list[TestRecord]) -> list[str]:
     return [
         f"warning: the client's own read delay (bytes arrived to bytes read) was "
         f"{p99 * 1e3:.1f} ms at p99, over 1 ms: the client machine was busy; arrival stamps "
-        "are the kernel's, but events read together share the later one"
+        "are the kernel's, but events read together share the later one; a load reads on "
+        "every core with processes='auto'"
+    ]
+
+
+# What each stamp source means, for streams whose stamps are not the kernel's.
+_STAMP_SOURCES = {
+    "loop": "when the event loop read the bytes (no kernel receive stamp on this platform)",
+    "client": "when the client took the bytes (https, read by httpx's own transport)",
+}
+
+
+def stamp_source_lines(records: list[TestRecord]) -> list[str]:
+    """A note for streams whose arrival stamps are not the kernel's: their figures hold the
+    client's own delay, which the kernel's stamps leave out."""
+    counts: dict[str, int] = {}
+    for record in records:
+        for trace in record.traces:
+            if trace.stamps in _STAMP_SOURCES:
+                counts[trace.stamps] = counts.get(trace.stamps, 0) + 1
+    return [
+        f"note: {counted(count, 'stream')} stamped {_STAMP_SOURCES[source]}, not at the "
+        "kernel's receive stamp: their figures include the client's own delay"
+        for source, count in sorted(counts.items())
     ]
 
 
@@ -351,6 +374,7 @@ class StreamGuardSession:
                 *findings_lines(self.records),
                 *unfired_lines(self.records, strict=self.settings.strict_faults),
                 *client_delay_lines(self.records),
+                *stamp_source_lines(self.records),
             ]
             for line in lines:
                 out.write_line(line)

@@ -199,14 +199,16 @@ class StreamTrace:
     for a read on this machine (its stamps are on that node's clock)."""
     queued_ns: int | None = None
     """When the request was handed to the client (the stream's coroutine started), where the
-    client stamps ``request_ns`` once the request's last byte is written (loads); None where
-    ``request_ns`` is that start itself."""
+    client stamps ``request_ns`` once the request's last byte is written (plain ``http``,
+    single streams and loads); None where ``request_ns`` is that start itself (``https``)."""
     local: str | None = None
     """The connection's client side, ``address:port``: the key to match a packet capture, a
     server log or a proxy's log to this stream. None where the client did not say."""
     stamps: str | None = None
-    """Where arrival stamps came from: ``kernel`` (the socket's receive stamp, Linux) or
-    ``loop`` (when the event loop read the bytes); None for the default httpx client."""
+    """Where arrival stamps came from: ``kernel`` (the socket's receive stamp, Linux), ``loop``
+    (when the event loop read the bytes: no kernel stamp on this platform) or ``client`` (when
+    the client took the bytes: ``https``, read by httpx's own transport); None for a trace made
+    elsewhere (a shared client of the caller's)."""
     read_delay_ns: list[int] = field(default_factory=list)
     """The client's own delay on each socket read: the kernel's receive stamp to the read."""
 

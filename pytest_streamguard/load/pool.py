@@ -1,4 +1,4 @@
-"""Sharded loads in local processes: ``streamguard.load(..., processes=N)``.
+"""Sharded loads in local processes: ``streamguard.load(..., processes=N)`` (or ``"auto"``).
 
 The load is split into ``N`` shards (:mod:`pytest_streamguard.load.shards`), each read by a
 fresh Python process (running :func:`main`) with its own event loop, so a load uses every
@@ -58,8 +58,23 @@ _BOOTSTRAP = (
 )
 
 
-def check_processes(processes: object) -> int:
+#: ``processes="auto"``: one shard process per core this process may use.
+AUTO = "auto"
+
+
+def usable_cores() -> int:
+    """The cores this process may run on: its CPU affinity where the OS has one (a container's
+    or ``taskset``'s limit), else every core of the machine."""
+    affinity = getattr(os, "sched_getaffinity", None)
+    if affinity is not None:
+        return len(affinity(0))
+    return os.cpu_count() or 1
+
+
+def check_processes(processes: object) -> int | str:
     """``processes`` as given to ``load()``, or a ValueError saying what is accepted."""
+    if isinstance(processes, str) and processes == AUTO:
+        return AUTO
     if (
         isinstance(processes, bool)
         or not isinstance(processes, int)
@@ -67,10 +82,24 @@ def check_processes(processes: object) -> int:
     ):
         raise ValueError(
             f"load processes={processes!r} is not accepted: expected an int from 1 to "
-            f"{MAX_PROCESSES} (processes that read the load's streams), or None to read them "
-            "in this process"
+            f"{MAX_PROCESSES} (processes that read the load's streams), 'auto' (one per core "
+            "this process may use), or None to read them in this process"
         )
     return processes
+
+
+def resolve_processes(processes: object, streams: int) -> int | None:
+    """How many shard processes read a load of ``streams`` streams (or arrivals): None reads
+    it in this process. ``"auto"`` is one per usable core (:func:`usable_cores`), never more
+    than the streams, and None when that is one: a single shard process would only add its
+    start-up. An int is taken as given; anything else is a ValueError."""
+    if processes is None:
+        return None
+    checked = check_processes(processes)
+    if isinstance(checked, int):
+        return checked
+    count = min(usable_cores(), MAX_PROCESSES, streams)
+    return count if count > 1 else None
 
 
 class ShardStartError(RuntimeError):
@@ -182,9 +211,12 @@ class _Child:
             await self.drain
 
 
-async def arun_processes(plan: LoadPlan, request: StreamRequest, processes: int) -> LoadResult:
-    """Run ``plan`` in ``processes`` shard processes (fewer when there are fewer streams)."""
-    shards = split(plan, request, check_processes(processes))
+async def arun_processes(
+    plan: LoadPlan, request: StreamRequest, processes: int | str
+) -> LoadResult:
+    """Run ``plan`` in ``processes`` shard processes (fewer when there are fewer streams;
+    ``"auto"``: one per usable core, at least one here)."""
+    shards = split(plan, request, resolve_processes(processes, plan.n) or 1)
     children: list[_Child] = []
     try:
         for shard in shards:
@@ -207,7 +239,7 @@ async def arun_processes(plan: LoadPlan, request: StreamRequest, processes: int)
     return merge(plan, list(results), origin_ns)
 
 
-def run_processes(plan: LoadPlan, request: StreamRequest, processes: int) -> LoadResult:
+def run_processes(plan: LoadPlan, request: StreamRequest, processes: int | str) -> LoadResult:
     """:func:`arun_processes` to the end on a private event loop (for sync tests)."""
     return run_private(lambda: arun_processes(plan, request, processes))
 

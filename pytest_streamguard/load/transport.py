@@ -10,7 +10,9 @@ API (the load still goes through ``httpx.AsyncClient`` and the plugin's
 wait. Each read is stamped when the loop delivers it (:class:`StampedBytes`), so a busy loop
 delays the processing of a chunk but not its stamp. One connection per stream, closed when the
 stream ends. ``https`` URLs go to httpx's
-default transport.
+default transport. The single-stream client (``streamguard.stream()``) reads through it too.
+While 64 KB of a body wait unread the socket is not read, so a slow reader's backpressure
+reaches the server through the kernel's receive buffer.
 
 Stamps are the wire's (issue 28). The request is stamped when its last byte left: the kernel's
 software transmit stamp of that byte (``SO_TIMESTAMPING``, read off the socket's error queue right
@@ -41,6 +43,7 @@ import codecs
 import collections
 import contextlib
 import socket
+import ssl
 import struct
 import sys
 import time
@@ -116,6 +119,11 @@ class _Connection:
         self.kernel = False
         self.read_delay_ns: list[int] = []
         self.closed = False
+        # Body bytes parsed but not yet taken by the reader; past _READ_SIZE the socket is not
+        # read until the reader catches up, so a slow reader's backpressure reaches the server
+        # through the kernel's receive buffer, as with httpx's own transport.
+        self.queued = 0
+        self.paused = False
         self.ancillary = socket.CMSG_SPACE(_TIMESPEC.size) if KERNEL_STAMPS else 0
         loop.add_reader(sock.fileno(), self._readable)
 
@@ -144,6 +152,9 @@ class _Connection:
         self.read_delay_ns.append(now - stamp)
         self.stamp_ns = stamp
         self._parse(data)
+        if self.queued >= _READ_SIZE and not self.closed and not self.paused:
+            self.paused = True
+            self.loop.remove_reader(self.sock.fileno())
 
     def _lost(self, exc: Exception | None) -> None:
         """Reset or closed: a reader still waiting gets an error instead of hanging."""
@@ -174,6 +185,7 @@ class _Connection:
                     data = StampedBytes(event.data)
                     data.stamp_ns = self.stamp_ns
                     event = h11.Data(data=data)
+                    self.queued += len(data)
                 self.events.append(event)
                 if isinstance(event, h11.EndOfMessage | h11.ConnectionClosed):
                     break
@@ -206,7 +218,13 @@ class _Connection:
             finally:
                 if timer is not None:
                     timer.cancel()
-        return self.events.popleft()
+        event = self.events.popleft()
+        if isinstance(event, h11.Data):
+            self.queued -= len(event.data)
+            if self.paused and self.queued < _READ_SIZE and not self.closed:
+                self.paused = False
+                self.loop.add_reader(self.sock.fileno(), self._readable)
+        return event
 
     async def send(self, *events: Any) -> int:
         """Serialise and write request events; ``perf_counter_ns`` once the last byte is written
@@ -276,10 +294,16 @@ class _Body(httpx.AsyncByteStream):
 class LoadTransport(httpx.AsyncBaseTransport):
     """httpx transport: one lean connection per plain-HTTP request (see the module docstring)."""
 
-    def __init__(self, max_streams: int, socket_options: list[tuple[int, int, int]]) -> None:
+    def __init__(
+        self,
+        max_streams: int,
+        socket_options: list[tuple[int, int, int]],
+        verify: ssl.SSLContext | bool = True,
+    ) -> None:
         self.socket_options = [(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1), *socket_options]
         self.max_streams = max_streams
-        self.addresses: dict[tuple[str, int], tuple[Any, ...]] = {}
+        self.verify = verify
+        self.addresses: dict[tuple[str, int], tuple[int, tuple[Any, ...]]] = {}
         self._fallback: httpx.AsyncHTTPTransport | None = None
 
     def fallback(self) -> httpx.AsyncHTTPTransport:
@@ -290,7 +314,7 @@ class LoadTransport(httpx.AsyncBaseTransport):
                 max_connections=self.max_streams, max_keepalive_connections=self.max_streams
             )
             self._fallback = httpx.AsyncHTTPTransport(
-                socket_options=self.socket_options, limits=limits
+                verify=self.verify, socket_options=self.socket_options, limits=limits
             )
         return self._fallback
 
@@ -306,14 +330,20 @@ class LoadTransport(httpx.AsyncBaseTransport):
         else:
             self.fallback()
 
-    async def _address(self, host: str, port: int) -> tuple[Any, ...]:
+    async def _address(self, host: str, port: int) -> tuple[int, tuple[Any, ...]]:
+        """``(family, socket address)`` of ``host``: IPv4 first (``localhost`` is 127.0.0.1
+        whatever order the resolver gives), else what the name has (an IPv6 literal)."""
         key = (host, port)
         address = self.addresses.get(key)
         if address is None:
-            infos = await asyncio.get_running_loop().getaddrinfo(
-                host, port, family=socket.AF_INET, type=socket.SOCK_STREAM
-            )
-            address = self.addresses[key] = infos[0][4]
+            loop = asyncio.get_running_loop()
+            try:
+                infos = await loop.getaddrinfo(
+                    host, port, family=socket.AF_INET, type=socket.SOCK_STREAM
+                )
+            except socket.gaierror:
+                infos = await loop.getaddrinfo(host, port, type=socket.SOCK_STREAM)
+            address = self.addresses[key] = (infos[0][0], infos[0][4])
         return address
 
     async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
@@ -325,7 +355,7 @@ class LoadTransport(httpx.AsyncBaseTransport):
         connection = await self._connect(request, timeouts.get("connect"))
         try:
             address, port = connection.sock.getsockname()[:2]
-            local = f"{address}:{port}"
+            local = f"[{address}]:{port}" if ":" in address else f"{address}:{port}"
             host = request.url.netloc
             headers = [
                 (b"host", host),
@@ -361,14 +391,17 @@ class LoadTransport(httpx.AsyncBaseTransport):
     async def _connect(self, request: httpx.Request, connect_timeout: float | None) -> _Connection:
         loop = asyncio.get_running_loop()
         port = request.url.port or 80
-        sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        try:
+            family, address = await self._address(request.url.host, port)
+            sock = socket.socket(family, socket.SOCK_STREAM)
+        except OSError as exc:
+            raise httpx.ConnectError(f"{type(exc).__name__}: {exc}") from None
         try:
             for level, name, value in self.socket_options:
                 sock.setsockopt(level, name, value)
             if KERNEL_STAMPS:
                 _stamping(sock, _SO_TIMESTAMPNS, 1)
             sock.setblocking(False)
-            address = await self._address(request.url.host, port)
             await asyncio.wait_for(loop.sock_connect(sock, address), connect_timeout)
             if KERNEL_STAMPS:
                 # OPT_ID needs an established TCP socket (EINVAL before the connect).

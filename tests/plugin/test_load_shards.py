@@ -9,8 +9,8 @@ from __future__ import annotations
 import pytest
 
 from pytest_streamguard.client import StreamRequest
-from pytest_streamguard.load import LoadPlan
-from pytest_streamguard.load.pool import check_processes
+from pytest_streamguard.load import LoadPlan, pool
+from pytest_streamguard.load.pool import check_processes, resolve_processes
 from pytest_streamguard.load.shards import lost_traces, merge, split
 from pytest_streamguard.trace import Chunk, StreamTrace
 
@@ -107,10 +107,80 @@ def test_a_lost_shard_leaves_each_of_its_streams_failed() -> None:
     assert merged.outcomes == {"network": 3}
 
 
-@pytest.mark.parametrize("bad", [0, 65, 1.5, True, "2"])
+@pytest.mark.parametrize("bad", [0, 65, 1.5, True, "2", "Auto", "all"])
 def test_bad_processes_say_what_is_accepted(bad: object) -> None:
-    with pytest.raises(ValueError, match=rf"^load processes={bad!r} is not accepted: expected an"):
+    with pytest.raises(
+        ValueError, match=rf"^load processes={bad!r} is not accepted: expected an.*'auto'"
+    ):
         check_processes(bad)
+
+
+@pytest.mark.parametrize(
+    ("cores", "streams", "expected"),
+    [(4, 100, 4), (4, 3, 3), (2, 500, 2), (1, 500, None), (8, 1, None), (200, 1000, 64)],
+)
+def test_auto_processes_is_one_per_usable_core(
+    monkeypatch: pytest.MonkeyPatch, cores: int, streams: int, expected: int | None
+) -> None:
+    # The affinity (a container's or taskset's limit) counts, not the machine's cores.
+    monkeypatch.setattr(pool.os, "sched_getaffinity", lambda _: set(range(cores)), raising=False)
+    monkeypatch.setattr(pool.os, "cpu_count", lambda: 999)
+    assert resolve_processes("auto", streams) == expected
+    # Given counts are kept, and None reads in this process.
+    assert resolve_processes(3, streams) == 3
+    assert resolve_processes(None, streams) is None
+
+
+def test_auto_processes_without_an_affinity_uses_the_machines_cores(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.delattr(pool.os, "sched_getaffinity", raising=False)
+    monkeypatch.setattr(pool.os, "cpu_count", lambda: 3)
+    assert resolve_processes("auto", 100) == 3
+    monkeypatch.setattr(pool.os, "cpu_count", lambda: None)
+    assert resolve_processes("auto", 100) is None
+
+
+def test_auto_processes_starts_one_shard_per_usable_core(pytester: pytest.Pytester, run) -> None:  # type: ignore[no-untyped-def]
+    pytester.makepyfile(
+        """
+import pytest
+from pytest_streamguard.load import pool
+
+@pytest.fixture
+def started(monkeypatch):
+    shards = []
+    start = pool._Child.start
+
+    async def counted(shard):
+        shards.append(shard)
+        return await start(shard)
+
+    monkeypatch.setattr(pool._Child, "start", counted)
+    return shards
+
+def test_auto(streamguard, started):
+    result = streamguard.load(12, json={"max_new_tokens": 4, "interval_s": 0.01},
+                              processes="auto")
+    assert result.completed == 12, result.outcomes
+    cores = pool.usable_cores()
+    if cores > 1:
+        assert len(started) == min(cores, 12)
+        assert sum(s.plan.n for s in started) == 12
+    else:
+        assert started == []
+
+def test_auto_single_stream_reads_here(streamguard, started):
+    result = streamguard.load(1, json={"max_new_tokens": 2}, processes="auto")
+    assert result.completed == 1 and started == []
+
+def test_auto_on_one_core_reads_here(streamguard, started, monkeypatch):
+    monkeypatch.setattr(pool, "usable_cores", lambda: 1)
+    result = streamguard.load(6, json={"max_new_tokens": 2}, processes="auto")
+    assert result.completed == 6 and started == []
+"""
+    )
+    run().assert_outcomes(passed=3)
 
 
 def test_sharded_load_keeps_every_trace_and_pools_exact_percentiles(
