@@ -20,6 +20,7 @@ from pytest_streamguard.fixtures import (
     streamguard_toxiproxy_server,
     toxiproxy,
 )
+from pytest_streamguard.load.transport import kernel_stamps
 
 # Not ``from pytest_streamguard import matrix``: that form takes the package's attribute, which
 # in a second in-process pytest run (pytester) is the first run's module, whose profiles are of
@@ -51,7 +52,7 @@ def pytest_configure(config: pytest.Config) -> None:
 
 
 def pytest_report_header(config: pytest.Config) -> list[str]:
-    """One line: the target, and the Toxiproxy server's kind and version."""
+    """The target, the Toxiproxy server's kind and version, and where stamps come from."""
     settings = config.stash[SETTINGS_KEY]
     seed = f"seed={settings.seed}"
     if settings.toxiproxy_url is not None:
@@ -64,8 +65,19 @@ def pytest_report_header(config: pytest.Config) -> list[str]:
     return [
         f"streamguard: target={shown_text(settings.target_description, config.rootpath)}, "
         f"toxiproxy={toxiproxy}, "
-        f"default deadline ttft={settings.ttft:g}s chunk={settings.chunk:g}s, {seed}"
+        f"default deadline ttft={settings.ttft:g}s chunk={settings.chunk:g}s, {seed}",
+        STAMPS_KERNEL if kernel_stamps() else STAMPS_LOOP,
     ]
+
+
+STAMPS_KERNEL = (
+    "streamguard stamps: kernel (requests at their last byte's send, arrivals at the kernel's "
+    "receive stamp; https streams at the client's read)"
+)
+STAMPS_LOOP = (
+    "streamguard stamps: client (this platform's kernel gives no receive stamp: arrivals are "
+    "stamped when the client reads them, so figures include the client's own delay)"
+)
 
 
 # Setup errors already shown in full: message -> the test that showed it.

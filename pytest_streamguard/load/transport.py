@@ -97,6 +97,19 @@ def kernel_to_perf_ns(realtime_ns: int) -> int:
     return realtime_ns + best_offset
 
 
+def kernel_stamps() -> bool:
+    """Whether this platform's kernel stamps received segments for this client (Linux's
+    ``SO_TIMESTAMPNS`` on a TCP socket); without, arrivals are stamped when the loop reads."""
+    if not sys.platform.startswith("linux"):
+        return False
+    try:
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+            sock.setsockopt(socket.SOL_SOCKET, _SO_TIMESTAMPNS, 1)
+            return bool(sock.getsockopt(socket.SOL_SOCKET, _SO_TIMESTAMPNS))
+    except OSError:
+        return False
+
+
 def _stamping(sock: socket.socket, option: int, value: int) -> None:
     """Ask the kernel for stamps; a kernel that refuses leaves the loop's stamps (the trace's
     ``stamps`` then says ``loop``), never a failed stream."""

@@ -225,8 +225,11 @@ def test_header_when_enabled(pytester: pytest.Pytester) -> None:
         [
             "streamguard: target=url http://127.0.0.1:1, "
             "toxiproxy=embedded (started on first use), "
-            "default deadline ttft=0.5s chunk=0.2s, seed=5"
+            "default deadline ttft=0.5s chunk=0.2s, seed=5",
+            # Linux: the kernel's stamps (another OS would say "client", and why).
+            "streamguard stamps: kernel (requests at their last byte's send, *)",
         ]
     )
     result = pytester.runpytest()
     result.stdout.no_fnmatch_line("streamguard: target=*")
+    result.stdout.no_fnmatch_line("streamguard stamps: *")
