@@ -16,7 +16,8 @@ stall                             a stream that reached its chunk N waited at le
                                   of the seconds after it: its next event came that late,
                                   or the hold ended it (a read timeout)
 cut, reset, down, blackhole       a stream it was active on ended by it: cut, reset, refused,
-                                  or silent until its read limit
+                                  or silent until its read limit (at chunk N: a stream that
+                                  reached chunk N, after it did)
 profile                           any of its toxics did, each judged as above by its type
 ================================  ==========================================================
 
@@ -220,17 +221,18 @@ def judge(
         if missing:
             return False, missing
         return _held_at_chunk(record, triggered)
-    if kind == "cut" and "after_chunks" in record.params:
+    if kind in ("cut", "reset") and "after_chunks" in record.params:
         missing = _reached(record, traces, len(triggered))
         if missing:
             return False, missing
-        fired, evidence = _ended(triggered, CLOSED, "cut", since=record.on_ns)
+        kinds = CLOSED if kind == "cut" else RESET
+        fired, evidence = _ended(triggered, kinds, kind, since=record.on_ns)
         if fired:
             return fired, evidence
         return False, (
             f"{counted(len(triggered), 'stream')} reached chunk "
             f"{record.params['after_chunks']} but "
-            f"ended before the cut took effect ({evidence})"
+            f"ended before the {kind} took effect ({evidence})"
         )
     if kind == "cut":
         return _ended(traces, CLOSED, "cut")

@@ -7,6 +7,7 @@ every trace is kept so the plugin can check it against the test's ``token_deadli
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import time
 from collections.abc import Callable
 from typing import Any
@@ -70,7 +71,7 @@ class StreamGuard:
         # ingress hop.
         self.upstream = upstream if upstream is not None else target.address
         self.url = proxy_url(str(proxy.listen), proxy_host, api.host)
-        self.faults = Faults(api, proxy, target_pid=target.pid)
+        self.faults = Faults(api, proxy, target_pid=target.pid, seed=seed or 0)
         self.traces: list[StreamTrace] = []
         self._opened = 0
         self._ingress: tuple[Ingress, FaultRecord] | None = None
@@ -121,8 +122,15 @@ class StreamGuard:
 
     def _recorder(self, request: StreamRequest) -> StreamRecorder:
         """A recorder for one stream, numbered in the order streams are opened (concurrent
-        streams of one test get distinct names)."""
-        return StreamRecorder(request, self._next_name(request), on_chunk=self.faults.on_chunk)
+        streams of one test get distinct names); a stream that chunk faults are aimed at
+        (``streams=``) names them in its request."""
+        index = self._opened
+        aim = self.faults.aim_headers(index)
+        if aim:
+            request = dataclasses.replace(request, headers={**request.headers, **aim})
+        recorder = StreamRecorder(request, self._next_name(request), on_chunk=self.faults.on_chunk)
+        self.faults.opened(recorder.trace, index)
+        return recorder
 
     def _next_name(self, request: StreamRequest) -> str:
         self._opened += 1
@@ -158,7 +166,11 @@ class StreamGuard:
     def _keep(self, trace: StreamTrace) -> StreamTrace:
         self.faults.on_end(trace)
         end = trace.end_ns if trace.end_ns is not None else trace.request_ns
-        trace.faults = [f for f in self.faults.records if f.active_during(trace.request_ns, end)]
+        trace.faults = [
+            f
+            for f in self.faults.records
+            if f.active_during(trace.request_ns, end) and self.faults.aims_at(f, trace)
+        ]
         self.traces.append(trace)
         return trace
 
@@ -370,6 +382,15 @@ class StreamGuard:
                 )
         if processes is None and self.ray is None:
             return False
+        aimed = self.faults.aimed_faults
+        if aimed:
+            how = "with processes=" if processes is not None else "over Ray"
+            raise ValueError(
+                f"faults.{aimed[0].describe()} aims at streams by their index in this test's "
+                f"request order, which a load {how} does not keep (its shards number their "
+                "own streams): read the load without processes= (or --streamguard-ray), or "
+                "aim the fault without streams="
+            )
         if any(r.kind == "stall" and r.on_ns is None for r in self.faults.records):
             raise ValueError(
                 "faults.stall() is set off by this process's reader counting tokens, which a "
