@@ -5,7 +5,8 @@ Every fault applies when called and is removed when the test ends; each is recor
 the test's traces carry. ``stall`` and ``cut(after_chunks=N)`` are chunk toxics of the embedded
 server, which acts right after chunk N of each stream itself (a real Toxiproxy has none, so
 there they are refused); ``slow_reader`` makes the client read slowly through a small receive
-buffer, and ``freeze`` stops the target's process group. When the test's
+buffer, ``freeze`` stops the target's process group and ``restart`` kills it and starts it
+again. When the test's
 body ends, :meth:`Faults.judge` says of each fault whether it took effect
 (:mod:`pytest_streamguard.fired`).
 
@@ -29,6 +30,8 @@ blackhole          ``timeout`` 0 both ways: data is dropped, the connection stay
 down               the proxy is disabled: connections are closed, new ones refused
 freeze             not the proxy: SIGSTOP to the target's process group for S s, then SIGCONT
                    (right away or after N chunks of a stream)
+restart            not the proxy: SIGKILL to the target's process group, then its command
+                   started again on the same port (right away or after N chunks of a stream)
 apply_profile      a named profile's toxics (``profile(name=...)``) and fault words
 =================  =====================================================================
 
@@ -49,7 +52,7 @@ import os
 import signal
 import threading
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from toxiproxy.proxy import Proxy
 
@@ -58,6 +61,9 @@ from pytest_streamguard.fired import judge
 from pytest_streamguard.profiles import Profile, Toxic
 from pytest_streamguard.toxiproxy_client import ToxiproxyAPI, ToxiproxyError
 from pytest_streamguard.trace import FaultRecord, StreamTrace
+
+if TYPE_CHECKING:
+    from pytest_streamguard.target import Target
 
 STREAMS = ("upstream", "downstream")
 # The fastest slow reader measured to keep its rate within 10 % (benchmarks/slow_reader_rate.py,
@@ -309,17 +315,82 @@ class _Freeze:
         return self.error
 
 
-_Trigger = _ProxyChunk | _Freeze
+class _Restart:
+    """``restart(after_chunks)``: SIGKILL to the target's process group (a crash: its open
+    connections end), then the same command started again on the same port, in a thread; right
+    away, or once a stream of the test has ``after_chunks`` chunks (once per call). ``on_ns``
+    is the kill, ``off_ns`` when the target answered its ready path again."""
+
+    def __init__(
+        self, faults: Faults, record: FaultRecord, target: Target, after_chunks: int | None
+    ) -> None:
+        self.faults = faults
+        self.record = record
+        self.target = target
+        self.after_chunks = after_chunks
+        self.thread: threading.Thread | None = None
+        self.error: BaseException | None = None
+        self.hit: StreamTrace | None = None
+
+    @property
+    def triggered(self) -> list[StreamTrace]:
+        """The stream that reached the chunk (none for a restart applied at once)."""
+        return [self.hit] if self.hit is not None else []
+
+    def start(self) -> None:
+        """Kill the group now (in this thread: the streams in flight are cut right here) and
+        start the target again from a thread."""
+        self.target.kill()
+        self.record.on_ns = time.perf_counter_ns()
+        self.thread = threading.Thread(target=self._run, name="streamguard-restart", daemon=True)
+        self.thread.start()
+
+    def _run(self) -> None:
+        try:
+            self.target.restart()
+        except BaseException as exc:  # reported by stop(), when the test's faults are undone
+            self.error = exc
+        finally:
+            self.record.off_ns = time.perf_counter_ns()
+
+    def wait(self) -> None:
+        """Return once a restart under way is over (the target is ready, or failed to be)."""
+        if self.thread is not None:
+            self.thread.join(self.target.startup_timeout + 10)
+
+    def on_chunk(self, trace: StreamTrace) -> None:
+        if self.after_chunks is None or self.hit is not None:
+            return
+        if len(trace.chunks) >= self.after_chunks:
+            self.hit = trace
+            self.start()
+
+    def on_end(self, trace: StreamTrace) -> None:
+        """A restart goes on whatever the streams do."""
+
+    def stop(self) -> BaseException | None:
+        self.wait()
+        return self.error
+
+
+_Trigger = _ProxyChunk | _Freeze | _Restart
 
 
 class Faults:
     """Faults for one test (``streamguard.faults``); all are undone when the test ends."""
 
     def __init__(
-        self, api: ToxiproxyAPI, proxy: Proxy, target_pid: int | None = None, seed: int = 0
+        self,
+        api: ToxiproxyAPI,
+        proxy: Proxy,
+        target_pid: int | None = None,
+        seed: int = 0,
+        target: Target | None = None,
     ) -> None:
         self.api = api
         self.proxy = proxy
+        # A target the plugin started (for restart(); freeze() follows its process there).
+        self.target = target
         # --streamguard-seed: which streams a fraction of streams= aims at.
         self.seed = seed
         # The process (and group) of a target the plugin started, for freeze(); None for one
@@ -477,7 +548,8 @@ class Faults:
             raise ValueError(f"faults.freeze(seconds={seconds!r}): expected a number > 0")
         if after_chunks is not None:
             _number("freeze", "after_chunks", after_chunks, minimum=1, integer=True)
-        if self.target_pid is None:
+        pid = self.target.pid if self.target is not None else self.target_pid
+        if pid is None:
             raise ValueError(
                 "faults.freeze() stops the target process the plugin started, but this run's "
                 "target is given by URL (--streamguard-target-url): start it with "
@@ -494,7 +566,7 @@ class Faults:
         trigger = _Freeze(
             self,
             record,
-            self.target_pid,
+            pid,
             None if after_chunks is None else int(after_chunks),
             float(seconds),
         )
@@ -504,9 +576,51 @@ class Faults:
             if trigger.error is not None:
                 raise ValueError(
                     f"faults.freeze(): could not stop the target's process group "
-                    f"{self.target_pid}: {trigger.error}"
+                    f"{pid}: {trigger.error}"
                 )
         return record
+
+    def restart(self, after_chunks: int | None = None) -> FaultRecord:
+        """Kill the target process the plugin started (its whole process group, SIGKILL: a
+        crash) and start it again with the same command on the same port. Streams in flight
+        are cut; a stream opened while it starts again waits until it is ready. Right away
+        (this returns once the target is ready again), or once a stream of the test has
+        ``after_chunks`` chunks (it starts again in the background). Needs a target the plugin
+        starts (``--streamguard-target-cmd`` or the bundled one)."""
+        if after_chunks is not None:
+            _number("restart", "after_chunks", after_chunks, minimum=1, integer=True)
+        target = self.target
+        if target is None or target.process is None:
+            raise ValueError(
+                "faults.restart() kills and starts again the target process the plugin "
+                "started, but this run's target is given by URL (--streamguard-target-url): "
+                "start it with --streamguard-target-cmd (or use the bundled target) to "
+                "restart it"
+            )
+        record = FaultRecord(
+            kind="restart",
+            params={"after_chunks": after_chunks},
+            toxics=[],
+            armed_ns=time.perf_counter_ns(),
+            applied_by="client",
+        )
+        self.records.append(record)
+        trigger = _Restart(
+            self, record, target, None if after_chunks is None else int(after_chunks)
+        )
+        self._triggers.append(trigger)
+        if after_chunks is None:
+            trigger.start()
+            trigger.wait()
+            if trigger.error is not None:
+                raise ValueError(f"faults.restart(): {trigger.error}")
+        return record
+
+    def before_stream(self) -> None:
+        """Called before each stream opens: wait for a restart under way to be over."""
+        for trigger in self._triggers:
+            if isinstance(trigger, _Restart):
+                trigger.wait()
 
     def slow_reader(self, bytes_per_second: float, *, tiny: bool = False) -> FaultRecord:
         """Read every later stream of the test at ``bytes_per_second`` (bytes, not KB) through a

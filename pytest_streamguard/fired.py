@@ -15,9 +15,9 @@ slow_reader                       its reader waited to keep to its rate (a strea
 stall                             a stream that reached its chunk N waited at least 90 %
                                   of the seconds after it: its next event came that late,
                                   or the hold ended it (a read timeout)
-cut, reset, down, blackhole       a stream it was active on ended by it: cut, reset, refused,
-                                  or silent until its read limit (at chunk N: a stream that
-                                  reached chunk N, after it did)
+cut, reset, down, blackhole,      a stream it was active on ended by it: cut, reset, refused,
+restart                           or silent until its read limit (at chunk N: a stream that
+                                  reached chunk N, after it did; a restart: by its kill)
 profile                           any of its toxics did, each judged as above by its type
 ================================  ==========================================================
 
@@ -216,6 +216,11 @@ def judge(
         return _slow_reader(record, traces, waited)
     if kind == "freeze":
         return _frozen(record, traces)
+    if kind == "restart":
+        if record.on_ns is None:
+            # Only a restart after N chunks waits to act.
+            return False, f"the target was never killed: {_reached(record, traces, 0)}"
+        return _ended(traces, DOWN, "cut by the kill", since=record.on_ns)
     if kind == "stall":
         missing = _reached(record, traces, len(triggered))
         if missing:

@@ -71,7 +71,13 @@ class StreamGuard:
         # ingress hop.
         self.upstream = upstream if upstream is not None else target.address
         self.url = proxy_url(str(proxy.listen), proxy_host, api.host)
-        self.faults = Faults(api, proxy, target_pid=target.pid, seed=seed or 0)
+        self.faults = Faults(
+            api,
+            proxy,
+            target_pid=target.pid,
+            seed=seed or 0,
+            target=target if target.process is not None else None,
+        )
         self.traces: list[StreamTrace] = []
         self._opened = 0
         self._ingress: tuple[Ingress, FaultRecord] | None = None
@@ -124,6 +130,7 @@ class StreamGuard:
         """A recorder for one stream, numbered in the order streams are opened (concurrent
         streams of one test get distinct names); a stream that chunk faults are aimed at
         (``streams=``) names them in its request."""
+        self.faults.before_stream()
         index = self._opened
         aim = self.faults.aim_headers(index)
         if aim:
