@@ -202,12 +202,18 @@ class _ProxyChunk:
         return list(self.hits.values())
 
     def on_chunk(self, trace: StreamTrace) -> None:
-        if len(trace.chunks) != self.after_chunks or id(trace) in self.hits:
+        if len(trace.chunks) != self.after_chunks:
+            return
+        self.reached(trace)
+
+    def reached(self, trace: StreamTrace) -> None:
+        """Note ``trace`` if it reached chunk N (also for a stream read in a shard process)."""
+        if len(trace.chunks) < self.after_chunks or id(trace) in self.hits:
             return
         if not self.covers(trace):
             return
         self.hits[id(trace)] = trace
-        stamp = trace.chunks[-1].stamp_ns
+        stamp = trace.chunks[self.after_chunks - 1].stamp_ns
         if self.record.on_ns is None or stamp < self.record.on_ns:
             self.record.on_ns = stamp
 
@@ -615,6 +621,23 @@ class Faults:
             if trigger.error is not None:
                 raise ValueError(f"faults.restart(): {trigger.error}")
         return record
+
+    def reached(self, trace: StreamTrace) -> None:
+        """A stream read elsewhere (a shard process) has ended: note it for the chunk faults
+        that the proxy applied to it."""
+        for trigger in self._triggers:
+            if isinstance(trigger, _ProxyChunk):
+                trigger.reached(trace)
+
+    @property
+    def pending_on_reader(self) -> list[FaultRecord]:
+        """Faults that wait for this process's reader to see chunk N (``freeze`` and
+        ``restart`` with ``after_chunks``, not set off yet)."""
+        return [
+            t.record
+            for t in self._triggers
+            if isinstance(t, _Freeze | _Restart) and t.after_chunks is not None and t.hit is None
+        ]
 
     def before_stream(self) -> None:
         """Called before each stream opens: wait for a restart under way to be over."""

@@ -398,11 +398,12 @@ class StreamGuard:
                 "own streams): read the load without processes= (or --streamguard-ray), or "
                 "aim the fault without streams="
             )
-        if any(r.kind == "stall" and r.on_ns is None for r in self.faults.records):
+        pending = self.faults.pending_on_reader
+        if pending:
             raise ValueError(
-                "faults.stall() is set off by this process's reader counting tokens, which a "
-                "load with processes= reads elsewhere: read it without processes=, or stall "
-                "with a toxic (faults.bandwidth, a profile)"
+                f"faults.{pending[0].describe()} is set off by this process's reader counting "
+                "chunks, which a load with processes= reads elsewhere: read it without "
+                "processes=, or set it off without after_chunks"
             )
         return True
 
@@ -410,6 +411,8 @@ class StreamGuard:
         # Shards name their streams on their own; the test's numbering goes by send order.
         for trace in result.traces:
             trace.name = self._next_name(request)
+            # The proxy's chunk faults acted on the shards' streams: note which reached chunk N.
+            self.faults.reached(trace)
         return self._keep_load(result)
 
     def ingress(

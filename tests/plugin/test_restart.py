@@ -46,6 +46,9 @@ def test_bad_arguments(streamguard):
     import pytest
     with pytest.raises(ValueError, match=r"faults.restart\\(after_chunks=0\\)"):
         streamguard.faults.restart(after_chunks=0)
+    streamguard.faults.restart(after_chunks=2)
+    with pytest.raises(ValueError, match="restart.after_chunks=2. is set off by this process"):
+        streamguard.load(2, json={"max_new_tokens": 3}, processes=2)
 """
 
 
