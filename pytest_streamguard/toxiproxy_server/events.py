@@ -113,13 +113,16 @@ class RequestAims:
                 pos = self._chunked(data, pos)
 
     def _head(self, data: bytes, pos: int) -> int:
+        if not self.head:
+            # A request head may follow a CRLF left over from the previous body.
+            while pos < len(data) and data[pos] in b"\r\n":
+                pos += 1
+        before = len(self.head)
         self.head += data[pos:]
-        # A request head may follow a CRLF left over from the previous body.
-        self.head = self.head.lstrip(b"\r\n")
-        end = self.head.find(_HEAD_END)
+        end = self.head.find(_HEAD_END, max(before - 3, 0))
         if end < 0:
             if len(self.head) > _HEAD_LIMIT:
-                self.opaque = True
+                self.opaque, self.head = True, b""
             return len(data)
         head, rest = self.head[:end], self.head[end + 4 :]
         self.head = b""

@@ -57,3 +57,12 @@ def test_an_aimed_counter_counts_only_the_responses_to_requests_naming_it() -> N
     aims.feed(b"GET / HTTP/1.1\r\nx-streamguard-aim: other, cut_me\r\n\r\n")
     assert counter.boundary(RESPONSE) == offset
     assert counter.hits == 2
+
+
+def test_bytes_that_are_not_http_stop_the_reading_and_are_not_kept() -> None:
+    aims = RequestAims()
+    for _ in range(70):
+        aims.feed(b"\x00" * 1024)
+    assert aims.opaque
+    assert aims.head == b""
+    assert aims.latest == frozenset()
