@@ -132,6 +132,18 @@ def test_bad(streamguard, call, message):
         assert "write streams=[6]" in str(info.value)
     assert streamguard.faults.records == []
 
+def test_aimed_at_a_stream_the_test_never_opens(streamguard):
+    record = streamguard.faults.cut(after_chunks=2, streams=[5])
+    result = streamguard.load(3, json={"max_new_tokens": 4, "interval_s": 0.005})
+    assert result.completed == 3
+    assert all(t.faults == [] for t in result.traces)
+    assert streamguard.faults.judge(streamguard.traces) == [record]
+    assert record.streams == []
+    assert record.evidence == (
+        "aimed at streams=[5], but no stream it aimed at was read while it was on (the test "
+        "read 3 streams)"
+    )
+
 def test_not_with_processes(streamguard):
     streamguard.faults.cut(after_chunks=3, streams=[1])
     with pytest.raises(ValueError, match="aims at streams by their index.*without processes="):
@@ -141,4 +153,4 @@ def test_not_with_processes(streamguard):
 
 def test_bad_streams_say_what_is_accepted(pytester: pytest.Pytester, run) -> None:  # type: ignore[no-untyped-def]
     pytester.makepyfile(BAD)
-    run().assert_outcomes(passed=10)
+    run().assert_outcomes(passed=11)
