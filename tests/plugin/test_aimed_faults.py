@@ -46,7 +46,8 @@ def test_indexes_count_every_stream_of_the_test(streamguard):
         assert trace.max_gap == trace.gaps[1] >= 0.36, (trace.name, trace.gaps)
     for trace in free:
         assert trace.completed and len(trace.chunks) == 6
-        assert trace.max_gap < 0.2, (trace.name, trace.gaps)
+        # Events 5 ms apart: anything near the 0.4 s stall would be the fault.
+        assert trace.max_gap < 0.3, (trace.name, trace.gaps)
     assert record.streams == [1, 3]
     assert streamguard.faults.judge(streamguard.traces) == []
     assert "2 of 2 streams that reached chunk 2" in record.evidence
