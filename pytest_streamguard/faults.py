@@ -2,13 +2,12 @@
 
 Every fault applies when called and is removed when the test ends; each is recorded as a
 :class:`~pytest_streamguard.trace.FaultRecord` with its on/off ``perf_counter_ns`` stamps, which
-the test's traces carry. ``stall`` and ``cut(after_chunks=N)`` are chunk toxics of the embedded
-server, which acts right after chunk N of each stream itself (a real Toxiproxy has none, so
-there they are refused); ``slow_reader`` makes the client read slowly through a small receive
-buffer, ``freeze`` stops the target's process group and ``restart`` kills it and starts it
-again. When the test's
-body ends, :meth:`Faults.judge` says of each fault whether it took effect
-(:mod:`pytest_streamguard.fired`).
+the test's traces carry. ``stall``, and ``cut`` and ``reset`` with ``after_chunks=N``, are chunk
+toxics of the embedded server, which acts right after chunk N of each stream itself (a real
+Toxiproxy has none, so there they are refused); ``slow_reader`` makes the client read slowly
+through a small receive buffer, ``freeze`` stops the target's process group and ``restart``
+kills it and starts it again. When the test's body ends, :meth:`Faults.judge` says of each
+fault whether it took effect (:mod:`pytest_streamguard.fired`).
 
 =================  =====================================================================
 word               what the proxy does
