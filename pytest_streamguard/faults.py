@@ -604,7 +604,7 @@ class Faults:
             )
         record = FaultRecord(
             kind="restart",
-            params={"after_chunks": after_chunks},
+            params={} if after_chunks is None else {"after_chunks": after_chunks},
             toxics=[],
             armed_ns=time.perf_counter_ns(),
             applied_by="client",
