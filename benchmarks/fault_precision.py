@@ -5,7 +5,9 @@ A lean SSE server in a process group of its own (``sse_server.py``, 40 events pe
 1,000 events/s) is read through each server's proxy with the plugin's own ``StreamGuard``
 (``streamguard.load``), as a test would, under each chunk fault:
 
-- ``cut(after_chunks=5)``: the number of chunks each stream got before its connection ended;
+- ``cut(after_chunks=5)`` and ``reset(after_chunks=5)``: the number of chunks each stream got
+  before its connection ended (and how it ended, for the reset; read by ``aload`` on asyncio's
+  loop, as uvloop's polling misses a reset);
 - ``stall(after_chunks=5, seconds=0.3)``: the chunk after which each stream's longest wait
   came (gap i follows chunk i + 1), and how long that wait was;
 - ``cut(after_chunks=5, streams=0.3)``: the same for the streams aimed at (a fraction drawn
@@ -26,6 +28,7 @@ Run: ``python benchmarks/fault_precision.py [--streams 20,100] [--toxiproxy-serv
 from __future__ import annotations
 
 import argparse
+import asyncio
 import collections
 import json
 import os
@@ -113,6 +116,25 @@ def cut_at_5(n: int) -> Measure:
             api.destroy_proxy(sg.proxy)
         cut = sum(not t.completed for t in result.traces)
         return f"{spread([len(t.chunks) for t in result.traces])}; {cut} of {n} cut"
+
+    return run
+
+
+def reset_at_5(n: int) -> Measure:
+    def run(api: ToxiproxyAPI, url: str, pid: int, name: str) -> str:
+        sg = guard(api, name, url, pid)
+        try:
+            sg.faults.reset(after_chunks=5)
+            # On asyncio's own loop: the sync load's uvloop does not see a reset of a socket it
+            # polls (libuv stops the poll on POLLERR without calling the reader), and such a
+            # stream then waits for its read timeout.
+            result = asyncio.run(sg.aload(n, json=BODY))
+        finally:
+            sg.close()
+            api.destroy_proxy(sg.proxy)
+        kinds = collections.Counter(str(t.error_kind) for t in result.traces)
+        ended = ", ".join(f"{kind} {count}" for kind, count in sorted(kinds.items()))
+        return f"{spread([len(t.chunks) for t in result.traces])}; ended: {ended}"
 
     return run
 
@@ -212,6 +234,7 @@ def rows(counts: list[int]) -> list[tuple[str, int, Measure]]:
     made: list[tuple[str, int, Measure]] = []
     for n in counts:
         made.append(("cut(after_chunks=5): chunks each stream got", n, cut_at_5(n)))
+        made.append(("reset(after_chunks=5): chunks each stream got", n, reset_at_5(n)))
         made.append(
             ("stall(after_chunks=5, seconds=0.3): chunk the wait came after", n, stall_at_5(n))
         )
