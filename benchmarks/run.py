@@ -36,7 +36,12 @@ Rows, in the order they run:
    ``processes="auto"``; one ``stream()``; and AIPerf (as found for part 5) direct on the same
    server and capture rules; needs root and tcpdump, else says it was skipped.
 
-``--only proxy,capacity,target,startup,fidelity,toxiproxy,wire`` runs some parts.
+8. **Where faults land** (``fault_precision.py``): the chunk each stream's cut or stall came
+   at, over 20 and 100 streams at 1,000 events/s (``--fault-streams``), a cut aimed at a
+   fraction of them, TTFT under a late cut and a freeze's gaps, on the embedded proxy and
+   (with ``--toxiproxy-server``) the real one, where chunk faults are refused.
+
+``--only proxy,capacity,target,startup,fidelity,toxiproxy,wire,faults`` runs some parts.
 
 Percentiles are nearest-rank (:func:`pytest_streamguard.stats.percentile`), except the proxy rows,
 which are ``proxy_overhead.py``'s own figures.
@@ -63,6 +68,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+import fault_precision
 import fidelity
 import proxy_overhead
 import target_load
@@ -406,7 +412,7 @@ def cell(value: float | None) -> str:
     return "-" if value is None else f"{value:.3f}"
 
 
-PARTS = ("proxy", "capacity", "target", "startup", "fidelity", "toxiproxy", "wire")
+PARTS = ("proxy", "capacity", "target", "startup", "fidelity", "toxiproxy", "wire", "faults")
 
 
 def main() -> int:
@@ -434,6 +440,7 @@ def main() -> int:
         help="a real toxiproxy-server to compare with (default: $STREAMGUARD_TOXIPROXY_SERVER)",
     )
     parser.add_argument("--wire-streams", default="1,10,100,500")
+    parser.add_argument("--fault-streams", default="20,100")
     options = parser.parse_args()
     parts = set(PARTS if options.only is None else options.only.split(","))
     if options.startup_only:
@@ -486,6 +493,11 @@ def main() -> int:
             captured = wire.measure(counts, modes, options.toxiproxy_server)
             sections += ["", "## streamguard vs the wire (tool minus tcpdump on lo, ms)", ""]
             sections += wire.table(captured)
+    if "faults" in parts:
+        counts = [int(n) for n in options.fault_streams.split(",")]
+        landed = fault_precision.measure(counts, options.toxiproxy_server)
+        sections += ["", "## where faults land (embedded vs real Toxiproxy)", ""]
+        sections += fault_precision.table(landed, options.toxiproxy_server)
     print(
         f"# {time.strftime('%Y-%m-%d %H:%M')}; {machine()}; Python {platform.python_version()}; "
         f"load average {load_before:.2f} before, {os.getloadavg()[0]:.2f} after; "

@@ -2,12 +2,12 @@
 
 Every fault applies when called and is removed when the test ends; each is recorded as a
 :class:`~pytest_streamguard.trace.FaultRecord` with its on/off ``perf_counter_ns`` stamps, which
-the test's traces carry. ``stall`` and ``cut(after_chunks=N)`` are chunk toxics of the embedded
-server, which acts right after chunk N of each stream itself (a real Toxiproxy has none, so
-there they are refused); ``slow_reader`` makes the client read slowly through a small receive
-buffer, and ``freeze`` stops the target's process group. When the test's
-body ends, :meth:`Faults.judge` says of each fault whether it took effect
-(:mod:`pytest_streamguard.fired`).
+the test's traces carry. ``stall``, and ``cut`` and ``reset`` with ``after_chunks=N``, are chunk
+toxics of the embedded server, which acts right after chunk N of each stream itself (a real
+Toxiproxy has none, so there they are refused); ``slow_reader`` makes the client read slowly
+through a small receive buffer, ``freeze`` stops the target's process group and ``restart``
+kills it and starts it again. When the test's body ends, :meth:`Faults.judge` says of each
+fault whether it took effect (:mod:`pytest_streamguard.fired`).
 
 =================  =====================================================================
 word               what the proxy does
@@ -23,13 +23,21 @@ cut                ``limit_data`` downstream: N bytes (headers included), then a
                    with ``after_chunks``, ``chunk_cut`` (embedded server only): a FIN right
                    after each stream's chunk N
 reset              ``reset_peer`` downstream: new connections lose their first response
-                   chunk and get an RST after ``after_ms``
+                   chunk and get an RST after ``after_ms``; or, with ``after_chunks``,
+                   ``chunk_reset`` (embedded server only): an RST right after chunk N
 blackhole          ``timeout`` 0 both ways: data is dropped, the connection stays open
 down               the proxy is disabled: connections are closed, new ones refused
 freeze             not the proxy: SIGSTOP to the target's process group for S s, then SIGCONT
                    (right away or after N chunks of a stream)
+restart            not the proxy: SIGKILL to the target's process group, then its command
+                   started again on the same port (right away or after N chunks of a stream)
 apply_profile      a named profile's toxics (``profile(name=...)``) and fault words
 =================  =====================================================================
+
+The chunk faults take ``streams=``: indexes of the test's streams in request order (``[6]``:
+its 7th stream) or a fraction drawn from ``--streamguard-seed`` and each index (``0.3``).
+The toxic is then ``aimed``: the embedded proxy acts only on connections whose request names
+it in an ``x-streamguard-aim`` header, which the plugin sends on the streams aimed at.
 """
 
 from __future__ import annotations
@@ -37,12 +45,13 @@ from __future__ import annotations
 import atexit
 import contextlib
 import functools
+import hashlib
 import math
 import os
 import signal
 import threading
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from toxiproxy.proxy import Proxy
 
@@ -51,6 +60,9 @@ from pytest_streamguard.fired import judge
 from pytest_streamguard.profiles import Profile, Toxic
 from pytest_streamguard.toxiproxy_client import ToxiproxyAPI, ToxiproxyError
 from pytest_streamguard.trace import FaultRecord, StreamTrace
+
+if TYPE_CHECKING:
+    from pytest_streamguard.target import Target
 
 STREAMS = ("upstream", "downstream")
 # The fastest slow reader measured to keep its rate within 10 % (benchmarks/slow_reader_rate.py,
@@ -92,6 +104,61 @@ def _number(
     return float(value)
 
 
+#: The request header that aims a chunk toxic of the embedded server at a stream: it names
+#: the toxics aimed at that stream (``aimed`` toxics act on no other request; see
+#: :mod:`pytest_streamguard.toxiproxy_server.events`).
+AIM_HEADER = "x-streamguard-aim"
+
+_STREAMS_ACCEPTED = (
+    "expected a list of the test's stream indexes (0 is its first stream, in request order "
+    "across stream(), astream(), load() and aload()), such as [2, 7], or a fraction of its "
+    "streams above 0 and at most 1, such as 0.3"
+)
+
+#: What ``streams=`` holds once checked: indexes, a fraction, or None for every stream.
+Aim = tuple[int, ...] | float | None
+
+
+def _aim(call: str, streams: Any) -> Aim:
+    """Check a chunk fault's ``streams=`` (``call`` names the fault for the error)."""
+    where = f"faults.{call}(streams={streams!r})"
+    if streams is None:
+        return None
+    if isinstance(streams, bool):
+        raise ValueError(f"{where}: {_STREAMS_ACCEPTED}")
+    if isinstance(streams, int):
+        raise ValueError(
+            f"{where}: {_STREAMS_ACCEPTED}; for the stream at index {streams} alone write "
+            f"streams=[{streams}]"
+        )
+    if isinstance(streams, float):
+        if not math.isfinite(streams) or not 0 < streams <= 1:
+            raise ValueError(
+                f"{where}: a fraction must be above 0 and at most 1; {_STREAMS_ACCEPTED}"
+            )
+        return streams
+    if isinstance(streams, list | tuple | set | frozenset | range):
+        indexes = list(streams)
+        if not indexes:
+            raise ValueError(f"{where}: an empty list aims at no stream; {_STREAMS_ACCEPTED}")
+        for index in indexes:
+            if isinstance(index, bool) or not isinstance(index, int) or index < 0:
+                raise ValueError(
+                    f"{where}: {index!r} is not a stream index (an integer >= 0); "
+                    f"{_STREAMS_ACCEPTED}"
+                )
+        return tuple(sorted(set(indexes)))
+    raise ValueError(f"{where}: {_STREAMS_ACCEPTED}")
+
+
+def chosen(seed: int, index: int, fraction: float) -> bool:
+    """Whether ``streams=fraction`` aims at the stream at ``index``: a draw from the session's
+    seed (``--streamguard-seed``) and the index alone, so a rerun with the same seed aims at
+    the same streams, whatever else the test does."""
+    digest = hashlib.blake2b(f"{seed}:{index}".encode(), digest_size=8).digest()
+    return int.from_bytes(digest, "big") < fraction * 2**64
+
+
 #: Below this a slow reader's rate is more likely KB/s written as bytes/s than meant: a 1 KB
 #: event then takes over 15 s to read. ``slow_reader(rate, tiny=True)`` says it is meant.
 SLOW_READER_TINY_BPS = 64
@@ -104,11 +171,29 @@ class _ProxyChunk:
     The client only notes the streams that reached chunk N, for the judgement; ``on_ns`` is
     when the first of them received it."""
 
-    def __init__(self, faults: Faults, record: FaultRecord, after_chunks: int) -> None:
+    def __init__(
+        self, faults: Faults, record: FaultRecord, after_chunks: int, streams: Aim = None
+    ) -> None:
         self.faults = faults
         self.record = record
         self.after_chunks = after_chunks
         self.hits: dict[int, StreamTrace] = {}
+        # streams=: which of the test's streams it is aimed at (None: all), and the traces
+        # (by id) of those opened while it was on.
+        self.streams = streams
+        self.aimed: set[int] = set()
+
+    def aims(self, index: int) -> bool:
+        """Whether this fault is aimed at the test's stream at ``index``."""
+        if self.streams is None:
+            return True
+        if isinstance(self.streams, float):
+            return chosen(self.faults.seed, index, self.streams)
+        return index in self.streams
+
+    def covers(self, trace: StreamTrace) -> bool:
+        """Whether the fault can act on ``trace`` (every stream, or one it was aimed at)."""
+        return self.streams is None or id(trace) in self.aimed
 
     @property
     def triggered(self) -> list[StreamTrace]:
@@ -116,10 +201,18 @@ class _ProxyChunk:
         return list(self.hits.values())
 
     def on_chunk(self, trace: StreamTrace) -> None:
-        if len(trace.chunks) != self.after_chunks or id(trace) in self.hits:
+        if len(trace.chunks) != self.after_chunks:
+            return
+        self.reached(trace)
+
+    def reached(self, trace: StreamTrace) -> None:
+        """Note ``trace`` if it reached chunk N (also for a stream read in a shard process)."""
+        if len(trace.chunks) < self.after_chunks or id(trace) in self.hits:
+            return
+        if not self.covers(trace):
             return
         self.hits[id(trace)] = trace
-        stamp = trace.chunks[-1].stamp_ns
+        stamp = trace.chunks[self.after_chunks - 1].stamp_ns
         if self.record.on_ns is None or stamp < self.record.on_ns:
             self.record.on_ns = stamp
 
@@ -227,15 +320,84 @@ class _Freeze:
         return self.error
 
 
-_Trigger = _ProxyChunk | _Freeze
+class _Restart:
+    """``restart(after_chunks)``: SIGKILL to the target's process group (a crash: its open
+    connections end), then the same command started again on the same port, in a thread; right
+    away, or once a stream of the test has ``after_chunks`` chunks (once per call). ``on_ns``
+    is the kill, ``off_ns`` when the target answered its ready path again."""
+
+    def __init__(
+        self, faults: Faults, record: FaultRecord, target: Target, after_chunks: int | None
+    ) -> None:
+        self.faults = faults
+        self.record = record
+        self.target = target
+        self.after_chunks = after_chunks
+        self.thread: threading.Thread | None = None
+        self.error: BaseException | None = None
+        self.hit: StreamTrace | None = None
+
+    @property
+    def triggered(self) -> list[StreamTrace]:
+        """The stream that reached the chunk (none for a restart applied at once)."""
+        return [self.hit] if self.hit is not None else []
+
+    def start(self) -> None:
+        """Kill the group now (in this thread: the streams in flight are cut right here) and
+        start the target again from a thread."""
+        self.target.kill()
+        self.record.on_ns = time.perf_counter_ns()
+        self.thread = threading.Thread(target=self._run, name="streamguard-restart", daemon=True)
+        self.thread.start()
+
+    def _run(self) -> None:
+        try:
+            self.target.restart()
+        except BaseException as exc:  # reported by stop(), when the test's faults are undone
+            self.error = exc
+        finally:
+            self.record.off_ns = time.perf_counter_ns()
+
+    def wait(self) -> None:
+        """Return once a restart under way is over (the target is ready, or failed to be)."""
+        if self.thread is not None:
+            self.thread.join(self.target.startup_timeout + 10)
+
+    def on_chunk(self, trace: StreamTrace) -> None:
+        if self.after_chunks is None or self.hit is not None:
+            return
+        if len(trace.chunks) >= self.after_chunks:
+            self.hit = trace
+            self.start()
+
+    def on_end(self, trace: StreamTrace) -> None:
+        """A restart goes on whatever the streams do."""
+
+    def stop(self) -> BaseException | None:
+        self.wait()
+        return self.error
+
+
+_Trigger = _ProxyChunk | _Freeze | _Restart
 
 
 class Faults:
     """Faults for one test (``streamguard.faults``); all are undone when the test ends."""
 
-    def __init__(self, api: ToxiproxyAPI, proxy: Proxy, target_pid: int | None = None) -> None:
+    def __init__(
+        self,
+        api: ToxiproxyAPI,
+        proxy: Proxy,
+        target_pid: int | None = None,
+        seed: int = 0,
+        target: Target | None = None,
+    ) -> None:
         self.api = api
         self.proxy = proxy
+        # A target the plugin started (for restart(); freeze() follows its process there).
+        self.target = target
+        # --streamguard-seed: which streams a fraction of streams= aims at.
+        self.seed = seed
         # The process (and group) of a target the plugin started, for freeze(); None for one
         # given by URL.
         self.target_pid = target_pid
@@ -270,10 +432,19 @@ class Faults:
         return record
 
     def _proxy_chunk(
-        self, kind: str, params: dict[str, Any], type_: str, attributes: dict[str, int]
+        self,
+        kind: str,
+        params: dict[str, Any],
+        type_: str,
+        attributes: dict[str, int],
+        streams: Aim = None,
     ) -> FaultRecord:
         """Add a chunk toxic (the embedded server's extension); refuse the fault where the
-        server does not know the type (a real Toxiproxy), as nothing there lands at chunk N."""
+        server does not know the type (a real Toxiproxy), as nothing there lands at chunk N.
+        Aimed at ``streams``, the toxic acts only on requests that name it (:data:`AIM_HEADER`)."""
+        if streams is not None:
+            params["streams"] = list(streams) if isinstance(streams, tuple) else streams
+            attributes = {**attributes, "aimed": 1}
         name = self._name(type_)
         armed = time.perf_counter_ns()
         try:
@@ -290,9 +461,46 @@ class Faults:
                 "stream, so it is refused rather than late"
             ) from None
         record = FaultRecord(kind=kind, params=params, toxics=[name], armed_ns=armed)
+        if streams is not None:
+            record.streams = []
         self.records.append(record)
-        self._triggers.append(_ProxyChunk(self, record, int(attributes["after_chunks"])))
+        self._triggers.append(_ProxyChunk(self, record, int(attributes["after_chunks"]), streams))
         return record
+
+    def _aimed(self, index: int) -> list[_ProxyChunk]:
+        return [
+            t
+            for t in self._triggers
+            if isinstance(t, _ProxyChunk) and t.streams is not None and t.aims(index)
+        ]
+
+    def aim_headers(self, index: int) -> dict[str, str]:
+        """The request headers of the test's stream at ``index`` (0 first): the names of the
+        chunk toxics aimed at it with ``streams=`` (none: no header)."""
+        names = [t.record.toxics[0] for t in self._aimed(index)]
+        return {AIM_HEADER: ", ".join(names)} if names else {}
+
+    def opened(self, trace: StreamTrace, index: int) -> None:
+        """The test's stream at ``index`` was opened as ``trace`` (with :meth:`aim_headers`)."""
+        for trigger in self._aimed(index):
+            trigger.aimed.add(id(trace))
+            assert trigger.record.streams is not None
+            trigger.record.streams.append(index)
+
+    def aims_at(self, record: FaultRecord, trace: StreamTrace) -> bool:
+        """Whether ``record`` could act on ``trace``: False for a fault aimed with
+        ``streams=`` at other streams."""
+        for trigger in [*self._triggers, *self._spent]:
+            if trigger.record is record and isinstance(trigger, _ProxyChunk):
+                return trigger.covers(trace)
+        return True
+
+    @property
+    def aimed_faults(self) -> list[FaultRecord]:
+        """The faults on now that are aimed at streams with ``streams=``."""
+        return [
+            t.record for t in self._triggers if isinstance(t, _ProxyChunk) and t.streams is not None
+        ]
 
     def latency(self, ms: float, jitter: float = 0, stream: str = "downstream") -> FaultRecord:
         """Delay every chunk by ``ms`` milliseconds (± ``jitter`` milliseconds) on ``stream``.
@@ -318,8 +526,11 @@ class Faults:
             [("latency", stream, {"latency": round(ms), "jitter": round(jitter)})],
         )
 
-    def stall(self, after_chunks: int, seconds: float) -> FaultRecord:
-        """Pause an open stream for ``seconds`` once it has delivered ``after_chunks`` events."""
+    def stall(self, after_chunks: int, seconds: float, *, streams: Any = None) -> FaultRecord:
+        """Pause each stream for ``seconds`` right after its ``after_chunks``-th data event
+        (the rest of it is held, not dropped). ``streams``: only the test's streams at these
+        indexes (0 first, in request order), or a seeded fraction of them (``0.3``); the others
+        are untouched."""
         _number("stall", "after_chunks", after_chunks, minimum=1, integer=True)
         _number("stall", "seconds", seconds, minimum=0, unit="seconds")
         if seconds <= 0:
@@ -329,6 +540,7 @@ class Faults:
             {"after_chunks": after_chunks, "seconds": seconds},
             "chunk_stall",
             {"after_chunks": int(after_chunks), "duration": round(seconds * 1000)},
+            _aim("stall", streams),
         )
 
     def freeze(self, seconds: float, after_chunks: int | None = None) -> FaultRecord:
@@ -341,7 +553,8 @@ class Faults:
             raise ValueError(f"faults.freeze(seconds={seconds!r}): expected a number > 0")
         if after_chunks is not None:
             _number("freeze", "after_chunks", after_chunks, minimum=1, integer=True)
-        if self.target_pid is None:
+        pid = self.target.pid if self.target is not None else self.target_pid
+        if pid is None:
             raise ValueError(
                 "faults.freeze() stops the target process the plugin started, but this run's "
                 "target is given by URL (--streamguard-target-url): start it with "
@@ -358,7 +571,7 @@ class Faults:
         trigger = _Freeze(
             self,
             record,
-            self.target_pid,
+            pid,
             None if after_chunks is None else int(after_chunks),
             float(seconds),
         )
@@ -368,9 +581,68 @@ class Faults:
             if trigger.error is not None:
                 raise ValueError(
                     f"faults.freeze(): could not stop the target's process group "
-                    f"{self.target_pid}: {trigger.error}"
+                    f"{pid}: {trigger.error}"
                 )
         return record
+
+    def restart(self, after_chunks: int | None = None) -> FaultRecord:
+        """Kill the target process the plugin started (its whole process group, SIGKILL: a
+        crash) and start it again with the same command on the same port. Streams in flight
+        are cut; a stream opened while it starts again waits until it is ready. Right away
+        (this returns once the target is ready again), or once a stream of the test has
+        ``after_chunks`` chunks (it starts again in the background). Needs a target the plugin
+        starts (``--streamguard-target-cmd`` or the bundled one)."""
+        if after_chunks is not None:
+            _number("restart", "after_chunks", after_chunks, minimum=1, integer=True)
+        target = self.target
+        if target is None or target.process is None:
+            raise ValueError(
+                "faults.restart() kills and starts again the target process the plugin "
+                "started, but this run's target is given by URL (--streamguard-target-url): "
+                "start it with --streamguard-target-cmd (or use the bundled target) to "
+                "restart it"
+            )
+        record = FaultRecord(
+            kind="restart",
+            params={} if after_chunks is None else {"after_chunks": after_chunks},
+            toxics=[],
+            armed_ns=time.perf_counter_ns(),
+            applied_by="client",
+        )
+        self.records.append(record)
+        trigger = _Restart(
+            self, record, target, None if after_chunks is None else int(after_chunks)
+        )
+        self._triggers.append(trigger)
+        if after_chunks is None:
+            trigger.start()
+            trigger.wait()
+            if trigger.error is not None:
+                raise ValueError(f"faults.restart(): {trigger.error}")
+        return record
+
+    def reached(self, trace: StreamTrace) -> None:
+        """A stream read elsewhere (a shard process) has ended: note it for the chunk faults
+        that the proxy applied to it."""
+        for trigger in self._triggers:
+            if isinstance(trigger, _ProxyChunk):
+                trigger.reached(trace)
+
+    @property
+    def pending_on_reader(self) -> list[FaultRecord]:
+        """Faults that wait for this process's reader to see chunk N (``freeze`` and
+        ``restart`` with ``after_chunks``, not set off yet)."""
+        return [
+            t.record
+            for t in self._triggers
+            if isinstance(t, _Freeze | _Restart) and t.after_chunks is not None and t.hit is None
+        ]
+
+    def before_stream(self) -> None:
+        """Called before each stream opens: wait for a restart under way to be over."""
+        for trigger in self._triggers:
+            if isinstance(trigger, _Restart):
+                trigger.wait()
 
     def slow_reader(self, bytes_per_second: float, *, tiny: bool = False) -> FaultRecord:
         """Read every later stream of the test at ``bytes_per_second`` (bytes, not KB) through a
@@ -445,11 +717,17 @@ class Faults:
         )
 
     def cut(
-        self, after_bytes: int | None = None, *, after_chunks: int | None = None
+        self,
+        after_bytes: int | None = None,
+        *,
+        after_chunks: int | None = None,
+        streams: Any = None,
     ) -> FaultRecord:
         """Close each connection (a FIN) after ``after_bytes`` response bytes (headers
         included), or right after each stream's ``after_chunks``-th data event, whatever the
-        stream's length (a stream with fewer events is not cut; see :class:`_ProxyChunk`)."""
+        stream's length (a stream with fewer events is not cut; see :class:`_ProxyChunk`).
+        ``streams`` (with ``after_chunks``): only the test's streams at these indexes (0
+        first, in request order), or a seeded fraction of them; the others are untouched."""
         if (after_bytes is None) == (after_chunks is None):
             raise ValueError(
                 f"faults.cut(after_bytes={after_bytes!r}, after_chunks={after_chunks!r}): "
@@ -463,6 +741,12 @@ class Faults:
                 {"after_chunks": after_chunks},
                 "chunk_cut",
                 {"after_chunks": int(after_chunks)},
+                _aim("cut", streams),
+            )
+        if streams is not None:
+            raise ValueError(
+                f"faults.cut(after_bytes={after_bytes!r}, streams={streams!r}): streams= aims "
+                "a cut at chunk N; use it with after_chunks instead of after_bytes"
             )
         limit = int(_number("cut", "after_bytes", after_bytes, minimum=0, integer=True))
         return self._toxics(
@@ -471,8 +755,34 @@ class Faults:
             [("limit_data", "downstream", {"bytes": limit})],
         )
 
-    def reset(self, after_ms: float = 0) -> FaultRecord:
-        """Reset (RST) each new connection ``after_ms`` ms after its first response chunk."""
+    def reset(
+        self, after_ms: float = 0, *, after_chunks: int | None = None, streams: Any = None
+    ) -> FaultRecord:
+        """Reset (RST) each new connection ``after_ms`` ms after its first response chunk, or,
+        with ``after_chunks``, right after each stream's ``after_chunks``-th data event (the
+        embedded server's ``chunk_reset``). ``streams`` (with ``after_chunks``): only the
+        test's streams at these indexes (0 first, in request order), or a seeded fraction of
+        them; the others are untouched."""
+        if after_chunks is not None:
+            if after_ms:
+                raise ValueError(
+                    f"faults.reset(after_ms={after_ms!r}, after_chunks={after_chunks!r}): "
+                    "expected one of after_ms (a reset after the first response chunk) or "
+                    "after_chunks (a reset right after chunk N)"
+                )
+            _number("reset", "after_chunks", after_chunks, minimum=1, integer=True)
+            return self._proxy_chunk(
+                "reset",
+                {"after_chunks": after_chunks},
+                "chunk_reset",
+                {"after_chunks": int(after_chunks)},
+                _aim("reset", streams),
+            )
+        if streams is not None:
+            raise ValueError(
+                f"faults.reset(streams={streams!r}): streams= aims a reset at chunk N; use it "
+                "with after_chunks"
+            )
         _number("reset", "after_ms", after_ms, minimum=0)
         return self._toxics(
             "reset",
@@ -548,6 +858,13 @@ class Faults:
         triggered = {id(t.record): t.triggered for t in [*self._spent, *self._triggers]}
         for record in self.records:
             active = [t for t in traces if any(f is record for f in t.faults)]
+            if record.streams is not None and not active:
+                record.fired = False
+                record.evidence = (
+                    f"aimed at streams={record.params['streams']!r}, but no stream it aimed "
+                    f"at was read while it was on (the test read {counted(len(traces), 'stream')})"
+                )
+                continue
             record.fired, record.evidence = judge(
                 record,
                 active,

@@ -12,12 +12,12 @@ latency, bandwidth, slicer,       bytes of a stream passed the proxy while it wa
 ingress, other toxics             an upstream latency: a request was sent while it was on)
 slow_reader                       its reader waited to keep to its rate (a stream came
                                   faster than the rate asked for)
-stall                             the stream that reached its chunk was held: an event of
-                                  it came only after the hold lifted, or the hold ended it
-                                  (a read timeout); not when its events had all passed the
-                                  proxy before the hold went on
-cut, reset, down, blackhole       a stream it was active on ended by it: cut, reset, refused,
-                                  or silent until its read limit
+stall                             a stream that reached its chunk N waited at least 90 %
+                                  of the seconds after it: its next event came that late,
+                                  or the hold ended it (a read timeout)
+cut, reset, down, blackhole,      a stream it was active on ended by it: cut, reset, refused,
+restart                           or silent until its read limit (at chunk N: a stream that
+                                  reached chunk N, after it did; a restart: by its kill)
 profile                           any of its toxics did, each judged as above by its type
 ================================  ==========================================================
 
@@ -175,43 +175,6 @@ def _held_at_chunk(record: FaultRecord, hits: Sequence[StreamTrace]) -> tuple[bo
     )
 
 
-def _held(record: FaultRecord, hit: StreamTrace) -> tuple[bool, str]:
-    """A stall's hold (``on_ns``: in place, ``off_ns``: about to lift) against the stream that
-    triggered it: held if it was still open and an event of it waited for the hold to lift."""
-    after = int(record.params["after_chunks"])
-    reached = f"{hit.name} reached chunk {after}"
-    on, off, end = record.on_ns, record.off_ns, hit.end_ns
-    if on is None:
-        return False, f"{reached}, but the hold had not gone on when the test's body ended"
-    if end is not None and end <= on:
-        since = hit.chunks[after - 1].stamp_ns if len(hit.chunks) >= after else end
-        return False, (
-            f"{reached} and ended {(end - since) / 1e6:.1f} ms later, before the hold went on "
-            f"({(on - since) / 1e6:.1f} ms after chunk {after}): its events came closer "
-            "together than the hold takes to go on"
-        )
-    events = [c.stamp_ns for c in hit.chunks if c.stamp_ns >= on]
-    if end is not None:
-        events.append(end)
-    waited = [stamp for stamp in events if off is not None and stamp >= off]
-    if waited:
-        return True, (
-            f"{reached} and was held: its next event after the hold lifted came "
-            f"{(waited[0] - on) / 1e9:.3f} s after it went on"
-        )
-    if end is not None and not hit.completed:
-        return (
-            True,
-            f"{reached} and ended ({hit.error_kind}) {(end - on) / 1e9:.3f} s into the hold",
-        )
-    if end is None:
-        return True, f"{reached} and was still open when the hold went on"
-    return False, (
-        f"{reached} and completed {(end - on) / 1e9:.3f} s into the hold, before it lifted: "
-        "its events had all passed the proxy before the hold went on"
-    )
-
-
 def judge_toxic(
     toxic: Toxic, record: FaultRecord, traces: Sequence[StreamTrace]
 ) -> tuple[bool, str]:
@@ -253,24 +216,28 @@ def judge(
         return _slow_reader(record, traces, waited)
     if kind == "freeze":
         return _frozen(record, traces)
+    if kind == "restart":
+        if record.on_ns is None:
+            # Only a restart after N chunks waits to act.
+            return False, f"the target was never killed: {_reached(record, traces, 0)}"
+        return _ended(traces, DOWN, "cut by the kill", since=record.on_ns)
     if kind == "stall":
         missing = _reached(record, traces, len(triggered))
         if missing:
             return False, missing
-        if record.applied_by == "proxy":
-            return _held_at_chunk(record, triggered)
-        return _held(record, triggered[0])
-    if kind == "cut" and "after_chunks" in record.params:
+        return _held_at_chunk(record, triggered)
+    if kind in ("cut", "reset") and "after_chunks" in record.params:
         missing = _reached(record, traces, len(triggered))
         if missing:
             return False, missing
-        fired, evidence = _ended(triggered, CLOSED, "cut", since=record.on_ns)
+        kinds = CLOSED if kind == "cut" else RESET
+        fired, evidence = _ended(triggered, kinds, kind, since=record.on_ns)
         if fired:
             return fired, evidence
         return False, (
             f"{counted(len(triggered), 'stream')} reached chunk "
             f"{record.params['after_chunks']} but "
-            f"ended before the cut took effect ({evidence})"
+            f"ended before the {kind} took effect ({evidence})"
         )
     if kind == "cut":
         return _ended(traces, CLOSED, "cut")

@@ -7,6 +7,7 @@ every trace is kept so the plugin can check it against the test's ``token_deadli
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import time
 from collections.abc import Callable
 from typing import Any
@@ -75,7 +76,13 @@ class StreamGuard:
         # ingress hop.
         self.upstream = upstream if upstream is not None else target.address
         self.url = proxy_url(str(proxy.listen), proxy_host, api.host)
-        self.faults = Faults(api, proxy, target_pid=target.pid)
+        self.faults = Faults(
+            api,
+            proxy,
+            target_pid=target.pid,
+            seed=seed or 0,
+            target=target if target.process is not None else None,
+        )
         self.traces: list[StreamTrace] = []
         self._opened = 0
         self._ingress: tuple[Ingress, FaultRecord] | None = None
@@ -126,8 +133,16 @@ class StreamGuard:
 
     def _recorder(self, request: StreamRequest) -> StreamRecorder:
         """A recorder for one stream, numbered in the order streams are opened (concurrent
-        streams of one test get distinct names)."""
-        return StreamRecorder(request, self._next_name(request), on_chunk=self.faults.on_chunk)
+        streams of one test get distinct names); a stream that chunk faults are aimed at
+        (``streams=``) names them in its request."""
+        self.faults.before_stream()
+        index = self._opened
+        aim = self.faults.aim_headers(index)
+        if aim:
+            request = dataclasses.replace(request, headers={**request.headers, **aim})
+        recorder = StreamRecorder(request, self._next_name(request), on_chunk=self.faults.on_chunk)
+        self.faults.opened(recorder.trace, index)
+        return recorder
 
     def _next_name(self, request: StreamRequest) -> str:
         self._opened += 1
@@ -163,7 +178,11 @@ class StreamGuard:
     def _keep(self, trace: StreamTrace) -> StreamTrace:
         self.faults.on_end(trace)
         end = trace.end_ns if trace.end_ns is not None else trace.request_ns
-        trace.faults = [f for f in self.faults.records if f.active_during(trace.request_ns, end)]
+        trace.faults = [
+            f
+            for f in self.faults.records
+            if f.active_during(trace.request_ns, end) and self.faults.aims_at(f, trace)
+        ]
         self.traces.append(trace)
         return trace
 
@@ -386,11 +405,21 @@ class StreamGuard:
                 )
         if processes is None and self.ray is None:
             return False
-        if any(r.kind == "stall" and r.on_ns is None for r in self.faults.records):
+        aimed = self.faults.aimed_faults
+        if aimed:
+            how = "with processes=" if processes is not None else "over Ray"
             raise ValueError(
-                "faults.stall() is set off by this process's reader counting tokens, which a "
-                "load with processes= reads elsewhere: read it without processes=, or stall "
-                "with a toxic (faults.bandwidth, a profile)"
+                f"faults.{aimed[0].describe()} aims at streams by their index in this test's "
+                f"request order, which a load {how} does not keep (its shards number their "
+                "own streams): read the load without processes= (or --streamguard-ray), or "
+                "aim the fault without streams="
+            )
+        pending = self.faults.pending_on_reader
+        if pending:
+            raise ValueError(
+                f"faults.{pending[0].describe()} is set off by this process's reader counting "
+                "chunks, which a load with processes= reads elsewhere: read it without "
+                "processes=, or set it off without after_chunks"
             )
         return True
 
@@ -398,6 +427,8 @@ class StreamGuard:
         # Shards name their streams on their own; the test's numbering goes by send order.
         for trace in result.traces:
             trace.name = self._next_name(request)
+            # The proxy's chunk faults acted on the shards' streams: note which reached chunk N.
+            self.faults.reached(trace)
         return self._keep_load(result)
 
     def ingress(

@@ -250,6 +250,9 @@ class ManagedProcess:
     ) -> None:
         self.name = name
         self.argv = list(argv)
+        # What it was started with, to start it again the same way (Target.restart).
+        self.env = dict(env or {})
+        self.cwd = cwd
         self._lines: collections.deque[str] = collections.deque(maxlen=_TAIL_LINES)
         self._new_line = threading.Condition()
         self._seen: list[str] = []
@@ -379,6 +382,11 @@ class ManagedProcess:
                 self.popen.stdout.close()
             with ManagedProcess._live_lock:
                 ManagedProcess._live.discard(self)
+
+    def kill(self) -> None:
+        """SIGKILL the process group at once, as a crash would end it (no SIGTERM first)."""
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(self.popen.pid, signal.SIGKILL)
 
     @classmethod
     def stop_all(cls) -> None:

@@ -75,6 +75,9 @@ class Target:
     kind: str
     description: str
     process: ManagedProcess | None = field(default=None, repr=False)
+    # For restart(): where the started target says it is ready, and how long it may take.
+    ready_path: str = "/"
+    startup_timeout: float = 60.0
 
     @property
     def pid(self) -> int | None:
@@ -96,6 +99,35 @@ class Target:
         """Stop the target if the plugin started it."""
         if self.process is not None:
             self.process.stop()
+
+    def kill(self) -> None:
+        """SIGKILL the process group of the target the plugin started, at once: a crash. Its
+        open connections end; :meth:`restart` starts it again."""
+        if self.process is not None:
+            self.process.kill()
+
+    def restart(self) -> None:
+        """Start the target the plugin started again, after :meth:`kill` (or killing it now):
+        the same command, environment, working directory and port; return once its ready path
+        answers 2xx, or raise StartupError."""
+        old = self.process
+        if old is None:
+            raise StartupError(f"the target at {self.url} was not started by the plugin")
+        old.kill()
+        old.stop()
+        argv = list(old.argv)
+        port = self.address.rsplit(":", 1)[1]
+        for k in range(len(argv) - 1):
+            # The bundled target binds port 0 and prints its port: keep the one it got.
+            if argv[k] == "--port" and argv[k + 1] == "0":
+                argv[k + 1] = port
+        process = ManagedProcess(old.name, argv, env=old.env, cwd=old.cwd)
+        self.process = process
+        try:
+            process.wait_ready(self.url + self.ready_path, self.startup_timeout)
+        except StartupError as exc:
+            process.stop()
+            raise StartupError(f"the target did not come back on {self.url}: {exc}") from None
 
 
 #: A target given by URL whose port refuses every connection this long is not starting up:
@@ -199,7 +231,14 @@ def start_target(settings: Settings, extra_args: Sequence[str] = ()) -> Target:
     except BaseException:
         process.stop()
         raise
-    return Target(url, kind, description, process)
+    return Target(
+        url,
+        kind,
+        description,
+        process,
+        ready_path=settings.ready_path,
+        startup_timeout=settings.startup_timeout,
+    )
 
 
 #: How long a command without ``{port}`` has to show its port (a listening line or a listening

@@ -91,6 +91,8 @@ class FaultRecord:
     reports written before faults were judged). ``applied_by`` says who made it act:
     ``"proxy"`` (a toxic; on the embedded server a chunk toxic acts at the Nth chunk itself) or
     ``"client"`` (the plugin's side does it: a slow reader's pacing, a freeze's signals).
+    ``streams``: for a chunk fault aimed with ``streams=``, the indexes of the test's streams
+    (0 first, in request order) it was aimed at; None for a fault on every stream.
     """
 
     kind: str
@@ -102,6 +104,7 @@ class FaultRecord:
     fired: bool | None = None
     evidence: str = ""
     applied_by: str = "proxy"
+    streams: list[int] | None = None
 
     def describe(self) -> str:
         """``kind(arg=value, ...)`` as a test would have written it."""
@@ -127,6 +130,7 @@ class FaultRecord:
             "fired": self.fired,
             "evidence": self.evidence,
             "applied_by": self.applied_by,
+            "streams": None if self.streams is None else list(self.streams),
         }
 
     @classmethod
@@ -143,6 +147,7 @@ class FaultRecord:
             fired=bool(fired) if fired is not None else None,
             evidence=str(raw.get("evidence", "")),
             applied_by=str(raw.get("applied_by", "proxy")),
+            streams=None if raw.get("streams") is None else [int(i) for i in raw["streams"]],
         )
 
 

@@ -11,6 +11,13 @@ heartbeats, events without text (an OpenAI role-only delta, ``[DONE]``) and anyt
 are not counted, as they are not in the trace. A user's own ``format=`` object is not known to
 the proxy; such a stream is counted with the built-in format its first frame looks like.
 
+A chunk toxic with ``aimed`` 1 acts only on the responses to requests that name it in an
+``x-streamguard-aim`` header (toxic names, comma-separated): the plugin's ``streams=``, which
+aims a fault at some streams of a test. :class:`RequestAims` reads each request's head in the
+upstream bytes of the connection; a response is matched to the latest request whose head came
+before it, which is its own for every client that waits for an answer before sending the next
+request on the connection (none of the plugin's clients pipelines).
+
 The body is fed to the framer one line at a time (split after each LF), so a frame completed
 by a line ends exactly at that line's end; with HTTP chunked encoding, the CRLF that closes the
 HTTP chunk right after it is counted in, so the client's HTTP parser sees a whole HTTP chunk.
@@ -72,14 +79,122 @@ class _Body:
         return self.chunks - before
 
 
+AIM_HEADER = b"x-streamguard-aim"
+
+
+class RequestAims:
+    """The toxic names in the ``x-streamguard-aim`` header of the latest request head in one
+    connection's upstream bytes (``latest``), fed with every read the client sent.
+
+    Request bodies are skipped by their ``Content-Length`` or chunked encoding; bytes that are
+    not HTTP/1 requests as we know them (an upgrade, ``CONNECT``, a head over 64 KiB) stop the
+    parsing, and ``latest`` keeps what it had."""
+
+    def __init__(self) -> None:
+        self.latest: frozenset[str] = frozenset()
+        self.state = "head"
+        self.head = b""
+        self.left = 0
+        self.opaque = False
+
+    def feed(self, data: bytes) -> None:
+        """Consume one read of the client's bytes."""
+        pos, n = 0, len(data)
+        while pos < n and not self.opaque:
+            if self.state == "head":
+                pos = self._head(data, pos)
+            elif self.state == "body":
+                take = min(self.left, n - pos)
+                self.left -= take
+                pos += take
+                if self.left == 0:
+                    self.state = "head"
+            else:  # a chunked body: "size", "data" (with its CRLF) or "trailer" lines
+                pos = self._chunked(data, pos)
+
+    def _head(self, data: bytes, pos: int) -> int:
+        if not self.head:
+            # A request head may follow a CRLF left over from the previous body.
+            while pos < len(data) and data[pos] in b"\r\n":
+                pos += 1
+        before = len(self.head)
+        self.head += data[pos:]
+        end = self.head.find(_HEAD_END, max(before - 3, 0))
+        if end < 0:
+            if len(self.head) > _HEAD_LIMIT:
+                self.opaque, self.head = True, b""
+            return len(data)
+        head, rest = self.head[:end], self.head[end + 4 :]
+        self.head = b""
+        lines = head.split(b"\r\n")
+        method = lines[0].split(b" ", 1)[0]
+        aims: set[str] = set()
+        length = 0
+        chunked = False
+        for line in lines[1:]:
+            name, _, value = line.partition(b":")
+            name = name.strip().lower()
+            if name == AIM_HEADER:
+                aims.update(p.strip() for p in value.decode("latin-1").split(",") if p.strip())
+            elif name == b"content-length" and value.strip().isdigit():
+                length = int(value.strip())
+            elif name == b"transfer-encoding":
+                chunked = b"chunked" in value.lower()
+            elif name == b"upgrade":
+                self.opaque = True
+        self.latest = frozenset(aims)
+        if method == b"CONNECT":
+            self.opaque = True
+        if chunked:
+            self.state, self.left = "size", 0
+        elif length:
+            self.state, self.left = "body", length
+        return len(data) - len(rest)
+
+    def _chunked(self, data: bytes, pos: int) -> int:
+        if self.state == "data":
+            take = min(self.left, len(data) - pos)
+            self.left -= take
+            if self.left == 0:
+                self.state = "size"
+            return pos + take
+        end = data.find(b"\n", pos)
+        if end < 0:
+            self.head += data[pos:]
+            return len(data)
+        line, self.head = (self.head + data[pos:end]).strip(), b""
+        if self.state == "trailer":
+            if not line:
+                self.state = "head"
+            return end + 1
+        try:
+            size = int(line.split(b";")[0], 16)
+        except ValueError:
+            self.opaque = True
+            return len(data)
+        if size == 0:
+            self.state = "trailer"
+        else:
+            # The chunk's data and the CRLF that closes it.
+            self.state, self.left = "data", size + 2
+        return end + 1
+
+
 class ChunkCounter:
     """The HTTP responses in one connection's downstream bytes and each one's chunk count.
 
-    :meth:`boundary` says where in a read the response under way reaches its Nth chunk.
+    :meth:`boundary` says where in a read the response under way reaches its Nth chunk. With
+    ``aim`` (an aimed toxic's name), only the responses to requests that name it in
+    ``requests`` (the connection's :class:`RequestAims`) are counted.
     """
 
-    def __init__(self, after_chunks: int) -> None:
+    def __init__(
+        self, after_chunks: int, aim: str | None = None, requests: RequestAims | None = None
+    ) -> None:
         self.after_chunks = after_chunks
+        # An aimed toxic's name: only responses to requests naming it count (and are hit).
+        self.aim = aim
+        self.requests = requests
         self.state = "head"
         self.head = b""
         self.body: _Body | None = None
@@ -152,6 +267,8 @@ class ChunkCounter:
         if code in (204, 304):
             self.body = None
             return consumed
+        if self.aim is not None and (self.requests is None or self.aim not in self.requests.latest):
+            self.body = None  # not aimed at: framed through, never counted
         if self.chunked:
             self.state, self.size_line = "size", b""
         else:

@@ -17,6 +17,7 @@ import time
 from collections.abc import Callable, Sequence
 
 from .channels import EOF, Outlet, Sink
+from .events import RequestAims
 from .stages import STAGES, Stage, ToxicState
 from .toxics import Direction, Toxic
 
@@ -31,8 +32,11 @@ class Link:
         dest: asyncio.Transport,
         rng: random.Random,
         on_finished: Callable[[Link], None],
+        requests: RequestAims | None = None,
     ) -> None:
         self.direction = direction
+        # The connection's request heads: fed by the upstream link, read by chunk toxics.
+        self.requests = requests
         self.source = source
         self.sink = Sink(dest, self._finish)
         self.rng = rng
@@ -53,6 +57,8 @@ class Link:
         if self.eof:
             return
         self.received += len(data)
+        if self.requests is not None and self.direction is Direction.UPSTREAM:
+            self.requests.feed(data)
         head = self.head
         head.push((data, time.monotonic_ns()))
         if not self.paused and not head.writable():
@@ -141,6 +147,7 @@ class Link:
                 fresh = ToxicState(toxic, active=self.rng.random() < toxic.toxicity)
                 fresh.idle_since = now
                 fresh.on_reset = self._reset_sink
+                fresh.requests = self.requests
                 if state is not None:
                     fresh.transmitted = state.transmitted
                     fresh.closed = state.closed

@@ -18,6 +18,7 @@ from typing import Any, Final, cast
 
 from .channels import Sink
 from .errors import TOXIC_EXISTS, TOXIC_NOT_FOUND, ApiError, invalid_input
+from .events import RequestAims
 from .link import Link
 from .logs import log
 from .metrics import Metrics
@@ -242,9 +243,22 @@ class Connection:
                 sock = transport.get_extra_info("socket")
                 if sock is not None:
                     sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
-        up = Link(Direction.UPSTREAM, client_t, upstream_t, self._rng("up"), self._link_finished)
+        requests = RequestAims()
+        up = Link(
+            Direction.UPSTREAM,
+            client_t,
+            upstream_t,
+            self._rng("up"),
+            self._link_finished,
+            requests,
+        )
         down = Link(
-            Direction.DOWNSTREAM, upstream_t, client_t, self._rng("down"), self._link_finished
+            Direction.DOWNSTREAM,
+            upstream_t,
+            client_t,
+            self._rng("down"),
+            self._link_finished,
+            requests,
         )
         self.links = {Direction.UPSTREAM: up, Direction.DOWNSTREAM: down}
         self.client.reader, self.client.sink = up, down.sink

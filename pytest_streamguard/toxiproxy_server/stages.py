@@ -16,7 +16,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from .channels import EOF, Channel, Item, Outlet
-from .events import ChunkCounter
+from .events import ChunkCounter, RequestAims
 from .toxics import Toxic
 
 _MS: int = 1_000_000
@@ -37,6 +37,8 @@ class ToxicState:
     counter: ChunkCounter | None = None
     stall_until: int | None = None
     on_reset: Callable[[], None] | None = None
+    # The connection's request heads (an aimed chunk toxic acts only on requests naming it).
+    requests: RequestAims | None = None
 
 
 class Stage:
@@ -284,7 +286,8 @@ class ChunkStage(Stage):
         """Forward each read; at the boundary, split the read there and act."""
         state = self.state
         if state.counter is None:
-            state.counter = ChunkCounter(self.toxic.attr("after_chunks"))
+            aim = self.toxic.name if self.toxic.attributes.get("aimed") else None
+            state.counter = ChunkCounter(self.toxic.attr("after_chunks"), aim, state.requests)
         counter = state.counter
         if state.stall_until is not None:
             # A stall under way when the chain was re-wired goes on for its time.

@@ -70,6 +70,13 @@ def _chunks() -> AttributeSpec:
     return AttributeSpec("after_chunks", "int64", 1, 2**31 - 1, "chunks")
 
 
+def _aimed() -> AttributeSpec:
+    # 1: only on requests that name the toxic in an x-streamguard-aim header (events.py).
+    return AttributeSpec(
+        "aimed", "int64", 0, 1, "1: only requests that name it in x-streamguard-aim"
+    )
+
+
 TOXIC_TYPES: Final[Mapping[str, ToxicType]] = {
     t.name: t
     for t in (
@@ -98,9 +105,9 @@ TOXIC_TYPES: Final[Mapping[str, ToxicType]] = {
             (AttributeSpec("bytes", "int64", 0, 2**63 - 1, "bytes"),),
         ),
         # Our extension: act right after the Nth chunk of each response (events.py).
-        ToxicType("chunk_stall", "ChunkStallToxic", (_chunks(), _ms("duration"))),
-        ToxicType("chunk_cut", "ChunkCutToxic", (_chunks(),)),
-        ToxicType("chunk_reset", "ChunkResetToxic", (_chunks(),)),
+        ToxicType("chunk_stall", "ChunkStallToxic", (_chunks(), _ms("duration"), _aimed())),
+        ToxicType("chunk_cut", "ChunkCutToxic", (_chunks(), _aimed())),
+        ToxicType("chunk_reset", "ChunkResetToxic", (_chunks(), _aimed())),
     )
 }
 CHUNK_TYPES: Final = ("chunk_stall", "chunk_cut", "chunk_reset")

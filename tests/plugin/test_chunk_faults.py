@@ -84,7 +84,16 @@ def test_a_real_toxiproxy_refuses_chunk_faults_naming_the_embedded_server(
         """
 import pytest
 
-@pytest.mark.parametrize("call", ["cut(after_chunks=3)", "stall(after_chunks=3, seconds=0.5)"])
+@pytest.mark.parametrize(
+    "call",
+    [
+        "cut(after_chunks=3)",
+        "stall(after_chunks=3, seconds=0.5)",
+        "reset(after_chunks=3)",
+        "cut(after_chunks=3, streams=[1])",
+        "stall(after_chunks=3, seconds=0.5, streams=0.3)",
+    ],
+)
 def test_refused(streamguard, call):
     with pytest.raises(ValueError) as info:
         eval("streamguard.faults." + call)
@@ -104,4 +113,4 @@ def test_refused(streamguard, call):
         "-p",
         "no:cacheprovider",
     )
-    result.assert_outcomes(passed=2)
+    result.assert_outcomes(passed=5)

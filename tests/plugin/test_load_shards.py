@@ -296,7 +296,7 @@ def test_kill_one(streamguard):
     run().assert_outcomes(passed=1)
 
 
-def test_async_twin_and_a_client_side_stall_is_refused(pytester: pytest.Pytester, run) -> None:  # type: ignore[no-untyped-def]
+def test_async_twin_and_a_chunk_stall_in_shards(pytester: pytest.Pytester, run) -> None:  # type: ignore[no-untyped-def]
     pytester.makepyfile(
         """
 import pytest
@@ -307,10 +307,14 @@ async def test_aload_in_processes(streamguard):
                                      processes=2)
     assert result.completed == 6
 
-def test_stall_needs_this_process(streamguard):
-    streamguard.faults.stall(after_chunks=2, seconds=0.5)
-    with pytest.raises(ValueError, match="faults.stall.. is set off by this process's reader"):
-        streamguard.load(4, processes=2)
+def test_a_chunk_stall_reaches_the_shards(streamguard):
+    record = streamguard.faults.stall(after_chunks=2, seconds=0.5)
+    result = streamguard.load(4, json={"max_new_tokens": 4, "interval_s": 0.01}, processes=2)
+    assert result.completed == 4
+    for trace in result.traces:
+        assert trace.max_gap == trace.gaps[1] >= 0.45, (trace.name, trace.gaps)
+    assert streamguard.faults.judge(streamguard.traces) == []
+    assert record.evidence.startswith("4 of 4 streams that reached chunk 2 waited")
 
 def test_bad_processes(streamguard):
     with pytest.raises(ValueError, match="load processes=0 is not accepted"):

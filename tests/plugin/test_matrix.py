@@ -134,11 +134,13 @@ def test_matrix_expands_applies_and_undoes_each_profile(
     # the third chunk: nothing holds the response before it.
     assert during["cut-mid-stream"] == {
         "enabled": True,
-        "toxics": [["chunk_cut", "downstream", 1, {"after_chunks": 3}]],
+        "toxics": [["chunk_cut", "downstream", 1, {"after_chunks": 3, "aimed": 0}]],
     }
     assert during["stall-1s"] == {
         "enabled": True,
-        "toxics": [["chunk_stall", "downstream", 1, {"after_chunks": 3, "duration": 1000}]],
+        "toxics": [
+            ["chunk_stall", "downstream", 1, {"after_chunks": 3, "duration": 1000, "aimed": 0}]
+        ],
     }
     # 2 KB/s read by the client; the proxy's toxic a little faster (2.5 KB/s, rounded up).
     assert during["slow-reader-2kbps"] == {

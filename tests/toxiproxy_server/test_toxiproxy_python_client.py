@@ -101,9 +101,9 @@ def test_enable_disable_and_down(client: Toxiproxy, upstream: Callable[..., Upst
         ("limit_data", {"bytes": 100}),
         ("noop", {}),
         # The embedded server's own chunk toxics list and go like Toxiproxy's.
-        ("chunk_stall", {"after_chunks": 3, "duration": 100}),
-        ("chunk_cut", {"after_chunks": 3}),
-        ("chunk_reset", {"after_chunks": 2}),
+        ("chunk_stall", {"after_chunks": 3, "duration": 100, "aimed": 0}),
+        ("chunk_cut", {"after_chunks": 3, "aimed": 1}),
+        ("chunk_reset", {"after_chunks": 2, "aimed": 0}),
     ],
 )
 def test_add_list_destroy_each_toxic(
@@ -187,6 +187,28 @@ def test_chunk_cut_ends_the_connection_right_after_the_nth_token_event(
         sock.sendall(b"GET / HTTP/1.1\r\n\r\n")
         # The comment and the role-only delta are not chunks: the third token is EVENTS[4].
         assert recv_all(sock) == _through(4)
+
+
+def test_an_aimed_chunk_cut_acts_only_on_requests_that_name_it(
+    client: Toxiproxy, upstream: Callable[..., Upstream]
+) -> None:
+    proxy = client.create(upstream=upstream(_sse_response).address, name="chunks")
+    proxy.add_toxic(name="aimed_cut", type="chunk_cut", attributes={"after_chunks": 3, "aimed": 1})
+    whole = _through(len(EVENTS) - 1) + b"0\r\n\r\n"
+    # Named among others, in any case of the header's name: cut right after the third token.
+    with connect(proxy.listen) as sock:
+        sock.sendall(b"GET / HTTP/1.1\r\nX-Streamguard-Aim: other, aimed_cut\r\n\r\n")
+        assert recv_all(sock) == _through(4)
+    untouched = [
+        b"GET / HTTP/1.1\r\n\r\n",
+        b"GET / HTTP/1.1\r\nx-streamguard-aim: other\r\n\r\n",
+        # The header's words inside a request body are not a header.
+        b"POST / HTTP/1.1\r\ncontent-length: 32\r\n\r\nx-streamguard-aim: aimed_cut\r\n\r\n",
+    ]
+    for request in untouched:
+        with connect(proxy.listen) as sock:
+            sock.sendall(request)
+            assert recv_exactly(sock, len(whole)) == whole, request
 
 
 def _read_into(sock: socket.socket, got: list[bytes]) -> None:
