@@ -52,13 +52,24 @@ def test_a_stall_lands_at_chunk_5_on_every_stream(streamguard):
         assert worst == 4 and gaps[4] >= 0.27, (trace.name, worst, gaps[4])
         assert sorted(gaps)[-2] < 0.15, (trace.name, sorted(gaps)[-2])
 
+def test_a_reset_at_chunk_5_ends_every_stream_of_a_load_at_once(streamguard):
+    # A reset is an error on the socket: on uvloop (the sync load's loop) it once went unseen
+    # and the stream waited out its read timeout instead.
+    streamguard.faults.reset(after_chunks=5)
+    result = streamguard.load(
+        40, json={"max_new_tokens": 40, "interval_s": 0.001}, read_timeout=10
+    )
+    kinds = [(len(t.chunks), t.error_kind) for t in result.traces]
+    assert kinds == [(5, "reset")] * 40, kinds
+    assert max(t.total for t in result.traces) < 5.0
+
 def test_without_a_fault_nothing_is_cut(streamguard):
     trace = streamguard.stream(json={"max_new_tokens": 12, "interval_s": 0.001})
     assert trace.completed and len(trace.chunks) == 12
 """
     )
     result = run("--streamguard-strict-faults", "-v")
-    result.assert_outcomes(passed=6)
+    result.assert_outcomes(passed=7)
 
 
 @pytest.fixture
