@@ -4,6 +4,10 @@ Per accepted client the proxy dials the upstream (an unreachable upstream: the c
 accepted, then closed) and starts two links: ``upstream`` (client to server) and
 ``downstream`` (server to client). Each socket reads at most 32 KiB at a time, like Go's
 ``io.Copy``, so a chunk is what Toxiproxy calls a chunk.
+
+A new connection never waits on another: the dial starts in the accept callback, the client's
+first bytes are read while it is under way, and the links start (and those bytes go through
+the toxics, stamped then) in the upstream socket's ``connection_made``.
 """
 
 from __future__ import annotations
@@ -244,6 +248,13 @@ class Connection:
             upstream=self.proxy.upstream,
             err=str(exc),
         )
+        if self.client.early and self.client.transport is not None:
+            # Go closes a client whose bytes it never read: the kernel answers that with an
+            # RST. Those bytes were read here already, so make the close an RST explicitly.
+            sock = self.client.transport.get_extra_info("socket")
+            if sock is not None:
+                with contextlib.suppress(OSError):
+                    sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
         self.abort()
 
     def _wire(self, upstream: Side) -> None:
