@@ -30,7 +30,7 @@ class Link:
         direction: Direction,
         source: asyncio.Transport,
         dest: asyncio.Transport,
-        rng: random.Random,
+        seed: str,
         on_finished: Callable[[Link], None],
         requests: RequestAims | None = None,
     ) -> None:
@@ -39,7 +39,8 @@ class Link:
         self.requests = requests
         self.source = source
         self.sink = Sink(dest, self._finish)
-        self.rng = rng
+        self._seed = seed
+        self._rng: random.Random | None = None
         self._on_finished = on_finished
         self.stages: list[Stage] = []
         self.states: dict[str, ToxicState] = {}
@@ -51,6 +52,14 @@ class Link:
         self.finished = False
         self.source_reset = False
         self.received = 0
+
+    @property
+    def rng(self) -> random.Random:
+        """The link's own generator, seeded from ``seed`` when a toxic first draws from it
+        (seeding costs more than the rest of a connection's set-up; most links never draw)."""
+        if self._rng is None:
+            self._rng = random.Random(self._seed)
+        return self._rng
 
     def feed(self, data: bytes) -> None:
         """Take one read from the source socket into the head of the chain."""
@@ -100,8 +109,8 @@ class Link:
 
     def configure(self, toxics: Sequence[Toxic], redraw: str | None = None) -> None:
         """Re-wire for ``toxics`` (this direction's, in order); ``redraw`` was added or updated."""
-        if self.finished:
-            return
+        if self.finished or not (toxics or self.stages or self.states):
+            return  # no toxic before or after: the chain is the sink alone, as it was
         rank = {name: index for index, name in enumerate(self.order)}
         for toxic in toxics:
             rank.setdefault(toxic.name, len(rank))

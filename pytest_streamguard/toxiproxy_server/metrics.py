@@ -38,6 +38,7 @@ class Metrics:
             _LABELS,
             registry=self.registry,
         )
+        self._children: dict[tuple[str, ...], tuple[Counter, Counter]] = {}
         if runtime:
             ProcessCollector(registry=self.registry)
             PlatformCollector(registry=self.registry)
@@ -46,8 +47,13 @@ class Metrics:
     def count(self, direction: str, proxy: tuple[str, str, str], received: int, sent: int) -> None:
         """Add one finished link's byte counts; ``proxy`` is its (name, listen, upstream)."""
         labels = (direction, *proxy)
-        self.received.labels(*labels).inc(received)
-        self.sent.labels(*labels).inc(sent)
+        children = self._children.get(labels)
+        if children is None:
+            # labels() validates and locks on each call: look each series up once.
+            children = (self.received.labels(*labels), self.sent.labels(*labels))
+            self._children[labels] = children
+        children[0].inc(received)
+        children[1].inc(sent)
 
     def render(self) -> bytes:
         """The Prometheus text exposition."""

@@ -4,6 +4,10 @@ Per accepted client the proxy dials the upstream (an unreachable upstream: the c
 accepted, then closed) and starts two links: ``upstream`` (client to server) and
 ``downstream`` (server to client). Each socket reads at most 32 KiB at a time, like Go's
 ``io.Copy``, so a chunk is what Toxiproxy calls a chunk.
+
+A new connection never waits on another: the dial starts in the accept callback, the client's
+first bytes are read while it is under way, and the links start (and those bytes go through
+the toxics, stamped then) in the upstream socket's ``connection_made``.
 """
 
 from __future__ import annotations
@@ -28,6 +32,7 @@ READ_SIZE: Final = 32 * 1024
 DIAL_TIMEOUT_S: Final = 30.0
 _WILDCARDS: Final = ("", "0.0.0.0", "::")
 DEFAULT_LISTEN: Final = "127.0.0.1:0"
+_READ_BUFFER: Final = memoryview(bytearray(READ_SIZE))
 
 
 def split_host_port(address: str) -> tuple[str, int]:
@@ -125,41 +130,43 @@ class Side(asyncio.BufferedProtocol):
     """One socket of a proxied connection: the source of one link and the sink of the other."""
 
     def __init__(self, on_made: Callable[[Side], None] | None = None) -> None:
-        self._buffer = bytearray(READ_SIZE)
-        self._view = memoryview(self._buffer)
         self._on_made = on_made
         self.transport: asyncio.Transport | None = None
         self.reader: Link | None = None
         self.sink: Sink | None = None
         self.lost = False
         self.early: list[bytes] = []
+        self.early_bytes = 0
         self.early_eof = False
         self.reset = False
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        """Hold reading until the connection is wired to its links."""
+        """Keep reading: what arrives before the links exist waits in ``early`` (one read's
+        worth at most, then reading pauses), so the client's first bytes are in hand when the
+        upstream connects."""
         # uvloop's transports implement asyncio.Transport without subclassing it.
         transport = cast(asyncio.Transport, transport)
         self.transport = transport
-        sock = transport.get_extra_info("socket")
-        if sock is not None:
-            with contextlib.suppress(OSError):
-                sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        transport.pause_reading()
+        # TCP_NODELAY is on already: uvloop and asyncio set it on every TCP transport.
         if self._on_made is not None:
             self._on_made(self)
 
     def get_buffer(self, sizehint: int) -> memoryview:
-        """Reads land in one reused 32 KiB buffer."""
-        return self._view
+        """Reads land in one 32 KiB buffer shared by every socket: the loop reads into it
+        and calls :meth:`buffer_updated` at once, which copies the bytes out."""
+        return _READ_BUFFER
 
     def buffer_updated(self, nbytes: int) -> None:
         """A read completed: hand a copy to the link that reads this socket."""
         if self.reader is not None:
-            self.reader.feed(bytes(self._view[:nbytes]))
+            self.reader.feed(bytes(_READ_BUFFER[:nbytes]))
         else:
-            # uvloop may start reading before our pause takes effect; keep it for the link.
-            self.early.append(bytes(self._view[:nbytes]))
+            # Read before the links exist (the upstream is still being dialled): keep it for
+            # the link, and stop reading past one read's worth.
+            self.early.append(bytes(_READ_BUFFER[:nbytes]))
+            self.early_bytes += nbytes
+            if self.early_bytes >= READ_SIZE and self.transport is not None:
+                self.transport.pause_reading()
 
     def eof_received(self) -> bool:
         """The peer half-closed: end the link reading this socket, keep writing to it."""
@@ -207,28 +214,53 @@ class Connection:
         self.links: dict[Direction, Link] = {}
         self.closed = False
 
-    def _rng(self, direction: str) -> random.Random:
-        return random.Random(f"{self.seed}:{direction}")
-
-    async def open(self) -> None:
-        """Dial the upstream and start both links, or close the client."""
+    def dial(self) -> None:
+        """Start dialling the upstream now, in the accept callback: the links start in the
+        upstream socket's ``connection_made``, and the client's first bytes (read meanwhile)
+        are written at once. An unreachable upstream closes the client."""
         proxy = self.proxy
         loop = asyncio.get_running_loop()
         try:
             host, port = split_host_port(proxy.upstream)
-            _, upstream = await asyncio.wait_for(
-                loop.create_connection(Side, host, port), DIAL_TIMEOUT_S
-            )
-        except (OSError, ValueError, TimeoutError) as exc:
-            log(
-                "error",
-                "Unable to open connection to upstream",
-                name=proxy.name,
-                upstream=proxy.upstream,
-                err=str(exc),
-            )
-            self.abort()
+        except ValueError as exc:
+            self._dial_failed(exc)
             return
+        task = loop.create_task(loop.create_connection(lambda: Side(self._wire), host, port))
+        timer = loop.call_later(DIAL_TIMEOUT_S, task.cancel)
+        proxy.dialling.add(task)
+
+        def dialled(task: asyncio.Task[tuple[asyncio.BaseTransport, Side]]) -> None:
+            proxy.dialling.discard(task)
+            timer.cancel()
+            if task.cancelled():
+                self._dial_failed(TimeoutError(f"dial timed out after {DIAL_TIMEOUT_S:g} s"))
+            elif (exc := task.exception()) is not None:
+                self._dial_failed(exc)
+
+        task.add_done_callback(dialled)
+
+    def _dial_failed(self, exc: BaseException) -> None:
+        if self.upstream is not None:
+            return  # connected, then cancelled by the dial timer: the links own it now
+        log(
+            "error",
+            "Unable to open connection to upstream",
+            name=self.proxy.name,
+            upstream=self.proxy.upstream,
+            err=str(exc),
+        )
+        if self.client.early and self.client.transport is not None:
+            # Go closes a client whose bytes it never read: the kernel answers that with an
+            # RST. Those bytes were read here already, so make the close an RST explicitly.
+            sock = self.client.transport.get_extra_info("socket")
+            if sock is not None:
+                with contextlib.suppress(OSError):
+                    sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+        self.abort()
+
+    def _wire(self, upstream: Side) -> None:
+        """The upstream connected: start both links and hand them what was read early."""
+        proxy = self.proxy
         self.upstream = upstream
         if self.closed:
             self.abort()
@@ -248,7 +280,7 @@ class Connection:
             Direction.UPSTREAM,
             client_t,
             upstream_t,
-            self._rng("up"),
+            f"{self.seed}:up",
             self._link_finished,
             requests,
         )
@@ -256,7 +288,7 @@ class Connection:
             Direction.DOWNSTREAM,
             upstream_t,
             client_t,
-            self._rng("down"),
+            f"{self.seed}:down",
             self._link_finished,
             requests,
         )
@@ -265,14 +297,14 @@ class Connection:
         upstream.reader, upstream.sink = down, up.sink
         for link in (up, down):
             link.configure(proxy.toxics_for(link.direction))
-        for side, link in ((self.client, up), (upstream, down)):
-            for data in side.early:
-                link.feed(data)
-            side.early.clear()
-            if side.early_eof or side.lost:
-                link.feed_eof(reset=side.reset)
-            elif not link.paused and not link.eof:
-                link.source.resume_reading()
+        side = self.client
+        for data in side.early:
+            up.feed(data)
+        side.early.clear()
+        if side.early_eof or side.lost:
+            up.feed_eof(reset=side.reset)
+        elif not up.paused and not up.eof and side.early_bytes >= READ_SIZE:
+            client_t.resume_reading()
 
     def _link_finished(self, link: Link) -> None:
         # Go closes the destination when a link ends; the other link's source is that same
@@ -333,7 +365,7 @@ class Proxy:
         self.toxics: list[Toxic] = []
         self.connections: set[Connection] = set()
         self._server: asyncio.AbstractServer | None = None
-        self._tasks: set[asyncio.Task[None]] = set()
+        self.dialling: set[asyncio.Task[Any]] = set()
 
     def to_json(self) -> dict[str, Any]:
         """The proxy object of the API, ``Logger`` and ``toxics`` included."""
@@ -361,7 +393,11 @@ class Proxy:
             return
         sock = await bind_listener(self.listen)
         loop = asyncio.get_running_loop()
-        self._server = await loop.create_server(lambda: Side(self._accepted), sock=sock)
+        # The listen backlog of Go's listener (the kernel's somaxconn): create_server would
+        # re-listen with 100, and a burst of 1,000 connections would lose handshakes.
+        self._server = await loop.create_server(
+            lambda: Side(self._accepted), sock=sock, backlog=socket.SOMAXCONN
+        )
         self.listen = format_address(sock.getsockname(), sock.family)
         self.enabled = True
         log("info", "Started proxy", name=self.name, proxy=self.listen, upstream=self.upstream)
@@ -399,9 +435,7 @@ class Proxy:
     def _accepted(self, side: Side) -> None:
         connection = Connection(self, side)
         self.connections.add(connection)
-        task = asyncio.get_running_loop().create_task(connection.open())
-        self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
+        connection.dial()
 
     def find_toxic(self, name: str) -> Toxic | None:
         """The toxic called ``name`` in either direction."""

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import gc
 import random
 import signal
 import socket
@@ -119,6 +120,11 @@ async def serve(settings: Settings) -> None:
         port=str(sock.getsockname()[1]),
         version=VERSION,
     )
+    # What start-up made (imports, the API app, the populated proxies) lives as long as the
+    # process: keep it out of the collector's walks, which otherwise stop every proxy for
+    # tens of milliseconds (a full collection walked 79,000 objects) under many connections.
+    gc.collect()
+    gc.freeze()
     try:
         await server.serve(sockets=[sock])
     finally:
