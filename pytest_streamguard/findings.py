@@ -14,8 +14,9 @@ from __future__ import annotations
 
 import itertools
 import statistics
+import time
 from collections import Counter
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
@@ -28,7 +29,9 @@ __all__ = [
     "Observed",
     "findings_of",
     "group_findings",
+    "not_cancelled",
     "parse_fail_on",
+    "target_gauges",
     "trace_findings",
 ]
 
@@ -78,6 +81,18 @@ _CUT_KINDS = frozenset({"cut", "reset", "timeout", "network", "truncated"})
 
 #: held_open: the body stayed open at least this many seconds after the protocol's end.
 HELD_OPEN_MIN_S = 0.1
+
+#: backpressure: under a throttle of the client's side (``bandwidth`` or ``slow_reader``) on
+#: the stream, at least ``BACKPRESSURE_MIN_CHUNKS`` chunks that carry the server's own send
+#: stamp (``sent_ns``, the bundled target's events) waited at least this many seconds longer
+#: between the server's write and the client's read than the stream's quickest chunk did.
+BACKPRESSURE_MIN_S = 0.5
+BACKPRESSURE_MIN_CHUNKS = 3
+_THROTTLES = frozenset({"bandwidth", "slow_reader"})
+
+#: not_cancelled: generation still running this many seconds after a cut stream ended (the
+#: target's engine still generating requests no open stream holds).
+NOT_CANCELLED_AFTER_S = 1.0
 
 
 class _Stamped(Protocol):
@@ -216,9 +231,59 @@ def _held_open(trace: Observed) -> Finding | None:
     )
 
 
+def _throttle(trace: Observed) -> Any:
+    end = trace.end_ns if trace.end_ns is not None else trace.request_ns
+    for fault in getattr(trace, "faults", ()):
+        if fault.kind in _THROTTLES and fault.active_during(trace.request_ns, end):
+            return fault
+    return None
+
+
+def _backpressure(trace: Observed) -> Finding | None:
+    throttle = _throttle(trace)
+    if throttle is None:
+        return None
+    waits = [
+        chunk.stamp_ns - sent
+        for chunk in trace.chunks
+        if isinstance(data := getattr(chunk, "data", None), dict)
+        and isinstance(sent := data.get("sent_ns"), int)
+    ]
+    if len(waits) < BACKPRESSURE_MIN_CHUNKS:
+        return None
+    quickest = min(waits)
+    held = [w - quickest for w in waits if w - quickest >= BACKPRESSURE_MIN_S * 1e9]
+    if len(held) < BACKPRESSURE_MIN_CHUNKS:
+        return None
+    # The client's read rate while the throttle was on (a test may lift it to drain the rest).
+    on = throttle.on_ns if throttle.on_ns is not None else trace.request_ns
+    off = throttle.off_ns if throttle.off_ns is not None else trace.end_ns or trace.request_ns
+    during = [(stamp, n) for stamp, n in trace.reads if on <= stamp <= off]
+    nbytes = sum(n for _, n in during)
+    span = _s(during[-1][0] - during[0][0]) if len(during) > 1 else 0.0
+    rate = nbytes / span / 1000 if span > 0 else 0.0
+    longest = _s(max(held))
+    return Finding(
+        "backpressure",
+        f"under {throttle.describe()}: {len(held)} of {len(waits)} chunks waited "
+        f"{BACKPRESSURE_MIN_S:g} s to {longest:.3f} s longer from the server's write to the "
+        f"client's read than the quickest; the client read {rate:.1f} KB/s while it was on",
+        (trace.name,),
+        {
+            "fault": throttle.describe(),
+            "chunks": len(waits),
+            "held": len(held),
+            "longest_s": longest,
+            "bytes": nbytes,
+            "kb_per_s": rate,
+        },
+    )
+
+
 def trace_findings(trace: Observed) -> list[Finding]:
-    """The findings one stream shows by itself: ``buffered``, ``idle_cut``, ``held_open``."""
-    found = (_buffered(trace), _idle_cut(trace), _held_open(trace))
+    """The findings one stream shows by itself: ``buffered``, ``idle_cut``, ``held_open``,
+    ``backpressure``."""
+    found = (_buffered(trace), _idle_cut(trace), _held_open(trace), _backpressure(trace))
     return [f for f in found if f is not None]
 
 
@@ -348,6 +413,87 @@ def findings_of(traces: Sequence[Observed]) -> list[Finding]:
     found = [f for t in traces for f in trace_findings(t)] + group_findings(traces)
     order = list(KNOWN)
     return sorted(found, key=lambda f: order.index(f.name))
+
+
+#: The findings read from the target's side, not from the streams alone (a test record keeps
+#: them beside what :func:`findings_of` reads from its traces).
+SERVER_SIDE = frozenset({"not_cancelled"})
+
+#: The bundled target's gauges :func:`not_cancelled` reads: requests its engine still
+#: generates for, and streams that hold a slot (an open client connection).
+ENGINE_GAUGE = "streamguard_target_engine_requests"
+OPEN_GAUGE = "streamguard_target_active_streams"
+
+
+def target_gauges(url: str, timeout: float = 1.0) -> Callable[[], tuple[float, float] | None]:
+    """A reader of the target's engine requests and open streams (``GET url/metrics``, the
+    bundled target's gauges); it returns None for a target that does not export both."""
+
+    def read() -> tuple[float, float] | None:
+        import httpx
+        from prometheus_client.parser import text_string_to_metric_families
+
+        try:
+            response = httpx.get(url.rstrip("/") + "/metrics", timeout=timeout)
+            response.raise_for_status()
+            families = {f.name: f for f in text_string_to_metric_families(response.text)}
+            engine, open_ = families[ENGINE_GAUGE], families[OPEN_GAUGE]
+            return float(engine.samples[0].value), float(open_.samples[0].value)
+        except (httpx.HTTPError, KeyError, IndexError, ValueError):
+            return None
+
+    return read
+
+
+def _cut_for_good(trace: Observed) -> bool:
+    """A stream whose connection the client side ended: cut, reset, a network error or a
+    timeout, but not one held in a blackhole (the server cannot learn of that one)."""
+    if trace.completed or trace.error_kind not in _CUT_KINDS or not trace.end_ns:
+        return False
+    end = trace.end_ns
+    return not any(
+        f.kind == "blackhole" and f.active_during(trace.request_ns, end)
+        for f in getattr(trace, "faults", ())
+    )
+
+
+def not_cancelled(
+    traces: Sequence[Observed],
+    gauges: Callable[[], tuple[float, float] | None],
+    *,
+    after_s: float = NOT_CANCELLED_AFTER_S,
+) -> Finding | None:
+    """``not_cancelled``: once every stream of ``traces`` has ended and at least one was cut
+    (``cut``, ``reset``, ``timeout``, ``network``, ``truncated``; not in a blackhole), the
+    target's engine still generated ``after_s`` seconds after the last cut (``gauges``: the
+    engine's requests and the open streams, see :func:`target_gauges`; only meaningful for a
+    target no other client uses, such as the one the plugin started). Waits until then at
+    most, and not at all once the engine is idle or the target exports neither gauge."""
+    cut = [t for t in traces if _cut_for_good(t)]
+    if not cut or any(t.end_ns is None for t in traces):
+        return None
+    last = max(t.end_ns for t in cut if t.end_ns is not None)
+    until = last + int(after_s * 1e9)
+    while True:
+        read = gauges()
+        if read is None:
+            return None
+        engine, open_ = read
+        now = time.perf_counter_ns()
+        if engine <= 0:
+            return None
+        if now >= until:
+            break
+        time.sleep(min(0.05, (until - now) / 1e9))
+    since = _s(now - last)
+    return Finding(
+        "not_cancelled",
+        f"generation still running {since:.3f} s after the cut: the target's engine had "
+        f"{engine:g} {'request' if engine == 1 else 'requests'} and {open_:g} open "
+        f"{'stream' if open_ == 1 else 'streams'} after every stream of the test had ended",
+        tuple(t.name for t in cut),
+        {"after_s": since, "engine_requests": engine, "open_streams": open_},
+    )
 
 
 def names_of(found: Iterable[Finding]) -> list[str]:

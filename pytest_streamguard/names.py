@@ -54,6 +54,8 @@ KNOWN: dict[str, str] = {
     "cold_start": "the first stream's TTFT was far above the later streams'",
     "idle_cut": "the stream was cut after a silence of a round length (a read timeout)",
     "held_open": "the body stayed open after the protocol's end",
+    "backpressure": "the server's writes waited while a throttled client read slowly",
+    "not_cancelled": "generation went on after the client was cut",
 }
 
 
