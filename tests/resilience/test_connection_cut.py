@@ -117,7 +117,7 @@ def test_generation_left_running_after_a_cut_is_found(streamguard: StreamGuard) 
     (The tests above are the fixed server: no finding.)"""
     streamguard.faults.cut(after_bytes=2000)
     trace = streamguard.stream(
-        json={**REQUEST, "max_new_tokens": 300, "fault": {"keep_generating": True}},
+        json={**REQUEST, "max_new_tokens": 1000, "fault": {"keep_generating": True}},
         read_timeout=CHUNK,
     )
     assert trace.error_kind == "cut", trace.error
@@ -128,5 +128,6 @@ def test_generation_left_running_after_a_cut_is_found(streamguard: StreamGuard) 
     assert found[0].data["open_streams"] == 0
     assert found[0].streams == (trace.name,)
     # Generating for nobody to the answer's end: let it finish, so later tests find the
-    # engine idle (300 tokens: about 3 s on a busy 2-core machine).
+    # engine idle. 1,000 tokens: about 5 s of generation (300 took 1.5 s after the cut on a
+    # quiet 2-core machine, too near the 1 s threshold), far past it either way.
     wait_for(lambda: engine_requests(streamguard) == 0, 60.0, "the abandoned generation's end")
