@@ -5,8 +5,9 @@ from __future__ import annotations
 
 import pytest
 
-from pytest_streamguard.findings import Finding, findings_of, parse_fail_on
-from pytest_streamguard.trace import Chunk, StreamTrace
+from pytest_streamguard.findings import Finding, findings_of, not_cancelled, parse_fail_on
+from pytest_streamguard.reports import TestRecord
+from pytest_streamguard.trace import Chunk, FaultRecord, StreamTrace
 
 MS = 1_000_000
 
@@ -147,3 +148,60 @@ def test_parse_fail_on_lists_the_known_names_on_a_typo() -> None:
         "buffered, blocked_loop, cold_start, idle_cut, held_open",
     ):
         parse_fail_on("bufferd", where="x")
+
+
+def throttled(name: str, waits_ms: list[int], kind: str = "bandwidth") -> StreamTrace:
+    """A stream whose events the server stamped (``sent_ns``) 10 ms apart and the client read
+    ``waits_ms`` later, under a throttle fault on from the request to the end."""
+    trace = make(name, 0, [10 * i + w for i, w in enumerate(waits_ms, 1)])
+    for i, chunk in enumerate(trace.chunks, 1):
+        chunk.data = {"sent_ns": 10 * i * MS}
+    params = {"kb_per_second": 2} if kind == "bandwidth" else {"bytes_per_second": 2000}
+    trace.faults.append(FaultRecord(kind, params, [kind], on_ns=0))
+    return trace
+
+
+def test_backpressure_needs_a_throttle_and_events_held_behind_it() -> None:
+    held = throttled("slow", [5, 5, 300, 600, 900, 1200])
+    (finding,) = held.findings
+    assert finding.describe() == (
+        "backpressure: under bandwidth(kb_per_second=2): 3 of 6 chunks waited 0.5 s to "
+        "1.195 s longer from the server's write to the client's read than the quickest; the "
+        "client read 0.1 KB/s while it was on"
+    )
+    assert finding.data["held"] == 3
+    # The same waits without a throttle (latency, jitter: the network, not the reader) ...
+    held.faults.clear()
+    assert held.findings == []
+    # ... a throttle the reader keeps up with, and a stream without the server's stamps.
+    assert throttled("kept up", [5, 6, 7, 8, 9, 10], "slow_reader").findings == []
+    unstamped = throttled("unstamped", [5, 5, 300, 600, 900, 1200])
+    for chunk in unstamped.chunks:
+        chunk.data = None
+    assert unstamped.findings == []
+
+
+def test_not_cancelled_reads_the_engine_after_a_cut_and_waits_no_longer_than_needed() -> None:
+    cut = make("stream 1", 0, [10, 20], completed=False, kind="cut")
+    fine = make("stream 2", 0, [10, 20])
+    # Generation still running for nobody when the wait ends.
+    found = not_cancelled([cut, fine], lambda: (1.0, 0.0), after_s=0.0)
+    assert found is not None
+    assert found.streams == ("stream 1",)
+    assert found.describe().startswith("not_cancelled: generation still running ")
+    assert found.data["engine_requests"] == 1.0
+    # The engine idle, a target without the gauges, or no stream cut: nothing, and no wait.
+    assert not_cancelled([cut], lambda: (0.0, 0.0)) is None
+    assert not_cancelled([cut], lambda: None) is None
+    assert not_cancelled([fine], lambda: (1.0, 0.0)) is None
+    # A stream held in a blackhole: the server cannot know its client left.
+    cut.faults.append(FaultRecord("blackhole", {}, ["timeout"], on_ns=0))
+    assert not_cancelled([cut], lambda: (1.0, 1.0), after_s=0.0) is None
+
+
+def test_a_test_record_keeps_its_server_side_finding_through_the_json_form() -> None:
+    record = TestRecord(nodeid="t.py::test", deadline=None, traces=[make("s", 0, [160] * 8)])
+    record.server_findings.append(Finding("not_cancelled", "generation still running", ("s",)))
+    assert [f.name for f in record.findings] == ["buffered", "not_cancelled"]
+    again = TestRecord.from_dict(record.to_dict())
+    assert [f.name for f in again.findings] == ["buffered", "not_cancelled"]
