@@ -103,20 +103,24 @@ def test_cold_start_compares_the_first_stream_with_the_later_ones() -> None:
 
 def test_blocked_loop_finds_streams_stalled_in_the_same_windows() -> None:
     # Ten streams, 20 ms a token, and the loop blocked 150 ms after every fourth token: every
-    # stream's gap spans the same two windows.
-    def stalled(k: int) -> list[int]:
+    # stream's gap spans the same three windows.
+    def stalled(k: int, blocks: tuple[int, ...] = (4, 8, 12)) -> list[int]:
         stamps, t = [], 2 * k
-        for i in range(12):
-            t += 20 + (150 if i in (4, 8) else 0)
+        for i in range(16):
+            t += 20 + (150 if i in blocks else 0)
             stamps.append(t)
         return stamps
 
     traces = [make(f"stream {k}", 0, stalled(k)) for k in range(10)]
     (finding,) = findings_of(traces)
     assert finding.name == "blocked_loop"
-    assert finding.evidence.startswith("up to 10 of 10 streams stalled together 2 times"), finding
-    free = [make(f"stream {k}", 0, [2 * k + 20 * i for i in range(1, 13)]) for k in range(10)]
+    assert finding.evidence.startswith("up to 10 of 10 streams stalled together 3 times"), finding
+    free = [make(f"stream {k}", 0, [2 * k + 20 * i for i in range(1, 17)]) for k in range(10)]
     assert findings_of(free) == []
+    # Stalled together twice only (a batch engine running the prefills of streams it admitted
+    # at once): not a blocked loop.
+    twice = [make(f"stream {k}", 0, stalled(k, (1, 2))) for k in range(10)]
+    assert findings_of(twice) == []
 
 
 def test_blocked_loop_finds_a_staircase_of_heads() -> None:
