@@ -66,6 +66,14 @@ STAIR_MIN_STEPS = 3
 STAIR_STEP_S = 0.02
 #: ... rising by at least this many seconds from the first to the last.
 STAIR_RISE_S = 0.2
+#: blocked_loop (released together): the staircase's single step. At least
+#: ``STAIR_MIN_STREAMS`` streams sent together, each completed with at least
+#: ``BUFFERED_MIN_CHUNKS`` chunks, whose response heads and whole answers (first to last chunk)
+#: all arrived within this many seconds of each other, at least ``STAIR_RISE_S`` after the last
+#: request: nothing of any of them came out before (a server that sends its head with the first
+#: body, as uvicorn does, and a loop held until every generation was done). A buffering
+#: ingress passes the head on as soon as the server sends it, long before the answer's end.
+RELEASE_WINDOW_S = 0.05
 
 #: cold_start: at least this many streams with a first token; the first stream's TTFT at least
 #: ``COLD_FACTOR`` times the median of the later ones and at least ``COLD_MIN_S`` above it.
@@ -85,11 +93,15 @@ _CUT_KINDS = frozenset({"cut", "reset", "timeout", "network", "truncated"})
 HELD_OPEN_MIN_S = 0.1
 
 #: backpressure: under a throttle of the client's side (``bandwidth`` or ``slow_reader``) on
-#: the stream, at least ``BACKPRESSURE_MIN_CHUNKS`` chunks that carry the server's own send
-#: stamp (``sent_ns``, the bundled target's events) waited at least this many seconds longer
-#: between the server's write and the client's read than the stream's quickest chunk did.
-BACKPRESSURE_MIN_S = 0.5
+#: the stream that paced its reads (the client read at least ``BACKPRESSURE_PACED`` of the
+#: throttle's rate while it was on), at least ``BACKPRESSURE_MIN_CHUNKS`` chunks that carry the
+#: server's own send stamp (``sent_ns``, the bundled target's events) waited at least this many
+#: seconds longer between the server's write and the client's read than the stream's quickest
+#: chunk did (the slow-reader incident: 0.8 to 0.9 s at most, over 0.25 s for most of its
+#: 200-odd events).
+BACKPRESSURE_MIN_S = 0.25
 BACKPRESSURE_MIN_CHUNKS = 3
+BACKPRESSURE_PACED = 0.5
 _THROTTLES = frozenset({"bandwidth", "slow_reader"})
 
 #: not_cancelled: generation still running this many seconds after a cut stream ended (the
@@ -241,6 +253,13 @@ def _throttle(trace: Observed) -> Any:
     return None
 
 
+def _limit_kb(throttle: Any) -> float:
+    """The throttle's rate in KB/s."""
+    if throttle.kind == "bandwidth":
+        return float(throttle.params["kb_per_second"])
+    return float(throttle.params["bytes_per_second"]) / 1000
+
+
 def _backpressure(trace: Observed) -> Finding | None:
     throttle = _throttle(trace)
     if throttle is None:
@@ -264,6 +283,8 @@ def _backpressure(trace: Observed) -> Finding | None:
     nbytes = sum(n for _, n in during)
     span = _s(during[-1][0] - during[0][0]) if len(during) > 1 else 0.0
     rate = nbytes / span / 1000 if span > 0 else 0.0
+    if rate < BACKPRESSURE_PACED * _limit_kb(throttle):
+        return None
     longest = _s(max(held))
     return Finding(
         "backpressure",
@@ -378,6 +399,34 @@ def _staircase(traces: Sequence[Observed], what: str) -> Finding | None:
     )
 
 
+def _released_together(traces: Sequence[Observed]) -> Finding | None:
+    done = [t for t in traces if t.completed and len(t.chunks) >= BUFFERED_MIN_CHUNKS]
+    if len(done) < STAIR_MIN_STREAMS or any(t.response_ns is None for t in done):
+        return None
+    first_head = min(t.response_ns for t in done if t.response_ns is not None)
+    together = [t for t in done if t.request_ns <= first_head]
+    if len(together) < STAIR_MIN_STREAMS:
+        return None
+    stamps = [
+        stamp
+        for t in together
+        for stamp in (t.response_ns, t.chunks[0].stamp_ns, t.chunks[-1].stamp_ns)
+        if stamp is not None
+    ]
+    sent = max(t.request_ns for t in together)
+    window = _s(max(stamps) - min(stamps))
+    silent = _s(min(stamps) - sent)
+    if window > RELEASE_WINDOW_S or silent < STAIR_RISE_S:
+        return None
+    return Finding(
+        "blocked_loop",
+        f"response heads and whole answers of {len(together)} streams sent together arrived "
+        f"within {window:.3f} s, after {silent:.3f} s in which none of them got a byte",
+        tuple(t.name for t in together),
+        {"streams": len(together), "window_s": window, "silent_s": silent},
+    )
+
+
 def _cold_start(traces: Sequence[Observed]) -> Finding | None:
     started = sorted((t for t in traces if t.ttft is not None), key=lambda t: t.request_ns)
     if len(started) < COLD_MIN_STREAMS:
@@ -398,9 +447,15 @@ def _cold_start(traces: Sequence[Observed]) -> Finding | None:
 
 def group_findings(traces: Sequence[Observed]) -> list[Finding]:
     """The findings only several streams of one test or load show: ``blocked_loop`` (shared
-    stalls, else a staircase of heads, else of first tokens) and ``cold_start``."""
+    stalls, else a staircase of heads, else of first tokens, else every answer released at
+    once) and ``cold_start``."""
     found: list[Finding] = []
-    blocked = _shared_stalls(traces) or _staircase(traces, "heads") or _staircase(traces, "tokens")
+    blocked = (
+        _shared_stalls(traces)
+        or _staircase(traces, "heads")
+        or _staircase(traces, "tokens")
+        or _released_together(traces)
+    )
     if blocked is not None:
         found.append(blocked)
     cold = _cold_start(traces)

@@ -135,6 +135,25 @@ def test_blocked_loop_finds_a_staircase_of_heads() -> None:
     assert findings_of(together) == []
 
 
+def test_blocked_loop_finds_every_answer_released_at_once_after_a_silence() -> None:
+    # Eight streams sent together; nothing for 1.1 s, then each head with its whole answer.
+    held = [make(f"stream {k}", 0, [1100 + k] * 6, head_ms=1100 + k, end_ms=1110) for k in range(8)]
+    found = findings_of(held)
+    # Each stream is also buffered (its answer came in one read at its end).
+    assert names(found) == ["buffered"] * 8 + ["blocked_loop"]
+    finding = found[-1]
+    assert finding.describe() == (
+        "blocked_loop: response heads and whole answers of 8 streams sent together arrived "
+        "within 0.007 s, after 1.100 s in which none of them got a byte"
+    )
+    # A buffering ingress passes each head on at once: the answers alone arriving together
+    # are buffered streams, not a blocked loop.
+    early_heads = [
+        make(f"stream {k}", 0, [1100 + k] * 6, head_ms=20, end_ms=1110) for k in range(8)
+    ]
+    assert "blocked_loop" not in names(findings_of(early_heads))
+
+
 def test_a_finding_round_trips_through_the_json_form() -> None:
     trace = make("stream 1", 0, [160] * 8)
     raw = trace.to_dict()
@@ -160,6 +179,8 @@ def throttled(name: str, waits_ms: list[int], kind: str = "bandwidth") -> Stream
     trace = make(name, 0, [10 * i + w for i, w in enumerate(waits_ms, 1)])
     for i, chunk in enumerate(trace.chunks, 1):
         chunk.data = {"sent_ns": 10 * i * MS}
+    # 1 KB a read: 6 KB in 1.2 s, above half the throttle's 2 KB/s (the reads were paced).
+    trace.reads = [(stamp, 1000) for stamp, _ in trace.reads]
     params = {"kb_per_second": 2} if kind == "bandwidth" else {"bytes_per_second": 2000}
     trace.faults.append(FaultRecord(kind, params, [kind], on_ns=0))
     return trace
@@ -169,11 +190,16 @@ def test_backpressure_needs_a_throttle_and_events_held_behind_it() -> None:
     held = throttled("slow", [5, 5, 300, 600, 900, 1200])
     (finding,) = held.findings
     assert finding.describe() == (
-        "backpressure: under bandwidth(kb_per_second=2): 3 of 6 chunks waited 0.5 s to "
+        "backpressure: under bandwidth(kb_per_second=2): 4 of 6 chunks waited 0.25 s to "
         "1.195 s longer from the server's write to the client's read than the quickest; the "
-        "client read 0.1 KB/s while it was on"
+        "client read 4.8 KB/s while it was on"
     )
-    assert finding.data["held"] == 3
+    assert finding.data["held"] == 4
+    # The same waits under a throttle far above the reads' rate (a client that paused, not
+    # one the throttle paced).
+    held.faults[0].params["kb_per_second"] = 100
+    assert held.findings == []
+    held.faults[0].params["kb_per_second"] = 2
     # The same waits without a throttle (latency, jitter: the network, not the reader) ...
     held.faults.clear()
     assert held.findings == []

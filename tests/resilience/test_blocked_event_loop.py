@@ -72,18 +72,6 @@ class TestNaiveTarget:
         # The cause, seen from inside: the target's event loop stopped while they queued.
         assert loop_lags_over(streamguard.target, BLOCKED_LAG_S) > lags_before
         # ... and from outside, as the finding: the streams stalled together or queued up.
-        t0 = min(t.request_ns for t in traces)
-        dbg = [
-            (
-                round((t.request_ns - t0) / 1e9, 3),
-                round(((t.response_ns or t0) - t0) / 1e9, 3),
-                round((t.chunks[0].stamp_ns - t0) / 1e9, 3),
-                round((t.chunks[-1].stamp_ns - t0) / 1e9, 3),
-                len({c.stamp_ns for c in t.chunks}),
-            )
-            for t in traces
-        ]
-        print(dbg)
         assert "blocked_loop" in [f.name for f in findings_of(traces)], findings_of(traces)
 
 
