@@ -74,6 +74,11 @@ STAIR_RISE_S = 0.2
 #: body, as uvicorn does, and a loop held until every generation was done). A buffering
 #: ingress passes the head on as soon as the server sends it, long before the answer's end.
 RELEASE_WINDOW_S = 0.05
+#: blocked_loop (served one after another): of at least ``STAIR_MIN_STREAMS`` streams sent
+#: together, at least ``QUEUED_MIN_STREAMS`` (and at least half) got their response heads only
+#: after another of them had already received its whole answer (at least
+#: ``BUFFERED_MIN_CHUNKS`` chunks), ``STAIR_RISE_S`` or more after their own request.
+QUEUED_MIN_STREAMS = 3
 
 #: cold_start: at least this many streams with a first token; the first stream's TTFT at least
 #: ``COLD_FACTOR`` times the median of the later ones and at least ``COLD_MIN_S`` above it.
@@ -427,6 +432,45 @@ def _released_together(traces: Sequence[Observed]) -> Finding | None:
     )
 
 
+def _served_in_turn(traces: Sequence[Observed]) -> Finding | None:
+    heads = [t for t in traces if t.response_ns is not None]
+    if len(heads) < STAIR_MIN_STREAMS:
+        return None
+    first = min(t.response_ns for t in heads if t.response_ns is not None)
+    together = [t for t in heads if t.request_ns <= first]
+    if len(together) < STAIR_MIN_STREAMS:
+        return None
+    ended = [
+        (t.chunks[-1].stamp_ns, t)
+        for t in together
+        if t.completed and len(t.chunks) >= BUFFERED_MIN_CHUNKS
+    ]
+    queued = []
+    for t in together:
+        assert t.response_ns is not None
+        waited = t.response_ns - t.request_ns >= STAIR_RISE_S * 1e9
+        if waited and any(end <= t.response_ns and o is not t for end, o in ended):
+            queued.append(t)
+    if len(queued) < max(QUEUED_MIN_STREAMS, len(together) / 2):
+        return None
+    t0 = min(t.request_ns for t in together)
+    first_end, served = min(((end, o) for end, o in ended), key=lambda e: e[0])
+    latest = max(t.response_ns for t in queued if t.response_ns is not None)
+    return Finding(
+        "blocked_loop",
+        f"{len(queued)} of {len(together)} streams sent together got their response heads only "
+        f"after another had its whole answer (the first of them by {_s(first_end - t0):.3f} s, "
+        f"{len(served.chunks)} chunks); the last head at {_s(latest - t0):.3f} s",
+        tuple(t.name for t in queued),
+        {
+            "streams": len(together),
+            "queued": len(queued),
+            "first_answer_s": _s(first_end - t0),
+            "last_head_s": _s(latest - t0),
+        },
+    )
+
+
 def _cold_start(traces: Sequence[Observed]) -> Finding | None:
     started = sorted((t for t in traces if t.ttft is not None), key=lambda t: t.request_ns)
     if len(started) < COLD_MIN_STREAMS:
@@ -447,13 +491,14 @@ def _cold_start(traces: Sequence[Observed]) -> Finding | None:
 
 def group_findings(traces: Sequence[Observed]) -> list[Finding]:
     """The findings only several streams of one test or load show: ``blocked_loop`` (shared
-    stalls, else a staircase of heads, else of first tokens, else every answer released at
-    once) and ``cold_start``."""
+    stalls, else a staircase of heads, else of first tokens, else streams served in turn, else
+    every answer released at once) and ``cold_start``."""
     found: list[Finding] = []
     blocked = (
         _shared_stalls(traces)
         or _staircase(traces, "heads")
         or _staircase(traces, "tokens")
+        or _served_in_turn(traces)
         or _released_together(traces)
     )
     if blocked is not None:

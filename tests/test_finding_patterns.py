@@ -136,15 +136,15 @@ def test_blocked_loop_finds_a_staircase_of_heads() -> None:
 
 
 def test_blocked_loop_finds_every_answer_released_at_once_after_a_silence() -> None:
-    # Eight streams sent together; nothing for 1.1 s, then each head with its whole answer.
-    held = [make(f"stream {k}", 0, [1100 + k] * 6, head_ms=1100 + k, end_ms=1110) for k in range(8)]
+    # Eight streams sent together; nothing for 1.1 s, then every head, then every answer.
+    held = [make(f"stream {k}", 0, [1101 + k] * 6, head_ms=1100, end_ms=1110) for k in range(8)]
     found = findings_of(held)
     # Each stream is also buffered (its answer came in one read at its end).
     assert names(found) == ["buffered"] * 8 + ["blocked_loop"]
     finding = found[-1]
     assert finding.describe() == (
         "blocked_loop: response heads and whole answers of 8 streams sent together arrived "
-        "within 0.007 s, after 1.100 s in which none of them got a byte"
+        "within 0.008 s, after 1.100 s in which none of them got a byte"
     )
     # A buffering ingress passes each head on at once: the answers alone arriving together
     # are buffered streams, not a blocked loop.
@@ -152,6 +152,25 @@ def test_blocked_loop_finds_every_answer_released_at_once_after_a_silence() -> N
         make(f"stream {k}", 0, [1100 + k] * 6, head_ms=20, end_ms=1110) for k in range(8)
     ]
     assert "blocked_loop" not in names(findings_of(early_heads))
+
+
+def test_blocked_loop_finds_streams_served_in_turn() -> None:
+    # The naive target, measured: the first stream served alone to its end at 1.358 s, the
+    # others' heads only after it.
+    first = make("stream 0", 0, [54 + 28 * i for i in range(48)], head_ms=33)
+    rest = [
+        make(f"stream {k}", 0, [1370 + 10 * k + i for i in range(6)], head_ms=1366 + 10 * k)
+        for k in range(1, 8)
+    ]
+    found = [f for f in findings_of([first, *rest]) if f.name == "blocked_loop"]
+    assert [f.describe() for f in found] == [
+        "blocked_loop: 7 of 8 streams sent together got their response heads only after "
+        "another had its whole answer (the first of them by 1.370 s, 48 chunks); the last head "
+        "at 1.436 s"
+    ]
+    # Served side by side: every head long before any answer ended.
+    side = [make(f"stream {k}", 0, [60 + 20 * i for i in range(48)], head_ms=40) for k in range(8)]
+    assert findings_of(side) == []
 
 
 def test_a_finding_round_trips_through_the_json_form() -> None:
