@@ -43,6 +43,10 @@ BUFFERED_SHARE = 0.75
 #: to the stream's end (a fast server's first tokens coalesced into one read at the start of a
 #: stream that goes on, or is cut later, are not buffering).
 BUFFERED_AT_END = 0.8
+#: ... and held: the read that brought them came at least this many seconds after the request
+#: (a 32-token answer of 0.126 s in all reached the client in one read while 30 streams kept a
+#: 2-core machine busy: a hop's scheduling delay, not a gateway collecting the answer).
+BUFFERED_MIN_S = 0.25
 
 #: blocked_loop (shared stalls): a stall is a gap above this many seconds and above
 #: ``STALL_FACTOR`` times the stream's median gap ...
@@ -202,6 +206,8 @@ def _buffered(trace: Observed) -> Finding | None:
         return None
     last = max(reads)
     at = _s(last - trace.request_ns)
+    if at < BUFFERED_MIN_S:
+        return None
     distinct = len({stamp for stamp, _ in trace.reads})
     instants = "" if distinct == len(trace.reads) else f", at {counted(distinct, 'instant')}"
     word = "read" if len(reads) == 1 else "reads"

@@ -139,10 +139,10 @@ def _findings(report: dict[str, object], test: str) -> list[dict[str, object]]:
 BUFFERED_TESTS = """
 import pytest
 
-# 8 tokens, 20 ms apart: the whole answer takes 0.16 s, far inside every deadline.
+# 8 tokens, 50 ms apart: the whole answer takes 0.4 s, far inside every deadline.
 @pytest.mark.token_deadline(ttft=2.0, chunk=1.0)
 def test_buffered(streamguard):
-    trace = streamguard.stream("/buffered", json={"max_new_tokens": 8, "interval_s": 0.02})
+    trace = streamguard.stream("/buffered", json={"max_new_tokens": 8, "interval_s": 0.05})
     assert trace.completed
     assert [f.name for f in trace.findings] == ["buffered"]
 
@@ -200,7 +200,7 @@ def test_the_marker_fail_on_gates_and_a_late_buffered_stream_says_likely_cause(
 
         @pytest.mark.token_deadline(ttft=2.0, chunk=1.0, fail_on=["buffered"])
         def test_gated(streamguard):
-            streamguard.stream("/buffered", json={"max_new_tokens": 8, "interval_s": 0.02})
+            streamguard.stream("/buffered", json={"max_new_tokens": 8, "interval_s": 0.05})
 
         # 24 tokens, 40 ms apart: the answer (about 1 s) comes after the TTFT bound.
         @pytest.mark.token_deadline(ttft=0.5, chunk=1.0)
