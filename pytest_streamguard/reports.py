@@ -243,7 +243,7 @@ def findings_lines(records: list[TestRecord]) -> list[str]:
     """One line per test whose streams show findings, naming them with their evidence."""
     lines = []
     for record in records:
-        cause = likely_cause(record.traces)
+        cause = likely_cause(record.traces, server=record.server_findings)
         if cause:
             lines.append(f"  {record.nodeid}: {cause}")
     return ["findings (see docs/findings.md):", *lines] if lines else []

@@ -303,3 +303,44 @@ def test_a_body_held_open_after_its_end_shows_held_open_and_the_fixed_one_none(
         ["findings (see docs/findings.md):", "*test_held: held_open: body held open 1.*"]
     )
     assert "test_ended: " not in result.stdout.str()
+
+
+NOT_CANCELLED_TESTS = """
+REQUEST = {"prompt": "a long answer", "max_new_tokens": 1000}
+
+def test_cancelled(streamguard):
+    streamguard.faults.cut(after_bytes=2000)
+    trace = streamguard.stream(json=REQUEST, read_timeout=5.0)
+    assert trace.error_kind == "cut"
+
+def test_left_running(streamguard):
+    streamguard.faults.cut(after_bytes=2000)
+    body = {**REQUEST, "fault": {"keep_generating": True}}
+    trace = streamguard.stream(json=body, read_timeout=5.0)
+    assert trace.error_kind == "cut"
+"""
+
+
+def test_generation_left_running_after_a_cut_is_in_the_test_record(
+    pytester: pytest.Pytester, toxiproxy_url: str
+) -> None:
+    """The bundled target the plugin starts, read at each test's end: a cut it cancels shows no
+    finding; one its ``keep_generating`` knob lets run on shows ``not_cancelled``."""
+    pytester.makepyfile(NOT_CANCELLED_TESTS)
+    result = pytester.runpytest_subprocess(
+        "--streamguard",
+        "--streamguard-toxiproxy",
+        toxiproxy_url,
+        "--streamguard-target-args=--allow-fault-knobs",
+        "--streamguard-json",
+        "sg.json",
+        "-p",
+        "no:cacheprovider",
+    )
+    result.assert_outcomes(passed=2)
+    report = json.loads(Path(pytester.path, "sg.json").read_text())
+    assert _findings(report, "test_cancelled") == []
+    (finding,) = _findings(report, "test_left_running")
+    assert finding["name"] == "not_cancelled"
+    assert str(finding["evidence"]).startswith("generation still running 1."), finding
+    result.stdout.fnmatch_lines(["*test_left_running: not_cancelled: generation still running*"])
