@@ -260,15 +260,16 @@ def format_violations(
 CUT_KINDS = frozenset({"truncated", "cut", "reset", "network"})
 
 
-def likely_cause(traces: Sequence[object]) -> str:
-    """The findings of ``traces`` in a line (each name once, with its first evidence and how
-    many streams showed it), or the empty string when they show none."""
+def likely_cause(traces: Sequence[object], server: Sequence[Finding] = ()) -> str:
+    """The findings of ``traces`` (and ``server``: those read from the target's side) in a line
+    (each name once, with its first evidence and how many streams showed it), or the empty
+    string when they show none."""
     observed = [t for t in traces if isinstance(t, Observed)]
     if not observed:
         return ""
     first: dict[str, Finding] = {}
     streams: dict[str, set[str]] = {}
-    for finding in findings_of(observed):
+    for finding in [*findings_of(observed), *server]:
         first.setdefault(finding.name, finding)
         streams.setdefault(finding.name, set()).update(finding.streams)
     parts = []

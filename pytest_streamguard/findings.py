@@ -14,8 +14,9 @@ from __future__ import annotations
 
 import itertools
 import statistics
+import time
 from collections import Counter
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
@@ -28,7 +29,9 @@ __all__ = [
     "Observed",
     "findings_of",
     "group_findings",
+    "not_cancelled",
     "parse_fail_on",
+    "target_gauges",
     "trace_findings",
 ]
 
@@ -40,6 +43,10 @@ BUFFERED_SHARE = 0.75
 #: to the stream's end (a fast server's first tokens coalesced into one read at the start of a
 #: stream that goes on, or is cut later, are not buffering).
 BUFFERED_AT_END = 0.8
+#: ... and held: the read that brought them came at least this many seconds after the request
+#: (a 32-token answer of 0.126 s in all reached the client in one read while 30 streams kept a
+#: 2-core machine busy: a hop's scheduling delay, not a gateway collecting the answer).
+BUFFERED_MIN_S = 0.25
 
 #: blocked_loop (shared stalls): a stall is a gap above this many seconds and above
 #: ``STALL_FACTOR`` times the stream's median gap ...
@@ -48,8 +55,10 @@ STALL_FACTOR = 4.0
 #: ... and a shared stall is an instant inside the stalls of at least this many streams (and
 #: of at least half the streams read) ...
 SHARED_MIN_STREAMS = 3
-#: ... seen at least this many separate times.
-SHARED_MIN_TIMES = 2
+#: ... seen at least this many separate times (a batch engine admitting 30 streams at once
+#: stalled them all together twice, up to 0.185 s, while its prefills ran: not a blocked loop,
+#: which stalls them again at every block).
+SHARED_MIN_TIMES = 3
 #: blocked_loop (staircase): at least this many streams sent together (each request sent
 #: before the first of them got its head) ...
 STAIR_MIN_STREAMS = 4
@@ -61,6 +70,19 @@ STAIR_MIN_STEPS = 3
 STAIR_STEP_S = 0.02
 #: ... rising by at least this many seconds from the first to the last.
 STAIR_RISE_S = 0.2
+#: blocked_loop (released together): the staircase's single step. At least
+#: ``STAIR_MIN_STREAMS`` streams sent together, each completed with at least
+#: ``BUFFERED_MIN_CHUNKS`` chunks, whose response heads and whole answers (first to last chunk)
+#: all arrived within this many seconds of each other, at least ``STAIR_RISE_S`` after the last
+#: request: nothing of any of them came out before (a server that sends its head with the first
+#: body, as uvicorn does, and a loop held until every generation was done). A buffering
+#: ingress passes the head on as soon as the server sends it, long before the answer's end.
+RELEASE_WINDOW_S = 0.05
+#: blocked_loop (served one after another): of at least ``STAIR_MIN_STREAMS`` streams sent
+#: together, at least ``QUEUED_MIN_STREAMS`` (and at least half) got their response heads only
+#: after another of them had already received its whole answer (at least
+#: ``BUFFERED_MIN_CHUNKS`` chunks), ``STAIR_RISE_S`` or more after their own request.
+QUEUED_MIN_STREAMS = 3
 
 #: cold_start: at least this many streams with a first token; the first stream's TTFT at least
 #: ``COLD_FACTOR`` times the median of the later ones and at least ``COLD_MIN_S`` above it.
@@ -78,6 +100,22 @@ _CUT_KINDS = frozenset({"cut", "reset", "timeout", "network", "truncated"})
 
 #: held_open: the body stayed open at least this many seconds after the protocol's end.
 HELD_OPEN_MIN_S = 0.1
+
+#: backpressure: under a throttle of the client's side (``bandwidth`` or ``slow_reader``) on
+#: the stream that paced its reads (the client read at least ``BACKPRESSURE_PACED`` of the
+#: throttle's rate while it was on), at least ``BACKPRESSURE_MIN_CHUNKS`` chunks that carry the
+#: server's own send stamp (``sent_ns``, the bundled target's events) waited at least this many
+#: seconds longer between the server's write and the client's read than the stream's quickest
+#: chunk did (the slow-reader incident: 0.8 to 0.9 s at most, over 0.25 s for most of its
+#: 200-odd events).
+BACKPRESSURE_MIN_S = 0.25
+BACKPRESSURE_MIN_CHUNKS = 3
+BACKPRESSURE_PACED = 0.5
+_THROTTLES = frozenset({"bandwidth", "slow_reader"})
+
+#: not_cancelled: generation still running this many seconds after a cut stream ended (the
+#: target's engine still generating requests no open stream holds).
+NOT_CANCELLED_AFTER_S = 1.0
 
 
 class _Stamped(Protocol):
@@ -168,6 +206,8 @@ def _buffered(trace: Observed) -> Finding | None:
         return None
     last = max(reads)
     at = _s(last - trace.request_ns)
+    if at < BUFFERED_MIN_S:
+        return None
     distinct = len({stamp for stamp, _ in trace.reads})
     instants = "" if distinct == len(trace.reads) else f", at {counted(distinct, 'instant')}"
     word = "read" if len(reads) == 1 else "reads"
@@ -216,9 +256,68 @@ def _held_open(trace: Observed) -> Finding | None:
     )
 
 
+def _throttle(trace: Observed) -> Any:
+    end = trace.end_ns if trace.end_ns is not None else trace.request_ns
+    for fault in getattr(trace, "faults", ()):
+        if fault.kind in _THROTTLES and fault.active_during(trace.request_ns, end):
+            return fault
+    return None
+
+
+def _limit_kb(throttle: Any) -> float:
+    """The throttle's rate in KB/s."""
+    if throttle.kind == "bandwidth":
+        return float(throttle.params["kb_per_second"])
+    return float(throttle.params["bytes_per_second"]) / 1000
+
+
+def _backpressure(trace: Observed) -> Finding | None:
+    throttle = _throttle(trace)
+    if throttle is None:
+        return None
+    waits = [
+        chunk.stamp_ns - sent
+        for chunk in trace.chunks
+        if isinstance(data := getattr(chunk, "data", None), dict)
+        and isinstance(sent := data.get("sent_ns"), int)
+    ]
+    if len(waits) < BACKPRESSURE_MIN_CHUNKS:
+        return None
+    quickest = min(waits)
+    held = [w - quickest for w in waits if w - quickest >= BACKPRESSURE_MIN_S * 1e9]
+    if len(held) < BACKPRESSURE_MIN_CHUNKS:
+        return None
+    # The client's read rate while the throttle was on (a test may lift it to drain the rest).
+    on = throttle.on_ns if throttle.on_ns is not None else trace.request_ns
+    off = throttle.off_ns if throttle.off_ns is not None else trace.end_ns or trace.request_ns
+    during = [(stamp, n) for stamp, n in trace.reads if on <= stamp <= off]
+    nbytes = sum(n for _, n in during)
+    span = _s(during[-1][0] - during[0][0]) if len(during) > 1 else 0.0
+    rate = nbytes / span / 1000 if span > 0 else 0.0
+    if rate < BACKPRESSURE_PACED * _limit_kb(throttle):
+        return None
+    longest = _s(max(held))
+    return Finding(
+        "backpressure",
+        f"under {throttle.describe()}: {len(held)} of {len(waits)} chunks waited "
+        f"{BACKPRESSURE_MIN_S:g} s to {longest:.3f} s longer from the server's write to the "
+        f"client's read than the quickest; the client read {rate:.1f} KB/s while it was on",
+        (trace.name,),
+        {
+            "fault": throttle.describe(),
+            "chunks": len(waits),
+            "held": len(held),
+            "longest_s": longest,
+            "bytes": nbytes,
+            "kb_per_s": rate,
+        },
+    )
+
+
 def trace_findings(trace: Observed) -> list[Finding]:
-    """The findings one stream shows by itself: ``buffered``, ``idle_cut``, ``held_open``."""
-    found = (_buffered(trace), _idle_cut(trace), _held_open(trace))
+    """The findings one stream shows by itself: ``buffered``, ``idle_cut``, ``held_open``,
+    ``backpressure``."""
+    found = (_buffered(trace), _idle_cut(trace), _held_open(trace), _backpressure(trace))
     return [f for f in found if f is not None]
 
 
@@ -311,6 +410,73 @@ def _staircase(traces: Sequence[Observed], what: str) -> Finding | None:
     )
 
 
+def _released_together(traces: Sequence[Observed]) -> Finding | None:
+    done = [t for t in traces if t.completed and len(t.chunks) >= BUFFERED_MIN_CHUNKS]
+    if len(done) < STAIR_MIN_STREAMS or any(t.response_ns is None for t in done):
+        return None
+    first_head = min(t.response_ns for t in done if t.response_ns is not None)
+    together = [t for t in done if t.request_ns <= first_head]
+    if len(together) < STAIR_MIN_STREAMS:
+        return None
+    stamps = [
+        stamp
+        for t in together
+        for stamp in (t.response_ns, t.chunks[0].stamp_ns, t.chunks[-1].stamp_ns)
+        if stamp is not None
+    ]
+    sent = max(t.request_ns for t in together)
+    window = _s(max(stamps) - min(stamps))
+    silent = _s(min(stamps) - sent)
+    if window > RELEASE_WINDOW_S or silent < STAIR_RISE_S:
+        return None
+    return Finding(
+        "blocked_loop",
+        f"response heads and whole answers of {len(together)} streams sent together arrived "
+        f"within {window:.3f} s, after {silent:.3f} s in which none of them got a byte",
+        tuple(t.name for t in together),
+        {"streams": len(together), "window_s": window, "silent_s": silent},
+    )
+
+
+def _served_in_turn(traces: Sequence[Observed]) -> Finding | None:
+    heads = [t for t in traces if t.response_ns is not None]
+    if len(heads) < STAIR_MIN_STREAMS:
+        return None
+    first = min(t.response_ns for t in heads if t.response_ns is not None)
+    together = [t for t in heads if t.request_ns <= first]
+    if len(together) < STAIR_MIN_STREAMS:
+        return None
+    ended = [
+        (t.chunks[-1].stamp_ns, t)
+        for t in together
+        if t.completed and len(t.chunks) >= BUFFERED_MIN_CHUNKS
+    ]
+    queued = []
+    for t in together:
+        assert t.response_ns is not None
+        waited = t.response_ns - t.request_ns >= STAIR_RISE_S * 1e9
+        if waited and any(end <= t.response_ns and o is not t for end, o in ended):
+            queued.append(t)
+    if len(queued) < max(QUEUED_MIN_STREAMS, len(together) / 2):
+        return None
+    t0 = min(t.request_ns for t in together)
+    first_end, served = min(((end, o) for end, o in ended), key=lambda e: e[0])
+    latest = max(t.response_ns for t in queued if t.response_ns is not None)
+    return Finding(
+        "blocked_loop",
+        f"{len(queued)} of {len(together)} streams sent together got their response heads only "
+        f"after another had its whole answer (the first of them by {_s(first_end - t0):.3f} s, "
+        f"{len(served.chunks)} chunks); the last head at {_s(latest - t0):.3f} s",
+        tuple(t.name for t in queued),
+        {
+            "streams": len(together),
+            "queued": len(queued),
+            "first_answer_s": _s(first_end - t0),
+            "last_head_s": _s(latest - t0),
+        },
+    )
+
+
 def _cold_start(traces: Sequence[Observed]) -> Finding | None:
     started = sorted((t for t in traces if t.ttft is not None), key=lambda t: t.request_ns)
     if len(started) < COLD_MIN_STREAMS:
@@ -331,9 +497,16 @@ def _cold_start(traces: Sequence[Observed]) -> Finding | None:
 
 def group_findings(traces: Sequence[Observed]) -> list[Finding]:
     """The findings only several streams of one test or load show: ``blocked_loop`` (shared
-    stalls, else a staircase of heads, else of first tokens) and ``cold_start``."""
+    stalls, else a staircase of heads, else of first tokens, else streams served in turn, else
+    every answer released at once) and ``cold_start``."""
     found: list[Finding] = []
-    blocked = _shared_stalls(traces) or _staircase(traces, "heads") or _staircase(traces, "tokens")
+    blocked = (
+        _shared_stalls(traces)
+        or _staircase(traces, "heads")
+        or _staircase(traces, "tokens")
+        or _served_in_turn(traces)
+        or _released_together(traces)
+    )
     if blocked is not None:
         found.append(blocked)
     cold = _cold_start(traces)
@@ -348,6 +521,87 @@ def findings_of(traces: Sequence[Observed]) -> list[Finding]:
     found = [f for t in traces for f in trace_findings(t)] + group_findings(traces)
     order = list(KNOWN)
     return sorted(found, key=lambda f: order.index(f.name))
+
+
+#: The findings read from the target's side, not from the streams alone (a test record keeps
+#: them beside what :func:`findings_of` reads from its traces).
+SERVER_SIDE = frozenset({"not_cancelled"})
+
+#: The bundled target's gauges :func:`not_cancelled` reads: requests its engine still
+#: generates for, and streams that hold a slot (an open client connection).
+ENGINE_GAUGE = "streamguard_target_engine_requests"
+OPEN_GAUGE = "streamguard_target_active_streams"
+
+
+def target_gauges(url: str, timeout: float = 1.0) -> Callable[[], tuple[float, float] | None]:
+    """A reader of the target's engine requests and open streams (``GET url/metrics``, the
+    bundled target's gauges); it returns None for a target that does not export both."""
+
+    def read() -> tuple[float, float] | None:
+        import httpx
+        from prometheus_client.parser import text_string_to_metric_families
+
+        try:
+            response = httpx.get(url.rstrip("/") + "/metrics", timeout=timeout)
+            response.raise_for_status()
+            families = {f.name: f for f in text_string_to_metric_families(response.text)}
+            engine, open_ = families[ENGINE_GAUGE], families[OPEN_GAUGE]
+            return float(engine.samples[0].value), float(open_.samples[0].value)
+        except (httpx.HTTPError, KeyError, IndexError, ValueError):
+            return None
+
+    return read
+
+
+def _cut_for_good(trace: Observed) -> bool:
+    """A stream whose connection the client side ended: cut, reset, a network error or a
+    timeout, but not one held in a blackhole (the server cannot learn of that one)."""
+    if trace.completed or trace.error_kind not in _CUT_KINDS or not trace.end_ns:
+        return False
+    end = trace.end_ns
+    return not any(
+        f.kind == "blackhole" and f.active_during(trace.request_ns, end)
+        for f in getattr(trace, "faults", ())
+    )
+
+
+def not_cancelled(
+    traces: Sequence[Observed],
+    gauges: Callable[[], tuple[float, float] | None],
+    *,
+    after_s: float = NOT_CANCELLED_AFTER_S,
+) -> Finding | None:
+    """``not_cancelled``: once every stream of ``traces`` has ended and at least one was cut
+    (``cut``, ``reset``, ``timeout``, ``network``, ``truncated``; not in a blackhole), the
+    target's engine still generated ``after_s`` seconds after the last cut (``gauges``: the
+    engine's requests and the open streams, see :func:`target_gauges`; only meaningful for a
+    target no other client uses, such as the one the plugin started). Waits until then at
+    most, and not at all once the engine is idle or the target exports neither gauge."""
+    cut = [t for t in traces if _cut_for_good(t)]
+    if not cut or any(t.end_ns is None for t in traces):
+        return None
+    last = max(t.end_ns for t in cut if t.end_ns is not None)
+    until = last + int(after_s * 1e9)
+    while True:
+        read = gauges()
+        if read is None:
+            return None
+        engine, open_ = read
+        now = time.perf_counter_ns()
+        if engine <= 0:
+            return None
+        if now >= until:
+            break
+        time.sleep(min(0.05, (until - now) / 1e9))
+    since = _s(now - last)
+    return Finding(
+        "not_cancelled",
+        f"generation still running {since:.3f} s after the cut: the target's engine had "
+        f"{engine:g} {'request' if engine == 1 else 'requests'} and {open_:g} open "
+        f"{'stream' if open_ == 1 else 'streams'} after every stream of the test had ended",
+        tuple(t.name for t in cut),
+        {"after_s": since, "engine_requests": engine, "open_streams": open_},
+    )
 
 
 def names_of(found: Iterable[Finding]) -> list[str]:

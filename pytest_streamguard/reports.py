@@ -16,7 +16,7 @@ from typing import Any
 
 from pytest_streamguard.deadlines import Deadline, likely_cause
 from pytest_streamguard.display import counted, fit_lines
-from pytest_streamguard.findings import Finding, findings_of
+from pytest_streamguard.findings import KNOWN, SERVER_SIDE, Finding, findings_of
 from pytest_streamguard.stats import percentile
 from pytest_streamguard.trace import FaultRecord, StreamTrace
 
@@ -44,11 +44,15 @@ class TestRecord:
     matrix_test: str | None = None
     # Every fault the test applied, judged (``fired``, ``evidence``), streams or not.
     faults: list[FaultRecord] = field(default_factory=list)
+    # Findings read from the target's side when the test ended (``not_cancelled``).
+    server_findings: list[Finding] = field(default_factory=list)
 
     @property
     def findings(self) -> list[Finding]:
-        """The named incidents the test's streams show (see docs/findings.md)."""
-        return findings_of(self.traces)
+        """The named incidents the test's streams show, and those the target showed after
+        them (see docs/findings.md)."""
+        found = findings_of(self.traces) + self.server_findings
+        return sorted(found, key=lambda f: list(KNOWN).index(f.name))
 
     def gaps(self) -> list[float]:
         """Every gap of every stream of the test (raw samples, for percentiles)."""
@@ -125,6 +129,11 @@ class TestRecord:
             profile=raw.get("profile"),
             matrix_test=raw.get("matrix_test"),
             faults=[FaultRecord.from_dict(f) for f in raw.get("faults", [])],
+            server_findings=[
+                Finding.from_dict(f)
+                for f in raw.get("findings", [])
+                if f.get("name") in SERVER_SIDE
+            ],
         )
 
 
@@ -234,7 +243,7 @@ def findings_lines(records: list[TestRecord]) -> list[str]:
     """One line per test whose streams show findings, naming them with their evidence."""
     lines = []
     for record in records:
-        cause = likely_cause(record.traces)
+        cause = likely_cause(record.traces, server=record.server_findings)
         if cause:
             lines.append(f"  {record.nodeid}: {cause}")
     return ["findings (see docs/findings.md):", *lines] if lines else []

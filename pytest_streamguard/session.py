@@ -31,7 +31,7 @@ from pytest_streamguard.deadlines import (
 )
 from pytest_streamguard.display import counted, fit_lines, shown_path, shown_text
 from pytest_streamguard.faults import FaultsNotFired
-from pytest_streamguard.findings import Finding
+from pytest_streamguard.findings import Finding, not_cancelled, target_gauges
 from pytest_streamguard.guard import StreamGuard
 from pytest_streamguard.html_report import write_html
 from pytest_streamguard.markers import resolve_deadline, resolve_fail_on
@@ -294,6 +294,14 @@ class StreamGuardSession:
         unfired = [f for guard in guards for f in guard.faults.judge(guard.traces)]
         deadline = item.stash.get(DEADLINE_KEY, None)
         record = TestRecord(nodeid=item.nodeid, deadline=deadline, traces=traces, faults=faults)
+        # Generation that went on after a cut stream, on a target the plugin started (no other
+        # client uses it) that exports its engine's requests (the bundled one).
+        for guard in guards:
+            if guard.target.process is None:
+                continue
+            left = not_cancelled(guard.traces, target_gauges(guard.target.url))
+            if left is not None:
+                record.server_findings.append(left)
         if profile is not None:
             record.profile = profile.name
             record.matrix_test = matrix_test(item.nodeid, profile.name)

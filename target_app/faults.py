@@ -16,6 +16,8 @@ class FaultKnobs:
     token event also carries a ``pad:`` line of that many bytes, a field SSE clients ignore,
     so the stream is as heavy as one with large chunks (logprobs, tool-call deltas) and a slow
     reader fills the buffers between it and the server within a bounded answer.
+    ``keep_generating``: the client's disconnect does not stop generation; the engine goes on
+    for nobody until the answer's end (the connection-cut incident's unfixed server).
     """
 
     cold_start_s: float = 0.0
@@ -24,6 +26,7 @@ class FaultKnobs:
     raise_after: int | None = None
     accel_header: bool = True
     pad_bytes: int = 0
+    keep_generating: bool = False
 
 
 NO_FAULTS = FaultKnobs()

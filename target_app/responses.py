@@ -148,7 +148,10 @@ class GenerationResponse:
             body = self._write_stream(send) if self._streaming else self._write_whole(send)
             outcome = await self._race_disconnect(body, receive)
         finally:
-            self._stream.cancel()
+            if outcome == "disconnect" and self._fault.keep_generating:
+                self._stream.abandon()
+            else:
+                self._stream.cancel()
             state.release(self._stream)
             self._count(outcome)
 

@@ -118,6 +118,11 @@ class TokenStream:
             async with asyncio.timeout(seconds):
                 await self._ended.wait()
 
+    def abandon(self) -> None:
+        """Drop anything that still arrives but let generation go on (the ``keep_generating``
+        fault knob: a server that does not stop for a client who left)."""
+        self.closed = True
+
     def cancel(self) -> None:
         """Stop generation and drop anything that still arrives (idempotent)."""
         if self.closed:

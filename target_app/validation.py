@@ -288,6 +288,7 @@ _FAULT_FIELDS = (
     "raise_after",
     "accel_header",
     "pad_bytes",
+    "keep_generating",
 )
 MAX_PAD_BYTES = 65536
 
@@ -335,6 +336,14 @@ def _fault(body: dict[str, Any], allowed: bool) -> FaultKnobs:
             field="fault.accel_header",
             accepted="true or false",
         )
+    keep = value.get("keep_generating", False)
+    if not isinstance(keep, bool):
+        raise ApiError(
+            400,
+            f"fault.keep_generating is {_kind(keep)}",
+            field="fault.keep_generating",
+            accepted="true or false",
+        )
     return FaultKnobs(
         cold_start_s=_seconds(value, "cold_start_s", 600.0),
         stall_after=stall_after,
@@ -342,6 +351,7 @@ def _fault(body: dict[str, Any], allowed: bool) -> FaultKnobs:
         raise_after=_optional_count(value, "raise_after"),
         accel_header=accel,
         pad_bytes=_pad_bytes(value),
+        keep_generating=keep,
     )
 
 

@@ -5,8 +5,9 @@ from __future__ import annotations
 
 import pytest
 
-from pytest_streamguard.findings import Finding, findings_of, parse_fail_on
-from pytest_streamguard.trace import Chunk, StreamTrace
+from pytest_streamguard.findings import Finding, findings_of, not_cancelled, parse_fail_on
+from pytest_streamguard.reports import TestRecord
+from pytest_streamguard.trace import Chunk, FaultRecord, StreamTrace
 
 MS = 1_000_000
 
@@ -48,10 +49,10 @@ def names(found: list[Finding]) -> list[str]:
 
 
 def test_buffered_fires_on_chunks_in_one_read_at_the_end() -> None:
-    trace = make("stream 1", 0, [160] * 8)
+    trace = make("stream 1", 0, [400] * 8)
     (finding,) = trace.findings
     assert finding.describe() == (
-        "buffered: 8 of 8 chunks in 1 read, the last at 0.160 s (1 read in all)"
+        "buffered: 8 of 8 chunks in 1 read, the last at 0.400 s (1 read in all)"
     )
     assert finding.data["held"] == 8
     assert finding.streams == ("stream 1",)
@@ -60,6 +61,8 @@ def test_buffered_fires_on_chunks_in_one_read_at_the_end() -> None:
 def test_buffered_stays_quiet_on_a_flowing_stream_and_a_short_one() -> None:
     assert make("flowing", 0, [20 * i for i in range(1, 9)]).findings == []
     assert make("short", 0, [50, 50, 50]).findings == []
+    # A whole answer in one read 0.126 s after the request: within a busy machine's delay.
+    assert make("quick", 0, [126] * 32).findings == []
     # Most chunks together, but early, and the rest flowing after: not buffered at the end.
     assert make("burst first", 0, [10] * 6 + [30, 50, 70, 90]).findings == []
     # A fast server's first tokens coalesced into one read, then a long wait to the end (a
@@ -102,20 +105,24 @@ def test_cold_start_compares_the_first_stream_with_the_later_ones() -> None:
 
 def test_blocked_loop_finds_streams_stalled_in_the_same_windows() -> None:
     # Ten streams, 20 ms a token, and the loop blocked 150 ms after every fourth token: every
-    # stream's gap spans the same two windows.
-    def stalled(k: int) -> list[int]:
+    # stream's gap spans the same three windows.
+    def stalled(k: int, blocks: tuple[int, ...] = (4, 8, 12)) -> list[int]:
         stamps, t = [], 2 * k
-        for i in range(12):
-            t += 20 + (150 if i in (4, 8) else 0)
+        for i in range(16):
+            t += 20 + (150 if i in blocks else 0)
             stamps.append(t)
         return stamps
 
     traces = [make(f"stream {k}", 0, stalled(k)) for k in range(10)]
     (finding,) = findings_of(traces)
     assert finding.name == "blocked_loop"
-    assert finding.evidence.startswith("up to 10 of 10 streams stalled together 2 times"), finding
-    free = [make(f"stream {k}", 0, [2 * k + 20 * i for i in range(1, 13)]) for k in range(10)]
+    assert finding.evidence.startswith("up to 10 of 10 streams stalled together 3 times"), finding
+    free = [make(f"stream {k}", 0, [2 * k + 20 * i for i in range(1, 17)]) for k in range(10)]
     assert findings_of(free) == []
+    # Stalled together twice only (a batch engine running the prefills of streams it admitted
+    # at once): not a blocked loop.
+    twice = [make(f"stream {k}", 0, stalled(k, (1, 2))) for k in range(10)]
+    assert findings_of(twice) == []
 
 
 def test_blocked_loop_finds_a_staircase_of_heads() -> None:
@@ -130,8 +137,46 @@ def test_blocked_loop_finds_a_staircase_of_heads() -> None:
     assert findings_of(together) == []
 
 
+def test_blocked_loop_finds_every_answer_released_at_once_after_a_silence() -> None:
+    # Eight streams sent together; nothing for 1.1 s, then every head, then every answer.
+    held = [make(f"stream {k}", 0, [1101 + k] * 6, head_ms=1100, end_ms=1110) for k in range(8)]
+    found = findings_of(held)
+    # Each stream is also buffered (its answer came in one read at its end).
+    assert names(found) == ["buffered"] * 8 + ["blocked_loop"]
+    finding = found[-1]
+    assert finding.describe() == (
+        "blocked_loop: response heads and whole answers of 8 streams sent together arrived "
+        "within 0.008 s, after 1.100 s in which none of them got a byte"
+    )
+    # A buffering ingress passes each head on at once: the answers alone arriving together
+    # are buffered streams, not a blocked loop.
+    early_heads = [
+        make(f"stream {k}", 0, [1100 + k] * 6, head_ms=20, end_ms=1110) for k in range(8)
+    ]
+    assert "blocked_loop" not in names(findings_of(early_heads))
+
+
+def test_blocked_loop_finds_streams_served_in_turn() -> None:
+    # The naive target, measured: the first stream served alone to its end at 1.358 s, the
+    # others' heads only after it.
+    first = make("stream 0", 0, [54 + 28 * i for i in range(48)], head_ms=33)
+    rest = [
+        make(f"stream {k}", 0, [1370 + 10 * k + i for i in range(6)], head_ms=1366 + 10 * k)
+        for k in range(1, 8)
+    ]
+    found = [f for f in findings_of([first, *rest]) if f.name == "blocked_loop"]
+    assert [f.describe() for f in found] == [
+        "blocked_loop: 7 of 8 streams sent together got their response heads only after "
+        "another had its whole answer (the first of them by 1.370 s, 48 chunks); the last head "
+        "at 1.436 s"
+    ]
+    # Served side by side: every head long before any answer ended.
+    side = [make(f"stream {k}", 0, [60 + 20 * i for i in range(48)], head_ms=40) for k in range(8)]
+    assert findings_of(side) == []
+
+
 def test_a_finding_round_trips_through_the_json_form() -> None:
-    trace = make("stream 1", 0, [160] * 8)
+    trace = make("stream 1", 0, [400] * 8)
     raw = trace.to_dict()
     assert [f["name"] for f in raw["findings"]] == ["buffered"]
     assert Finding.from_dict(raw["findings"][0]) == trace.findings[0]
@@ -147,3 +192,67 @@ def test_parse_fail_on_lists_the_known_names_on_a_typo() -> None:
         "buffered, blocked_loop, cold_start, idle_cut, held_open",
     ):
         parse_fail_on("bufferd", where="x")
+
+
+def throttled(name: str, waits_ms: list[int], kind: str = "bandwidth") -> StreamTrace:
+    """A stream whose events the server stamped (``sent_ns``) 10 ms apart and the client read
+    ``waits_ms`` later, under a throttle fault on from the request to the end."""
+    trace = make(name, 0, [10 * i + w for i, w in enumerate(waits_ms, 1)])
+    for i, chunk in enumerate(trace.chunks, 1):
+        chunk.data = {"sent_ns": 10 * i * MS}
+    # 1 KB a read: 6 KB in 1.2 s, above half the throttle's 2 KB/s (the reads were paced).
+    trace.reads = [(stamp, 1000) for stamp, _ in trace.reads]
+    params = {"kb_per_second": 2} if kind == "bandwidth" else {"bytes_per_second": 2000}
+    trace.faults.append(FaultRecord(kind, params, [kind], on_ns=0))
+    return trace
+
+
+def test_backpressure_needs_a_throttle_and_events_held_behind_it() -> None:
+    held = throttled("slow", [5, 5, 300, 600, 900, 1200])
+    (finding,) = held.findings
+    assert finding.describe() == (
+        "backpressure: under bandwidth(kb_per_second=2): 4 of 6 chunks waited 0.25 s to "
+        "1.195 s longer from the server's write to the client's read than the quickest; the "
+        "client read 4.8 KB/s while it was on"
+    )
+    assert finding.data["held"] == 4
+    # The same waits under a throttle far above the reads' rate (a client that paused, not
+    # one the throttle paced).
+    held.faults[0].params["kb_per_second"] = 100
+    assert held.findings == []
+    held.faults[0].params["kb_per_second"] = 2
+    # The same waits without a throttle (latency, jitter: the network, not the reader) ...
+    held.faults.clear()
+    assert held.findings == []
+    # ... a throttle the reader keeps up with, and a stream without the server's stamps.
+    assert throttled("kept up", [5, 6, 7, 8, 9, 10], "slow_reader").findings == []
+    unstamped = throttled("unstamped", [5, 5, 300, 600, 900, 1200])
+    for chunk in unstamped.chunks:
+        chunk.data = None
+    assert unstamped.findings == []
+
+
+def test_not_cancelled_reads_the_engine_after_a_cut_and_waits_no_longer_than_needed() -> None:
+    cut = make("stream 1", 0, [10, 20], completed=False, kind="cut")
+    fine = make("stream 2", 0, [10, 20])
+    # Generation still running for nobody when the wait ends.
+    found = not_cancelled([cut, fine], lambda: (1.0, 0.0), after_s=0.0)
+    assert found is not None
+    assert found.streams == ("stream 1",)
+    assert found.describe().startswith("not_cancelled: generation still running ")
+    assert found.data["engine_requests"] == 1.0
+    # The engine idle, a target without the gauges, or no stream cut: nothing, and no wait.
+    assert not_cancelled([cut], lambda: (0.0, 0.0)) is None
+    assert not_cancelled([cut], lambda: None) is None
+    assert not_cancelled([fine], lambda: (1.0, 0.0)) is None
+    # A stream held in a blackhole: the server cannot know its client left.
+    cut.faults.append(FaultRecord("blackhole", {}, ["timeout"], on_ns=0))
+    assert not_cancelled([cut], lambda: (1.0, 1.0), after_s=0.0) is None
+
+
+def test_a_test_record_keeps_its_server_side_finding_through_the_json_form() -> None:
+    record = TestRecord(nodeid="t.py::test", deadline=None, traces=[make("s", 0, [400] * 8)])
+    record.server_findings.append(Finding("not_cancelled", "generation still running", ("s",)))
+    assert [f.name for f in record.findings] == ["buffered", "not_cancelled"]
+    again = TestRecord.from_dict(record.to_dict())
+    assert [f.name for f in again.findings] == ["buffered", "not_cancelled"]

@@ -1,9 +1,10 @@
 """Findings as a user sees them: small apps with a known fault, read through the plugin.
 
-The apps are the two incidents new users met (issue 30): a gateway that collects the whole
-answer and then sends it (``/buffered``), and a handler that calls ``time.sleep`` inside
-``async def`` every few tokens, blocking the event loop for every stream (``/blocking``); each
-has its fixed twin (``/generate``: ``await asyncio.sleep``, one write per token).
+The apps are the incidents new users met (issue 30): a gateway that collects the whole answer
+and then sends it (``/buffered``), a handler that calls ``time.sleep`` inside ``async def``
+every few tokens, blocking the event loop for every stream (``/blocking``), and one that keeps
+the body open after its end event (``/held_open``); each has its fixed twin (``/generate``:
+``await asyncio.sleep``, one write per token, the body ended with the stream).
 """
 
 from __future__ import annotations
@@ -84,6 +85,20 @@ async def blocking(request: Request) -> Response:
     return StreamingResponse(events(), media_type="text/event-stream")
 
 
+async def held_open(request: Request) -> Response:
+    """The body held open: every token and the end event, then the body stays open 2 s."""
+    tokens, interval, _, _ = await _params(request)
+
+    async def events() -> AsyncIterator[bytes]:
+        for index in range(tokens):
+            await asyncio.sleep(interval)
+            yield _event(index)
+        yield DONE
+        await asyncio.sleep(2.0)
+
+    return StreamingResponse(events(), media_type="text/event-stream")
+
+
 async def ready(request: Request) -> Response:
     return PlainTextResponse("ok")
 
@@ -93,6 +108,7 @@ APP = Starlette(
         Route("/generate", generate, methods=["POST"]),
         Route("/buffered", buffered, methods=["POST"]),
         Route("/blocking", blocking, methods=["POST"]),
+        Route("/held_open", held_open, methods=["POST"]),
         Route("/readyz", ready),
     ]
 )
@@ -100,7 +116,7 @@ APP = Starlette(
 
 @pytest.fixture(scope="module")
 def incidents_url() -> Iterator[str]:
-    """The three apps, served in a thread by real uvicorn on a port-0 socket."""
+    """The four apps, served in a thread by real uvicorn on a port-0 socket."""
     with loopback_socket() as sock, serve_in_thread(APP, [sock]):
         yield f"http://127.0.0.1:{sock.getsockname()[1]}"
 
@@ -123,10 +139,10 @@ def _findings(report: dict[str, object], test: str) -> list[dict[str, object]]:
 BUFFERED_TESTS = """
 import pytest
 
-# 8 tokens, 20 ms apart: the whole answer takes 0.16 s, far inside every deadline.
+# 8 tokens, 50 ms apart: the whole answer takes 0.4 s, far inside every deadline.
 @pytest.mark.token_deadline(ttft=2.0, chunk=1.0)
 def test_buffered(streamguard):
-    trace = streamguard.stream("/buffered", json={"max_new_tokens": 8, "interval_s": 0.02})
+    trace = streamguard.stream("/buffered", json={"max_new_tokens": 8, "interval_s": 0.05})
     assert trace.completed
     assert [f.name for f in trace.findings] == ["buffered"]
 
@@ -184,7 +200,7 @@ def test_the_marker_fail_on_gates_and_a_late_buffered_stream_says_likely_cause(
 
         @pytest.mark.token_deadline(ttft=2.0, chunk=1.0, fail_on=["buffered"])
         def test_gated(streamguard):
-            streamguard.stream("/buffered", json={"max_new_tokens": 8, "interval_s": 0.02})
+            streamguard.stream("/buffered", json={"max_new_tokens": 8, "interval_s": 0.05})
 
         # 24 tokens, 40 ms apart: the answer (about 1 s) comes after the TTFT bound.
         @pytest.mark.token_deadline(ttft=0.5, chunk=1.0)
@@ -259,3 +275,72 @@ def test_the_ini_key_gates_like_the_option(pytester: pytest.Pytester, run_sub: S
     result = run_sub()
     result.assert_outcomes(passed=1, failed=1)
     result.stdout.fnmatch_lines(["FAILED *test_buffered*"])
+
+
+HELD_OPEN_TESTS = """
+def test_held(streamguard):
+    trace = streamguard.stream("/held_open", json={"max_new_tokens": 8, "interval_s": 0.02})
+    assert trace.completed
+
+def test_ended(streamguard):
+    trace = streamguard.stream("/generate", json={"max_new_tokens": 8, "interval_s": 0.02})
+    assert trace.completed
+"""
+
+
+def test_a_body_held_open_after_its_end_shows_held_open_and_the_fixed_one_none(
+    pytester: pytest.Pytester, run_sub: SubRun
+) -> None:
+    pytester.makepyfile(HELD_OPEN_TESTS)
+    result = run_sub("--streamguard-json", "sg.json")
+    result.assert_outcomes(passed=2)
+    report = json.loads(Path(pytester.path, "sg.json").read_text())
+    (finding,) = _findings(report, "test_held")
+    assert finding["name"] == "held_open"
+    assert str(finding["evidence"]).startswith("body held open 1."), finding
+    assert _findings(report, "test_ended") == []
+    result.stdout.fnmatch_lines(
+        ["findings (see docs/findings.md):", "*test_held: held_open: body held open 1.*"]
+    )
+    assert "test_ended: " not in result.stdout.str()
+
+
+NOT_CANCELLED_TESTS = """
+REQUEST = {"prompt": "a long answer", "max_new_tokens": 1000}
+
+def test_cancelled(streamguard):
+    streamguard.faults.cut(after_bytes=2000)
+    trace = streamguard.stream(json=REQUEST, read_timeout=5.0)
+    assert trace.error_kind == "cut"
+
+def test_left_running(streamguard):
+    streamguard.faults.cut(after_bytes=2000)
+    body = {**REQUEST, "fault": {"keep_generating": True}}
+    trace = streamguard.stream(json=body, read_timeout=5.0)
+    assert trace.error_kind == "cut"
+"""
+
+
+def test_generation_left_running_after_a_cut_is_in_the_test_record(
+    pytester: pytest.Pytester, toxiproxy_url: str
+) -> None:
+    """The bundled target the plugin starts, read at each test's end: a cut it cancels shows no
+    finding; one its ``keep_generating`` knob lets run on shows ``not_cancelled``."""
+    pytester.makepyfile(NOT_CANCELLED_TESTS)
+    result = pytester.runpytest_subprocess(
+        "--streamguard",
+        "--streamguard-toxiproxy",
+        toxiproxy_url,
+        "--streamguard-target-args=--allow-fault-knobs",
+        "--streamguard-json",
+        "sg.json",
+        "-p",
+        "no:cacheprovider",
+    )
+    result.assert_outcomes(passed=2)
+    report = json.loads(Path(pytester.path, "sg.json").read_text())
+    assert _findings(report, "test_cancelled") == []
+    (finding,) = _findings(report, "test_left_running")
+    assert finding["name"] == "not_cancelled"
+    assert str(finding["evidence"]).startswith("generation still running 1."), finding
+    result.stdout.fnmatch_lines(["*test_left_running: not_cancelled: generation still running*"])

@@ -5,7 +5,8 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 
-from pytest_streamguard import StreamGuard, Target
+from pytest_streamguard import StreamGuard, StreamTrace, Target
+from pytest_streamguard.findings import Finding, findings_of, not_cancelled, target_gauges
 
 
 def wait_for(condition: Callable[[], bool], timeout: float, what: str) -> float:
@@ -50,3 +51,19 @@ def assert_faults_fired(streamguard: StreamGuard) -> None:
     that never happened proves nothing (the plugin also reports this after the test)."""
     unfired = streamguard.faults.judge(streamguard.traces)
     assert not unfired, [f"{r.kind}: {r.evidence}" for r in unfired]
+
+
+def findings(streamguard: StreamGuard, traces: list[StreamTrace] | None = None) -> list[Finding]:
+    """What the plugin finds on ``traces`` (default: every stream of the test so far), and
+    generation the target kept up after a cut stream (``not_cancelled``), as the test's record
+    will show them."""
+    read = streamguard.traces if traces is None else traces
+    found = findings_of(read)
+    left = not_cancelled(read, target_gauges(streamguard.target.url))
+    return found if left is None else [*found, left]
+
+
+def assert_no_findings(streamguard: StreamGuard, traces: list[StreamTrace] | None = None) -> None:
+    """No finding fires on the streams of a fixed variant (false findings: none)."""
+    found = findings(streamguard, traces)
+    assert found == [], [f.describe() for f in found]

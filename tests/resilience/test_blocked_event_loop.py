@@ -126,3 +126,5 @@ class TestFrozenTarget:
         trace = streamguard.stream(json=REQUEST, read_timeout=2.0)
         assert trace.completed, trace.error
         assert max(trace.gaps) >= 0.5
+        # One block on one stream: a wait, not a pattern across streams; no finding.
+        assert findings_of([trace]) == [], findings_of([trace])

@@ -4,6 +4,7 @@ p95 TTFT < 0.5 s, against the normal target through the proxy."""
 from __future__ import annotations
 
 import pytest
+from resilience_helpers import assert_no_findings
 
 from pytest_streamguard import StreamGuard
 
@@ -21,3 +22,7 @@ def test_thirty_concurrent_streams_meet_p95_deadlines(streamguard: StreamGuard) 
     assert ttft_p95 is not None
     assert gap_p95 < 0.2, f"pooled p95 gap {gap_p95:.3f} s"
     assert ttft_p95 < 0.5, f"pooled p95 TTFT {ttft_p95:.3f} s"
+    # A server that holds its deadlines under 30 streams shows no finding either (no stalls in
+    # common, no staircase of heads, no cold first stream).
+    assert result.findings == [], [f.describe() for f in result.findings]
+    assert_no_findings(streamguard)

@@ -14,9 +14,17 @@ import asyncio
 import time
 
 import pytest
-from resilience_helpers import assert_faults_fired, counter, gauge, wait_for
+from resilience_helpers import (
+    assert_faults_fired,
+    assert_no_findings,
+    counter,
+    findings,
+    gauge,
+    wait_for,
+)
 
 from pytest_streamguard import DeadlineViolation, StreamGuard, StreamTrace
+from pytest_streamguard.findings import NOT_CANCELLED_AFTER_S
 
 CHUNK = 0.2
 # On top of the deadline itself: a cut the client missed would leave it waiting for the rest of
@@ -53,6 +61,8 @@ def assert_reported_and_released(streamguard: StreamGuard, trace: StreamTrace) -
         trace.assert_deadline(ttft=0.5, chunk=CHUNK)
     wait_for(lambda: active(streamguard) == 0, 1.0, "target's active streams back to 0")
     assert len(trace.chunks) < REQUEST["max_new_tokens"]
+    # No finding: in particular no generation left running for nobody (not_cancelled).
+    assert_no_findings(streamguard)
 
 
 @pytest.mark.parametrize("fault", ["down", "blackhole"])
@@ -94,3 +104,32 @@ def test_cut_from_the_first_bytes_is_reported_and_generation_stops(
     took = (trace.end_ns - (trace.chunks[-1].stamp_ns if trace.chunks else start)) / 1e9
     assert took < CHUNK + TOLERANCE, f"cut reported {took:.3f} s after the last data"
     assert_reported_and_released(streamguard, trace)
+
+
+def engine_requests(streamguard: StreamGuard) -> float:
+    """Requests the target's engine is generating for now."""
+    return gauge(streamguard.target, "streamguard_target_engine_requests")
+
+
+def test_generation_left_running_after_a_cut_is_found(streamguard: StreamGuard) -> None:
+    """The incident unfixed: the ``keep_generating`` knob makes the target go on generating
+    after its client left, and the ``not_cancelled`` finding names it from the engine's gauge.
+    (The tests above are the fixed server: no finding.)"""
+    streamguard.faults.cut(after_bytes=2000)
+    trace = streamguard.stream(
+        json={**REQUEST, "max_new_tokens": 1000, "fault": {"keep_generating": True}},
+        # The cut ends it; a read limit this long never does (a busy machine's gap of over
+        # 0.2 s once ended the stream by timeout first).
+        read_timeout=5.0,
+    )
+    assert trace.error_kind == "cut", trace.error
+    found = findings(streamguard)
+    assert [f.name for f in found] == ["not_cancelled"], found
+    print(found[0].describe())
+    assert found[0].data["after_s"] >= NOT_CANCELLED_AFTER_S
+    assert found[0].data["open_streams"] == 0
+    assert found[0].streams == (trace.name,)
+    # Generating for nobody to the answer's end: let it finish, so later tests find the
+    # engine idle. 1,000 tokens: about 5 s of generation (300 took 1.5 s after the cut on a
+    # quiet 2-core machine, too near the 1 s threshold), far past it either way.
+    wait_for(lambda: engine_requests(streamguard) == 0, 60.0, "the abandoned generation's end")

@@ -9,7 +9,7 @@ here), and the plugin reports it.
 from __future__ import annotations
 
 import pytest
-from resilience_helpers import gauge, wait_for
+from resilience_helpers import assert_no_findings, gauge, wait_for
 
 from pytest_streamguard import DeadlineViolation, StreamGuard
 
@@ -39,3 +39,6 @@ def test_client_gets_an_error_event_instead_of_hanging(streamguard: StreamGuard)
         1.0,
         "the failed stream's slot released",
     )
+    # The streamer-queue hang has no finding of its own (the error event is the fix, and
+    # what the verdict names); none of the others fires on it.
+    assert_no_findings(streamguard)

@@ -9,7 +9,7 @@ behind it and the stream leaves the proxy in bursts. The verdicts follow the num
 from __future__ import annotations
 
 import pytest
-from resilience_helpers import assert_faults_fired
+from resilience_helpers import assert_faults_fired, assert_no_findings
 
 from pytest_streamguard import DeadlineViolation, StreamGuard, StreamTrace, percentile
 
@@ -44,6 +44,8 @@ def test_latency_moves_ttft_not_gaps(streamguard: StreamGuard) -> None:
         late.assert_deadline(ttft=0.5, chunk=0.2)
     assert [v.bound for v in caught.value.violations] == ["ttft"]
     assert "latency(ms=600" in str(caught.value)
+    # Latency has no finding of its own (the verdict names the active fault); none fires.
+    assert_no_findings(streamguard)
 
 
 # The budget leaves the stream's own TTFT (tens of ms; up to 0.2 s seen on a busy 2-core
@@ -55,6 +57,7 @@ def test_latency_within_the_budget_passes(streamguard: StreamGuard) -> None:
     assert_faults_fired(streamguard)
     assert trace.ttft is not None
     assert trace.ttft >= 0.2 - EARLY_S
+    assert_no_findings(streamguard)
 
 
 def transit(trace: StreamTrace) -> list[float]:
@@ -99,3 +102,6 @@ def test_jitter_spreads_the_per_event_delay(streamguard: StreamGuard) -> None:
             assert [v.bound for v in caught.value.violations] == ["chunk"]
         else:
             jittery.assert_deadline(chunk=bound)
+    # Jitter has no finding of its own either: its bursts are not a buffered end (the events
+    # keep arriving through the stream), and no finding fires.
+    assert_no_findings(streamguard)

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 from conftest import FAULT_KNOBS
-from resilience_helpers import assert_faults_fired, counter, wait_for
+from resilience_helpers import assert_faults_fired, assert_no_findings, counter, findings, wait_for
 
 from pytest_streamguard import DeadlineViolation, StreamGuard, Target
 from pytest_streamguard.client import ReadLimits, StreamRecorder, StreamRequest, aread_stream
@@ -97,3 +97,21 @@ async def test_slow_reader_is_ended_with_an_error_while_others_keep_deadlines(
     assert "slow reader" in trace.error or trace.error_kind in ("cut", "reset"), trace.error
     with pytest.raises(DeadlineViolation, match="stream did not complete"):
         trace.assert_deadline(ttft=0.5, chunk=0.2)
+    # The finding: the slow stream's events waited behind the throttled reads; the stream read
+    # beside it shows none, and the target stopped generating once it ended the slow one.
+    assert [f.name for f in trace.findings] == ["backpressure"], trace.findings
+    print(trace.findings[0].describe())
+    assert_no_findings(streamguard, [normal])
+    assert [f.name for f in findings(streamguard)] == ["backpressure"]
+
+
+def test_a_throttle_the_reader_keeps_up_with_shows_no_backpressure(
+    streamguard: StreamGuard,
+) -> None:
+    """The fixed side: the same throttle far above what the stream needs (2 MB/s for a
+    64-token answer of 1 KB events) holds nothing back, and no finding fires."""
+    streamguard.faults.bandwidth(2000)
+    trace = streamguard.stream(json={**NORMAL, "fault": {"pad_bytes": 1000}})
+    assert trace.completed, trace.error
+    assert_faults_fired(streamguard)
+    assert_no_findings(streamguard)

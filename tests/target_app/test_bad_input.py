@@ -77,6 +77,13 @@ CASES = [
         "fault.pad_bytes",
         id="fault-pad-too-big",
     ),
+    pytest.param(
+        "/generate",
+        {"prompt": "a", "fault": {"keep_generating": 1}},
+        400,
+        "fault.keep_generating",
+        id="fault-keep-generating-type",
+    ),
     pytest.param("/v1/completions", {"prompt": "a", "stream": "yes"}, 400, "stream", id="stream"),
     pytest.param("/v1/completions", {"prompt": "a", "max_tokens": -1}, 400, "max_tokens", id="neg"),
     pytest.param("/v1/chat/completions", {"max_tokens": 2}, 400, "messages", id="no-messages"),
