@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable
-from pathlib import Path
 
 import pytest
 from conftest import FAULT_KNOBS
@@ -27,10 +26,11 @@ from pytest_streamguard.client import ReadLimits, StreamRecorder, StreamRequest,
 # and the throttled client hold, so the outcome does not hang on the exact buffer sizes.
 SLOW = {"prompt": "a long answer", "max_new_tokens": 2000, "fault": {"pad_bytes": 1000}}
 NORMAL = {"prompt": "a short answer", "max_new_tokens": 64}
+# The target's bound on what it holds for one stream: it ends a stream whose backlog reaches
+# this many tokens (its slow_reader cancellation counter says so). Its resident memory is no
+# measure of that bound: the whole answer is 2 MB, and on CUDA the target's first long
+# generation grows host memory once by gigabytes (+2,509 MiB on an H200, then +0).
 BACKLOG = 64
-# Generous bound on how much the target's resident memory may grow meanwhile: the backlog is
-# 64 tokens, so anything near this would mean it buffers the answer instead.
-RSS_GROWTH_LIMIT = 64 * 1024 * 1024
 
 
 @pytest.fixture(scope="module")
@@ -41,21 +41,12 @@ def streamguard_target(make_streamguard_target: Callable[..., Target]) -> Target
     )
 
 
-def rss_bytes(pid: int) -> int:
-    """Resident set size of a process, from /proc."""
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmRSS:"):
-            return int(line.split()[1]) * 1024
-    raise AssertionError(f"no VmRSS for pid {pid}")
-
-
 @pytest.mark.asyncio
 async def test_slow_reader_is_ended_with_an_error_while_others_keep_deadlines(
     streamguard: StreamGuard,
 ) -> None:
     target = streamguard.target
     assert target.pid is not None
-    rss_before = rss_bytes(target.pid)
     ended_before = counter(target, "streamguard_target_streams_cancelled", reason="slow_reader")
 
     streamguard.faults.bandwidth(2)
@@ -76,7 +67,6 @@ async def test_slow_reader_is_ended_with_an_error_while_others_keep_deadlines(
         30.0,
         "the target ended the slow reader's stream",
     )
-    rss_growth = rss_bytes(target.pid) - rss_before
 
     # Let the network go, so the client drains what the buffers held and sees the end.
     streamguard.faults.clear()
@@ -89,7 +79,6 @@ async def test_slow_reader_is_ended_with_an_error_while_others_keep_deadlines(
     # to 0.15 s on a busy 2-core machine generating the slow stream too): half the send timeout
     # tells the two apart.
     normal.assert_deadline(ttft=0.5, chunk=0.5)
-    assert rss_growth < RSS_GROWTH_LIMIT, f"target grew by {rss_growth / 2**20:.1f} MiB"
     assert not trace.completed
     # Ended long before its end: the buffers hold a few hundred of these events, not 2,000.
     assert len(trace.chunks) < 1000
