@@ -30,17 +30,15 @@ from __future__ import annotations
 import argparse
 import asyncio
 import collections
-import json
 import os
 import statistics
-import subprocess
 import sys
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-import toxiproxy_compare
+from common import command_line, load_line, start_json, start_real_toxiproxy, stop
 
 from pytest_streamguard.guard import StreamGuard
 from pytest_streamguard.target import Target
@@ -58,18 +56,11 @@ TTFT_ROUNDS = 10
 @contextmanager
 def sse_server() -> Iterator[tuple[str, int]]:
     """``sse_server.py`` in a session of its own (so a freeze stops it alone): URL and pid."""
-    process = subprocess.Popen(
-        [sys.executable, str(HERE / "sse_server.py")],
-        stdout=subprocess.PIPE,
-        text=True,
-        start_new_session=True,
-    )
+    process, ready = start_json([sys.executable, str(HERE / "sse_server.py")])
     try:
-        assert process.stdout is not None
-        yield json.loads(process.stdout.readline())["url"], process.pid
+        yield ready["url"], process.pid
     finally:
-        process.terminate()
-        process.wait(10)
+        stop(process)
 
 
 def guard(api: ToxiproxyAPI, name: str, url: str, pid: int) -> StreamGuard:
@@ -251,7 +242,7 @@ def measure(counts: list[int], real: str | None) -> list[tuple[str, int, str, st
     servers: list[tuple[str, ToxiproxyAPI]] = [("embedded", ToxiproxyAPI(embedded.url))]
     real_process = None
     if real:
-        real_process, real_url = toxiproxy_compare.start_real(real)
+        real_process, real_url = start_real_toxiproxy(real)
         servers.append(("real", ToxiproxyAPI(real_url)))
     try:
         with sse_server() as (url, pid):
@@ -265,8 +256,7 @@ def measure(counts: list[int], real: str | None) -> list[tuple[str, int, str, st
             api.close()
         embedded.stop()
         if real_process is not None:
-            real_process.terminate()
-            real_process.wait(10)
+            stop(real_process)
     return table
 
 
@@ -300,11 +290,10 @@ def main() -> int:
     load_before = os.getloadavg()[0]
     measured = measure([int(n) for n in options.streams.split(",")], options.toxiproxy_server)
     print(
-        f"# {time.strftime('%Y-%m-%d %H:%M')} UTC; {os.cpu_count()} CPU cores; load average "
-        f"{load_before:.2f} before, {os.getloadavg()[0]:.2f} after; "
-        f"{time.monotonic() - started:.0f} s"
+        f"# {time.strftime('%Y-%m-%d %H:%M')} UTC; {os.cpu_count()} CPU cores; "
+        f"{load_line(load_before)}; {time.monotonic() - started:.0f} s"
     )
-    print(f"# command: {' '.join(['python', 'benchmarks/fault_precision.py', *sys.argv[1:]])}")
+    print(command_line("fault_precision.py"))
     print()
     print("\n".join(table(measured, options.toxiproxy_server)))
     return 0

@@ -22,9 +22,9 @@ to the client's stamp). A ``first stream`` row reads ``load(n=1)`` four times in
 fresh processes: the session's first stream against the later ones.
 
 AIPerf runs offline with the bundled target's tiny tokenizer (a local directory). Its path:
-``--aiperf PATH``, else ``$STREAMGUARD_AIPERF``, else ``.venv-aiperf/bin/aiperf`` (``make
-bench`` creates it), else ``aiperf`` on PATH; without one the AIPerf rows are skipped and
-said so.
+``--aiperf PATH`` (``--aiperf none`` skips it), else ``$STREAMGUARD_AIPERF``, else
+``.venv-aiperf/bin/aiperf`` (``make bench`` creates it), else ``aiperf`` on PATH; without one
+the AIPerf rows are skipped and said so.
 """
 
 from __future__ import annotations
@@ -32,7 +32,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import shutil
 import statistics
 import subprocess
 import sys
@@ -40,48 +39,18 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+from common import MODEL, chat_body, chat_recorders, find_aiperf, start_json, stop, tokenizer_dir
+
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 FIRST_TOKEN_MS = 200.0
 INTERVAL_MS = 20.0
 TOKENS = 20
-MODEL = "reference"
 
 
 def duration_for(streams: int) -> float:
     """Seconds of closed loop per run: enough streams for a p99 (about 100 at 10 streams)."""
     return 5.0 if streams < 100 else 2.5
-
-
-def find_aiperf(given: str | None) -> str | None:
-    """The aiperf executable to use, or None."""
-    for candidate in (
-        given,
-        os.environ.get("STREAMGUARD_AIPERF"),
-        ROOT / ".venv-aiperf/bin/aiperf",
-    ):
-        if candidate and Path(candidate).is_file():
-            return str(candidate)
-    return shutil.which("aiperf")
-
-
-def start_server() -> tuple[subprocess.Popen[str], str]:
-    """The reference server in its own process, and its URL."""
-    process = subprocess.Popen(
-        [sys.executable, str(HERE / "openai_server.py"), "--tokens", str(TOKENS)],
-        stdout=subprocess.PIPE,
-        text=True,
-    )
-    assert process.stdout is not None
-    return process, json.loads(process.stdout.readline())["url"]
-
-
-def tokenizer_dir() -> str:
-    """The bundled target's tiny model directory (its tokenizer encodes " baba" as 1 token)."""
-    sys.path.insert(0, str(ROOT))
-    from target_app.tiny_model import ensure_tiny_model
-
-    return str(ensure_tiny_model())
 
 
 def run_aiperf(
@@ -129,26 +98,12 @@ def run_plugin(url: str, streams: int, duration: float) -> dict[str, Any]:
 
 def plugin_load(url: str, streams: int, duration: float) -> dict[str, Any]:
     """The child's side: a closed loop of ``streams`` workers for ``duration`` seconds."""
-    from pytest_streamguard.client import StreamRecorder, StreamRequest
     from pytest_streamguard.load import LoadPlan
     from pytest_streamguard.load import run as run_load
     from pytest_streamguard.stats import percentile
 
-    body = {
-        "model": MODEL,
-        "messages": [{"role": "user", "content": "baba"}],
-        "stream": True,
-        "max_completion_tokens": TOKENS,
-    }
-
-    def make(index: int) -> StreamRecorder:
-        request = StreamRequest(
-            "POST", url + "/v1/chat/completions", json_body=body, format="openai"
-        )
-        return StreamRecorder(request, f"stream {index}")
-
     plan = LoadPlan(n=streams, duration=duration)
-    result = run_load(plan, make)
+    result = run_load(plan, chat_recorders(url, chat_body(TOKENS)))
 
     def ms(values: list[float], q: float) -> float | None:
         value = percentile(values, q)
@@ -178,17 +133,10 @@ def plugin_load(url: str, streams: int, duration: float) -> dict[str, Any]:
 
 def first_stream_child(url: str) -> dict[str, Any]:
     """The child's side of the first-stream row: ``load(n=1)`` four times, their TTFTs."""
-    from pytest_streamguard.client import StreamRecorder, StreamRequest
     from pytest_streamguard.load import LoadPlan
     from pytest_streamguard.load import run as run_load
 
-    body = {"model": MODEL, "messages": [], "stream": True, "max_completion_tokens": 2}
-
-    def make(index: int) -> StreamRecorder:
-        request = StreamRequest(
-            "POST", url + "/v1/chat/completions", json_body=body, format="openai"
-        )
-        return StreamRecorder(request, f"stream {index}")
+    make = chat_recorders(url, chat_body(2, content=None))
 
     ttfts = []
     clients = []
@@ -230,7 +178,9 @@ def compare(
     first_processes: int,
 ) -> tuple[list[dict[str, Any]], dict[str, Any], str]:
     """Every run, alternating tools per round; the first-stream row; a note."""
-    process, url = start_server()
+    argv = [sys.executable, str(HERE / "openai_server.py"), "--tokens", str(TOKENS)]
+    process, ready = start_json(argv, new_session=False)
+    url = ready["url"]
     runs: list[dict[str, Any]] = []
     note = ""
     try:
@@ -248,8 +198,7 @@ def compare(
                     elif aiperf is not None:
                         runs.append(run_aiperf(aiperf, url, streams, duration, reuse, tokenizer))
     finally:
-        process.terminate()
-        process.wait(10)
+        stop(process)
     return runs, first, note
 
 
@@ -317,7 +266,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--streams", default="10,100,500")
     parser.add_argument("--rounds", type=int, default=2, help="runs per tool and count")
-    parser.add_argument("--aiperf", help="path of the aiperf executable")
+    parser.add_argument("--aiperf", help="path of the aiperf executable, or none to skip it")
     parser.add_argument("--reuse", default="never", choices=("never", "pooled"))
     parser.add_argument("--first-processes", type=int, default=5)
     parser.add_argument("--plugin-load", nargs=3, metavar=("URL", "STREAMS", "SECONDS"))
@@ -331,8 +280,9 @@ def main() -> int:
         print(json.dumps(first_stream_child(options.first_stream)))
         return 0
     counts = [int(n) for n in options.streams.split(",")]
+    aiperf = find_aiperf(options.aiperf, anywhere=True)
     runs, first, note = compare(
-        counts, options.rounds, find_aiperf(options.aiperf), options.reuse, options.first_processes
+        counts, options.rounds, aiperf, options.reuse, options.first_processes
     )
     print("\n".join(table(runs, first, note)))
     return 0

@@ -25,12 +25,11 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import signal
 import sys
 import time
-from typing import cast
 
-MODEL = "reference"
+from common import MODEL, Streamer, run_loop, serve_until_signal
+
 TOKEN = " baba"
 BACKLOG = 4096
 HEAD = (
@@ -53,20 +52,14 @@ def simple(status: str, body: bytes, close: bool) -> bytes:
     )
 
 
-class Exchange(asyncio.Protocol):
+class Exchange(Streamer):
     """One connection: requests one after another, each answered on schedule."""
 
     def __init__(self, first_token_s: float, interval_s: float, tokens: int) -> None:
+        super().__init__()
         self.first_token_s = first_token_s
         self.interval_s = interval_s
         self.tokens = tokens
-        self.transport: asyncio.Transport | None = None
-        self.buffer = b""
-        self.task: asyncio.Task[None] | None = None
-
-    def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        """Keep the transport."""
-        self.transport = cast(asyncio.Transport, transport)
 
     def data_received(self, data: bytes) -> None:
         """Buffer until a whole request is in, then answer it."""
@@ -116,11 +109,6 @@ class Exchange(asyncio.Protocol):
         elif self.buffer:
             self._next(time.perf_counter_ns())
 
-    def connection_lost(self, exc: Exception | None) -> None:
-        """The client went away: stop writing."""
-        if self.task is not None:
-            self.task.cancel()
-
     async def stream(self, arrived: int, tokens: int, close: bool) -> None:
         """Write ``tokens`` chunks on schedule, each stamped just before its write."""
         assert self.transport is not None
@@ -145,24 +133,6 @@ class Exchange(asyncio.Protocol):
         self._answer(b"", close)
 
 
-async def serve(options: argparse.Namespace) -> None:
-    """Listen on 127.0.0.1:0, print the URL, serve until SIGTERM or SIGINT."""
-    loop = asyncio.get_running_loop()
-    server = await loop.create_server(
-        lambda: Exchange(options.first_token_s, options.interval_s, options.tokens),
-        "127.0.0.1",
-        0,
-        backlog=BACKLOG,
-    )
-    port = server.sockets[0].getsockname()[1]
-    print(json.dumps({"url": f"http://127.0.0.1:{port}"}), flush=True)
-    stop = asyncio.Event()
-    for signum in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(signum, stop.set)
-    await stop.wait()
-    server.close()
-
-
 def main() -> int:
     """Serve on uvloop when installed (as the plugin's load client does)."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
@@ -170,12 +140,11 @@ def main() -> int:
     parser.add_argument("--interval-s", type=float, default=0.02)
     parser.add_argument("--tokens", type=int, default=20, help="chunks when the request says not")
     options = parser.parse_args()
-    try:
-        import uvloop
-    except ImportError:
-        asyncio.run(serve(options))
-    else:
-        uvloop.run(serve(options))
+    run_loop(
+        serve_until_signal(
+            lambda: Exchange(options.first_token_s, options.interval_s, options.tokens), BACKLOG
+        )
+    )
     return 0
 
 

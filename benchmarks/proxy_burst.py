@@ -20,10 +20,19 @@ import socket
 import subprocess
 import sys
 import time
-from pathlib import Path
+from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from wire import HERE, proxy_to, start, stop, wait_port
+from common import (
+    HERE,
+    command_line,
+    cpu_s,
+    load_line,
+    make_proxy,
+    start_embedded_proxy,
+    start_json,
+    start_real_toxiproxy,
+    stop,
+)
 
 BODY = (
     b'{"model":"reference","messages":[{"role":"user","content":"baba"}],'
@@ -33,13 +42,6 @@ REQUEST = (
     b"POST /v1/chat/completions HTTP/1.1\r\nhost: bench\r\ncontent-type: application/json\r\n"
     b"connection: close\r\ncontent-length: %d\r\n\r\n%s" % (len(BODY), BODY)
 )
-REAL_API_PORT = 18475
-
-
-def cpu_s(pid: int) -> float:
-    """User + system CPU seconds of a process."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def burst(port: int, count: int, timeout_s: float = 60.0) -> int:
@@ -85,26 +87,21 @@ def main() -> int:
     )
     options = parser.parse_args()
     argv = [sys.executable, str(HERE / "openai_server.py"), "--tokens", "2"]
-    server, ready = start([*argv, "--first-token-s", "0.05"])
-    helpers: list[subprocess.Popen[str]] = [server]
+    server, ready = start_json([*argv, "--first-token-s", "0.05"])
+    helpers: list[subprocess.Popen[Any]] = [server]
     rows = []
     started = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
     before = os.getloadavg()[0]
     try:
         upstream = int(ready["url"].rsplit(":", 1)[1])
-        embedded, info = start([sys.executable, "-m", "pytest_streamguard.toxiproxy_server",
-                                "-port", "0"])  # fmt: skip
+        embedded, api_port = start_embedded_proxy()
         helpers.append(embedded)
-        proxies = [("embedded", embedded.pid, proxy_to(int(info["port"]), upstream, "burst"))]
+        api = f"http://127.0.0.1:{api_port}"
+        proxies = [("embedded", embedded.pid, make_proxy(api, upstream, "burst"))]
         if options.toxiproxy_server:
-            real = subprocess.Popen(
-                [options.toxiproxy_server, "-host", "127.0.0.1", "-port", str(REAL_API_PORT)],
-                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, text=True,
-                start_new_session=True,
-            )  # fmt: skip
+            real, real_api = start_real_toxiproxy(options.toxiproxy_server)
             helpers.append(real)
-            wait_port(REAL_API_PORT)
-            proxies.append(("toxiproxy", real.pid, proxy_to(REAL_API_PORT, upstream, "burst")))
+            proxies.append(("toxiproxy", real.pid, make_proxy(real_api, upstream, "burst")))
         for name, pid, port in proxies:
             for _ in range(options.rounds):
                 cpu, wall = cpu_s(pid), time.monotonic()
@@ -114,9 +111,8 @@ def main() -> int:
     finally:
         for helper in helpers:
             stop(helper)
-    print(f"# {started}; {os.cpu_count()} cores; load average {before:.2f} before, "
-          f"{os.getloadavg()[0]:.2f} after")  # fmt: skip
-    print(f"# command: python benchmarks/proxy_burst.py {' '.join(sys.argv[1:])}")
+    print(f"# {started}; {os.cpu_count()} cores; {load_line(before)}")
+    print(command_line("proxy_burst.py"))
     print("| proxy | connections | completed | round s | proxy CPU us/connection |")
     print("| --- | ---: | ---: | ---: | ---: |")
     for name, done, wall, per in rows:

@@ -20,49 +20,20 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import json
-import os
-import signal
-import subprocess
 import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import cast
 
 import httpx
+from common import PacedStreamer, index_percentile, start_embedded_proxy, stop
 
 CHUNK_BYTES = 96
 BULK_PIECE = 64 * 1024
 
 
-def percentile(values: list[float], q: float) -> float:
-    """The q-quantile (0..1) by nearest rank."""
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, max(0, round(q * (len(ordered) - 1))))]
-
-
-class Upstream(asyncio.Protocol):
+class Upstream(PacedStreamer):
     """Reads one command line, then streams stamped chunks or bulk bytes."""
-
-    def __init__(self) -> None:
-        self.transport: asyncio.Transport | None = None
-        self.buffer = b""
-        self.task: asyncio.Task[None] | None = None
-        self.writable = asyncio.Event()
-        self.writable.set()
-
-    def pause_writing(self) -> None:
-        """The reader is behind: stop writing bulk data."""
-        self.writable.clear()
-
-    def resume_writing(self) -> None:
-        """The reader caught up."""
-        self.writable.set()
-
-    def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        """Keep the transport."""
-        self.transport = cast(asyncio.Transport, transport)
 
     def data_received(self, data: bytes) -> None:
         """Parse ``stream <count> <interval_ns> <phase_ns>`` or ``bulk <bytes>``."""
@@ -74,11 +45,6 @@ class Upstream(asyncio.Protocol):
             else:
                 job = self.bulk(int(words[1]))
             self.task = asyncio.get_running_loop().create_task(job)
-
-    def connection_lost(self, exc: Exception | None) -> None:
-        """Stop sending."""
-        if self.task is not None:
-            self.task.cancel()
 
     async def stream(self, count: int, interval_ns: int, phase_ns: int) -> None:
         """Send ``count`` chunks, one per interval, each carrying its send stamp."""
@@ -169,19 +135,6 @@ async def run_bulk(port: int, size: int) -> float:
     return reader.received / elapsed / 1e6
 
 
-def start_server() -> tuple[subprocess.Popen[str], int]:
-    """Start ``python -m pytest_streamguard.toxiproxy_server -port 0`` and read its port."""
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "pytest_streamguard.toxiproxy_server", "-port", "0"],
-        stdout=subprocess.PIPE,
-        text=True,
-        start_new_session=True,
-    )
-    assert proc.stdout is not None
-    line = proc.stdout.readline()
-    return proc, int(json.loads(line)["port"])
-
-
 async def bench(args: argparse.Namespace, api: str) -> dict[str, float]:
     """Run every phase and return the figures."""
     loop = asyncio.get_running_loop()
@@ -209,18 +162,18 @@ async def bench(args: argparse.Namespace, api: str) -> dict[str, float]:
         bulk_direct = await run_bulk(up_port, args.bulk_mb * 1_000_000)
         bulk_proxied = await run_bulk(plain, args.bulk_mb * 1_000_000)
     server.close()
-    base = percentile(direct, 0.5)
+    base = index_percentile(direct, 0.5)
     errors = [abs(value - 100.0 - base) for value in delayed]
     return {
         "chunks": float(len(proxied)),
         "direct_p50": base,
-        "direct_p99": percentile(direct, 0.99),
-        "proxied_p50": percentile(proxied, 0.5),
-        "proxied_p99": percentile(proxied, 0.99),
-        "added_p50": percentile(proxied, 0.5) - base,
-        "added_p99": percentile(proxied, 0.99) - percentile(direct, 0.99),
-        "latency_err_p50": percentile(errors, 0.5),
-        "latency_err_p99": percentile(errors, 0.99),
+        "direct_p99": index_percentile(direct, 0.99),
+        "proxied_p50": index_percentile(proxied, 0.5),
+        "proxied_p99": index_percentile(proxied, 0.99),
+        "added_p50": index_percentile(proxied, 0.5) - base,
+        "added_p99": index_percentile(proxied, 0.99) - index_percentile(direct, 0.99),
+        "latency_err_p50": index_percentile(errors, 0.5),
+        "latency_err_p99": index_percentile(errors, 0.99),
         "bulk_direct": bulk_direct,
         "bulk_proxied": bulk_proxied,
     }
@@ -234,12 +187,11 @@ def main() -> int:
     parser.add_argument("--seconds", type=float, default=6.0, help="per streaming phase")
     parser.add_argument("--bulk-mb", type=int, default=500)
     args = parser.parse_args()
-    proc, port = start_server()
+    proc, port = start_embedded_proxy()
     try:
         figures = asyncio.run(bench(args, f"http://127.0.0.1:{port}"))
     finally:
-        os.killpg(proc.pid, signal.SIGTERM)
-        proc.wait(10)
+        stop(proc, group=True)
     rows = [
         ("added latency p50 (ms)", figures["added_p50"], "<= 0.5", figures["added_p50"] <= 0.5),
         ("added latency p99 (ms)", figures["added_p99"], "<= 2", figures["added_p99"] <= 2),

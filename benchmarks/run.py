@@ -51,18 +51,14 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import contextlib
-import json
 import math
 import os
 import platform
 import shutil
-import signal
 import statistics
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -71,9 +67,22 @@ from pathlib import Path
 import fault_precision
 import fidelity
 import proxy_overhead
-import target_load
 import toxiproxy_compare
 import wire
+from common import (
+    RssSampler,
+    cell,
+    command_line,
+    find_aiperf,
+    load_line,
+    machine,
+    make_proxy,
+    rss_mib,
+    start_embedded_proxy,
+    start_json,
+    start_target,
+    stop,
+)
 
 from pytest_streamguard.client import StreamRecorder, StreamRequest
 from pytest_streamguard.load import LoadPlan, LoadResult
@@ -129,12 +138,11 @@ def proxy_rows(counts: list[int], seconds: float) -> list[Row]:
     rows: list[Row] = []
     for streams in counts:
         args = argparse.Namespace(streams=streams, rate=CHUNKS_PER_S, seconds=seconds, bulk_mb=1)
-        process, port = proxy_overhead.start_server()
+        process, port = start_embedded_proxy()
         try:
             figures = asyncio.run(proxy_overhead.bench(args, f"http://127.0.0.1:{port}"))
         finally:
-            os.killpg(process.pid, signal.SIGTERM)
-            process.wait(10)
+            stop(process, group=True)
         rows.append(
             Row(
                 "proxy added latency per chunk",
@@ -169,65 +177,12 @@ def read_load(url: str, streams: int, body: Mapping[str, object]) -> LoadResult:
     return run_load(LoadPlan(n=streams), make)
 
 
-class RssSampler:
-    """Peak summed RSS (MiB) of this process's children whose command line has ``marker``,
-    sampled every 0.2 s in a thread while a load runs."""
-
-    def __init__(self, marker: str) -> None:
-        self.marker = marker
-        self.peak = 0.0
-        self.processes = 0
-        self.stopping = threading.Event()
-        self.thread = threading.Thread(target=self._run, daemon=True)
-
-    def __enter__(self) -> RssSampler:
-        self.thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.stopping.set()
-        self.thread.join()
-
-    def _run(self) -> None:
-        while not self.stopping.wait(0.2):
-            pids = [pid for pid in descendants(os.getpid()) if self.marker in cmdline(pid)]
-            total = sum(toxiproxy_compare.rss_mib(pid) for pid in pids if alive(pid))
-            if total > self.peak:
-                self.peak, self.processes = total, len(pids)
-
-
-def descendants(pid: int) -> list[int]:
-    """Every process under ``pid`` (Linux /proc)."""
-    found = []
-    for task in Path(f"/proc/{pid}/task").glob("*/children"):
-        with contextlib.suppress(OSError):
-            for child in task.read_text().split():
-                found += [int(child), *descendants(int(child))]
-    return found
-
-
-def cmdline(pid: int) -> str:
-    """The command line of ``pid``, or '' once it is gone."""
-    try:
-        return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()
-    except OSError:
-        return ""
-
-
-def alive(pid: int) -> bool:
-    """Whether ``pid`` still exists."""
-    return Path(f"/proc/{pid}").exists()
-
-
 def capacity_rows(seconds: float, counts: list[int], processes: int) -> list[Row]:
     """Delivery delay through the embedded proxy at each count, read in ``processes`` shard
     processes; then the capacity row and the memory rows."""
-    server = subprocess.Popen(
-        [sys.executable, str(HERE / "sse_server.py")], stdout=subprocess.PIPE, text=True
-    )
-    assert server.stdout is not None
-    upstream = json.loads(server.stdout.readline())["url"]
-    proxy, api_port = proxy_overhead.start_server()
+    server, ready = start_json([sys.executable, str(HERE / "sse_server.py")], new_session=False)
+    upstream = ready["url"]
+    proxy, api_port = start_embedded_proxy()
     body = {
         "max_new_tokens": int(seconds * CHUNKS_PER_S),
         "interval_s": 1 / CHUNKS_PER_S,
@@ -238,16 +193,14 @@ def capacity_rows(seconds: float, counts: list[int], processes: int) -> list[Row
     tried: list[str] = []
     memory: list[Row] = []
     try:
-        port = toxiproxy_compare.make_proxy(
-            f"http://127.0.0.1:{api_port}", int(upstream.rsplit(":", 1)[1])
-        )
+        port = make_proxy(f"http://127.0.0.1:{api_port}", int(upstream.rsplit(":", 1)[1]))
         request = StreamRequest("POST", f"http://127.0.0.1:{port}/generate", json_body=body)
 
         def load(streams: int) -> LoadResult:
             return run_processes(LoadPlan(n=streams), request, processes)
 
         load(10)  # warm-up: the proxy's first connections
-        proxy_idle = toxiproxy_compare.rss_mib(proxy.pid)
+        proxy_idle = rss_mib(proxy.pid)
         for streams in counts:
             # The machine is shared: each count runs TRIES times and is judged on its median
             # run (by p99), so one descheduling does not decide the capacity.
@@ -304,10 +257,8 @@ def capacity_rows(seconds: float, counts: list[int], processes: int) -> list[Row
                     ),
                 ]
     finally:
-        os.killpg(proxy.pid, signal.SIGTERM)
-        proxy.wait(10)
-        server.terminate()
-        server.wait(10)
+        stop(proxy, group=True)
+        stop(server)
     rows.append(
         Row(
             f"capacity: most streams with delivery p99 <= {CAPACITY_BOUND_MS:g} ms",
@@ -325,9 +276,7 @@ def capacity_rows(seconds: float, counts: list[int], processes: int) -> list[Row
 def target_rows(counts: list[int], tokens: int) -> list[Row]:
     """TTFT, gaps and stamp error against the bundled target at each stream count."""
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
-    process, url = target_load.start_target(
-        ["--engine", "batch", "--max-concurrency", str(max(counts))]
-    )
+    process, url = start_target(["--engine", "batch", "--max-concurrency", str(max(counts))])
     body = {"prompt": "baba keke", "max_new_tokens": tokens, "ignore_eos": True}
     rows: list[Row] = []
     try:
@@ -350,8 +299,7 @@ def target_rows(counts: list[int], tokens: int) -> list[Row]:
                 ),
             ]
     finally:
-        process.terminate()
-        process.wait(30)
+        stop(process, timeout_s=30)
     return rows
 
 
@@ -393,23 +341,6 @@ def startup_rows(runs: int) -> list[Row]:
         ),
         sample_row("pytest start, -p no:streamguard", 1, without, f"{runs} runs"),
     ]
-
-
-def machine() -> str:
-    """CPU model and count, from /proc/cpuinfo where there is one."""
-    model = platform.processor() or platform.machine()
-    cpuinfo = Path("/proc/cpuinfo")
-    if cpuinfo.exists():
-        for line in cpuinfo.read_text().splitlines():
-            if line.startswith("model name"):
-                model = line.split(":", 1)[1].strip()
-                break
-    return f"{os.cpu_count()} CPU cores ({model}), no GPU"
-
-
-def cell(value: float | None) -> str:
-    """A figure in ms, or '-'."""
-    return "-" if value is None else f"{value:.3f}"
 
 
 PARTS = ("proxy", "capacity", "target", "startup", "fidelity", "toxiproxy", "wire", "faults")
@@ -469,7 +400,7 @@ def main() -> int:
         runs, first, note = fidelity.compare(
             [int(n) for n in options.fidelity_streams.split(",")],
             options.fidelity_rounds,
-            fidelity.find_aiperf(options.aiperf),
+            find_aiperf(options.aiperf, anywhere=True),
             "never",
             5,
         )
@@ -489,7 +420,7 @@ def main() -> int:
             modes = ["direct", "proxy"] + (["toxiproxy"] if options.toxiproxy_server else [])
             # The plugin's load on every core, one stream() and AIPerf on the same captures.
             wire.PROCESSES, wire.SINGLE = "auto", True
-            wire.AIPERF = fidelity.find_aiperf(options.aiperf)
+            wire.AIPERF = find_aiperf(options.aiperf, anywhere=True)
             captured = wire.measure(counts, modes, options.toxiproxy_server)
             sections += ["", "## streamguard vs the wire (tool minus tcpdump on lo, ms)", ""]
             sections += wire.table(captured)
@@ -500,10 +431,9 @@ def main() -> int:
         sections += fault_precision.table(landed, options.toxiproxy_server)
     print(
         f"# {time.strftime('%Y-%m-%d %H:%M')}; {machine()}; Python {platform.python_version()}; "
-        f"load average {load_before:.2f} before, {os.getloadavg()[0]:.2f} after; "
-        f"{time.monotonic() - started:.0f} s"
+        f"{load_line(load_before)}; {time.monotonic() - started:.0f} s"
     )
-    print(f"# command: {' '.join(['python', 'benchmarks/run.py', *sys.argv[1:]])}")
+    print(command_line("run.py"))
     if rows:
         print()
         print("| measurement | streams | p50 ms | p95 ms | p99 ms | note |")

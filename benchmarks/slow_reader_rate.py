@@ -19,7 +19,8 @@ import asyncio
 import sys
 import threading
 import time
-from typing import cast
+
+from common import PacedStreamer
 
 from pytest_streamguard.client import ReadLimits, StreamRecorder, StreamRequest, aread_stream
 from pytest_streamguard.faults import Faults
@@ -47,27 +48,8 @@ HEAD = (
 TOLERANCE = 0.10
 
 
-class Upstream(asyncio.Protocol):
+class Upstream(PacedStreamer):
     """``GET /?bytes=N&event=E``: N bytes of SSE events of about E bytes, then ``event: done``."""
-
-    def __init__(self) -> None:
-        self.transport: asyncio.Transport | None = None
-        self.buffer = b""
-        self.task: asyncio.Task[None] | None = None
-        self.writable = asyncio.Event()
-        self.writable.set()
-
-    def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        """Keep the transport."""
-        self.transport = cast(asyncio.Transport, transport)
-
-    def pause_writing(self) -> None:
-        """The reader is behind: stop writing."""
-        self.writable.clear()
-
-    def resume_writing(self) -> None:
-        """The reader caught up."""
-        self.writable.set()
 
     def data_received(self, data: bytes) -> None:
         """Start streaming once the request line and headers are in."""
@@ -78,11 +60,6 @@ class Upstream(asyncio.Protocol):
         query = dict(p.split("=") for p in target.partition("?")[2].split("&") if p)
         job = self.stream(int(query["bytes"]), int(query["event"]))
         self.task = asyncio.get_running_loop().create_task(job)
-
-    def connection_lost(self, exc: Exception | None) -> None:
-        """The reader went away: stop writing."""
-        if self.task is not None:
-            self.task.cancel()
 
     async def stream(self, size: int, event_bytes: int) -> None:
         """Write the events, respecting the reader's backpressure."""

@@ -14,13 +14,14 @@ Run it as ``python benchmarks/sse_server.py``: it binds 127.0.0.1 port 0 and pri
 
 from __future__ import annotations
 
+import argparse
 import asyncio
 import json
 import random
-import signal
 import sys
 import time
-from typing import cast
+
+from common import Streamer, run_loop, serve_until_signal
 
 HEAD = (
     b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ncache-control: no-cache\r\n"
@@ -29,18 +30,12 @@ HEAD = (
 BACKLOG = 4096
 
 
-class SSEStream(asyncio.Protocol):
+class SSEStream(Streamer):
     """One connection: read the request, then write the stamped events."""
 
     def __init__(self, rng: random.Random) -> None:
+        super().__init__()
         self.rng = rng
-        self.transport: asyncio.Transport | None = None
-        self.buffer = b""
-        self.task: asyncio.Task[None] | None = None
-
-    def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        """Keep the transport."""
-        self.transport = cast(asyncio.Transport, transport)
 
     def data_received(self, data: bytes) -> None:
         """Wait for the whole request (headers + Content-Length body), then start streaming."""
@@ -61,11 +56,6 @@ class SSEStream(asyncio.Protocol):
         first = float(params.get("first_token_s", 0.0))
         self.task = asyncio.get_running_loop().create_task(self.stream(tokens, interval, first))
 
-    def connection_lost(self, exc: Exception | None) -> None:
-        """The client went away: stop writing."""
-        if self.task is not None:
-            self.task.cancel()
-
     async def stream(self, tokens: int, interval: float, first: float) -> None:
         """Write ``tokens`` events on schedule, each stamped just before its write."""
         assert self.transport is not None
@@ -82,28 +72,11 @@ class SSEStream(asyncio.Protocol):
         self.transport.close()
 
 
-async def serve() -> None:
-    """Listen on 127.0.0.1:0, print the URL, serve until SIGTERM or SIGINT."""
-    loop = asyncio.get_running_loop()
-    rng = random.Random(0)
-    server = await loop.create_server(lambda: SSEStream(rng), "127.0.0.1", 0, backlog=BACKLOG)
-    port = server.sockets[0].getsockname()[1]
-    print(json.dumps({"url": f"http://127.0.0.1:{port}"}), flush=True)
-    stop = asyncio.Event()
-    for signum in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(signum, stop.set)
-    await stop.wait()
-    server.close()
-
-
 def main() -> int:
     """Serve on uvloop when installed (as the plugin's load client does)."""
-    try:
-        import uvloop
-    except ImportError:
-        asyncio.run(serve())
-    else:
-        uvloop.run(serve())
+    argparse.ArgumentParser(description=__doc__.split("\n")[0]).parse_args()
+    rng = random.Random(0)
+    run_loop(serve_until_signal(lambda: SSEStream(rng), BACKLOG))
     return 0
 
 

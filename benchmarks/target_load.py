@@ -13,14 +13,14 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import json
 import os
-import subprocess
 import sys
 import time
 from dataclasses import dataclass, field
 
 import httpx
+from common import rounded_rank_percentile as pct
+from common import start_target, stop
 from prometheus_client.parser import text_string_to_metric_families
 
 LAG_METRIC = "streamguard_target_event_loop_lag_seconds"
@@ -37,35 +37,6 @@ class StreamResult:
     gaps: list[float] = field(default_factory=list)
     tokens: int = 0
     error: str | None = None
-
-
-def percentile(values: list[float], q: float) -> float:
-    """Nearest-rank percentile (q in 0..100); NaN for no values."""
-    if not values:
-        return float("nan")
-    ordered = sorted(values)
-    rank = max(0, min(len(ordered) - 1, round(q / 100 * len(ordered) + 0.5) - 1))
-    return ordered[rank]
-
-
-def start_target(args: list[str]) -> tuple[subprocess.Popen[str], str]:
-    """Start the target on a free port; return it and its URL once ready."""
-    command = [sys.executable, "-m", "target_app", "--port", "0", "--heartbeat", "0", *args]
-    process = subprocess.Popen(command, stdout=subprocess.PIPE, text=True)
-    assert process.stdout is not None
-    line = process.stdout.readline()
-    if not line:
-        process.wait()
-        raise SystemExit(f"target {args} exited with {process.returncode} before listening")
-    url = json.loads(line)["url"]
-    deadline = time.monotonic() + 180
-    with httpx.Client(base_url=url, timeout=5) as client:
-        while client.get("/readyz").status_code != 200:
-            if time.monotonic() > deadline or process.poll() is not None:
-                process.kill()
-                raise SystemExit(f"target {args} never became ready")
-            time.sleep(0.1)
-    return process, url
 
 
 def lag_buckets(client: httpx.Client) -> dict[float, float]:
@@ -176,18 +147,17 @@ def main() -> int:
                     ttfts = [r.ttft for r in results if r.ttft is not None]
                     gaps = [g for r in results for g in r.gaps]
                     total = sum(r.tokens for r in results)
-                    t95, g95 = percentile(ttfts, 95), percentile(gaps, 95)
+                    t95, g95 = pct(ttfts, 95), pct(gaps, 95)
                     meets = verdict(engine, streams, t95, g95, lag)
                     print(
                         f"{engine:<9}{streams:>8}{len(ok):>5}"
-                        f"{percentile(ttfts, 50):>10.3f}{t95:>8.3f}{max(ttfts, default=0):>8.3f}"
-                        f"{percentile(gaps, 50):>9.3f}{g95:>8.3f}{max(gaps, default=0):>8.3f}"
+                        f"{pct(ttfts, 50):>10.3f}{t95:>8.3f}{max(ttfts, default=0):>8.3f}"
+                        f"{pct(gaps, 50):>9.3f}{g95:>8.3f}{max(gaps, default=0):>8.3f}"
                         f"{total / wall:>8.0f}{lag:>10.3f}  {meets}".rstrip(),
                         flush=True,
                     )
         finally:
-            process.terminate()
-            process.wait(timeout=30)
+            stop(process, timeout_s=30)
     return 0
 
 

@@ -28,8 +28,8 @@ import time
 from dataclasses import dataclass
 
 import httpx
+from common import rss_kib, start_target, stop
 from prometheus_client.parser import text_string_to_metric_families
-from target_load import start_target
 
 STORM_BODIES = (
     ("/generate", {"prompt": "baba kobe", "max_new_tokens": 2000, "ignore_eos": True}),
@@ -94,11 +94,10 @@ HEADER = (
 
 def rss(pid: int) -> int:
     """Resident set size of ``pid`` in bytes."""
-    with open(f"/proc/{pid}/status", encoding="ascii") as status:
-        for line in status:
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1]) * 1024
-    raise SystemExit(f"no VmRSS for pid {pid}")
+    kib = rss_kib(pid)
+    if kib is None:
+        raise SystemExit(f"no VmRSS for pid {pid}")
+    return kib * 1024
 
 
 def samples(client: httpx.Client) -> dict[str, float]:
@@ -222,8 +221,7 @@ def measure(engine: str, streams: int, answers: int, warm_up: int) -> list[Row]:
                 )
             )
     finally:
-        process.terminate()
-        process.wait(timeout=30)
+        stop(process, timeout_s=30)
     return rows
 
 

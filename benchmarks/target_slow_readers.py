@@ -36,8 +36,9 @@ import time
 from dataclasses import dataclass, field
 
 import httpx
+from common import rounded_rank_percentile as percentile
+from common import start_target, stop
 from prometheus_client.parser import text_string_to_metric_families
-from target_load import percentile, start_target
 
 SLOW_BODY = b'{"prompt": "baba keke", "max_new_tokens": 2000, "ignore_eos": true}'
 NORMAL_BODY = {"prompt": "lemu baba", "max_new_tokens": 64, "ignore_eos": True}
@@ -186,8 +187,7 @@ def row(options: argparse.Namespace, flags: str) -> str:
         gaps = [gap for _, gap in normals.gaps]
         cut = cuts[-1][1] if cuts else float("nan")
     finally:
-        process.terminate()
-        process.wait(timeout=30)
+        stop(process, timeout_s=30)
     return (
         f"{flags or '(defaults)':<22}{cut:>4.0f}/{len(slows):<4}{half:>6.1f}{every:>6.1f}"
         f"{len(seen):>6}{sum(s.error_event for s in slows):>6}"

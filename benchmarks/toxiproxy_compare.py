@@ -17,102 +17,45 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import contextlib
 import os
-import signal
-import socket
 import statistics
 import subprocess
 import sys
-import time
-from collections.abc import Coroutine, Iterator
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
-import httpx
 import proxy_overhead
+from common import (
+    index_percentile as pct,
+)
+from common import (
+    make_proxy,
+    rss_mib,
+    run_loop,
+    serve_until_signal,
+    start_embedded_proxy,
+    start_json,
+    start_real_toxiproxy,
+    stop,
+)
 
 HERE = Path(__file__).resolve().parent
 RATE = 20
-T = TypeVar("T")
-START_TIMEOUT_S = 20.0
-
-
-def rss_mib(pid: int) -> float:
-    """Resident set size of ``pid`` in MiB (Linux /proc)."""
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmRSS:"):
-            return int(line.split()[1]) / 1024
-    return 0.0
+BACKLOG = 4096
 
 
 def start_upstream() -> tuple[subprocess.Popen[str], int]:
-    """The chunk upstream in its own process (``--serve-upstream``), and its port."""
-    process = subprocess.Popen(
-        [sys.executable, str(Path(__file__).resolve()), "--serve-upstream"],
-        stdout=subprocess.PIPE,
-        text=True,
-        start_new_session=True,
-    )
-    assert process.stdout is not None
-    return process, int(process.stdout.readline())
-
-
-async def serve_upstream() -> None:
-    """Serve ``proxy_overhead.Upstream`` on 127.0.0.1:0 until SIGTERM, printing the port."""
-    loop = asyncio.get_running_loop()
-    server = await loop.create_server(proxy_overhead.Upstream, "127.0.0.1", 0, backlog=4096)
-    print(server.sockets[0].getsockname()[1], flush=True)
-    stop = asyncio.Event()
-    loop.add_signal_handler(signal.SIGTERM, stop.set)
-    await stop.wait()
-
-
-def start_real(path: str) -> tuple[subprocess.Popen[bytes], str]:
-    """A real toxiproxy-server on a free loopback port; its API URL once it answers.
-
-    The real server's API has no port-0 report, so a free port is picked by binding port 0 and
-    closing it; a lost race shows as a server that never answers (the benchmark fails)."""
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
-    process = subprocess.Popen(
-        [path, "-host", "127.0.0.1", "-port", str(port)],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-        start_new_session=True,
-    )
-    url = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + START_TIMEOUT_S
-    while True:
-        with contextlib.suppress(httpx.HTTPError):
-            if httpx.get(url + "/version", timeout=1).status_code == 200:
-                return process, url
-        if process.poll() is not None or time.monotonic() > deadline:
-            process.kill()
-            raise RuntimeError(f"{path} did not answer on {url} within {START_TIMEOUT_S:g} s")
-        time.sleep(0.05)
+    """The chunk upstream (``proxy_overhead.Upstream``) in its own process group
+    (``--serve-upstream``), and its port."""
+    process, ready = start_json([sys.executable, str(Path(__file__).resolve()), "--serve-upstream"])
+    return process, int(ready["url"].rsplit(":", 1)[1])
 
 
 def server_version(path: str) -> str:
     """``toxiproxy-server version 2.12.0``: what ``PATH -version`` says."""
     done = subprocess.run([path, "-version"], capture_output=True, text=True, check=False)
     return (done.stdout or done.stderr).strip() or Path(path).name
-
-
-def make_proxy(api: str, upstream_port: int) -> int:
-    """A proxy with no toxic to the upstream; its listen port."""
-    body = {"name": "bench", "listen": "127.0.0.1:0", "upstream": f"127.0.0.1:{upstream_port}"}
-    response = httpx.post(api + "/proxies", json=body, timeout=10)
-    response.raise_for_status()
-    return int(response.json()["listen"].rsplit(":", 1)[1])
-
-
-def stop(process: subprocess.Popen[Any]) -> None:
-    """SIGTERM the process group and wait."""
-    with contextlib.suppress(ProcessLookupError):
-        os.killpg(process.pid, signal.SIGTERM)
-    process.wait(10)
 
 
 async def measure(port: int, streams: int, seconds: float, pid: int | None) -> dict[str, Any]:
@@ -133,23 +76,18 @@ async def measure(port: int, streams: int, seconds: float, pid: int | None) -> d
     return {"latencies": latencies, "rss": peak}
 
 
-def pct(values: list[float], q: float) -> float:
-    """Nearest-rank percentile (0..1)."""
-    return proxy_overhead.percentile(values, q)
-
-
 def compare(
     counts: list[int], seconds: float, rounds: int, real_path: str | None
 ) -> tuple[list[dict[str, Any]], dict[str, dict[str, float]]]:
     """Every round of every count; per server its idle RSS and peak at the largest count."""
     upstream, up_port = start_upstream()
-    embedded, api_port = proxy_overhead.start_server()
+    embedded, api_port = start_embedded_proxy()
     servers: dict[str, tuple[subprocess.Popen[Any], int]] = {}
     real = None
     try:
         servers["embedded"] = (embedded, make_proxy(f"http://127.0.0.1:{api_port}", up_port))
         if real_path is not None:
-            real, real_api = start_real(real_path)
+            real, real_api = start_real_toxiproxy(real_path)
             servers["real"] = (real, make_proxy(real_api, up_port))
         memory = {name: {"idle": rss_mib(p.pid), "peak": 0.0} for name, (p, _) in servers.items()}
         rows = []
@@ -171,9 +109,9 @@ def compare(
                 rows.append(row)
     finally:
         if real is not None:
-            stop(real)
-        stop(embedded)
-        stop(upstream)
+            stop(real, group=True)
+        stop(embedded, group=True)
+        stop(upstream, group=True)
     return rows, memory
 
 
@@ -241,22 +179,13 @@ def main() -> int:
     parser.add_argument("--serve-upstream", action="store_true", help=argparse.SUPPRESS)
     options = parser.parse_args()
     if options.serve_upstream:
-        run_loop(serve_upstream())
+        run_loop(serve_until_signal(proxy_overhead.Upstream, BACKLOG))
         return 0
     counts = [int(n) for n in options.streams.split(",")]
     rows, memory = compare(counts, options.seconds, options.rounds, options.toxiproxy_server)
     for line in table(rows, memory, options.toxiproxy_server, max(counts)):
         print(line)
     return 0
-
-
-def run_loop(coroutine: Coroutine[Any, Any, T]) -> T:
-    """Run on uvloop when installed, as the embedded server and the load client do."""
-    try:
-        import uvloop
-    except ImportError:
-        return asyncio.run(coroutine)
-    return uvloop.run(coroutine)
 
 
 if __name__ == "__main__":

@@ -1,6 +1,6 @@
 """Memory of the embedded Toxiproxy server over many error answers.
 
-Starts the server (``proxy_overhead.start_server``), answers a warm-up of 3,000 errors, then
+Starts the server (``common.start_embedded_proxy``), answers a warm-up of 3,000 errors, then
 measures its resident set size (``/proc/<pid>/status`` VmRSS) before and after each kind of
 error answer: 404s (unknown proxy or toxic), 409s (a proxy that exists), 400s (malformed,
 deeply nested and lone-surrogate bodies). One table row per kind, RSS growth per 10,000
@@ -14,22 +14,13 @@ answers. Issue 12's acceptance bound: at most 2 MB over 20,000 error answers aft
 from __future__ import annotations
 
 import argparse
-import os
-import signal
 import time
 from collections.abc import Callable
 
 import httpx
-from proxy_overhead import start_server
+from common import rss_mib, start_embedded_proxy, stop
 
 WARM_UP = 3000
-
-
-def rss_mib(pid: int) -> float:
-    """Resident set size of ``pid`` in MiB."""
-    with open(f"/proc/{pid}/status", encoding="ascii") as status:
-        line = next(line for line in status if line.startswith("VmRSS:"))
-    return int(line.split()[1]) / 1024
 
 
 def kinds(api: httpx.Client) -> dict[str, Callable[[int], httpx.Response]]:
@@ -53,7 +44,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--requests", type=int, default=10_000, help="answers per kind")
     args = parser.parse_args()
-    proc, port = start_server()
+    proc, port = start_embedded_proxy()
     try:
         with httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=10) as api:
             taken = {"name": "taken", "upstream": "127.0.0.1:9", "listen": "127.0.0.1:0"}
@@ -78,8 +69,7 @@ def main() -> int:
                     f"{elapsed * 1e3 / args.requests:>8.2f}"
                 )
     finally:
-        os.killpg(proc.pid, signal.SIGTERM)
-        proc.wait(10)
+        stop(proc, group=True)
     return 0
 
 

@@ -63,13 +63,30 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from common import (
+    MODEL,
+    cell,
+    chat_body,
+    chat_recorders,
+    command_line,
+    find_aiperf,
+    load_line,
+    make_proxy,
+    start_embedded_proxy,
+    start_json,
+    start_real_toxiproxy,
+    stop,
+    tokenizer_dir,
+)
+
+from pytest_streamguard.stats import percentile as pct
+
 HERE = Path(__file__).resolve().parent
 TOKEN = b'"content": " baba"'
 TOKENS = 20
 PROCESSES: int | str = 1  # --processes: load processes (streamguard.load's processes=)
 SINGLE = False  # --single: one stream() row as well
 AIPERF: str | None = None  # --aiperf: AIPerf rows as well
-AIPERF_MODEL = "reference"
 
 
 @dataclass
@@ -184,53 +201,15 @@ class Capture:
                 self.dropped = int(line.split()[0])
 
 
-def start(argv: list[str]) -> tuple[subprocess.Popen[str], dict[str, Any]]:
-    """A helper process that prints one JSON line when ready."""
-    process = subprocess.Popen(argv, stdout=subprocess.PIPE, text=True, start_new_session=True)
-    assert process.stdout is not None
-    return process, json.loads(process.stdout.readline())
-
-
-def stop(process: subprocess.Popen[str]) -> None:
-    """Stop a helper process this script started."""
-    process.terminate()
-    try:
-        process.wait(timeout=10)
-    except subprocess.TimeoutExpired:
-        process.kill()
-        process.wait()
-
-
-def proxy_to(api_port: int, upstream_port: int, name: str) -> int:
-    """Create a proxy on the embedded (or real) Toxiproxy; its listen port."""
-    import httpx
-
-    body = {"name": name, "listen": "127.0.0.1:0", "upstream": f"127.0.0.1:{upstream_port}"}
-    response = httpx.post(f"http://127.0.0.1:{api_port}/proxies", json=body)
-    response.raise_for_status()
-    return int(response.json()["listen"].rsplit(":", 1)[1])
-
-
 def child(url: str, streams: int, processes: int | str, single: bool = False) -> None:
     """The load's side (a fresh process): N concurrent streams, their stamps as JSON. With
     ``single``, one stream read by the single-stream client (``stream()``'s) instead."""
-    from pytest_streamguard.client import StreamRecorder, StreamRequest, read_stream
+    from pytest_streamguard.client import read_stream
     from pytest_streamguard.load import LoadPlan, LoadResult
     from pytest_streamguard.load import run as run_load
     from pytest_streamguard.load.pool import resolve_processes
 
-    body = {
-        "model": "reference",
-        "messages": [{"role": "user", "content": "baba"}],
-        "stream": True,
-        "max_completion_tokens": TOKENS,
-    }
-
-    def make(index: int) -> StreamRecorder:
-        request = StreamRequest(
-            "POST", url + "/v1/chat/completions", json_body=body, format="openai"
-        )
-        return StreamRecorder(request, f"stream {index}")
+    make = chat_recorders(url, chat_body(TOKENS))
 
     count = None if single else resolve_processes(processes, streams)
     sharded = count is not None and count > 1
@@ -270,14 +249,6 @@ def child(url: str, streams: int, processes: int | str, single: bool = False) ->
     ]
     shards = count if sharded else 1
     print(json.dumps({"offset_ns": offset, "cpu_s": cpu, "traces": traces, "processes": shards}))
-
-
-def pct(values: list[float], q: float) -> float | None:
-    """Nearest-rank percentile."""
-    if not values:
-        return None
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, max(0, int(-(-q * len(ordered) // 100)) - 1))]
 
 
 def run(
@@ -361,22 +332,6 @@ def run(
     }
 
 
-def find_aiperf(given: str | None) -> str | None:
-    """``--aiperf``: a path, ``none``, or by default ``.venv-aiperf/bin/aiperf`` if it exists."""
-    if given is not None:
-        return None if given == "none" else given
-    default = HERE.parent / ".venv-aiperf" / "bin" / "aiperf"
-    return str(default) if default.is_file() else None
-
-
-def tokenizer_dir() -> str:
-    """The bundled target's tiny model directory: AIPerf's tokenizer, offline."""
-    sys.path.insert(0, str(HERE.parent))
-    from target_app.tiny_model import ensure_tiny_model
-
-    return str(ensure_tiny_model())
-
-
 def run_aiperf(streams: int, server_port: int) -> dict[str, Any]:
     """AIPerf 0.13.0 sends ``streams`` requests at once (one connection each) under capture;
     its TTFT and inter-chunk latencies against the wire, per request matched by local port."""
@@ -387,7 +342,7 @@ def run_aiperf(streams: int, server_port: int) -> dict[str, Any]:
     with tempfile.TemporaryDirectory(prefix="wire-aiperf-") as directory:
         artifacts = Path(directory, "artifacts")
         argv = [
-            AIPERF, "profile", "--model", AIPERF_MODEL, "--url", url, "--endpoint-type", "chat",
+            AIPERF, "profile", "--model", MODEL, "--url", url, "--endpoint-type", "chat",
             "--streaming", "--tokenizer", tokenizer, "--concurrency", str(streams),
             "--request-count", str(streams), "--osl", str(TOKENS), "--isl", "16",
             "--connection-reuse-strategy", "never", "--ui-type", "none", "--random-seed", "1",
@@ -454,15 +409,15 @@ def run_aiperf(streams: int, server_port: int) -> dict[str, Any]:
     }
 
 
-def cell(value: float | None) -> str:
-    """A ms figure for the table."""
-    return "-" if value is None else f"{value:+.3f}"
-
-
 def event_cpu(row: dict[str, Any]) -> str:
     """The row's CPU per token event read (us), or ``-`` for a row without it."""
     value = row.get("cpu_us_per_event")
     return "-" if value is None else f"{value:.0f}"
+
+
+def signed(value: float | None) -> str:
+    """A ms error for the table, with its sign."""
+    return cell(value, signed=True)
 
 
 def table(rows: list[dict[str, Any]]) -> list[str]:
@@ -478,17 +433,17 @@ def table(rows: list[dict[str, Any]]) -> list[str]:
 
         def three(values: list[float]) -> str:
             top = max(values, key=abs) if values else None
-            return f"{cell(pct(values, 50))} / {cell(pct(values, 99))} / {cell(top)}"
+            return f"{signed(pct(values, 50))} / {signed(pct(values, 99))} / {signed(top)}"
 
         fwd = "-" if not r["forwarding"] else (
-            f"{cell(pct(r['forwarding'], 50))} / {cell(pct(r['forwarding'], 99))}"
+            f"{signed(pct(r['forwarding'], 50))} / {signed(pct(r['forwarding'], 99))}"
         )  # fmt: skip
         dropped = r["dropped"]
         void = "" if dropped == 0 else " VOID: the kernel dropped packets"
         lines.append(
             f"| {r['tool']} | {r['mode']} | {r['streams']} | {r['matched']} | "
-            f"{three(r['ttft_err'])} | {three(r['gap_err'])} | {cell(pct(r['write'], 99))} | "
-            f"{cell(pct(r['read'], 99))} | {fwd} | {dropped}{void} | {r['load']:.2f} | "
+            f"{three(r['ttft_err'])} | {three(r['gap_err'])} | {signed(pct(r['write'], 99))} | "
+            f"{signed(pct(r['read'], 99))} | {fwd} | {dropped}{void} | {r['load']:.2f} | "
             f"{r['cpu_ms_per_stream']:.2f} | {event_cpu(r)} | {r['stamps']} |"
         )
     return lines
@@ -496,24 +451,20 @@ def table(rows: list[dict[str, Any]]) -> list[str]:
 
 def measure(counts: list[int], modes: list[str], toxiproxy: str | None) -> list[dict[str, Any]]:
     """Every (mode, count) run against one server (and proxy)."""
-    server, ready = start([sys.executable, str(HERE / "openai_server.py"), "--tokens", "20"])
-    helpers = [server]
+    server, ready = start_json([sys.executable, str(HERE / "openai_server.py"), "--tokens", "20"])
+    helpers: list[subprocess.Popen[Any]] = [server]
     rows = []
     try:
         server_port = int(ready["url"].rsplit(":", 1)[1])
         proxies: dict[str, int | None] = {"direct": None}
         if "proxy" in modes:
-            argv = [sys.executable, "-m", "pytest_streamguard.toxiproxy_server", "-port", "0"]
-            embedded, info = start(argv)
+            embedded, api_port = start_embedded_proxy()
             helpers.append(embedded)
-            proxies["proxy"] = proxy_to(int(info["port"]), server_port, "wire")
+            proxies["proxy"] = make_proxy(f"http://127.0.0.1:{api_port}", server_port, "wire")
         if "toxiproxy" in modes and toxiproxy:
-            real = subprocess.Popen([toxiproxy, "-host", "127.0.0.1", "-port", "18474"],
-                                    stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                                    start_new_session=True)  # fmt: skip
-            helpers.append(cast_popen(real))
-            wait_port(18474)
-            proxies["toxiproxy"] = proxy_to(18474, server_port, "wire_real")
+            real, real_api = start_real_toxiproxy(toxiproxy)
+            helpers.append(real)
+            proxies["toxiproxy"] = make_proxy(real_api, server_port, "wire_real")
         for mode in modes:
             if mode not in proxies:
                 continue
@@ -531,24 +482,6 @@ def measure(counts: list[int], modes: list[str], toxiproxy: str | None) -> list[
         for helper in helpers:
             stop(helper)
     return rows
-
-
-def cast_popen(process: subprocess.Popen[bytes]) -> subprocess.Popen[str]:
-    """A bytes Popen where only terminate/kill/wait are used."""
-    return process  # type: ignore[return-value]
-
-
-def wait_port(port: int) -> None:
-    """Wait (with a deadline) until a local port accepts connections."""
-    import socket
-
-    deadline = time.monotonic() + 10
-    while time.monotonic() < deadline:
-        with socket.socket() as probe:
-            if probe.connect_ex(("127.0.0.1", port)) == 0:
-                return
-        time.sleep(0.05)
-    raise SystemExit(f"nothing listens on 127.0.0.1:{port}")
 
 
 def check() -> int:
@@ -612,7 +545,7 @@ def main() -> int:
         return 0
     if options.check:
         return check()
-    AIPERF = find_aiperf(options.aiperf)
+    AIPERF = find_aiperf(options.aiperf, anywhere=False)
     started = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
     before = os.getloadavg()
     rows = measure(
@@ -620,9 +553,8 @@ def main() -> int:
         options.modes.split(","),
         options.toxiproxy_server,
     )
-    print(f"# {started}; {os.cpu_count()} cores; load average {before[0]:.2f} before, "
-          f"{os.getloadavg()[0]:.2f} after")  # fmt: skip
-    print(f"# command: python benchmarks/wire.py {' '.join(sys.argv[1:])}")
+    print(f"# {started}; {os.cpu_count()} cores; {load_line(before[0])}")
+    print(command_line("wire.py"))
     print("# error = tool minus wire; streams matched to connections by client local port")
     print("\n".join(table(rows)))
     if any(r["dropped"] != 0 for r in rows):
