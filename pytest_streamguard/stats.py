@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from fractions import Fraction
 
 
 def percentile(samples: Sequence[float], q: float) -> float | None:
@@ -20,7 +21,9 @@ def percentile(samples: Sequence[float], q: float) -> float | None:
     if not samples:
         return None
     ordered = sorted(samples)
-    rank = math.ceil(q / 100 * len(ordered))
+    # The rank in exact arithmetic on q as written: in floats 99.9 / 100 * 1000 is 999.0000001,
+    # one rank too high.
+    rank = math.ceil(Fraction(repr(q)) * len(ordered) / 100)
     return ordered[max(rank, 1) - 1]
 
 

@@ -48,6 +48,12 @@ def test_percentile_is_nearest_rank() -> None:
     assert percentile([], 50) is None
     with pytest.raises(ValueError, match="0 < q <= 100"):
         percentile(samples, 0)
+    # The rank is exact: p99.9 of 1,000 samples is the 999th (in floats 99.9 / 100 * 1000 is
+    # 999.0000000000001, which rounded up to the 1,000th).
+    thousand = [float(i) for i in range(1, 1001)]
+    assert percentile(thousand, 99.9) == 999.0
+    assert percentile(thousand * 10, 99.9) == 999.0
+    assert percentile(thousand, 99) == 990.0
 
 
 def test_trace_metrics() -> None:
