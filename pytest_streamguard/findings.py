@@ -47,6 +47,11 @@ BUFFERED_AT_END = 0.8
 #: (a 32-token answer of 0.126 s in all reached the client in one read while 30 streams kept a
 #: 2-core machine busy: a hop's scheduling delay, not a gateway collecting the answer).
 BUFFERED_MIN_S = 0.25
+#: ... and, where the chunks carry the server's own send stamps (``sent_ns``, the bundled
+#: target's events), the server sent the held chunks over at least this many seconds: chunks
+#: it sent together (a 16-token answer generated in tens of ms after a 1 s cold start) arrive
+#: together through any hop, and nothing between held them.
+BUFFERED_SENT_SPAN_S = 0.1
 
 #: blocked_loop (shared stalls): a stall is a gap above this many seconds and above
 #: ``STALL_FACTOR`` times the stream's median gap ...
@@ -208,13 +213,27 @@ def _buffered(trace: Observed) -> Finding | None:
     at = _s(last - trace.request_ns)
     if at < BUFFERED_MIN_S:
         return None
+    held_reads = set(reads)
+    sent = [
+        sent_ns
+        for chunk in chunks
+        if chunk.stamp_ns in held_reads
+        and isinstance(data := getattr(chunk, "data", None), dict)
+        and isinstance(sent_ns := data.get("sent_ns"), int)
+    ]
+    server = ""
+    if len(sent) >= BUFFERED_MIN_CHUNKS:
+        span = _s(max(sent) - min(sent))
+        if span < BUFFERED_SENT_SPAN_S:
+            return None
+        server = f"; the server sent them over {span:.3f} s"
     distinct = len({stamp for stamp, _ in trace.reads})
     instants = "" if distinct == len(trace.reads) else f", at {counted(distinct, 'instant')}"
     word = "read" if len(reads) == 1 else "reads"
     return Finding(
         "buffered",
         f"{held} of {len(chunks)} chunks in {len(reads)} {word}, the last at {at:.3f} s "
-        f"({counted(len(trace.reads), 'read')} in all{instants})",
+        f"({counted(len(trace.reads), 'read')} in all{instants}){server}",
         (trace.name,),
         {
             "chunks": len(chunks),

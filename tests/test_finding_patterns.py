@@ -70,6 +70,21 @@ def test_buffered_stays_quiet_on_a_flowing_stream_and_a_short_one() -> None:
     assert make("early burst", 0, [10] * 6 + [1500] * 6, end_ms=1510).findings == []
 
 
+def test_buffered_believes_the_servers_send_stamps_where_the_chunks_carry_them() -> None:
+    # All 16 chunks in one read 1 s after the request. The server sent them 50 ms apart: a hop
+    # held them, buffered. The server sent them within 15 ms (a fast answer after a 1 s cold
+    # start): they arrived as sent, nothing held them.
+    held = make("held", 0, [1000] * 16)
+    for i, chunk in enumerate(held.chunks):
+        chunk.data = {"sent_ns": (250 + 50 * i) * MS}
+    (finding,) = held.findings
+    assert finding.describe().endswith("; the server sent them over 0.750 s")
+    together = make("sent together", 0, [1000] * 16)
+    for i, chunk in enumerate(together.chunks):
+        chunk.data = {"sent_ns": (985 + i) * MS}
+    assert together.findings == []
+
+
 def test_idle_cut_names_a_round_silence_and_not_another() -> None:
     cut = make("stream 1", 0, [10, 20, 30], completed=False, end_ms=5030, kind="cut")
     assert [f.describe() for f in cut.findings] == [
