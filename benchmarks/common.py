@@ -5,7 +5,7 @@ The scripts in this folder import it as a top-level module (``import common``), 
 each other. In it:
 
 - **Percentiles.** The nearest-rank percentile is the plugin's own
-  (:func:`pytest_streamguard.stats.percentile`, q in 0..100; ``run.py``, ``fidelity.py``,
+  (:func:`pytest_streamguard.verdict.stats.percentile`, q in 0..100; ``run.py``, ``fidelity.py``,
   ``wire.py``). Two older tables keep their own methods, so their figures stay comparable with
   the runs recorded in docs/benchmarks.md: :func:`index_percentile` (q in 0..1, the sample at
   index ``round(q * (n - 1))``; ``proxy_overhead.py``, ``toxiproxy_compare.py``) and
@@ -44,7 +44,7 @@ from typing import TYPE_CHECKING, Any, TypeVar, cast
 import httpx
 
 if TYPE_CHECKING:
-    from pytest_streamguard.client import StreamRecorder
+    from pytest_streamguard.stream.client import StreamRecorder
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
@@ -329,7 +329,7 @@ def chat_body(tokens: int, content: str | None = "baba") -> dict[str, Any]:
 def chat_recorders(url: str, body: dict[str, Any]) -> Callable[[int], StreamRecorder]:
     """The load's stream factory: stream ``index`` posts ``body`` to ``url``'s chat
     completions, read as ``format="openai"``."""
-    from pytest_streamguard.client import StreamRecorder, StreamRequest
+    from pytest_streamguard.stream.client import StreamRecorder, StreamRequest
 
     def make(index: int) -> StreamRecorder:
         request = StreamRequest(

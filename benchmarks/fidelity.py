@@ -100,7 +100,7 @@ def plugin_load(url: str, streams: int, duration: float) -> dict[str, Any]:
     """The child's side: a closed loop of ``streams`` workers for ``duration`` seconds."""
     from pytest_streamguard.load import LoadPlan
     from pytest_streamguard.load import run as run_load
-    from pytest_streamguard.stats import percentile
+    from pytest_streamguard.verdict.stats import percentile
 
     plan = LoadPlan(n=streams, duration=duration)
     result = run_load(plan, chat_recorders(url, chat_body(TOKENS)))

@@ -43,8 +43,8 @@ Rows, in the order they run:
 
 ``--only proxy,capacity,target,startup,fidelity,toxiproxy,wire,faults`` runs some parts.
 
-Percentiles are nearest-rank (:func:`pytest_streamguard.stats.percentile`), except the proxy rows,
-which are ``proxy_overhead.py``'s own figures.
+Percentiles are nearest-rank (:func:`pytest_streamguard.verdict.stats.percentile`), except the proxy
+rows, which are ``proxy_overhead.py``'s own figures.
 """
 
 from __future__ import annotations
@@ -84,11 +84,11 @@ from common import (
     stop,
 )
 
-from pytest_streamguard.client import StreamRecorder, StreamRequest
 from pytest_streamguard.load import LoadPlan, LoadResult
 from pytest_streamguard.load import run as run_load
 from pytest_streamguard.load.pool import run_processes
-from pytest_streamguard.stats import percentile
+from pytest_streamguard.stream.client import StreamRecorder, StreamRequest
+from pytest_streamguard.verdict.stats import percentile
 
 HERE = Path(__file__).resolve().parent
 CAPACITY_BOUND_MS = 2.0

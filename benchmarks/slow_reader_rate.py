@@ -4,8 +4,8 @@ Run: ``python benchmarks/slow_reader_rate.py`` (about a minute). It starts
 ``streamguard-toxiproxy`` as a subprocess and, in a thread of this process, an upstream that
 answers every request with an SSE stream of padded events as fast as its reader takes them.
 For each asked rate, one stream is read through a proxy with the plugin's own
-:class:`~pytest_streamguard.faults.Faults` ``slow_reader`` fault and client (the toxic and the
-paced reads with their receive buffer), for about ``--seconds`` seconds of data at that rate.
+:class:`~pytest_streamguard.faults.inject.Faults` ``slow_reader`` fault and client (the toxic and
+the paced reads with their receive buffer), for about ``--seconds`` seconds of data at that rate.
 
 Delivered is the body bytes read divided by the time from the request to the last read: what a
 user of the fault sees. The table is Markdown; the run exits 1 if a rate is off by more than
@@ -22,9 +22,9 @@ import time
 
 from common import PacedStreamer
 
-from pytest_streamguard.client import ReadLimits, StreamRecorder, StreamRequest, aread_stream
-from pytest_streamguard.faults import Faults
-from pytest_streamguard.toxiproxy_client import ToxiproxyAPI, ToxiproxyServer
+from pytest_streamguard.faults.inject import Faults
+from pytest_streamguard.faults.toxiproxy_client import ToxiproxyAPI, ToxiproxyServer
+from pytest_streamguard.stream.client import ReadLimits, StreamRecorder, StreamRequest, aread_stream
 
 RATES = (
     1_000,

@@ -23,8 +23,8 @@ The packets the kernel dropped come from tcpdump's own count at exit: a run with
 and says so.
 
 ``--single``: also one stream read by the plugin's single-stream client
-(``streamguard.stream()``'s :func:`~pytest_streamguard.client.read_stream`, a fresh process), on
-the same server and capture rules. ``--aiperf PATH`` (default: ``.venv-aiperf/bin/aiperf``
+(``streamguard.stream()``'s :func:`~pytest_streamguard.stream.client.read_stream`, a fresh process),
+on the same server and capture rules. ``--aiperf PATH`` (default: ``.venv-aiperf/bin/aiperf``
 when it exists; ``--aiperf none`` skips it): NVIDIA AIPerf 0.13.0 runs each count direct,
 ``--request-count N --concurrency N`` with ``--connection-reuse-strategy never`` (one connection
 per request) and ``--export-http-trace``: its ``profile_export.jsonl`` record of each request
@@ -79,7 +79,7 @@ from common import (
     tokenizer_dir,
 )
 
-from pytest_streamguard.stats import percentile as pct
+from pytest_streamguard.verdict.stats import percentile as pct
 
 HERE = Path(__file__).resolve().parent
 TOKEN = b'"content": " baba"'
@@ -204,10 +204,10 @@ class Capture:
 def child(url: str, streams: int, processes: int | str, single: bool = False) -> None:
     """The load's side (a fresh process): N concurrent streams, their stamps as JSON. With
     ``single``, one stream read by the single-stream client (``stream()``'s) instead."""
-    from pytest_streamguard.client import read_stream
     from pytest_streamguard.load import LoadPlan, LoadResult
     from pytest_streamguard.load import run as run_load
     from pytest_streamguard.load.pool import resolve_processes
+    from pytest_streamguard.stream.client import read_stream
 
     make = chat_recorders(url, chat_body(TOKENS))
 

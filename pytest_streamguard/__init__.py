@@ -13,29 +13,29 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from pytest_streamguard.deadlines import Deadline, DeadlineViolation, Violation
-    from pytest_streamguard.faults import Faults
+    from pytest_streamguard.faults.inject import Faults
     from pytest_streamguard.guard import StreamGuard
-    from pytest_streamguard.reports import TestRecord
-    from pytest_streamguard.stats import percentile
-    from pytest_streamguard.target import Target
-    from pytest_streamguard.trace import Chunk, FaultRecord, StreamTrace
+    from pytest_streamguard.report.records import TestRecord
+    from pytest_streamguard.stream.trace import Chunk, FaultRecord, StreamTrace
+    from pytest_streamguard.target.app import Target
+    from pytest_streamguard.verdict.deadlines import Deadline, DeadlineViolation, Violation
+    from pytest_streamguard.verdict.stats import percentile
 
 __version__ = "0.1.0"
 
 # public name -> the module that defines it
 _PUBLIC = {
-    "Chunk": "trace",
-    "Deadline": "deadlines",
-    "DeadlineViolation": "deadlines",
-    "FaultRecord": "trace",
-    "Faults": "faults",
+    "Chunk": "stream.trace",
+    "Deadline": "verdict.deadlines",
+    "DeadlineViolation": "verdict.deadlines",
+    "FaultRecord": "stream.trace",
+    "Faults": "faults.inject",
     "StreamGuard": "guard",
-    "StreamTrace": "trace",
-    "Target": "target",
-    "TestRecord": "reports",
-    "Violation": "deadlines",
-    "percentile": "stats",
+    "StreamTrace": "stream.trace",
+    "Target": "target.app",
+    "TestRecord": "report.records",
+    "Violation": "verdict.deadlines",
+    "percentile": "verdict.stats",
 }
 
 __all__ = [

@@ -14,17 +14,10 @@ from typing import Any
 
 from toxiproxy.proxy import Proxy
 
-from pytest_streamguard.client import (
-    ReadLimits,
-    StreamRecorder,
-    StreamRequest,
-    aread_stream,
-    read_stream,
-)
-from pytest_streamguard.deadlines import Deadline
-from pytest_streamguard.faults import Faults
+from pytest_streamguard.faults.inject import Faults
+from pytest_streamguard.faults.profiles import Profile
+from pytest_streamguard.faults.toxiproxy_client import ToxiproxyAPI, proxy_url
 from pytest_streamguard.formats import StreamFormat
-from pytest_streamguard.ingress import Ingress, IngressError
 from pytest_streamguard.load import LoadPlan, LoadResult, arun, run
 from pytest_streamguard.load.cluster import RayShards, check_shards
 from pytest_streamguard.load.pool import (
@@ -33,11 +26,18 @@ from pytest_streamguard.load.pool import (
     resolve_processes,
     run_processes,
 )
-from pytest_streamguard.profiles import Profile
-from pytest_streamguard.settings import DEFAULT_MAX_STREAM_SECONDS, DEFAULT_PROXY_HOST
-from pytest_streamguard.target import Target
-from pytest_streamguard.toxiproxy_client import ToxiproxyAPI, proxy_url
-from pytest_streamguard.trace import FaultRecord, StreamTrace
+from pytest_streamguard.plugin.settings import DEFAULT_MAX_STREAM_SECONDS, DEFAULT_PROXY_HOST
+from pytest_streamguard.stream.client import (
+    ReadLimits,
+    StreamRecorder,
+    StreamRequest,
+    aread_stream,
+    read_stream,
+)
+from pytest_streamguard.stream.trace import FaultRecord, StreamTrace
+from pytest_streamguard.target.app import Target
+from pytest_streamguard.target.ingress import Ingress, IngressError
+from pytest_streamguard.verdict.deadlines import Deadline
 
 
 class StreamGuard:
@@ -440,7 +440,7 @@ class StreamGuard:
     ) -> Ingress:
         """Put a real nginx between the proxy and the target until the test ends.
 
-        Starts :class:`~pytest_streamguard.ingress.Ingress` (``proxy_read_timeout``,
+        Starts :class:`~pytest_streamguard.target.ingress.Ingress` (``proxy_read_timeout``,
         ``proxy_buffering``, ``gzip`` for event streams, ``send_timeout``; seconds) in front of
         the target and points the Toxiproxy proxy's upstream at it, so every stream and fault
         of the test goes client → proxy → nginx → target. Recorded like a fault (on/off stamps,

@@ -12,7 +12,7 @@ from typing import Any
 
 import uvicorn
 
-from pytest_streamguard.toxiproxy_client import ToxiproxyServer
+from pytest_streamguard.faults.toxiproxy_client import ToxiproxyServer
 
 STARTUP_S = 15.0
 

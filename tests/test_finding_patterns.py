@@ -1,13 +1,13 @@
 """Each finding on streams built by hand: it fires on its pattern, with its evidence, and not on
-the pattern's fixed twin (the thresholds are in :mod:`pytest_streamguard.findings`)."""
+the pattern's fixed twin (the thresholds are in :mod:`pytest_streamguard.verdict.findings`)."""
 
 from __future__ import annotations
 
 import pytest
 
-from pytest_streamguard.findings import Finding, findings_of, not_cancelled, parse_fail_on
-from pytest_streamguard.reports import TestRecord
-from pytest_streamguard.trace import Chunk, FaultRecord, StreamTrace
+from pytest_streamguard.report.records import TestRecord
+from pytest_streamguard.stream.trace import Chunk, FaultRecord, StreamTrace
+from pytest_streamguard.verdict.findings import Finding, findings_of, not_cancelled, parse_fail_on
 
 MS = 1_000_000
 

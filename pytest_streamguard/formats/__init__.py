@@ -1,7 +1,7 @@
 """Stream formats: what a token, a clean end, a server error and a heartbeat are, per protocol.
 
 One definition per protocol serves the sync client, the async client and the load transport
-(they all feed :class:`~pytest_streamguard.client.StreamRecorder`). Pass a built-in name or a
+(they all feed :class:`~pytest_streamguard.stream.client.StreamRecorder`). Pass a built-in name or a
 :class:`StreamFormat` instance as ``format=`` to ``streamguard.stream()``, ``astream()``,
 ``load()`` or ``aload()``:
 

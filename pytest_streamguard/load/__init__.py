@@ -10,11 +10,12 @@ Two load models (the words are the benchmarking tools' own, see GuideLLM and vLL
   answers, evenly spaced (``arrival="constant"``) or with exponential gaps
   (``arrival="poisson"``, seeded), until ``n`` have started or ``duration`` is over.
 
-Every stream is read by the plugin's async client (:func:`~pytest_streamguard.client.aread_stream`)
-over one shared ``httpx.AsyncClient``: one connection pool sized for the load, ``TCP_NODELAY``,
-and no per-chunk work beyond stamping and parsing, so hundreds of streams are stamped within a
-millisecond of their arrival (``benchmarks/run.py`` measures how many). The sync entry point runs
-the load on a private event loop (uvloop when installed), so it works in plain sync tests.
+Every stream is read by the plugin's async client
+(:func:`~pytest_streamguard.stream.client.aread_stream`) over one shared ``httpx.AsyncClient``: one
+connection pool sized for the load, ``TCP_NODELAY``, and no per-chunk work beyond stamping and
+parsing, so hundreds of streams are stamped within a millisecond of their arrival
+(``benchmarks/run.py`` measures how many). The sync entry point runs the load on a private event
+loop (uvloop when installed), so it works in plain sync tests.
 """
 
 from __future__ import annotations
@@ -30,13 +31,13 @@ from typing import Any
 
 import httpx
 
-from pytest_streamguard.client import CONNECT_TIMEOUT, StreamRecorder, aread_stream
-from pytest_streamguard.deadlines import Deadline, assert_traces, check_units
-from pytest_streamguard.display import counted
-from pytest_streamguard.findings import Finding, findings_of
 from pytest_streamguard.load.transport import LoadTransport
-from pytest_streamguard.stats import percentile
-from pytest_streamguard.trace import StreamTrace
+from pytest_streamguard.plugin.display import counted
+from pytest_streamguard.stream.client import CONNECT_TIMEOUT, StreamRecorder, aread_stream
+from pytest_streamguard.stream.trace import StreamTrace
+from pytest_streamguard.verdict.deadlines import Deadline, assert_traces, check_units
+from pytest_streamguard.verdict.findings import Finding, findings_of
+from pytest_streamguard.verdict.stats import percentile
 
 MAX_STREAMS = 5000
 MAX_RATE = 10_000.0
@@ -228,7 +229,7 @@ class LoadResult:
         *,
         long: bool = False,
     ) -> None:
-        """Raise :class:`~pytest_streamguard.deadlines.DeadlineViolation` if a bound is broken.
+        """Raise :class:`~pytest_streamguard.verdict.deadlines.DeadlineViolation` on a broken bound.
 
         ``chunk`` with ``percentile`` bounds that percentile of the pooled gaps; without it,
         every gap. ``ttft`` and ``total`` bound every stream. A stream that did not complete

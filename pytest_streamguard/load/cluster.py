@@ -29,10 +29,10 @@ import asyncio
 import time
 from typing import Any
 
-from pytest_streamguard.client import StreamRequest
 from pytest_streamguard.load import LoadPlan, LoadResult, _loop_factory
 from pytest_streamguard.load.shards import Shard, aread_shard, lost_traces, merge, split
-from pytest_streamguard.trace import StreamTrace
+from pytest_streamguard.stream.client import StreamRequest
+from pytest_streamguard.stream.trace import StreamTrace
 
 RAY_MISSING = (
     "--streamguard-ray needs Ray, which is not installed: pip install 'pytest-streamguard[ray]'"

@@ -33,10 +33,10 @@ import time
 from pathlib import Path
 from typing import Any, BinaryIO
 
-from pytest_streamguard.client import StreamRequest
 from pytest_streamguard.load import LoadPlan, LoadResult, _loop_factory, run_private
 from pytest_streamguard.load.shards import Shard, aread_shard, lost_traces, merge, split
-from pytest_streamguard.trace import StreamTrace
+from pytest_streamguard.stream.client import StreamRequest
+from pytest_streamguard.stream.trace import StreamTrace
 
 MAX_PROCESSES = 64
 #: Seconds a child may take to start and import before the load fails (a busy CI machine).

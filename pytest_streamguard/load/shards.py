@@ -4,9 +4,9 @@ A :class:`Shard` is what one reader (a local process, or a Ray task) reads: its 
 load's concurrent streams (closed loop), or its share of the load's arrival schedule (open loop:
 the schedule is drawn once for the whole load and its offsets dealt round-robin, so the union of
 the shards' arrivals is exactly the process asked for, Poisson or constant). Each shard reads
-with the plugin's own client and :class:`~pytest_streamguard.client.StreamRecorder` on its own
-host's clock, starting at one origin, and returns its traces as builtin-typed dicts
-(:meth:`~pytest_streamguard.trace.StreamTrace.to_dict`).
+with the plugin's own client and :class:`~pytest_streamguard.stream.client.StreamRecorder` on its
+own host's clock, starting at one origin, and returns its traces as builtin-typed dicts
+(:meth:`~pytest_streamguard.stream.trace.StreamTrace.to_dict`).
 
 :func:`merge` puts every trace of every shard into one
 :class:`~pytest_streamguard.load.LoadResult`, in the order the streams were sent, so its pooled
@@ -24,11 +24,11 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
-from pytest_streamguard.client import StreamRecorder, StreamRequest
-from pytest_streamguard.display import counted
 from pytest_streamguard.formats import AUTO
 from pytest_streamguard.load import LoadPlan, LoadResult, arun
-from pytest_streamguard.trace import StreamTrace
+from pytest_streamguard.plugin.display import counted
+from pytest_streamguard.stream.client import StreamRecorder, StreamRequest
+from pytest_streamguard.stream.trace import StreamTrace
 
 
 @dataclass(frozen=True)
@@ -107,7 +107,7 @@ async def aread_shard(
     """Read ``shard``'s streams on the running loop. ``origin`` is awaited once the shard's
     client is ready and returns the instant the load starts (this host's
     ``perf_counter_ns()``). The result is builtin-typed data: ``shard``, ``node``, ``wall_s``
-    and ``traces`` (each :meth:`~pytest_streamguard.trace.StreamTrace.to_dict`)."""
+    and ``traces`` (each :meth:`~pytest_streamguard.stream.trace.StreamTrace.to_dict`)."""
     request = shard.request
 
     def recorder(i: int) -> StreamRecorder:

@@ -5,7 +5,7 @@ this project's 2-core machine: a cancel scope per read for the read timeout and 
 of stream wrappers. At 200 streams of 20 tokens/s that is half a core, and the queue it builds
 puts client stamps milliseconds after the bytes arrived. This transport keeps httpx's client
 API (the load still goes through ``httpx.AsyncClient`` and the plugin's
-:func:`~pytest_streamguard.client.aread_stream`) but reads each connection with an asyncio
+:func:`~pytest_streamguard.stream.client.aread_stream`) but reads each connection with an asyncio
 ``Protocol`` parsed by h11 (httpx's own HTTP/1.1 parser), with the read timeout as one timer per
 wait. Each read is stamped when the loop delivers it (:class:`StampedBytes`), so a busy loop
 delays the processing of a chunk but not its stamp. One connection per stream, closed when the

@@ -308,7 +308,7 @@ def _read_tgi(url: str, transport: ReplayTransport | None) -> Any:
 
 async def plugin_verdict(url: str, fmt: str, client: httpx.AsyncClient | None) -> Verdict:
     """The plugin's reading of the stream at ``url`` with ``format=fmt``."""
-    from pytest_streamguard.client import StreamRecorder, StreamRequest, aread_stream
+    from pytest_streamguard.stream.client import StreamRecorder, StreamRequest, aread_stream
 
     request = StreamRequest("POST", url, json_body={"stream": True}, format=fmt)
     trace = await aread_stream(StreamRecorder(request, "fuzz"), client)
@@ -558,7 +558,7 @@ def main(argv: list[str] | None = None) -> int:
     started = time.perf_counter()
     toxiproxy = None
     if args.proxied:
-        from pytest_streamguard.toxiproxy_client import ToxiproxyServer
+        from pytest_streamguard.faults.toxiproxy_client import ToxiproxyServer
 
         toxiproxy = ToxiproxyServer.embedded(startup_timeout=30.0)
     try:

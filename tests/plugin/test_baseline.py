@@ -14,7 +14,7 @@ from collections.abc import Callable
 
 import pytest
 
-from pytest_streamguard.bounds import Bound, parse_bounds
+from pytest_streamguard.report.bounds import Bound, parse_bounds
 
 INNER = """
 import pytest

@@ -11,9 +11,9 @@ from typing import Any
 import openai
 import pytest
 
-from pytest_streamguard.client import HELD_OPEN_S, StreamRecorder, StreamRequest, read_stream
-from pytest_streamguard.deadlines import Deadline, check_trace
-from pytest_streamguard.trace import StreamTrace
+from pytest_streamguard.stream.client import HELD_OPEN_S, StreamRecorder, StreamRequest, read_stream
+from pytest_streamguard.stream.trace import StreamTrace
+from pytest_streamguard.verdict.deadlines import Deadline, check_trace
 
 BODY: dict[str, Any] = {"max_new_tokens": 5, "interval_s": 0.01, "stream": True}
 

@@ -7,14 +7,14 @@ import statistics
 
 import pytest
 
-from pytest_streamguard.client import (
+from pytest_streamguard.stream.client import (
     ReadLimits,
     StreamRecorder,
     StreamRequest,
     aread_stream,
     read_stream,
 )
-from pytest_streamguard.trace import StreamTrace
+from pytest_streamguard.stream.trace import StreamTrace
 
 
 def run(

@@ -20,9 +20,9 @@ from pathlib import Path
 
 import pytest
 
-from pytest_streamguard import client
-from pytest_streamguard.client import StreamRecorder, StreamRequest, read_stream
-from pytest_streamguard.trace import StreamTrace
+from pytest_streamguard.stream import client
+from pytest_streamguard.stream.client import StreamRecorder, StreamRequest, read_stream
+from pytest_streamguard.stream.trace import StreamTrace
 
 PIECES = [b"one ", b"two ", b"three"]
 

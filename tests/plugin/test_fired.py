@@ -14,9 +14,9 @@ from collections.abc import Callable
 
 import pytest
 
-from pytest_streamguard.fired import judge
-from pytest_streamguard.profiles import Toxic
-from pytest_streamguard.trace import Chunk, FaultRecord, StreamTrace
+from pytest_streamguard.faults.fired import judge
+from pytest_streamguard.faults.profiles import Toxic
+from pytest_streamguard.stream.trace import Chunk, FaultRecord, StreamTrace
 
 MS = 1_000_000
 

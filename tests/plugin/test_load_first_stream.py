@@ -19,7 +19,7 @@ PROBE = textwrap.dedent(
     import json
     import sys
 
-    from pytest_streamguard.client import StreamRecorder, StreamRequest
+    from pytest_streamguard.stream.client import StreamRecorder, StreamRequest
     from pytest_streamguard.load import LoadPlan, run
 
     url = sys.argv[1]

@@ -74,7 +74,7 @@ def test_a_load_sharded_over_two_nodes_keeps_every_trace(
     pytester.makepyfile(
         """
 import json
-from pytest_streamguard.stats import percentile
+from pytest_streamguard.verdict.stats import percentile
 
 BODY = {"max_new_tokens": 6, "interval_s": 0.02}
 

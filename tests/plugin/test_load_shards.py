@@ -8,11 +8,11 @@ from __future__ import annotations
 
 import pytest
 
-from pytest_streamguard.client import StreamRequest
 from pytest_streamguard.load import LoadPlan, pool
 from pytest_streamguard.load.pool import check_processes, resolve_processes
 from pytest_streamguard.load.shards import lost_traces, merge, split
-from pytest_streamguard.trace import Chunk, StreamTrace
+from pytest_streamguard.stream.client import StreamRequest
+from pytest_streamguard.stream.trace import Chunk, StreamTrace
 
 REQUEST = StreamRequest(method="POST", url="http://127.0.0.1:9/generate")
 
@@ -190,7 +190,7 @@ def test_sharded_load_keeps_every_trace_and_pools_exact_percentiles(
         SHARD_PIDS
         + """
 import pytest
-from pytest_streamguard.stats import percentile
+from pytest_streamguard.verdict.stats import percentile
 
 @pytest.mark.token_deadline(ttft=5.0, chunk=1.0, percentile=95)
 def test_hundred_in_two_processes(streamguard):

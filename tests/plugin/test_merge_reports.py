@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from pytest_streamguard.report import main
+from pytest_streamguard.report.cli import main
 
 TESTS_A = """
 import pytest

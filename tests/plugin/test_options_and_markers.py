@@ -8,7 +8,7 @@ import fnmatch
 import pytest
 from plugin_helpers import INI, error_section
 
-from pytest_streamguard.session import SETTINGS_KEY
+from pytest_streamguard.plugin.session import SETTINGS_KEY
 
 USES_PLUGIN = """
 import pytest

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import sys
 
-from pytest_streamguard.processes import ManagedProcess, StartupError, listening_url
+from pytest_streamguard.target.processes import ManagedProcess, StartupError, listening_url
 
 # Forty lines alternating between stdout and stderr, flushed one by one, then a failed exit.
 ALTERNATING = (

@@ -12,7 +12,7 @@ from __future__ import annotations
 import pytest
 from plugin_helpers import INI
 
-from pytest_streamguard.toxiproxy_client import host_port, proxy_url, with_host
+from pytest_streamguard.faults.toxiproxy_client import host_port, proxy_url, with_host
 
 BODY = '{"max_new_tokens": 5, "interval_s": 0.01}'
 

@@ -9,7 +9,7 @@ from collections.abc import Callable
 
 import pytest
 
-from pytest_streamguard.toxiproxy_client import ToxiproxyAPI, is_stale_proxy, proxy_name
+from pytest_streamguard.faults.toxiproxy_client import ToxiproxyAPI, is_stale_proxy, proxy_name
 
 USES_PROXY = "def test_reads(streamguard):\n    assert streamguard.stream().completed\n"
 

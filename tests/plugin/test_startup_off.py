@@ -17,12 +17,12 @@ HEAVY = (
     "plotly",
     "starlette",
     "uvicorn",
-    "pytest_streamguard.fixtures",
-    "pytest_streamguard.session",
-    "pytest_streamguard.runtime",
+    "pytest_streamguard.plugin.fixtures",
+    "pytest_streamguard.plugin.session",
+    "pytest_streamguard.plugin.runtime",
     "pytest_streamguard.guard",
-    "pytest_streamguard.target",
-    "pytest_streamguard.toxiproxy_client",
+    "pytest_streamguard.target.app",
+    "pytest_streamguard.faults.toxiproxy_client",
 )
 
 DUMP_MODULES = """
@@ -48,7 +48,7 @@ def test_plugin_off_imports_no_heavy_module(pytester: pytest.Pytester) -> None:
     # Off, the plugin's fixture exists and the test using it is skipped.
     off = _modules(pytester, passed=1, skipped=1)
     assert "pytest_streamguard.plugin" in off
-    assert "pytest_streamguard.off" in off
+    assert "pytest_streamguard.plugin.off" in off
     loaded = sorted(name for name in off if name.split(".")[0] in HEAVY or name in HEAVY)
     assert loaded == []
     # What the plugin adds over a run without it: only its own light modules.
@@ -57,12 +57,13 @@ def test_plugin_off_imports_no_heavy_module(pytester: pytest.Pytester) -> None:
     assert {name.split(".")[0] for name in added} == {"pytest_streamguard"}, sorted(added)
     assert sorted(added) == [
         "pytest_streamguard",
-        "pytest_streamguard.bounds",
-        "pytest_streamguard.display",
-        "pytest_streamguard.names",
-        "pytest_streamguard.off",
         "pytest_streamguard.plugin",
-        "pytest_streamguard.settings",
+        "pytest_streamguard.plugin.display",
+        "pytest_streamguard.plugin.names",
+        "pytest_streamguard.plugin.off",
+        "pytest_streamguard.plugin.settings",
+        "pytest_streamguard.report",
+        "pytest_streamguard.report.bounds",
     ]
 
 
@@ -72,4 +73,8 @@ def test_plugin_on_loads_its_runtime(pytester: pytest.Pytester) -> None:
     result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "--streamguard")
     result.assert_outcomes(passed=1)
     on = set(json.loads((pytester.path / "modules.json").read_text()))
-    assert {"pytest_streamguard.runtime", "pytest_streamguard.fixtures", "toxiproxy"} <= on
+    assert {
+        "pytest_streamguard.plugin.runtime",
+        "pytest_streamguard.plugin.fixtures",
+        "toxiproxy",
+    } <= on

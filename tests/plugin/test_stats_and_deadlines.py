@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from pytest_streamguard import Chunk, DeadlineViolation, FaultRecord, StreamTrace, percentile
-from pytest_streamguard.deadlines import Deadline, check_trace
+from pytest_streamguard.verdict.deadlines import Deadline, check_trace
 
 MS = 1_000_000
 

@@ -13,7 +13,7 @@ import pytest
 from plugin_helpers import wait_until
 from toxiproxy.api import APIConsumer
 
-from pytest_streamguard.toxiproxy_client import (
+from pytest_streamguard.faults.toxiproxy_client import (
     ToxiproxyAPI,
     ToxiproxyError,
     _Binding,
@@ -164,7 +164,7 @@ def test_conftest_can_override_the_session_fixtures(
         f"""
         import pytest
         from pytest_streamguard import Target
-        from pytest_streamguard.toxiproxy_client import ToxiproxyServer
+        from pytest_streamguard.faults.toxiproxy_client import ToxiproxyServer
 
         @pytest.fixture(scope="session")
         def streamguard_target():

@@ -17,9 +17,9 @@ import subprocess
 import sys
 from pathlib import Path
 
-from pytest_streamguard.reports import TestRecord
-from pytest_streamguard.session import client_delay_lines, stamp_source_lines
-from pytest_streamguard.trace import StreamTrace
+from pytest_streamguard.plugin.session import client_delay_lines, stamp_source_lines
+from pytest_streamguard.report.records import TestRecord
+from pytest_streamguard.stream.trace import StreamTrace
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from pytest_streamguard.session import SETTINGS_KEY
+from pytest_streamguard.plugin.session import SETTINGS_KEY
 
 INI = "[pytest]\nasyncio_default_fixture_loop_scope = function\n"
 

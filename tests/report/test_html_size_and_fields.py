@@ -18,11 +18,11 @@ from typing import Any
 import pytest
 from chromium_cdp import Page, chromium_page
 
-from pytest_streamguard.deadlines import Deadline
-from pytest_streamguard.html_plots import BIN_UNITS, WIDTH
-from pytest_streamguard.html_report import render_html, write_html
-from pytest_streamguard.reports import JSON_FORMAT, JSON_VERSION, TestRecord
-from pytest_streamguard.trace import Chunk, FaultRecord, StreamTrace
+from pytest_streamguard.report.html import render_html, write_html
+from pytest_streamguard.report.plots import BIN_UNITS, WIDTH
+from pytest_streamguard.report.records import JSON_FORMAT, JSON_VERSION, TestRecord
+from pytest_streamguard.stream.trace import Chunk, FaultRecord, StreamTrace
+from pytest_streamguard.verdict.deadlines import Deadline
 
 MB = 1_000_000
 LOAD_TIMEOUT = 60.0

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from report_helpers import ReportRun
 
-from pytest_streamguard.report import main
+from pytest_streamguard.report.cli import main
 
 CLI = [sys.executable, "-m", "pytest_streamguard.report"]
 # The one line that differs between two renderings: when each document was made.

@@ -6,7 +6,7 @@ import time
 from collections.abc import Callable
 
 from pytest_streamguard import StreamGuard, StreamTrace, Target
-from pytest_streamguard.findings import Finding, findings_of, not_cancelled, target_gauges
+from pytest_streamguard.verdict.findings import Finding, findings_of, not_cancelled, target_gauges
 
 
 def wait_for(condition: Callable[[], bool], timeout: float, what: str) -> float:

@@ -24,7 +24,7 @@ import pytest
 from resilience_helpers import loop_lags_over
 
 from pytest_streamguard import DeadlineViolation, StreamGuard, StreamTrace, Target
-from pytest_streamguard.findings import findings_of
+from pytest_streamguard.verdict.findings import findings_of
 
 REQUEST = {"prompt": "eight users at once", "max_new_tokens": 48}
 STREAMS = 8

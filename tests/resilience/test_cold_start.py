@@ -10,7 +10,7 @@ from __future__ import annotations
 import pytest
 
 from pytest_streamguard import DeadlineViolation, StreamGuard
-from pytest_streamguard.findings import findings_of
+from pytest_streamguard.verdict.findings import findings_of
 
 REQUEST = {"prompt": "the first request of the day", "max_new_tokens": 16}
 COLD_START_S = 1.0

@@ -24,7 +24,7 @@ from resilience_helpers import (
 )
 
 from pytest_streamguard import DeadlineViolation, StreamGuard, StreamTrace
-from pytest_streamguard.findings import NOT_CANCELLED_AFTER_S
+from pytest_streamguard.verdict.findings import NOT_CANCELLED_AFTER_S
 
 CHUNK = 0.2
 # On top of the deadline itself: a cut the client missed would leave it waiting for the rest of

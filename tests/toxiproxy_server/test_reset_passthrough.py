@@ -13,8 +13,8 @@ import httpx
 import pytest
 from toxiproxy_helpers import Upstream
 
-from pytest_streamguard.client import StreamRecorder, StreamRequest, read_stream
-from pytest_streamguard.trace import StreamTrace
+from pytest_streamguard.stream.client import StreamRecorder, StreamRequest, read_stream
+from pytest_streamguard.stream.trace import StreamTrace
 
 LINES = [b'{"token": "a"}\n', b'{"token": "b"}\n']
 # HTTP/1.0: the body ends when the connection does, so only a reset tells it was cut.

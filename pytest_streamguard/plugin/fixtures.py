@@ -1,0 +1,232 @@
+"""The plugin's fixtures.
+
+Expensive things are session-scoped and can be overridden in a conftest: the target
+(``streamguard_target``, which a module or class may also override with a variant from
+``make_streamguard_target``), the Toxiproxy server (``streamguard_toxiproxy_server``) and the
+factory that puts a proxy in front of a target (``make_streamguard``). ``streamguard`` is the
+per-test handle; ``toxiproxy`` is a toxiproxy-python client bound to the session's server.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Callable, Iterator, Sequence
+
+import pytest
+from toxiproxy.api import APIConsumer
+from toxiproxy.proxy import Proxy
+from toxiproxy.server import Toxiproxy
+
+from pytest_streamguard.faults.toxiproxy_client import (
+    ToxiproxyError,
+    ToxiproxyServer,
+    _Binding,
+    proxy_name,
+    remove_stale_proxies,
+    with_host,
+)
+from pytest_streamguard.guard import StreamGuard
+from pytest_streamguard.load.cluster import RayShards
+from pytest_streamguard.plugin.names import SKIP_REASON
+from pytest_streamguard.plugin.session import DEADLINE_KEY, GUARD_KEY, SESSION_KEY, SETTINGS_KEY
+from pytest_streamguard.plugin.settings import Settings
+from pytest_streamguard.target.app import Target, start_target
+from pytest_streamguard.target.processes import StartupError
+
+
+def _settings(config: pytest.Config) -> Settings:
+    settings = config.stash[SETTINGS_KEY]
+    if not settings.enabled:
+        pytest.skip(SKIP_REASON)
+    return settings
+
+
+@pytest.fixture(scope="session")
+def make_streamguard_target(pytestconfig: pytest.Config) -> Iterator[Callable[..., Target]]:
+    """Factory (session scope): ``make_streamguard_target(args=["--naive"])`` starts the
+    session's target with extra command-line flags (after ``--streamguard-target-args``) and
+    returns its :class:`~pytest_streamguard.target.app.Target`. Each distinct ``args`` starts one
+    process, shared by every test that asks for it and stopped at session end. Use it to
+    override ``streamguard_target`` for a module or class; a target given by URL takes no flags."""
+    settings = _settings(pytestconfig)
+    started: dict[tuple[str, ...], Target] = {}
+    failed: dict[tuple[str, ...], str] = {}
+
+    def make(args: Sequence[str] = ()) -> Target:
+        if isinstance(args, str) or not all(isinstance(arg, str) for arg in args):
+            raise TypeError(
+                f"make_streamguard_target(args={args!r}): expected a list of strings, "
+                "such as ['--heartbeat', '0.5']"
+            )
+        key = tuple(args)
+        if key in failed:
+            # The full error and the app's output were shown once, for the first test.
+            pytest.fail(failed[key], pytrace=False)
+        if key not in started:
+            error = None
+            try:
+                started[key] = start_target(settings, key)
+            except (StartupError, ValueError) as exc:
+                error = f"streamguard target failed to start: {exc}"
+                failed[key] = f"{error.splitlines()[0]} (see the first error for its output)"
+            if error is not None:
+                # Outside the except block, so pytest shows no "During handling of ..." chain.
+                pytest.fail(error, pytrace=False)
+        return started[key]
+
+    try:
+        yield make
+    finally:
+        for target in started.values():
+            target.stop()
+
+
+@pytest.fixture(scope="session")
+def streamguard_target(
+    pytestconfig: pytest.Config, make_streamguard_target: Callable[..., Target]
+) -> Target:
+    """The app under test (session scope), started or located from the ``--streamguard-target-*``
+    options, or the bundled ``target_app``; stopped at session end. Override it in a conftest to
+    provide your own :class:`~pytest_streamguard.target.app.Target`, or in a module or class (any
+    scope) with ``make_streamguard_target(args=[...])`` for a variant of the bundled target."""
+    target: Target = make_streamguard_target()
+    pytestconfig.stash[SESSION_KEY].meta["target_url"] = target.url
+    return target
+
+
+@pytest.fixture(scope="session")
+def streamguard_toxiproxy_server(pytestconfig: pytest.Config) -> Iterator[ToxiproxyServer]:
+    """The session's Toxiproxy server (session scope): the embedded one, started as a child
+    process, or the real ``toxiproxy-server`` at ``--streamguard-toxiproxy``."""
+    settings = _settings(pytestconfig)
+    error = None
+    try:
+        if settings.toxiproxy_url is not None:
+            server = ToxiproxyServer.external(settings.toxiproxy_url)
+            # A shared server may hold proxies of sessions that were killed.
+            api = server.api()
+            try:
+                remove_stale_proxies(api)
+            finally:
+                api.close()
+        else:
+            server = ToxiproxyServer.embedded(settings.startup_timeout, seed=settings.seed)
+    except (StartupError, ToxiproxyError) as exc:
+        error = f"streamguard toxiproxy server unavailable: {exc}"
+    if error is not None:
+        pytest.fail(error, pytrace=False)
+    session = pytestconfig.stash[SESSION_KEY]
+    session.meta["toxiproxy"] = f"{server.kind} {server.url}"
+    session.meta["toxiproxy_version"] = server.version
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+@pytest.fixture(scope="session")
+def make_streamguard(
+    pytestconfig: pytest.Config,
+    streamguard_toxiproxy_server: ToxiproxyServer,
+    make_streamguard_target: Callable[..., Target],
+) -> Iterator[Callable[[pytest.Item, Target], StreamGuard]]:
+    """Factory (session scope): ``make_streamguard(item, target)`` returns a fresh
+    :class:`~pytest_streamguard.guard.StreamGuard` for one test; every guard made for a test
+    (the ``streamguard`` fixture's, a second one, one made in a helper) reports into that test's
+    verdict and record. Each target gets one Toxiproxy
+    proxy, created on first use and deleted at session end; before each test its leftover
+    toxics are removed, it is re-enabled and pointed back at the target. Proxies listen on
+    ``--streamguard-proxy-host`` (on a port of ``--streamguard-proxy-ports`` if given) and
+    reach the target at ``--streamguard-upstream-host``.
+
+    It requests ``make_streamguard_target`` only for the teardown order: the proxies are deleted
+    (cutting any stream still open, e.g. after Ctrl-C) before the targets are stopped, so a
+    target's graceful shutdown does not wait on a stream the proxy keeps open."""
+    del make_streamguard_target
+    settings = pytestconfig.stash[SETTINGS_KEY]
+    api = streamguard_toxiproxy_server.api()
+    proxies: dict[str, Proxy] = {}
+    ray = RayShards(settings.ray_address) if settings.ray_address is not None else None
+
+    def make(item: pytest.Item, target: Target) -> StreamGuard:
+        proxy = proxies.get(target.address)
+        upstream = with_host(target.address, settings.upstream_host)
+        error: str | None = None
+        try:
+            if proxy is None:
+                proxy = proxies[target.address] = api.create_proxy(
+                    proxy_name(), upstream, settings.proxy_host, settings.proxy_ports
+                )
+            elif api.upstream(proxy) != upstream:
+                # A test that crashed before undoing its ingress left the proxy pointing at it.
+                api.set_upstream(proxy, upstream)
+        except ToxiproxyError as exc:
+            error = f"streamguard could not set up its proxy: {exc}"
+        if error is not None:
+            pytest.fail(error, pytrace=False)
+        guard = StreamGuard(
+            api=api,
+            proxy=proxy,
+            target=target,
+            deadline=item.stash.get(DEADLINE_KEY, None),
+            max_stream_seconds=settings.max_stream_seconds,
+            proxy_host=settings.proxy_host,
+            upstream=upstream,
+            ray=ray,
+            seed=settings.seed,
+        )
+        guards = item.stash.setdefault(GUARD_KEY, [])
+        # A second guard of the same test on the same proxy shares it: resetting it would undo
+        # the first guard's faults under it (and its teardown would miss them).
+        if not any(other.proxy is proxy for other in guards):
+            guard.faults.reset_proxy()
+        guards.append(guard)
+        return guard
+
+    try:
+        yield make
+    finally:
+        if ray is not None:
+            ray.close()
+        for proxy in proxies.values():
+            # A server that died with the session leaves no proxy to delete.
+            with contextlib.suppress(ToxiproxyError):
+                api.destroy_proxy(proxy)
+        api.close()
+
+
+@pytest.fixture
+def streamguard(
+    make_streamguard: Callable[[pytest.Item, Target], StreamGuard],
+    streamguard_target: Target,
+    request: pytest.FixtureRequest,
+) -> Iterator[StreamGuard]:
+    """Per-test handle (function scope): ``stream()``/``astream()`` through the proxy,
+    ``faults``, ``ingress()``, ``url``, ``proxy``, ``target``, ``traces``. Faults and the
+    ingress are undone after the test; with ``@pytest.mark.token_deadline`` every trace is
+    checked after the test body. It reads ``streamguard_target``, so a module or class that
+    overrides that fixture gets its own target behind its own proxy."""
+    guard = make_streamguard(request.node, streamguard_target)
+    try:
+        yield guard
+    finally:
+        guard.close()
+
+
+@pytest.fixture(scope="session")
+def toxiproxy(streamguard_toxiproxy_server: ToxiproxyServer) -> Iterator[Toxiproxy]:
+    """A toxiproxy-python ``Toxiproxy`` client bound to the session's server (session scope).
+
+    toxiproxy-python keeps its server address process-wide; it points at the session's server
+    for the whole session and is restored afterwards.
+    """
+    api = streamguard_toxiproxy_server.api()
+    api.close()
+    with _Binding.lock:
+        saved = (APIConsumer.host, APIConsumer.port)
+        APIConsumer.host, APIConsumer.port = api.host, api.port
+    try:
+        yield Toxiproxy()
+    finally:
+        with _Binding.lock:
+            APIConsumer.host, APIConsumer.port = saved

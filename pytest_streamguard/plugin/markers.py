@@ -1,0 +1,87 @@
+"""The ``token_deadline`` marker: registration line, validation and resolution to a Deadline."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import pytest
+
+from pytest_streamguard.plugin.names import MARKER_LINE, MARKER_NAME
+from pytest_streamguard.plugin.settings import Settings
+from pytest_streamguard.verdict.deadlines import LONG_DEADLINE_S, Deadline, check_units
+from pytest_streamguard.verdict.findings import KNOWN, parse_fail_on
+
+__all__ = ["ACCEPTED", "MARKER_LINE", "MARKER_NAME", "resolve_deadline", "resolve_fail_on"]
+
+ACCEPTED = (
+    "token_deadline accepts only keyword arguments ttft, chunk, total (seconds, > 0; above "
+    f"{LONG_DEADLINE_S:g} s only with long=True), percentile (0 < percentile <= 100, used with "
+    "chunk), long (True or False) and fail_on (finding names: " + ", ".join(KNOWN) + ")"
+)
+_KEYS = ("ttft", "chunk", "total", "percentile")
+
+
+def _check_value(key: str, value: Any) -> float | None:
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise ValueError(f"token_deadline({key}={value!r}) is not a number. {ACCEPTED}.")
+    number = float(value)
+    if not math.isfinite(number) or number <= 0:
+        raise ValueError(f"token_deadline({key}={value!r}) must be > 0. {ACCEPTED}.")
+    if key == "percentile" and number > 100:
+        raise ValueError(f"token_deadline(percentile={value!r}) must be <= 100. {ACCEPTED}.")
+    return number
+
+
+def resolve_deadline(item: pytest.Item, settings: Settings) -> Deadline | None:
+    """The merged deadline of ``item``'s markers (closest wins per key), or None if unmarked.
+
+    Raises ValueError naming what is accepted for positional or unknown arguments and bad values.
+    """
+    merged: dict[str, Any] = {}
+    seen = False
+    for mark in item.iter_markers(MARKER_NAME):
+        seen = True
+        if mark.args:
+            raise ValueError(f"token_deadline got positional arguments {mark.args!r}. {ACCEPTED}.")
+        unknown = sorted(set(mark.kwargs) - {*_KEYS, "long", "fail_on"})
+        if unknown:
+            raise ValueError(
+                f"token_deadline got unknown argument(s) {', '.join(unknown)}. {ACCEPTED}."
+            )
+        merged = dict(mark.kwargs) | merged
+    if not seen:
+        return None
+    merged.pop("fail_on", None)
+    long = merged.pop("long", False)
+    if not isinstance(long, bool):
+        raise ValueError(f"token_deadline(long={long!r}) is not True or False. {ACCEPTED}.")
+    values = {key: _check_value(key, merged.get(key)) for key in _KEYS}
+    check_units(Deadline(**values), long=long, call=MARKER_NAME, where=" on the marker")
+    if not merged:
+        values["ttft"] = settings.ttft
+        values["chunk"] = settings.chunk
+    if values["percentile"] is not None and values["chunk"] is None:
+        raise ValueError(f"token_deadline(percentile=...) needs chunk=... to bound. {ACCEPTED}.")
+    return Deadline(**values)
+
+
+def resolve_fail_on(item: pytest.Item, settings: Settings) -> tuple[str, ...]:
+    """The findings that fail ``item``: ``--streamguard-fail-on`` and every marker's
+    ``fail_on=`` (a name or a list of names). Raises ValueError naming an unknown one."""
+    names = list(settings.fail_on)
+    for mark in item.iter_markers(MARKER_NAME):
+        value = mark.kwargs.get("fail_on")
+        if value is None:
+            continue
+        if not isinstance(value, str) and not (
+            isinstance(value, list | tuple) and all(isinstance(v, str) for v in value)
+        ):
+            raise ValueError(
+                f"token_deadline(fail_on={value!r}) is not a finding name or a list of them. "
+                f"{ACCEPTED}."
+            )
+        names.extend(parse_fail_on(value, where=f"token_deadline(fail_on={value!r})"))
+    return tuple(dict.fromkeys(names))

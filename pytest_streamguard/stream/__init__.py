@@ -1,0 +1,5 @@
+"""A token stream as the client read it.
+
+- :mod:`.client`: the streaming HTTP client that reads a stream and stamps every read;
+- :mod:`.trace`: :class:`StreamTrace`, what one stream looked like on the wire.
+"""

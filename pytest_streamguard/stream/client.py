@@ -1,0 +1,888 @@
+"""The streaming HTTP client: reads a token stream and records a :class:`StreamTrace`.
+
+Plain ``http`` streams, single or in a load, are read by the lean transport of
+:mod:`pytest_streamguard.load.transport`: the request is stamped when its last byte left and each
+read when its bytes arrived (the kernel's stamps on Linux, as ``time.perf_counter_ns()`` values),
+and the trace names its connection (``local``). ``https`` goes through httpx's own transport,
+each read stamped with ``time.perf_counter_ns()`` as the client takes it. Each frame of the
+stream's format carries the stamp of the read that completed it. What a frame means (a token, the
+clean end, a heartbeat, a server error) is the format's call (:mod:`pytest_streamguard.formats`),
+so the sync client, the async client and the load transport read every protocol the same way.
+
+Every stream ends in exactly one outcome: ``completed`` (the format's end arrived after at least
+one token), or an ``error_kind``: ``empty`` (the end arrived before any token; a test that
+expects that passes ``allow_empty=True``), ``truncated`` (a clean close without the end),
+``protocol`` (not a stream of this format), ``server`` (an error inside the stream), ``http``
+(a non-2xx answer), ``cut``, ``reset``, ``timeout``, ``connect``, ``network``, or
+``interrupted`` (pytest was interrupted, or the reading task cancelled, mid-stream). A stream
+with several answers (OpenAI ``n>1`` choices, Gemini candidates) has ended once every answer
+that appeared has finished. Nothing is raised and nothing hangs: the wait for the first token,
+for each next token and for the whole stream each have a limit (from the test's deadline,
+``read_timeout``, or ``--streamguard-max-stream-seconds``), enforced on the clock even when
+heartbeats keep the socket busy.
+
+Parsing is sans-IO (:class:`StreamRecorder`); the sync entry point runs the async reader on a
+private event loop, so both twins share one reading loop.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import functools
+import itertools
+import socket
+import ssl
+import time
+from collections.abc import AsyncIterator, Callable, Coroutine
+from dataclasses import dataclass, field
+from typing import Any, TypeVar
+
+import httpx
+
+from pytest_streamguard.formats import (
+    AUTO,
+    BUILTIN_FORMATS,
+    TEXT,
+    Framed,
+    Framer,
+    Reading,
+    StreamError,
+    StreamFormat,
+    body_looks_like,
+    detect,
+    looks_like,
+    resolve_format,
+)
+from pytest_streamguard.formats.base import NDJSON_TYPES, SSE_TYPES, media_type, not_a_stream
+from pytest_streamguard.formats.detect import ARRIVAL_LABELS, body_start, label
+from pytest_streamguard.plugin.display import counted
+from pytest_streamguard.plugin.settings import DEFAULT_MAX_STREAM_SECONDS
+from pytest_streamguard.stream.trace import Chunk, StreamTrace
+from pytest_streamguard.verdict.deadlines import Deadline
+
+T = TypeVar("T")
+
+# Limits when no deadline says otherwise: long enough for a cold model, short enough that a
+# blackholed stream ends the test instead of hanging CI.
+DEFAULT_READ_LIMIT = 30.0
+CONNECT_TIMEOUT = 10.0
+# Bytes of an error response body kept in the trace's error message.
+_ERROR_BODY_LIMIT = 500
+# A slow reader's receive buffer holds this many seconds of its rate (at least
+# SLOW_READER_MIN_RCVBUF bytes), so backpressure reaches the server within about that time.
+# A fixed small buffer caps the rate instead: on loopback (MSS about 64 KB) a window smaller
+# than two segments is never reopened by a window update, only by the sender's zero-window
+# probe every 200 ms, so 4 KB (8 KB once the kernel doubles it) capped any rate at ~45 KB/s.
+SLOW_READER_RCVBUF_SECONDS = 0.5
+SLOW_READER_MIN_RCVBUF = 4096
+# A slow reader takes what arrived in pieces of this many seconds of its rate, each when its
+# rate allows, so its bytes never run ahead of the rate by more than one piece.
+SLOW_READER_PIECE_SECONDS = 0.02
+# How much later than a limit the client's timer is set (see _aread's deadline()).
+_TIMER_SLACK_S = 0.002
+# Failures of the connection itself; after the format's end arrived they cost nothing.
+_TRANSPORT_KINDS = frozenset({"cut", "reset", "timeout", "network"})
+#: How long the body may stay open after the protocol's end before the stream is held open: a
+#: server ends the body right after its last event (microseconds on loopback, a few ms busy).
+HELD_OPEN_S = 1.0
+#: What ``expect=`` accepts: None (the stream completes) or ``"cut"``.
+EXPECTED_OUTCOMES = (None, "cut")
+# format="auto": the Accept header sent, and the content types that are never a stream.
+_AUTO_ACCEPT = "text/event-stream, application/x-ndjson;q=0.9, */*;q=0.8"
+_AUTO_REFUSED = frozenset({"application/json", "text/html"})
+# Data frames whose shape is checked for what the stream looks like (the first one almost
+# always tells).
+_SNIFF_FRAMES = 8
+_DONE = "[DONE]"
+# The two usual causes of an empty answer: the test expects one, or the server dropped the
+# request for a newer one (llama-cpp-python's server does so by default).
+EMPTY_HINT = (
+    "pass allow_empty=True if an empty answer is expected; a server that cancels a request when "
+    "another arrives ends it empty too, as llama-cpp-python's server (python -m "
+    "llama_cpp.server) does unless started with --interrupt_requests False"
+)
+
+
+def read_limit(bound: float | None) -> float:
+    """How long the client waits for something bounded by ``bound`` before giving up.
+
+    Longer than the bound itself, so that a violated deadline is measured (how late the chunk
+    was) rather than only detected.
+    """
+    if bound is None:
+        return DEFAULT_READ_LIMIT
+    return max(2 * bound, bound + 1.0)
+
+
+@dataclass(frozen=True)
+class ReadLimits:
+    """Seconds the client waits for the first token, between tokens, and for the whole stream.
+
+    ``total_reason`` names where the total limit comes from, for the timeout message.
+    """
+
+    first: float = DEFAULT_READ_LIMIT
+    gap: float = DEFAULT_READ_LIMIT
+    total: float = DEFAULT_MAX_STREAM_SECONDS
+    total_reason: str = "--streamguard-max-stream-seconds"
+
+    @classmethod
+    def for_deadline(
+        cls, deadline: Deadline | None, max_stream: float = DEFAULT_MAX_STREAM_SECONDS
+    ) -> ReadLimits:
+        """Limits that let ``deadline`` be measured without waiting forever; a stream without
+        a ``total`` deadline is bounded by ``max_stream`` seconds."""
+        if deadline is None:
+            return cls(total=max_stream)
+        gap = read_limit(deadline.chunk)
+        if deadline.percentile is not None:
+            # Single gaps may exceed a percentile bound legitimately; keep reading longer.
+            gap = max(gap, 10.0)
+        if deadline.total is None:
+            return cls(first=read_limit(deadline.ttft), gap=gap, total=max_stream)
+        return cls(
+            first=read_limit(deadline.ttft),
+            gap=gap,
+            total=read_limit(deadline.total),
+            total_reason="client read limit",
+        )
+
+    @property
+    def socket_read(self) -> float:
+        """The per-read socket timeout: the longest wait any event may need."""
+        return max(self.first, self.gap)
+
+
+@dataclass
+class StreamRequest:
+    """What to send and how to read the answer (``format``: ``"auto"``, a built-in name or a
+    :class:`~pytest_streamguard.formats.StreamFormat`; ``allow_empty``: an answer without any
+    token is expected, so its end completes it instead of making it ``empty``;
+    ``require_done``: only the protocol's terminal frame, such as openai's ``data: [DONE]``,
+    ends the stream, so a ``finish_reason`` followed by a close without it is ``truncated``;
+    ``expect="cut"``: the test expects the connection to end before the protocol's end, so a
+    cut is its verdict's pass and a completed stream its failure)."""
+
+    method: str
+    url: str
+    json_body: Any = None
+    headers: dict[str, str] = field(default_factory=dict)
+    format: str | StreamFormat = AUTO
+    limits: ReadLimits = field(default_factory=ReadLimits)
+    slow_reader_bps: float | None = None
+    allow_empty: bool = False
+    require_done: bool = False
+    expect: str | None = None
+    # Told each time a slow reader waits to keep to its rate (seconds), so the fault can say
+    # whether it acted.
+    on_pace: Callable[[float], None] | None = None
+
+    def __post_init__(self) -> None:
+        self.stream_format = resolve_format(self.format)
+        if not isinstance(self.allow_empty, bool):
+            raise ValueError(f"allow_empty={self.allow_empty!r}: expected True or False")
+        if not isinstance(self.require_done, bool):
+            raise ValueError(f"require_done={self.require_done!r}: expected True or False")
+        if self.expect not in EXPECTED_OUTCOMES:
+            raise ValueError(
+                f"expect={self.expect!r}: expected None (the stream completes) or 'cut' (the "
+                "connection ends before the protocol's end: closed, reset or cut)"
+            )
+        if self.require_done and self.stream_format is not None and self.stream_format.end_on_eof:
+            raise ValueError(
+                f"require_done=True: the {self.stream_format.name} format has no terminal frame "
+                "(a clean close is its end); require_done applies to protocols that end with "
+                "one, such as openai's data: [DONE]"
+            )
+
+    def request_headers(self) -> dict[str, str]:
+        """Headers to send: the caller's, plus an Accept that fits the format."""
+        accept = _AUTO_ACCEPT if self.stream_format is None else self.stream_format.accept
+        headers = {"user-agent": "pytest-streamguard", "accept": accept}
+        headers.update({k.lower(): v for k, v in self.headers.items()})
+        return headers
+
+    def socket_options(self) -> list[tuple[int, int, int]]:
+        """A small receive buffer for a slow reader (see :func:`slow_reader_rcvbuf`)."""
+        if self.slow_reader_bps is None:
+            return []
+        return [(socket.SOL_SOCKET, socket.SO_RCVBUF, slow_reader_rcvbuf(self.slow_reader_bps))]
+
+
+def slow_reader_rcvbuf(bytes_per_second: float) -> int:
+    """The receive buffer a slow reader asks for: about half a second of its rate, at least
+    4 KB (the kernel doubles it, and caps it at ``net.core.rmem_max``)."""
+    return max(SLOW_READER_MIN_RCVBUF, int(bytes_per_second * SLOW_READER_RCVBUF_SECONDS))
+
+
+class StreamRecorder:
+    """Sans-IO state of one stream: feed it reads, it builds the trace and decides when to stop.
+
+    With ``format="auto"`` the framing comes from the content type (or, without a telling
+    one, from how the body begins) and the format from the first data frame; the trace's
+    ``format`` then names the format recognised.
+    """
+
+    def __init__(
+        self,
+        request: StreamRequest,
+        name: str,
+        on_chunk: Callable[[StreamTrace], None] | None = None,
+    ) -> None:
+        self.request = request
+        # None until an "auto" stream's format is recognised.
+        self.format: StreamFormat | None = request.stream_format
+        self.trace = StreamTrace(
+            name=name,
+            method=request.method,
+            url=request.url,
+            format=AUTO if self.format is None else self.format.name,
+            format_auto=self.format is None,
+            request_ns=0,
+            expect=request.expect,
+        )
+        self._on_chunk = on_chunk
+        self._framer = (
+            None
+            if self.format is None
+            else Framer(
+                self.format.framing,
+                raw_json=self.format.raw_json_lines,
+                unterminated_last_event=self.format.unterminated_last_event,
+            )
+        )
+        # The body's first reads, held until its start shows what it is.
+        self._head: list[tuple[bytes, int]] = []
+        self._started = False
+        self._content_type = ""
+        # What the stream looks like (a built-in format's name, JSON, an HTML page), for the
+        # messages of a stream that does not read as its format.
+        self._looks: str | None = None
+        self._sniffed = 0
+        # What arrived before the first token, for the message of an empty stream.
+        self._arrived: list[str] = []
+        self._arrived_more = False
+        self._read = None if self.format is None else self.format.reader()
+        # Output without text (a tool call with empty arguments) arrived: the stream answered.
+        self._output = False
+        self._answers: set[int] = set()
+        self._finished: set[int] = set()
+        self._ended = False
+        # Whether the format's terminal frame arrived (its last frame, such as [DONE]).
+        self._terminal = False
+        # When the protocol's end arrived without stopping the read (a finish on every answer,
+        # before the terminal frame): from then the body has HELD_OPEN_S to end.
+        self._end_seen_ns: int | None = None
+        # Whether the data the protocol's official client stops at (openai's [DONE]) arrived.
+        self._client_stopped = False
+        self.stopped = False
+
+    @property
+    def ended(self) -> bool:
+        """Whether the format's end has arrived: its end frame, or a finish on every answer
+        that appeared (OpenAI choices, Gemini candidates). With ``require_done``, only its
+        terminal frame."""
+        if self.request.require_done:
+            return self._terminal
+        return self._ended or bool(self._answers and self._answers <= self._finished)
+
+    def start(self) -> None:
+        """Stamp the moment the request is sent."""
+        self.trace.request_ns = time.perf_counter_ns()
+
+    def response(self, status_code: int, content_type: str | None = None) -> None:
+        """Record the response headers' arrival; a non-2xx answer, or a 200 that is not a
+        stream of this format, stops the stream (see :meth:`add_body`)."""
+        self.trace.response_ns = time.perf_counter_ns()
+        self.trace.status_code = status_code
+        self._content_type = media_type(content_type)
+        if not 200 <= status_code < 300:
+            self.fail("http", f"HTTP {status_code}")
+            return
+        if self.format is not None:
+            problem = self.format.not_a_stream(content_type or "")
+        elif self._content_type in _AUTO_REFUSED or self._content_type.endswith("+json"):
+            problem = f'{not_a_stream(self._content_type)} (format="auto" reads event streams, '
+            problem += "JSON lines or text)"
+        else:
+            problem = None
+            if self._content_type in SSE_TYPES:
+                self._framer = Framer("sse")
+            elif self._content_type in NDJSON_TYPES:
+                self._framer = Framer("lines")
+        if problem is not None:
+            self.fail("protocol", problem)
+
+    def add_body(self, body: bytes) -> None:
+        """Append the start of a rejected answer's body to its error message (and, for an
+        answer that is not a stream of the format, what it looks like)."""
+        snippet = body[:_ERROR_BODY_LIMIT].decode("utf-8", "replace").strip()
+        if self.trace.error is None:
+            return
+        if self.trace.error_kind == "protocol":
+            looks = body_looks_like(body[:_ERROR_BODY_LIMIT])
+            # The content type already said JSON or HTML; a format's name says more.
+            said = {
+                "JSON": "json" in self._content_type,
+                "an HTML page": "html" in self._content_type,
+            }
+            self._looks = None if said.get(looks or "") else looks
+            self.trace.error += self._looks_note()
+        if snippet:
+            separator = ": " if self.trace.error_kind == "http" else "; body: "
+            self.trace.error += separator + snippet
+
+    def fail(self, kind: str, message: str) -> None:
+        """Record how the stream failed and stop reading it (the first outcome wins). A broken
+        connection after the format's end arrived leaves the stream completed."""
+        if self.stopped:
+            return
+        if self.ended and kind in _TRANSPORT_KINDS:
+            # After a finish without its terminal frame the official clients read on for it:
+            # they wait on a body held open, and raise on a connection that breaks.
+            now = time.perf_counter_ns()
+            self._complete()
+            if self.stopped and self.trace.completed:
+                if kind == "timeout":
+                    self.held_open((now - (self._end_seen_ns or now)) / 1e9)
+                else:
+                    self.cut_after_end(kind, message)
+            return
+        self.trace.error = message
+        self.trace.error_kind = kind
+        self.trace.completed = False
+        self.stopped = True
+
+    @property
+    def reads_past_end(self) -> bool:
+        """Whether the stream completed and its protocol's client reads on to the body's end,
+        as every official client does except at a terminal frame it stops at."""
+        return self.trace.completed and not self._client_stopped
+
+    def held_open(self, seconds: float) -> None:
+        """The body was still open ``seconds`` after the protocol's end (``held_open_s``)."""
+        self.trace.held_open_s = seconds
+
+    def cut_after_end(self, kind: str, message: str) -> None:
+        """The connection broke after the protocol's end but before the body's: the official
+        SDK clients, which read on to the body's end, raise there, so the stream is not
+        completed."""
+        self.trace.completed = False
+        self.trace.error_kind = kind
+        self.trace.error = (
+            f"the connection was cut after the {self.trace.format} stream's end but before its "
+            f"body ended ({message}); an SDK client that reads to the body's end raises here"
+        )
+
+    def _complete(self) -> None:
+        if not self.trace.chunks and not self._output and not self.request.allow_empty:
+            self._fail_empty()
+            return
+        self.trace.completed = True
+        self.trace.error = None
+        self.trace.error_kind = None
+        self.stopped = True
+
+    def _fail_empty(self) -> None:
+        if self._arrived == [_DONE]:
+            what = "a bare [DONE] and nothing else"
+        elif self._arrived:
+            runs = [(seen, len(list(same))) for seen, same in itertools.groupby(self._arrived)]
+            shown = ", ".join(seen if n == 1 else f"{seen} (x{n})" for seen, n in runs)
+            what = "only " + shown + (", ..." if self._arrived_more else "")
+        else:
+            what = "nothing"
+        self.fail(
+            "empty",
+            f"the {self.trace.format} stream ended before any token: it sent {what}"
+            f"{self._looks_note()} ({EMPTY_HINT})",
+        )
+
+    def _looks_note(self) -> str:
+        """``; it looks like anthropic (format="anthropic")`` when the stream looks like
+        something other than the format it was read as."""
+        looks = self._looks
+        if looks is None or looks == self.trace.format:
+            return ""
+        if looks in BUILTIN_FORMATS:
+            return f'; it looks like {looks} (format="{looks}")'
+        return f"; it looks like {looks}"
+
+    def finish(self) -> None:
+        """Stamp the end of the stream. Reading that stopped without an outcome (the task was
+        cancelled, pytest interrupted) is recorded as abandoned, never as completed."""
+        if not self.stopped:
+            self.fail("interrupted", "interrupted (Ctrl-C or cancelled) while reading the stream")
+        if self.trace.end_ns is None:
+            self.trace.end_ns = time.perf_counter_ns()
+
+    def eof(self) -> None:
+        """The body ended cleanly: completed if the format's end arrived (or a clean close is
+        its end), ``empty`` if that end came before any token, else truncated."""
+        if self.stopped:
+            return
+        now = time.perf_counter_ns()
+        if self._framer is not None and self._started:
+            for framed in self._framer.close(now):
+                self._apply(framed)
+                if self.stopped:
+                    return
+        if self.format is None:
+            seen = "an empty body" if self.trace.nbytes == 0 else "no data event"
+            if self.trace.heartbeats:
+                seen = f"only {counted(self.trace.heartbeats, 'heartbeat')}"
+            self.fail(
+                "truncated",
+                f"the connection closed cleanly before any token, after {seen}: nothing to "
+                'recognise the stream\'s format by (format="auto")',
+            )
+            return
+        if self.ended or (self.format.end_on_eof and not self.request.require_done):
+            self._complete()
+            return
+        if self.trace.chunks:
+            last = self.trace.chunks[-1]
+            where = f"after {counted(len(self.trace.chunks), 'token')}, "
+            where += f"{(now - last.stamp_ns) / 1e9:.3f} s "
+            where += f"after chunk {last.index}"
+        else:
+            where = "before any token"
+        end = f"end ({self.format.end_description})"
+        if self.request.require_done:
+            end = "terminal frame (require_done=True: a finish without it is not the end)"
+        self.fail(
+            "truncated",
+            f"the connection closed cleanly {where}, without the {self.format.name} stream's "
+            f"{end}{self._looks_note()}",
+        )
+
+    def seconds_left(self, now_ns: int) -> float:
+        """How long the next token may still take before the stream is abandoned."""
+        limits = self.request.limits
+        if self.trace.chunks:
+            left = limits.gap - (now_ns - self.trace.chunks[-1].stamp_ns) / 1e9
+        else:
+            left = limits.first - (now_ns - self.trace.request_ns) / 1e9
+        left = min(left, limits.total - (now_ns - self.trace.request_ns) / 1e9)
+        if self._end_seen_ns is not None:
+            # The end arrived (a finish without the terminal frame): the body has HELD_OPEN_S
+            # to end, as a server ends it right after its last event.
+            left = min(left, HELD_OPEN_S - (now_ns - self._end_seen_ns) / 1e9)
+        return left
+
+    def check_limits(self, now_ns: int, *, expired: bool = False) -> None:
+        """Abandon the stream as ``timeout`` when a limit has run out, or ``expired`` says the
+        client's timer for it fired (the message gives the true time waited and the limit).
+        Once the protocol's end has arrived, the body held open past HELD_OPEN_S is recorded
+        as held open instead."""
+        if self.stopped or (not expired and self.seconds_left(now_ns) > 0):
+            return
+        if self._end_seen_ns is not None:
+            self.held_open((now_ns - self._end_seen_ns) / 1e9)
+            self._complete()
+            return
+        limits = self.request.limits
+        elapsed = (now_ns - self.trace.request_ns) / 1e9
+        if self.trace.chunks:
+            token_left = limits.gap - (now_ns - self.trace.chunks[-1].stamp_ns) / 1e9
+        else:
+            token_left = limits.first - elapsed
+        # The limit that ran out is the one with the least time left (a timer may fire a hair
+        # before the clock the limits are computed on says it is due).
+        if limits.total - elapsed <= token_left:
+            what = f"stream still open {elapsed:.3f} s after the request"
+            limit = f"{limits.total_reason} {limits.total:g} s"
+        elif self.trace.chunks:
+            last = self.trace.chunks[-1]
+            waited = (now_ns - last.stamp_ns) / 1e9
+            what = f"no token for {waited:.3f} s after chunk {last.index}"
+            limit = f"client read limit {limits.gap:.3f} s"
+        else:
+            what = f"no token {elapsed:.3f} s after the request"
+            limit = f"client read limit {limits.first:.3f} s"
+        rate = self.request.slow_reader_bps
+        if rate is not None:
+            # The reader's own pace is the first suspect: a rate meant as KB/s reads a 1 KB event
+            # in minutes.
+            limit += f"; the client read at slow_reader({rate:g}), {rate:g} bytes/s"
+        self.fail("timeout", f"{what} ({limit})")
+
+    def feed(self, data: bytes, stamp_ns: int) -> None:
+        """Account for one network read that returned ``data`` at ``stamp_ns``."""
+        if not data or self.stopped:
+            return
+        self.trace.reads.append((stamp_ns, len(data)))
+        if self._started:
+            self._frame(data, stamp_ns)
+        else:
+            self._head.append((data, stamp_ns))
+            if self._begin():
+                head, self._head = self._head, []
+                for held, held_ns in head:
+                    self._frame(held, held_ns)
+                    if self.stopped:
+                        return
+        if self._end_seen_ns is None and self.ended:
+            self._end_seen_ns = stamp_ns
+        self.check_limits(stamp_ns)
+
+    def _frame(self, data: bytes, stamp_ns: int) -> None:
+        assert self._framer is not None
+        # Until the format is recognised, a line at a time: the format may change how the
+        # lines after its first frame are framed (Gemini's raw JSON lines).
+        pieces = [data] if self.format is not None else data.splitlines(keepends=True)
+        for piece in pieces:
+            for framed in self._framer.feed(piece, stamp_ns):
+                self._apply(framed)
+                if self.stopped:
+                    return
+
+    def _begin(self) -> bool:
+        """Whether the body's start has arrived and reads as a stream (then the framer is
+        set); a body that is JSON or HTML where events were expected is ``protocol``."""
+        framing = self._framer.framing if self._framer is not None else None
+        if framing in ("raw", "lines"):
+            # Any first byte may begin these; a line that is not JSON is the format's to judge.
+            self._started = True
+            return True
+        head = b"".join(data for data, _ in self._head)
+        start = body_start(head)
+        if start is None:
+            return False
+        if framing is None:
+            # format="auto" without a telling content type: the body's start decides.
+            if start == "sse":
+                framing = "sse"
+            elif start == "object":
+                framing = "lines"
+            elif start == "text":
+                self._use_format(BUILTIN_FORMATS["raw"])
+                framing = "raw"
+            self._framer = Framer(framing) if framing is not None else None
+        if framing is None or (framing == "sse" and start in ("object", "array", "html")):
+            kind = "JSON" if start in ("object", "array") else "an HTML page"
+            looks = body_looks_like(head)
+            self._looks = looks if looks not in (None, kind) else None
+            answered = self._content_type or "no content type"
+            reads = "server-sent events" if framing == "sse" else "a stream"
+            snippet = head[:_ERROR_BODY_LIMIT].decode("utf-8", "replace").strip()
+            self.fail(
+                "protocol",
+                f"answered {answered}, but the body is {kind}, not {reads}"
+                f"{self._looks_note()}; body: {snippet}",
+            )
+            return False
+        self._started = True
+        return True
+
+    def _use_format(self, fmt: StreamFormat) -> None:
+        self.format = fmt
+        self._read = fmt.reader()
+        if self._framer is not None:
+            self._framer.raw_json = fmt.raw_json_lines
+            self._framer.unterminated_last_event = fmt.unterminated_last_event
+        self.trace.format = fmt.name
+
+    def _apply(self, framed: Framed) -> None:
+        frame = framed.frame
+        if frame is None:
+            self._heartbeat(framed.stamp_ns)
+            return
+        assert self._framer is not None
+        framing = self._framer.framing
+        if self._sniffed < _SNIFF_FRAMES and self._looks not in BUILTIN_FORMATS:
+            self._sniffed += 1
+            self._looks = looks_like(frame, framing) or self._looks
+        if self.format is None:
+            self._use_format(BUILTIN_FORMATS[detect(frame, framing)])
+        assert self._read is not None
+        try:
+            reading: Reading = self._read(frame)
+        except StreamError as exc:
+            note = self._looks_note() if exc.kind == "protocol" else ""
+            self.fail(exc.kind, f"{exc}{note}")
+            return
+        if reading.heartbeat:
+            self._heartbeat(framed.stamp_ns)
+        if reading.pieces:
+            self._add_chunk(reading, framed)
+        elif not self.trace.chunks and not reading.heartbeat:
+            if len(self._arrived) < ARRIVAL_LABELS:
+                self._arrived.append(label(frame, framing))
+            else:
+                self._arrived_more = True
+        self._output = self._output or reading.output
+        self._answers.update(reading.answers, reading.finished)
+        self._finished.update(reading.finished)
+        stop = self.format.client_stop_data if self.format is not None else None
+        if stop is not None and frame.data.strip() == stop:
+            self._client_stopped = True
+        if reading.end:
+            self._ended = True
+            if reading.last:
+                self._terminal = True
+                self._complete()
+
+    def _heartbeat(self, stamp_ns: int) -> None:
+        self.trace.heartbeats += 1
+        self.trace.heartbeat_ns.append(stamp_ns)
+
+    def _add_chunk(self, reading: Reading, framed: Framed) -> None:
+        pieces = reading.pieces
+        parts: dict[str, str] | None = None
+        if len(pieces) > 1 or pieces[0].kind != TEXT:
+            parts = {}
+            for piece in pieces:
+                parts[piece.kind] = parts.get(piece.kind, "") + piece.text
+        chunk = Chunk(
+            index=len(self.trace.chunks),
+            stamp_ns=framed.stamp_ns,
+            first_byte_ns=framed.start_ns,
+            nbytes=framed.nbytes,
+            text="".join(piece.text for piece in pieces),
+            data=reading.data,
+            parts=parts,
+        )
+        self.trace.chunks.append(chunk)
+        if self._on_chunk is not None:
+            self._on_chunk(self.trace)
+
+
+def _root_cause(exc: BaseException) -> BaseException:
+    """The innermost exception under ``exc`` (httpx wraps the OS error in several layers)."""
+    seen = {id(exc)}
+    while (inner := exc.__cause__ or exc.__context__) is not None and id(inner) not in seen:
+        seen.add(id(inner))
+        exc = inner
+    return exc
+
+
+def _classify(exc: Exception) -> tuple[str, str]:
+    """(error kind, message) for an httpx failure, naming the OS error underneath it."""
+    text = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
+    root = _root_cause(exc)
+    if root is not exc and isinstance(root, OSError):
+        text += f" ({type(root).__name__}: {root})"
+    if isinstance(root, ConnectionResetError):
+        return "reset", text
+    if isinstance(exc, httpx.TimeoutException):
+        return "timeout", text
+    if isinstance(exc, httpx.ConnectError):
+        return "connect", text
+    if isinstance(exc, httpx.RemoteProtocolError):
+        return "cut", text
+    if "reset" in text.lower():
+        return "reset", text
+    return "network", text
+
+
+def _timeout(limits: ReadLimits) -> httpx.Timeout:
+    return httpx.Timeout(connect=CONNECT_TIMEOUT, read=limits.socket_read, write=10.0, pool=10.0)
+
+
+def _pieces(recorder: StreamRecorder, data: bytes) -> list[bytes]:
+    """A network read as the reader takes it: whole, or for a slow reader in pieces of
+    SLOW_READER_PIECE_SECONDS of its rate, each handed over when the rate allows."""
+    rate = recorder.request.slow_reader_bps
+    if rate is None:
+        return [data]
+    size = max(1, int(rate * SLOW_READER_PIECE_SECONDS))
+    return [data[start : start + size] for start in range(0, len(data), size)]
+
+
+def _pace(recorder: StreamRecorder, nbytes: int) -> float:
+    """Seconds a slow reader waits before taking ``nbytes`` more, so that the bytes it has
+    taken never run ahead of its rate since the request; never past the stream's own read
+    deadline; 0 for a normal reader."""
+    rate = recorder.request.slow_reader_bps
+    if rate is None:
+        return 0.0
+    now = time.perf_counter_ns()
+    wait = (recorder.trace.nbytes + nbytes) / rate - (now - recorder.trace.request_ns) / 1e9
+    if wait <= 0:
+        return 0.0
+    return min(wait, max(recorder.seconds_left(now), 0))
+
+
+@functools.cache
+def _ssl_context() -> ssl.SSLContext:
+    """One verifying SSL context for every stream of the process: httpx builds a new one per
+    transport (about 37 ms of CPU loading the CA bundle), which, for streams started together,
+    blocked the event loop and landed in the other streams' TTFT."""
+    return httpx.create_ssl_context()
+
+
+def run_blocking(make: Callable[[], Coroutine[Any, Any, T]]) -> T:
+    """Run the coroutine ``make()`` to its end from sync code: on a private event loop in this
+    thread, or in a helper thread when this thread already runs a loop."""
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        in_loop = False
+    else:
+        in_loop = True
+    # Outside the except block, so the reader's own exceptions do not chain to this one.
+    if not in_loop:
+        return asyncio.run(make())
+    with concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="streamguard") as pool:
+        return pool.submit(lambda: asyncio.run(make())).result()
+
+
+def read_stream(recorder: StreamRecorder) -> StreamTrace:
+    """Send the request and read the stream to its end (or until a limit), synchronously."""
+    return run_blocking(lambda: aread_stream(recorder))
+
+
+async def aread_stream(
+    recorder: StreamRecorder, client: httpx.AsyncClient | None = None
+) -> StreamTrace:
+    """The async twin of :func:`read_stream`.
+
+    ``client``: a shared ``httpx.AsyncClient`` (many concurrent streams share one connection
+    pool, see :mod:`pytest_streamguard.load`); by default the stream gets its own.
+    """
+    if client is not None:
+        return await _aread(client, recorder)
+    # Imported here: the load package imports this module.
+    from pytest_streamguard.load.transport import LoadTransport
+
+    request = recorder.request
+    # The load's lean transport for plain HTTP (the request stamped when its last byte left,
+    # reads at the kernel's receive stamp, the connection's local port), httpx's own for https.
+    transport = LoadTransport(1, request.socket_options(), verify=_ssl_context())
+    async with httpx.AsyncClient(transport=transport, timeout=_timeout(request.limits)) as own:
+        return await _aread(own, recorder)
+
+
+async def _read_some(response: httpx.Response) -> bytes:
+    body = b""
+    async for data in response.aiter_bytes():
+        body += data
+        if len(body) >= _ERROR_BODY_LIMIT:
+            break
+    return body
+
+
+async def _to_body_end(
+    body: AsyncIterator[bytes], recorder: StreamRecorder, last: bytes = b""
+) -> None:
+    """After the protocol's end, read on to the end of the body, as the official SDK clients
+    do (:attr:`StreamRecorder.reads_past_end`; ``last`` is the read that carried the end): a
+    body held open past ``HELD_OPEN_S`` is
+    recorded as held open (such a client waits there until its own timeout), and a connection
+    cut before the body's end (an incomplete chunked body) as a cut (such a client raises).
+    Bytes after the end are not the stream's: they are drained, not read as events."""
+    since = recorder.trace.reads[-1][0] if recorder.trace.reads else time.perf_counter_ns()
+    grace = min(HELD_OPEN_S, max(recorder.seconds_left(since), 0.0))
+    stop = recorder.format.client_stop_data if recorder.format is not None else None
+    # Where the client stops on its own (openai's data: [DONE] after a Responses stream's end);
+    # the bytes are scanned, not framed, so a marker split across two reads is found too.
+    marker = None if stop is None else f"data: {stop}".encode()
+    # The read that carried the end may carry the client's stop after it too.
+    if marker is not None and marker in last:
+        return
+    seen = last
+    try:
+        async with asyncio.timeout(grace):
+            async for data in body:
+                if marker is not None:
+                    seen = seen[-len(marker) :] + data
+                    if marker in seen:
+                        return
+    except TimeoutError:
+        recorder.held_open((time.perf_counter_ns() - since) / 1e9)
+    except httpx.HTTPError as exc:
+        kind, message = _classify(exc)
+        if kind == "timeout":
+            recorder.held_open((time.perf_counter_ns() - since) / 1e9)
+        else:
+            recorder.cut_after_end(kind, message)
+
+
+async def _aread(client: httpx.AsyncClient, recorder: StreamRecorder) -> StreamTrace:
+    """Read one stream with ``client``, every wait bounded by the recorder's limits."""
+    request = recorder.request
+    loop = asyncio.get_running_loop()
+
+    def deadline() -> float:
+        # A hair past the limit: the loop's timer may run a little early on its own clock, and
+        # a stream is only over a limit once perf_counter says the limit has passed.
+        left = max(recorder.seconds_left(time.perf_counter_ns()), 0.0)
+        return loop.time() + left + _TIMER_SLACK_S
+
+    recorder.start()
+    wire: Any = None
+    try:
+        async with asyncio.timeout(deadline()) as limit:
+            try:
+                async with client.stream(
+                    request.method,
+                    request.url,
+                    json=request.json_body,
+                    headers=request.request_headers(),
+                    timeout=_timeout(request.limits),
+                ) as response:
+                    wire = _wire_stamps(recorder.trace, response.extensions)
+                    recorder.response(response.status_code, response.headers.get("content-type"))
+                    if recorder.stopped:
+                        recorder.add_body(await _read_some(response))
+                        return recorder.trace
+                    body = response.aiter_bytes()
+                    async for data in body:
+                        # A transport that stamps reads on arrival (load.transport) knows better.
+                        stamp = getattr(data, "stamp_ns", 0) or time.perf_counter_ns()
+                        for piece in _pieces(recorder, data):
+                            wait = _pace(recorder, len(piece))
+                            if wait > 0:
+                                if request.on_pace is not None:
+                                    request.on_pace(wait)
+                                await asyncio.sleep(wait)
+                                # A slow reader takes the bytes now, not when they arrived.
+                                stamp = time.perf_counter_ns()
+                            recorder.feed(piece, stamp)
+                            if recorder.stopped:
+                                break
+                            limit.reschedule(deadline())
+                        if recorder.stopped:
+                            break
+                    if recorder.reads_past_end:
+                        await _to_body_end(body, recorder, last=data)
+                    recorder.eof()
+            except httpx.HTTPError as exc:
+                recorder.fail(*_classify(exc))
+    except TimeoutError:
+        recorder.check_limits(time.perf_counter_ns(), expired=True)
+    finally:
+        recorder.finish()
+        _read_delays(recorder.trace, wire)
+    return recorder.trace
+
+
+def _wire_stamps(trace: StreamTrace, extensions: dict[str, Any]) -> Any:
+    """What a transport that knows the wire (load.transport) says: the request is stamped when
+    its last byte was written and the coroutine's start becomes ``queued_ns``; the connection's
+    local address is kept. Returns that transport's connection (None from another)."""
+    sent = extensions.get("streamguard_sent_ns")
+    if sent is None:
+        # httpx's own transport (https): stamps are the reader's, the connection its stream's.
+        trace.stamps = "client"
+        stream = extensions.get("network_stream")
+        client_addr = None if stream is None else stream.get_extra_info("client_addr")
+        if isinstance(client_addr, tuple) and len(client_addr) >= 2:
+            address, port = client_addr[:2]
+            trace.local = f"[{address}]:{port}" if ":" in str(address) else f"{address}:{port}"
+        return None
+    trace.queued_ns = int(extensions.get("streamguard_queued_ns", trace.request_ns))
+    trace.request_ns = int(sent)
+    trace.local = extensions.get("streamguard_local")
+    return extensions.get("streamguard_connection")
+
+
+def _read_delays(trace: StreamTrace, wire: Any) -> None:
+    """The client's own delay on each socket read (kernel stamp to the read) and where the
+    stamps came from: ``kernel``, or ``loop`` where the platform gave none."""
+    if wire is None:
+        return
+    trace.stamps = "kernel" if wire.kernel else "loop"
+    trace.read_delay_ns = list(wire.read_delay_ns)

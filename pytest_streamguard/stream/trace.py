@@ -1,0 +1,427 @@
+"""What one stream looked like on the wire: chunks with their arrival stamps, and the outcome.
+
+All stamps are ``time.perf_counter_ns()`` values (monotonic, comparable across processes on one
+Linux machine); durations are reported in seconds. A trace is plain data: it converts to and
+from builtin-typed dicts for the JSON report and for pytest-xdist's ``workeroutput``.
+"""
+
+from __future__ import annotations
+
+import itertools
+from dataclasses import dataclass, field
+from typing import Any
+
+from pytest_streamguard.verdict.deadlines import Deadline, assert_traces, check_units
+from pytest_streamguard.verdict.findings import Finding, trace_findings
+from pytest_streamguard.verdict.stats import ns_to_s, percentile
+
+# Chunks shown at each end of the timeline and around each offending chunk.
+_TIMELINE_EDGE = 3
+_TIMELINE_CONTEXT = 1
+
+
+@dataclass
+class Chunk:
+    """One token: a frame of the stream that carried generated output (an SSE event, a JSON
+    line, or one raw read, for the ``raw`` format).
+
+    ``stamp_ns`` is when the byte that completed the event arrived; ``first_byte_ns`` when its
+    first byte arrived (they differ when the network splits an event across reads). ``text`` is
+    all the output it carried; ``parts`` splits it by kind (``reasoning``, ``tool``,
+    ``refusal``, ``text``) when it is not plain answer text (None then). ``data`` is the
+    frame's parsed payload.
+    """
+
+    index: int
+    stamp_ns: int
+    first_byte_ns: int
+    nbytes: int
+    text: str
+    data: Any = None
+    parts: dict[str, str] | None = None
+
+    @property
+    def kind(self) -> str:
+        """``text``, ``reasoning``, ``tool`` or ``refusal``; kinds joined by ``+`` when the
+        frame carried several."""
+        return "+".join(self.parts) if self.parts else "text"
+
+    def text_of(self, kind: str) -> str:
+        """The part of this chunk's output of ``kind``."""
+        if self.parts is None:
+            return self.text if kind == "text" else ""
+        return self.parts.get(kind, "")
+
+    def to_dict(self) -> dict[str, Any]:
+        """Builtin-typed form."""
+        return {
+            "index": self.index,
+            "stamp_ns": self.stamp_ns,
+            "first_byte_ns": self.first_byte_ns,
+            "nbytes": self.nbytes,
+            "text": self.text,
+            "data": self.data,
+            "parts": dict(self.parts) if self.parts is not None else None,
+        }
+
+    @classmethod
+    def from_dict(cls, raw: dict[str, Any]) -> Chunk:
+        """Inverse of :meth:`to_dict`."""
+        return cls(
+            index=int(raw["index"]),
+            stamp_ns=int(raw["stamp_ns"]),
+            first_byte_ns=int(raw.get("first_byte_ns", raw["stamp_ns"])),
+            nbytes=int(raw["nbytes"]),
+            text=str(raw["text"]),
+            data=raw.get("data"),
+            parts=dict(raw["parts"]) if raw.get("parts") is not None else None,
+        )
+
+
+@dataclass
+class FaultRecord:
+    """A fault as applied: its vocabulary word, arguments, toxics and on/off stamps.
+
+    ``on_ns`` is taken just before the fault's first API call (it may act from then on) and
+    ``off_ns`` once it is undone. A fault that acts after N chunks (``stall``, ``cut``,
+    ``freeze``) is ``armed_ns`` from the call that set it up, and ``on_ns`` once it first acts
+    (for a chunk toxic: when the first stream received its chunk N).
+    ``fired`` says whether it took effect on a stream it was active on, and ``evidence`` what
+    the streams showed either way (judged when the test's body ends; None before that, and in
+    reports written before faults were judged). ``applied_by`` says who made it act:
+    ``"proxy"`` (a toxic; on the embedded server a chunk toxic acts at the Nth chunk itself) or
+    ``"client"`` (the plugin's side does it: a slow reader's pacing, a freeze's signals).
+    ``streams``: for a chunk fault aimed with ``streams=``, the indexes of the test's streams
+    (0 first, in request order) it was aimed at; None for a fault on every stream.
+    """
+
+    kind: str
+    params: dict[str, Any]
+    toxics: list[str]
+    on_ns: int | None = None
+    off_ns: int | None = None
+    armed_ns: int | None = None
+    fired: bool | None = None
+    evidence: str = ""
+    applied_by: str = "proxy"
+    streams: list[int] | None = None
+
+    def describe(self) -> str:
+        """``kind(arg=value, ...)`` as a test would have written it."""
+        args = ", ".join(f"{k}={v!r}" for k, v in self.params.items())
+        return f"{self.kind}({args})"
+
+    def active_during(self, start_ns: int, end_ns: int) -> bool:
+        """Whether this fault was on (or armed) at any time in ``[start_ns, end_ns]``."""
+        since = self.armed_ns if self.armed_ns is not None else self.on_ns
+        if since is None or since > end_ns:
+            return False
+        return self.off_ns is None or self.off_ns >= start_ns
+
+    def to_dict(self) -> dict[str, Any]:
+        """Builtin-typed form."""
+        return {
+            "kind": self.kind,
+            "params": dict(self.params),
+            "toxics": list(self.toxics),
+            "on_ns": self.on_ns,
+            "off_ns": self.off_ns,
+            "armed_ns": self.armed_ns,
+            "fired": self.fired,
+            "evidence": self.evidence,
+            "applied_by": self.applied_by,
+            "streams": None if self.streams is None else list(self.streams),
+        }
+
+    @classmethod
+    def from_dict(cls, raw: dict[str, Any]) -> FaultRecord:
+        """Inverse of :meth:`to_dict`."""
+        fired = raw.get("fired")
+        return cls(
+            kind=str(raw["kind"]),
+            params=dict(raw.get("params", {})),
+            toxics=list(raw.get("toxics", [])),
+            on_ns=raw.get("on_ns"),
+            off_ns=raw.get("off_ns"),
+            armed_ns=raw.get("armed_ns"),
+            fired=bool(fired) if fired is not None else None,
+            evidence=str(raw.get("evidence", "")),
+            applied_by=str(raw.get("applied_by", "proxy")),
+            streams=None if raw.get("streams") is None else [int(i) for i in raw["streams"]],
+        )
+
+
+@dataclass
+class StreamTrace:
+    """The record of one stream read through the plugin.
+
+    ``ttft``, ``gaps``, ``max_gap`` and ``total`` follow the metric definitions: TTFT is
+    request sent to the first token (of any kind: text, reasoning, tool-call arguments); a gap
+    is the time between two consecutive tokens. Every stream ends in one outcome: ``completed``
+    (the format's end arrived; ``error_kind`` is None), or ``completed`` false with
+    ``error_kind`` one of ``empty`` (the end arrived before any token), ``truncated``,
+    ``protocol``, ``server``, ``http``, ``cut``, ``reset``, ``timeout``, ``connect``,
+    ``network``, ``interrupted`` and ``error`` saying what happened. A failed stream is kept,
+    never dropped from the statistics.
+
+    ``format`` is the name of the format the stream was read as: the one recognised when
+    ``format_auto`` is true (``format="auto"``, the default; it stays ``auto`` when nothing
+    arrived to recognise it by), else the one the test passed.
+    """
+
+    name: str
+    method: str
+    url: str
+    format: str
+    request_ns: int
+    status_code: int | None = None
+    response_ns: int | None = None
+    end_ns: int | None = None
+    chunks: list[Chunk] = field(default_factory=list)
+    reads: list[tuple[int, int]] = field(default_factory=list)
+    """Every network read of the body as ``(perf_counter_ns, nbytes)``: when it returned and
+    how many bytes it returned (the bytes themselves are in :attr:`chunks`)."""
+    heartbeats: int = 0
+    heartbeat_ns: list[int] = field(default_factory=list)
+    """Arrival stamp of each SSE comment (``: ping``), one per counted heartbeat."""
+    completed: bool = False
+    error: str | None = None
+    error_kind: str | None = None
+    faults: list[FaultRecord] = field(default_factory=list)
+    format_auto: bool = False
+    caught: list[str] = field(default_factory=list)
+    """Headlines of violations an explicit :meth:`assert_deadline` raised on this stream, kept
+    even when the test expects and catches them, so reports can say the plugin caught them."""
+    held_open_s: float | None = None
+    """Seconds the body stayed open after the protocol's end, when it did not end within
+    ``HELD_OPEN_S`` (1 s) of it (an SDK client that reads to the body's end waits there until
+    its own timeout); None when the body ended promptly or the stream had no end."""
+    expect: str | None = None
+    """``"cut"`` when the test said the stream is meant to be cut (``stream(..., expect="cut")``):
+    a cut is then no violation, and a stream that completes is one."""
+    node: str | None = None
+    """Where the stream was read: the Ray node id for a load sharded over a Ray cluster, None
+    for a read on this machine (its stamps are on that node's clock)."""
+    queued_ns: int | None = None
+    """When the request was handed to the client (the stream's coroutine started), where the
+    client stamps ``request_ns`` once the request's last byte is written (plain ``http``,
+    single streams and loads); None where ``request_ns`` is that start itself (``https``)."""
+    local: str | None = None
+    """The connection's client side, ``address:port``: the key to match a packet capture, a
+    server log or a proxy's log to this stream. None where the client did not say."""
+    stamps: str | None = None
+    """Where arrival stamps came from: ``kernel`` (the socket's receive stamp, Linux), ``loop``
+    (when the event loop read the bytes: no kernel stamp on this platform) or ``client`` (when
+    the client took the bytes: ``https``, read by httpx's own transport); None for a trace made
+    elsewhere (a shared client of the caller's)."""
+    read_delay_ns: list[int] = field(default_factory=list)
+    """The client's own delay on each socket read: the kernel's receive stamp to the read."""
+
+    @property
+    def client_delay(self) -> dict[str, float | None]:
+        """The client's own delays in seconds: ``write`` (request queued to request written,
+        connect included) and ``read_p99``/``read_max`` (bytes arrived to bytes read)."""
+        write = None if self.queued_ns is None else ns_to_s(self.request_ns - self.queued_ns)
+        reads = [ns_to_s(d) for d in self.read_delay_ns]
+        return {
+            "write": write,
+            "read_p99": percentile(reads, 99),
+            "read_max": max(reads) if reads else None,
+        }
+
+    @property
+    def ttft(self) -> float | None:
+        """Seconds from the request being sent to the first data event; None if none came."""
+        if not self.chunks:
+            return None
+        return ns_to_s(self.chunks[0].stamp_ns - self.request_ns)
+
+    @property
+    def gaps(self) -> list[float]:
+        """Seconds between each pair of consecutive data events."""
+        stamps = [c.stamp_ns for c in self.chunks]
+        return [ns_to_s(b - a) for a, b in itertools.pairwise(stamps)]
+
+    @property
+    def max_gap(self) -> float | None:
+        """The largest gap; None with fewer than two data events."""
+        gaps = self.gaps
+        return max(gaps) if gaps else None
+
+    @property
+    def total(self) -> float | None:
+        """Seconds from the request being sent to the end of the stream (clean or not)."""
+        if self.end_ns is None:
+            return None
+        return ns_to_s(self.end_ns - self.request_ns)
+
+    @property
+    def text(self) -> str:
+        """The answer's text: every token's ``text`` part, in order (reasoning, tool-call
+        arguments and refusals are in :meth:`text_of`)."""
+        return self.text_of("text")
+
+    def text_of(self, kind: str) -> str:
+        """The concatenated output of ``kind`` (``text``, ``reasoning``, ``tool``, ``refusal``)."""
+        return "".join(c.text_of(kind) for c in self.chunks)
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes of response body received."""
+        return sum(n for _, n in self.reads)
+
+    def percentile(self, q: float) -> float | None:
+        """The nearest-rank ``q``-th percentile of the gaps (see :mod:`.stats`)."""
+        return percentile(self.gaps, q)
+
+    def assert_deadline(
+        self,
+        ttft: float | None = None,
+        chunk: float | None = None,
+        total: float | None = None,
+        percentile: float | None = None,
+        *,
+        long: bool = False,
+    ) -> None:
+        """Raise :class:`~pytest_streamguard.verdict.deadlines.DeadlineViolation` on a broken bound.
+
+        A stream that did not complete always violates. Bounds are seconds: one above 60 s is
+        a ValueError unless ``long=True`` says it is meant.
+        """
+        deadline = Deadline(ttft=ttft, chunk=chunk, total=total, percentile=percentile)
+        check_units(deadline, long=long, call="assert_deadline")
+        assert_traces([self], deadline)
+
+    def active_faults(self) -> tuple[str, ...]:
+        """The faults that were on at any time while this stream was read, as written."""
+        end = self.end_ns if self.end_ns is not None else self.request_ns
+        return tuple(f.describe() for f in self.faults if f.active_during(self.request_ns, end))
+
+    def timeline(self, marks: dict[int, str] | None = None) -> str:
+        """A compact, time-ordered view of the stream: ends, marked chunks, fault on/off,
+        heartbeats left out; ``marks`` puts a note on some chunk indexes."""
+        marks = marks or {}
+        t0 = self.request_ns
+        n = len(self.chunks)
+        keep = set(range(min(_TIMELINE_EDGE, n))) | set(range(max(n - _TIMELINE_EDGE, 0), n))
+        for index in marks:
+            keep.update(range(index - _TIMELINE_CONTEXT, index + _TIMELINE_CONTEXT + 1))
+        events: list[tuple[int, int, str]] = [(t0, 0, "request sent")]
+        if self.response_ns is not None:
+            events.append((self.response_ns, 1, f"response headers ({self.status_code})"))
+        previous = None
+        for chunk in self.chunks:
+            if chunk.index in keep:
+                gap = "" if previous is None else f" +{(chunk.stamp_ns - previous) / 1e6:.1f}"
+                mark = f"  <-- {marks[chunk.index]}" if chunk.index in marks else ""
+                kind = "" if chunk.kind == "text" else f" {chunk.kind}"
+                events.append(
+                    (chunk.stamp_ns, 2, f"chunk {chunk.index}{kind} ({chunk.nbytes} B){gap}{mark}")
+                )
+            previous = chunk.stamp_ns
+        for fault in self.faults:
+            if fault.on_ns is not None:
+                events.append((fault.on_ns, 1, f"fault on: {fault.describe()}"))
+            if fault.off_ns is not None:
+                events.append((fault.off_ns, 1, f"fault off: {fault.kind}"))
+        if self.end_ns is not None:
+            outcome = "completed" if self.completed else f"{self.error_kind}: {self.error}"
+            events.append((self.end_ns, 3, f"end: {outcome}"))
+        events.sort(key=lambda e: (e[0], e[1]))
+        lines = [f"  timeline of {self.name} (ms since request sent):"]
+        last_chunk_shown = -1
+        for stamp, kind_rank, text in events:
+            if kind_rank == 2:
+                index = int(text.split()[1])
+                if index > last_chunk_shown + 1:
+                    lines.append(f"    {'...':>10}  ({index - last_chunk_shown - 1} chunks)")
+                last_chunk_shown = index
+            lines.append(f"    {(stamp - t0) / 1e6:10.1f}  {text}")
+        return "\n".join(lines)
+
+    @property
+    def findings(self) -> list[Finding]:
+        """The named incidents this stream shows by itself (``buffered``, ``idle_cut``,
+        ``held_open``), with their evidence; see :mod:`.findings` and docs/findings.md."""
+        return trace_findings(self)
+
+    def summary(self) -> dict[str, Any]:
+        """The derived statistics, in seconds."""
+        gaps = self.gaps
+        return {
+            "ttft_s": self.ttft,
+            "total_s": self.total,
+            "chunks": len(self.chunks),
+            "bytes": self.nbytes,
+            "gap_p50_s": percentile(gaps, 50),
+            "gap_p95_s": percentile(gaps, 95),
+            "gap_p99_s": percentile(gaps, 99),
+            "max_gap_s": max(gaps) if gaps else None,
+            "completed": self.completed,
+            "error_kind": self.error_kind,
+            "error": self.error,
+        }
+
+    def to_dict(self) -> dict[str, Any]:
+        """Builtin-typed form with raw stamps and derived stats."""
+        return {
+            "name": self.name,
+            "method": self.method,
+            "url": self.url,
+            "format": self.format,
+            "format_auto": self.format_auto,
+            "request_ns": self.request_ns,
+            "status_code": self.status_code,
+            "response_ns": self.response_ns,
+            "end_ns": self.end_ns,
+            "chunks": [c.to_dict() for c in self.chunks],
+            "reads": [[stamp, n] for stamp, n in self.reads],
+            "heartbeats": self.heartbeats,
+            "heartbeat_ns": list(self.heartbeat_ns),
+            "completed": self.completed,
+            "error": self.error,
+            "error_kind": self.error_kind,
+            "faults": [f.to_dict() for f in self.faults],
+            "caught": list(self.caught),
+            "expect": self.expect,
+            "held_open_s": self.held_open_s,
+            "node": self.node,
+            "queued_ns": self.queued_ns,
+            "local": self.local,
+            "stamps": self.stamps,
+            "read_delay_ns": list(self.read_delay_ns),
+            "client_delay_s": self.client_delay,
+            "stats": self.summary(),
+            "findings": [f.to_dict() for f in self.findings],
+        }
+
+    @classmethod
+    def from_dict(cls, raw: dict[str, Any]) -> StreamTrace:
+        """Inverse of :meth:`to_dict` (derived stats are recomputed, not read)."""
+        return cls(
+            name=str(raw["name"]),
+            method=str(raw["method"]),
+            url=str(raw["url"]),
+            format=str(raw["format"]),
+            format_auto=bool(raw.get("format_auto", False)),
+            request_ns=int(raw["request_ns"]),
+            status_code=raw.get("status_code"),
+            response_ns=raw.get("response_ns"),
+            end_ns=raw.get("end_ns"),
+            chunks=[Chunk.from_dict(c) for c in raw.get("chunks", [])],
+            reads=[(int(s), int(n)) for s, n in raw.get("reads", [])],
+            heartbeats=int(raw.get("heartbeats", 0)),
+            heartbeat_ns=[int(s) for s in raw.get("heartbeat_ns", [])],
+            completed=bool(raw.get("completed", False)),
+            error=raw.get("error"),
+            error_kind=raw.get("error_kind"),
+            faults=[FaultRecord.from_dict(f) for f in raw.get("faults", [])],
+            caught=[str(c) for c in raw.get("caught", [])],
+            expect=raw.get("expect"),
+            held_open_s=raw.get("held_open_s"),
+            node=raw.get("node"),
+            queued_ns=raw.get("queued_ns"),
+            local=raw.get("local"),
+            stamps=raw.get("stamps"),
+            read_delay_ns=[int(d) for d in raw.get("read_delay_ns", [])],
+        )

@@ -1,0 +1,511 @@
+"""Deadlines on a stream, their verdicts, and the messages a failing test shows.
+
+A verdict names the stream, the chunk index, the measured value, the deadline and the faults
+that were active, followed by a compact timeline of the stream.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from pytest_streamguard.plugin.display import counted
+from pytest_streamguard.verdict.findings import Finding, Observed, findings_of
+from pytest_streamguard.verdict.stats import ns_to_s, percentile
+
+
+class StampedChunk(Protocol):
+    """What a verdict reads of a chunk."""
+
+    @property
+    def index(self) -> int:
+        """Position in the stream."""
+
+    @property
+    def stamp_ns(self) -> int:
+        """Arrival stamp (``perf_counter_ns``)."""
+
+
+class CheckedStream(Protocol):
+    """What a verdict reads of a stream; :class:`~pytest_streamguard.stream.trace.CheckedStream`.
+
+    Deadlines depend on this shape only, so the trace (which offers ``assert_deadline``) can
+    depend on them without a cycle.
+    """
+
+    name: str
+    completed: bool
+    error: str | None
+    error_kind: str | None
+    end_ns: int | None
+    caught: list[str]
+    expect: str | None
+    held_open_s: float | None
+
+    @property
+    def chunks(self) -> Sequence[StampedChunk]:
+        """The stream's tokens in order."""
+
+    @property
+    def ttft(self) -> float | None:
+        """Request to first token, seconds."""
+
+    @property
+    def gaps(self) -> list[float]:
+        """Seconds between consecutive tokens."""
+
+    @property
+    def total(self) -> float | None:
+        """Request to end, seconds."""
+
+    def active_faults(self) -> tuple[str, ...]:
+        """The faults that were on while the stream was read, as written in a test."""
+
+    def timeline(self, marks: dict[int, str] | None = None) -> str:
+        """A compact view of the stream with ``marks`` on some chunks."""
+
+
+@dataclass(frozen=True)
+class Deadline:
+    """Bounds in seconds; None means "not checked". ``percentile`` applies ``chunk`` to the
+    given percentile of gaps instead of to every gap."""
+
+    ttft: float | None = None
+    chunk: float | None = None
+    total: float | None = None
+    percentile: float | None = None
+
+    def describe(self) -> str:
+        """``ttft=0.5, chunk=0.2`` for the bounds that are set."""
+        parts = [
+            f"{name}={value:g}"
+            for name, value in (
+                ("ttft", self.ttft),
+                ("chunk", self.chunk),
+                ("total", self.total),
+                ("percentile", self.percentile),
+            )
+            if value is not None
+        ]
+        return ", ".join(parts) or "no bounds"
+
+    def to_dict(self) -> dict[str, Any]:
+        """Builtin-typed form."""
+        return {
+            "ttft": self.ttft,
+            "chunk": self.chunk,
+            "total": self.total,
+            "percentile": self.percentile,
+        }
+
+    @classmethod
+    def from_dict(cls, raw: dict[str, Any]) -> Deadline:
+        """Inverse of :meth:`to_dict`."""
+        return cls(
+            ttft=raw.get("ttft"),
+            chunk=raw.get("chunk"),
+            total=raw.get("total"),
+            percentile=raw.get("percentile"),
+        )
+
+
+@dataclass(frozen=True)
+class Violation:
+    """One broken bound on one stream."""
+
+    stream: str
+    bound: str
+    measured: float | None
+    limit: float | None
+    chunk_index: int | None
+    detail: str
+    faults: tuple[str, ...]
+    timeline: str
+
+    def headline(self) -> str:
+        """One line: stream, what was broken, measured vs deadline, active faults."""
+        faults = ", ".join(self.faults) if self.faults else "none"
+        return f"{self.stream}: {self.detail}; active faults: {faults}"
+
+
+class DeadlineViolation(AssertionError):
+    """Raised when a stream breaks its token deadline (an assertion failure, so the test fails).
+
+    ``violations`` holds the individual :class:`Violation` records. ``traces`` (every stream
+    checked) lets the message count the streams' outcomes; ``report`` says where every stream's
+    verdict and timeline can be read (the message shows only the worst few).
+    """
+
+    def __init__(
+        self,
+        violations: list[Violation],
+        *,
+        traces: Sequence[CheckedStream] | None = None,
+        report: str | None = None,
+    ) -> None:
+        self.violations = violations
+        super().__init__(format_violations(violations, traces=traces, report=report))
+
+
+#: How much of a verdict the message shows, so that a failing load of many streams fits a
+#: screen (60 lines at most): the worst few streams' headlines and timelines, with counts.
+SHOWN_STREAMS = 3
+SHOWN_HEADLINES = 6
+TIMELINE_LINES = 14
+_BOUND_WORDS = {
+    "completed": "did not complete",
+    "expect": "was not cut as expected",
+    "held_open": "held open",
+    "ttft": "ttft",
+    "chunk": "chunk gap",
+    "total": "total",
+}
+#: Where every stream's verdict can be read when the message is not given a report.
+NO_REPORT = (
+    "every stream's verdict and timeline: streamguard.traces, or a report "
+    "(--streamguard-json PATH, --streamguard-html PATH)"
+)
+
+
+def _severity(violations: list[Violation]) -> tuple[int, float]:
+    """Sort key of a stream's violations, worst first: a stream that did not complete, then
+    by how far its worst measured value is over its bound."""
+    ratio = max(
+        (
+            v.measured / v.limit
+            for v in violations
+            if v.measured is not None and v.limit is not None and v.limit > 0
+        ),
+        default=0.0,
+    )
+    return (0 if any(v.bound in ("completed", "expect") for v in violations) else 1, -ratio)
+
+
+def _clip(timeline: str, limit: int) -> list[str]:
+    """A timeline in at most ``limit`` lines: its title, its first and last events, and as many
+    of its marked lines (``<--``) as fit, with the lines left out counted."""
+    lines = timeline.split("\n")
+    if len(lines) <= limit:
+        return lines
+    title, body = lines[0], lines[1:]
+    base = {0, 1, 2, len(body) - 2, len(body) - 1}
+    marked = [i for i, line in enumerate(body) if "<--" in line]
+    for count in range(len(marked), -1, -1):
+        keep = sorted(base | set(marked[:count]))
+        out = [title]
+        previous = -1
+        for i in keep:
+            if i > previous + 1:
+                out.append(f"    {'...':>10}  ({counted(i - previous - 1, 'line')} left out)")
+            out.append(body[i])
+            previous = i
+        if len(out) <= limit:
+            return out
+    return out
+
+
+def format_violations(
+    violations: list[Violation],
+    *,
+    traces: Sequence[CheckedStream] | None = None,
+    report: str | None = None,
+) -> str:
+    """The message: a header, the streams' outcomes and what they broke (when more than one
+    stream was checked), the worst streams' headlines and timelines, and where the rest is."""
+    by_stream: dict[str, list[Violation]] = {}
+    for violation in violations:
+        by_stream.setdefault(violation.stream, []).append(violation)
+    lines = [f"token deadline violated ({len(violations)} in {counted(len(by_stream), 'stream')}):"]
+    # One line about the verdict as a whole goes here, right under the header.
+    cause = likely_cause(traces or ())
+    if cause:
+        lines.append(f"  likely cause: {cause}")
+    if traces is not None and len(traces) > 1:
+        outcomes: dict[str, int] = {}
+        for trace in traces:
+            outcome = "completed" if trace.completed else str(trace.error_kind)
+            outcomes[outcome] = outcomes.get(outcome, 0) + 1
+        broken: dict[str, int] = {}
+        for violation in violations:
+            word = _BOUND_WORDS.get(violation.bound, violation.bound)
+            broken[word] = broken.get(word, 0) + 1
+        lines.append(
+            f"  {counted(len(traces), 'stream')} read: "
+            + ", ".join(f"{n} {outcome}" for outcome, n in outcomes.items())
+            + "; violations: "
+            + ", ".join(f"{n} {word}" for word, n in broken.items())
+        )
+    ranked = sorted(by_stream, key=lambda name: _severity(by_stream[name]))
+    shown = [v for name in ranked[:SHOWN_STREAMS] for v in by_stream[name]][:SHOWN_HEADLINES]
+    lines.extend(f"  {v.headline()}" for v in shown)
+    shown_streams = list(dict.fromkeys(v.stream for v in shown))
+    hidden = len(violations) - len(shown)
+    if hidden:
+        more = len(by_stream) - len(shown_streams)
+        where = f" in {counted(more, 'more stream')}" if more else ""
+        lines.append(f"  ... and {counted(hidden, 'more violation')}{where} (worst shown first)")
+    clipped = False
+    for name in shown_streams:
+        timeline = _clip(by_stream[name][0].timeline, TIMELINE_LINES)
+        clipped = clipped or len(timeline) < len(by_stream[name][0].timeline.split("\n"))
+        lines.extend(timeline)
+    if hidden or clipped:
+        lines.append(f"  {report or NO_REPORT}")
+    return "\n".join(lines)
+
+
+#: The error kinds in which the connection ended before the protocol's end: what
+#: ``expect="cut"`` expects.
+CUT_KINDS = frozenset({"truncated", "cut", "reset", "network"})
+
+
+def likely_cause(traces: Sequence[object], server: Sequence[Finding] = ()) -> str:
+    """The findings of ``traces`` (and ``server``: those read from the target's side) in a line
+    (each name once, with its first evidence and how many streams showed it), or the empty
+    string when they show none."""
+    observed = [t for t in traces if isinstance(t, Observed)]
+    if not observed:
+        return ""
+    first: dict[str, Finding] = {}
+    streams: dict[str, set[str]] = {}
+    for finding in [*findings_of(observed), *server]:
+        first.setdefault(finding.name, finding)
+        streams.setdefault(finding.name, set()).update(finding.streams)
+    parts = []
+    for name, finding in first.items():
+        more = len(streams[name]) - 1
+        also = (
+            f" (and {counted(more, 'more stream')})" if more and len(finding.streams) == 1 else ""
+        )
+        parts.append(finding.describe() + also)
+    return "; ".join(parts)
+
+
+def check_trace(trace: CheckedStream, deadline: Deadline) -> list[Violation]:
+    """Every way ``trace`` breaks ``deadline``; a stream that did not complete always does."""
+    found: list[tuple[str, float | None, float | None, int | None, str]] = []
+    marks: dict[int, str] = {}
+    cut = not trace.completed and trace.error_kind in CUT_KINDS
+    if trace.expect == "cut" and not cut:
+        what = "completed" if trace.completed else f"{trace.error_kind}: {trace.error}"
+        found.append(
+            (
+                "expect",
+                trace.total,
+                None,
+                len(trace.chunks),
+                f"expected a cut (expect='cut'), but the stream was not cut ({what}) "
+                f"after {counted(len(trace.chunks), 'chunk')}",
+            )
+        )
+    elif not trace.completed and trace.expect != "cut":
+        # (A cut the test asked for is no violation; what came before it is still held to
+        # the bounds below.)
+        trailing = ""
+        if trace.chunks and trace.end_ns is not None:
+            idle = ns_to_s(trace.end_ns - trace.chunks[-1].stamp_ns)
+            trailing = f", {idle:.3f} s after chunk {trace.chunks[-1].index}"
+        found.append(
+            (
+                "completed",
+                trace.total,
+                None,
+                len(trace.chunks),
+                f"stream did not complete ({trace.error_kind}: {trace.error}) "
+                f"after {counted(len(trace.chunks), 'chunk')}{trailing}",
+            )
+        )
+    if trace.held_open_s is not None:
+        found.append(
+            (
+                "held_open",
+                trace.held_open_s,
+                None,
+                len(trace.chunks),
+                f"body held open {trace.held_open_s:.3f} s after the stream's end "
+                "(an SDK client that reads to the body's end waits there until its own timeout)",
+            )
+        )
+    if deadline.ttft is not None:
+        if trace.ttft is None and trace.completed:
+            # An empty answer the test allowed: no first token to time, so the bound applies
+            # to the answer itself (request to end), as a user waiting on it would see it.
+            waited = trace.total
+            if waited is not None and waited > deadline.ttft:
+                found.append(
+                    (
+                        "ttft",
+                        waited,
+                        deadline.ttft,
+                        0,
+                        f"empty answer (allowed) ended after {waited:.3f} s "
+                        f"> ttft deadline {deadline.ttft:.3f} s",
+                    )
+                )
+        elif trace.ttft is None:
+            # A stream that ended without a token already broke "completed" above; its ttft is
+            # broken too only if it was still waiting when the ttft deadline ran out.
+            waited = trace.total
+            if (waited is None or waited > deadline.ttft) and not (trace.expect == "cut" and cut):
+                after = "" if waited is None else f" in {waited:.3f} s"
+                found.append(
+                    (
+                        "ttft",
+                        waited,
+                        deadline.ttft,
+                        0,
+                        f"no data event arrived{after} (ttft deadline {deadline.ttft:.3f} s)",
+                    )
+                )
+        elif trace.ttft > deadline.ttft:
+            marks[0] = f"over ttft {deadline.ttft * 1e3:.1f} ms"
+            found.append(
+                (
+                    "ttft",
+                    trace.ttft,
+                    deadline.ttft,
+                    0,
+                    f"ttft {trace.ttft:.3f} s > deadline {deadline.ttft:.3f} s",
+                )
+            )
+    gaps = trace.gaps
+    if deadline.chunk is not None and gaps:
+        if deadline.percentile is not None:
+            value = percentile(gaps, deadline.percentile)
+            assert value is not None
+            if value > deadline.chunk:
+                over = [i for i, g in enumerate(gaps) if g > deadline.chunk]
+                for i in over:
+                    marks[i + 1] = "gap over chunk deadline"
+                found.append(
+                    (
+                        "chunk",
+                        value,
+                        deadline.chunk,
+                        over[0] + 1,
+                        f"p{deadline.percentile:g} gap {value:.3f} s > chunk deadline "
+                        f"{deadline.chunk:.3f} s ({len(over)} of {len(gaps)} gaps over, "
+                        f"first before chunk {over[0] + 1})",
+                    )
+                )
+        else:
+            over = [i for i, g in enumerate(gaps) if g > deadline.chunk]
+            if over:
+                worst = max(over, key=lambda i: gaps[i])
+                for i in over:
+                    marks[i + 1] = f"over {deadline.chunk * 1e3:.1f} ms"
+                found.append(
+                    (
+                        "chunk",
+                        gaps[worst],
+                        deadline.chunk,
+                        worst + 1,
+                        f"gap before chunk {worst + 1} = {gaps[worst]:.3f} s > chunk deadline "
+                        f"{deadline.chunk:.3f} s ({len(over)} of {len(gaps)} gaps over)",
+                    )
+                )
+    if deadline.total is not None and trace.total is not None and trace.total > deadline.total:
+        found.append(
+            (
+                "total",
+                trace.total,
+                deadline.total,
+                None,
+                f"total {trace.total:.3f} s > deadline {deadline.total:.3f} s",
+            )
+        )
+    if not found:
+        return []
+    line = trace.timeline(marks)
+    faults = trace.active_faults()
+    return [
+        Violation(
+            stream=trace.name,
+            bound=bound,
+            measured=measured,
+            limit=limit,
+            chunk_index=index,
+            detail=detail,
+            faults=faults,
+            timeline=line,
+        )
+        for bound, measured, limit, index, detail in found
+    ]
+
+
+def check_traces(traces: Sequence[CheckedStream], deadline: Deadline) -> list[Violation]:
+    """Every way the streams of one test (or one load) break ``deadline``.
+
+    Without ``percentile`` each stream is checked on its own (:func:`check_trace`). With it,
+    ``chunk`` bounds that percentile of the gaps pooled over every stream, so a load of many
+    streams is judged on its tail rather than on its single worst gap; ``ttft`` and ``total``
+    still bound each stream, and a stream that errored or was cut is still a violation.
+    """
+    if deadline.percentile is None or deadline.chunk is None:
+        return [v for trace in traces for v in check_trace(trace, deadline)]
+    per_stream = Deadline(ttft=deadline.ttft, total=deadline.total)
+    found = [v for trace in traces for v in check_trace(trace, per_stream)]
+    pooled = [(gap, trace, i) for trace in traces for i, gap in enumerate(trace.gaps)]
+    if not pooled:
+        return found
+    value = percentile([gap for gap, _, _ in pooled], deadline.percentile)
+    assert value is not None
+    if value <= deadline.chunk:
+        return found
+    over = [(gap, trace, i) for gap, trace, i in pooled if gap > deadline.chunk]
+    worst_gap, worst, worst_index = max(over, key=lambda entry: entry[0])
+    marks = {i + 1: "gap over chunk deadline" for gap, trace, i in over if trace is worst}
+    streams = len({id(trace) for _, trace, _ in over})
+    found.append(
+        Violation(
+            stream=f"{counted(len(traces), 'stream')} pooled",
+            bound="chunk",
+            measured=value,
+            limit=deadline.chunk,
+            chunk_index=worst_index + 1,
+            detail=(
+                f"p{deadline.percentile:g} gap {value:.3f} s > chunk deadline "
+                f"{deadline.chunk:.3f} s ({len(over)} of {len(pooled)} gaps over, in "
+                f"{counted(streams, 'stream')}; worst {worst_gap:.3f} s before chunk "
+                f"{worst_index + 1} of {worst.name})"
+            ),
+            faults=worst.active_faults(),
+            timeline=worst.timeline(marks),
+        )
+    )
+    return found
+
+
+def assert_traces(traces: Sequence[CheckedStream], deadline: Deadline) -> None:
+    """Raise :class:`DeadlineViolation` if ``traces`` break ``deadline`` (see
+    :func:`check_traces`). Each violation's headline is also kept on its stream's ``caught``,
+    so the reports show what the plugin found even when the test expects and catches it."""
+    violations = check_traces(traces, deadline)
+    if violations:
+        by_name = {trace.name: trace for trace in traces}
+        for violation in violations:
+            by_name.get(violation.stream, traces[0]).caught.append(violation.headline())
+        raise DeadlineViolation(violations, traces=traces)
+
+
+#: A bound above this many seconds is refused unless the caller says ``long=True``: such a
+#: number is almost always milliseconds written where seconds are meant (``ttft=500``), which
+#: would otherwise pass every stream without a word.
+LONG_DEADLINE_S = 60.0
+
+
+def check_units(deadline: Deadline, *, long: bool, call: str, where: str = "") -> None:
+    """Raise ValueError when a bound of ``deadline`` is above :data:`LONG_DEADLINE_S` and
+    ``long`` is false, saying deadlines are in seconds; ``call`` names the marker or method
+    (``token_deadline``), ``where`` where ``long=True`` goes (`` on the marker``)."""
+    if long:
+        return
+    for key in ("ttft", "chunk", "total"):
+        value = getattr(deadline, key)
+        if value is not None and value > LONG_DEADLINE_S:
+            raise ValueError(
+                f"{call}({key}={value:g}) is {value:g} seconds: deadlines are in seconds (for "
+                f"{value:g} ms write {key}={value / 1000:g}); a deadline above "
+                f"{LONG_DEADLINE_S:g} s needs long=True{where}"
+            )
