@@ -155,10 +155,10 @@ def test_ctrl_c_mid_load_keeps_every_partial_trace(pytester: pytest.Pytester, ap
     report = json.loads((pytester.path / "r.json").read_text())
     [test] = report["tests"]
     assert len(test["traces"]) == 3
-    # The summary row counts the chunks of the load's streams (it used to have none): as many
-    # as the JSON's traces hold, however many arrived before the interrupt.
+    # The summary has the load's row (it used to have none), counting the chunks its traces
+    # hold: however many arrived before the interrupt (the app counted 3 streams as started,
+    # which on a busy machine may be before the client read any chunk).
     chunks = sum(len(trace["chunks"]) for trace in test["traces"])
-    assert chunks >= 3
     result.stdout.fnmatch_lines([f"*::test_interrupted_load * {chunks} * error *"])
     for trace in test["traces"]:
         assert (trace["completed"], trace["error_kind"]) == (False, "interrupted")
