@@ -27,6 +27,10 @@ from pytest_streamguard import DeadlineViolation, StreamGuard, StreamTrace, Targ
 from pytest_streamguard.verdict.findings import findings_of
 
 REQUEST = {"prompt": "eight users at once", "max_new_tokens": 48}
+# One stream stopped at its 3rd chunk: long enough that the target is still generating when the
+# client, which sets the freeze off, has read that chunk (48 tokens took the tiny model under
+# 0.1 s; with both cores kept busy the client read all of them at once, after the generation).
+LONG = {"prompt": "one user, a long answer", "max_new_tokens": 400}
 STREAMS = 8
 # A stream queued behind the others waits for their whole generations: seconds here (TTFTs of
 # 1.3 to 6 s measured with both cores kept busy, the first stream alone on time). A stream
@@ -114,7 +118,7 @@ class TestFrozenTarget:
         self, streamguard: StreamGuard
     ) -> None:
         record = streamguard.faults.freeze(0.6, after_chunks=3)
-        trace = streamguard.stream(json=REQUEST, read_timeout=0.3)
+        trace = streamguard.stream(json=LONG, read_timeout=0.3)
         assert trace.error_kind == "timeout", trace.error
         assert streamguard.faults.judge([trace]) == []
         assert "ended timeout while the target was stopped" in record.evidence
@@ -123,7 +127,7 @@ class TestFrozenTarget:
         # A client (or ingress) read timeout must outlast the longest block the server can
         # have (a GC pause, a synchronize): then the stream only waits, and completes.
         streamguard.faults.freeze(0.6, after_chunks=3)
-        trace = streamguard.stream(json=REQUEST, read_timeout=2.0)
+        trace = streamguard.stream(json=LONG, read_timeout=2.0)
         assert trace.completed, trace.error
         assert max(trace.gaps) >= 0.5
         # One block on one stream: a wait, not a pattern across streams; no finding.
