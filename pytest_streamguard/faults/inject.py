@@ -431,6 +431,18 @@ class Faults:
             record.toxics.append(name)
         return record
 
+    def _end_at_chunk(self, kind: str, type_: str, after_chunks: int, streams: Any) -> FaultRecord:
+        """``cut``/``reset`` right after chunk ``after_chunks``: the embedded server's
+        ``type_`` toxic, aimed at ``streams`` when given."""
+        _number(kind, "after_chunks", after_chunks, minimum=1, integer=True)
+        return self._proxy_chunk(
+            kind,
+            {"after_chunks": after_chunks},
+            type_,
+            {"after_chunks": int(after_chunks)},
+            _aim(kind, streams),
+        )
+
     def _proxy_chunk(
         self,
         kind: str,
@@ -735,14 +747,7 @@ class Faults:
                 "(an integer >= 1)"
             )
         if after_chunks is not None:
-            _number("cut", "after_chunks", after_chunks, minimum=1, integer=True)
-            return self._proxy_chunk(
-                "cut",
-                {"after_chunks": after_chunks},
-                "chunk_cut",
-                {"after_chunks": int(after_chunks)},
-                _aim("cut", streams),
-            )
+            return self._end_at_chunk("cut", "chunk_cut", after_chunks, streams)
         if streams is not None:
             raise ValueError(
                 f"faults.cut(after_bytes={after_bytes!r}, streams={streams!r}): streams= aims "
@@ -770,14 +775,7 @@ class Faults:
                     "expected one of after_ms (a reset after the first response chunk) or "
                     "after_chunks (a reset right after chunk N)"
                 )
-            _number("reset", "after_chunks", after_chunks, minimum=1, integer=True)
-            return self._proxy_chunk(
-                "reset",
-                {"after_chunks": after_chunks},
-                "chunk_reset",
-                {"after_chunks": int(after_chunks)},
-                _aim("reset", streams),
-            )
+            return self._end_at_chunk("reset", "chunk_reset", after_chunks, streams)
         if streams is not None:
             raise ValueError(
                 f"faults.reset(streams={streams!r}): streams= aims a reset at chunk N; use it "
