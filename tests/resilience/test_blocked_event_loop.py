@@ -31,6 +31,11 @@ REQUEST = {"prompt": "eight users at once", "max_new_tokens": 48}
 # client, which sets the freeze off, has read that chunk (48 tokens took the tiny model under
 # 0.1 s; with both cores kept busy the client read all of them at once, after the generation).
 LONG = {"prompt": "one user, a long answer", "max_new_tokens": 400}
+# The naive target serves the queued streams one or two at a time, each for its whole answer:
+# with 48 tokens a quiet 2-core machine served them in 4 steps 0.25 s apart, and only the last
+# two streams passed 0.5 s. 120 tokens make each step about 0.6 s there, so every stream past
+# the first step is late however fast the machine (and seconds later with both cores busy).
+NAIVE_REQUEST = {**REQUEST, "max_new_tokens": 120}
 STREAMS = 8
 # A stream queued behind the others waits for their whole generations: seconds here (TTFTs of
 # 1.3 to 6 s measured with both cores kept busy, the first stream alone on time). A stream
@@ -44,9 +49,11 @@ CHUNK = 0.5
 BLOCKED_LAG_S = 0.2
 
 
-async def eight_streams(streamguard: StreamGuard) -> list[StreamTrace]:
+async def eight_streams(
+    streamguard: StreamGuard, request: dict[str, object] = REQUEST
+) -> list[StreamTrace]:
     """The same request on 8 concurrent streams through the proxy."""
-    return (await streamguard.aload(STREAMS, json=REQUEST)).traces
+    return (await streamguard.aload(STREAMS, json=request)).traces
 
 
 class TestNaiveTarget:
@@ -62,7 +69,7 @@ class TestNaiveTarget:
     async def test_naive_target_stalls_every_stream(self, streamguard: StreamGuard) -> None:
         # Lags from before the test (the start-up, another test) are not this incident's.
         lags_before = loop_lags_over(streamguard.target, BLOCKED_LAG_S)
-        traces = await eight_streams(streamguard)
+        traces = await eight_streams(streamguard, NAIVE_REQUEST)
         assert all(t.completed for t in traces), [t.error for t in traces]
         late = []
         for trace in traces:
