@@ -347,18 +347,19 @@ def find_aiperf(given: str | None, *, anywhere: bool) -> str | None:
     """The aiperf executable to use, or None.
 
     ``given`` (``--aiperf``): a path, or ``none`` to skip AIPerf; a path that is not a file is
-    an error. Without it: ``.venv-aiperf/bin/aiperf`` (``make bench`` creates it) where it
-    exists, and with ``anywhere`` first ``$STREAMGUARD_AIPERF`` and last ``aiperf`` on PATH."""
+    an error, and a relative one is made absolute (AIPerf runs in a temporary directory).
+    Without it: ``.venv-aiperf/bin/aiperf`` (``make bench`` creates it) where it exists, and
+    with ``anywhere`` first ``$STREAMGUARD_AIPERF`` and last ``aiperf`` on PATH."""
     if given is not None:
         if given == "none":
             return None
         if not Path(given).is_file():
             raise SystemExit(f"--aiperf {given!r}: no such file; expected an aiperf path or none")
-        return given
+        return str(Path(given).absolute())
     candidates = [os.environ.get("STREAMGUARD_AIPERF")] if anywhere else []
     for candidate in (*candidates, str(ROOT / ".venv-aiperf" / "bin" / "aiperf")):
         if candidate and Path(candidate).is_file():
-            return candidate
+            return str(Path(candidate).absolute())
     return shutil.which("aiperf") if anywhere else None
 
 
