@@ -96,6 +96,22 @@ def test_idle_cut_names_a_round_silence_and_not_another() -> None:
     assert fine.findings == []
 
 
+def test_idle_cut_counts_from_a_read_a_lazy_timer_kept() -> None:
+    # nginx does not move a running timer by under 300 ms: behind a 1 s read timeout, a token
+    # that came 0.242 s after the one before is followed by the cut 0.760 s later, 1 s after
+    # the earlier read (a busy run: 0.872 s of silence, the response head 0.120 s before the
+    # last chunk). The roundest of the candidate reads is named.
+    lazy = make("stream 1", 0, [20, 262], completed=False, end_ms=1022, kind="cut")
+    assert [f.describe() for f in lazy.findings] == [
+        "idle_cut: cut after 0.760 s of silence, 1.002 s after a read 0.242 s before the last"
+        " (a 1 s read timeout?)"
+    ]
+    assert lazy.findings[0].data["round_s"] == 1
+    # A read further back than 0.3 s is one no timer still counts from.
+    far = make("stream 1", 0, [10, 20, 400], completed=False, end_ms=1015, kind="cut")
+    assert far.findings == []
+
+
 def test_held_open_reads_the_field_when_a_trace_has_it() -> None:
     trace = make("stream 1", 0, [10, 20, 30])
     assert trace.findings == []
