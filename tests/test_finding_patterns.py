@@ -204,6 +204,15 @@ def test_blocked_loop_finds_streams_served_in_turn() -> None:
     # Served side by side: every head long before any answer ended.
     side = [make(f"stream {k}", 0, [60 + 20 * i for i in range(48)], head_ms=40) for k in range(8)]
     assert findings_of(side) == []
+    # A server that admits a batch and queues the rest (the continuous-batching target on a
+    # quiet machine): 10 of 30 streams under way side by side when the first answer ended at
+    # 0.163 s, the other 20 heads after it, the last at 0.233 s. Capacity, not a blocked loop.
+    batch = [make(f"stream {k}", 0, [9 + 5 * i for i in range(32)], head_ms=5) for k in range(10)]
+    queued = [
+        make(f"stream {k}", 0, [240 + 5 * i for i in range(32)], head_ms=200 + 2 * k)
+        for k in range(10, 30)
+    ]
+    assert findings_of([*batch, *queued]) == []
 
 
 def test_a_finding_round_trips_through_the_json_form() -> None:

@@ -88,6 +88,12 @@ RELEASE_WINDOW_S = 0.05
 #: after another of them had already received its whole answer (at least
 #: ``BUFFERED_MIN_CHUNKS`` chunks), ``STAIR_RISE_S`` or more after their own request.
 QUEUED_MIN_STREAMS = 3
+#: ... and at most this many of them had their heads before the first whole answer ended: a
+#: blocked loop serves one answer (or two) at a time, where a server that admits a batch and
+#: queues the rest serves many side by side (the continuous-batching target had 10 of 30
+#: streams under way when the first answer ended, on a quiet 2-core machine: capacity, not a
+#: blocked loop).
+SERVED_AT_ONCE_MAX = 2
 
 #: cold_start: at least this many streams with a first token; the first stream's TTFT at least
 #: ``COLD_FACTOR`` times the median of the later ones and at least ``COLD_MIN_S`` above it.
@@ -499,6 +505,9 @@ def _served_in_turn(traces: Sequence[Observed]) -> Finding | None:
         return None
     t0 = min(t.request_ns for t in together)
     first_end, served = min(((end, o) for end, o in ended), key=lambda e: e[0])
+    under_way = [t for t in together if t.response_ns is not None and t.response_ns < first_end]
+    if len(under_way) > SERVED_AT_ONCE_MAX:
+        return None
     latest = max(t.response_ns for t in queued if t.response_ns is not None)
     return Finding(
         "blocked_loop",
