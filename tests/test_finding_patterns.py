@@ -3,11 +3,21 @@ the pattern's fixed twin (the thresholds are in :mod:`pytest_streamguard.verdict
 
 from __future__ import annotations
 
+import http.server
+import threading
+import time
+
 import pytest
 
 from pytest_streamguard.report.records import TestRecord
 from pytest_streamguard.stream.trace import Chunk, FaultRecord, StreamTrace
-from pytest_streamguard.verdict.findings import Finding, findings_of, not_cancelled, parse_fail_on
+from pytest_streamguard.verdict.findings import (
+    Finding,
+    findings_of,
+    not_cancelled,
+    parse_fail_on,
+    target_gauges,
+)
 
 MS = 1_000_000
 
@@ -204,15 +214,23 @@ def test_blocked_loop_finds_streams_served_in_turn() -> None:
     # Served side by side: every head long before any answer ended.
     side = [make(f"stream {k}", 0, [60 + 20 * i for i in range(48)], head_ms=40) for k in range(8)]
     assert findings_of(side) == []
-    # A server that admits a batch and queues the rest (the continuous-batching target on a
-    # quiet machine): 10 of 30 streams under way side by side when the first answer ended at
-    # 0.163 s, the other 20 heads after it, the last at 0.233 s. Capacity, not a blocked loop.
-    batch = [make(f"stream {k}", 0, [9 + 5 * i for i in range(32)], head_ms=5) for k in range(10)]
+    # A server that admits a batch and queues the rest: 10 of 30 streams under way side by side
+    # when the first answer ended, the other 20 heads after it (the continuous-batching target
+    # on a quiet machine, with its figures stretched past 0.5 s). Capacity, not a blocked loop.
+    batch = [make(f"stream {k}", 0, [9 + 18 * i for i in range(32)], head_ms=5) for k in range(10)]
     queued = [
-        make(f"stream {k}", 0, [240 + 5 * i for i in range(32)], head_ms=200 + 2 * k)
+        make(f"stream {k}", 0, [640 + 5 * i for i in range(32)], head_ms=600 + 2 * k)
         for k in range(10, 30)
     ]
     assert findings_of([*batch, *queued]) == []
+    # One short answer first, the others' heads just after it: a pause of 0.2 s no deadline
+    # would see (the continuous-batching target on a busy machine).
+    short = make("stream 0", 0, [10 + 4 * i for i in range(48)], head_ms=8)
+    after = [
+        make(f"stream {k}", 0, [215 + 3 * k + i for i in range(48)], head_ms=210 + 3 * k)
+        for k in range(1, 8)
+    ]
+    assert findings_of([short, *after]) == []
 
 
 def test_a_finding_round_trips_through_the_json_form() -> None:
@@ -296,3 +314,38 @@ def test_a_test_record_keeps_its_server_side_finding_through_the_json_form() -> 
     assert [f.name for f in record.findings] == ["buffered", "not_cancelled"]
     again = TestRecord.from_dict(record.to_dict())
     assert [f.name for f in again.findings] == ["buffered", "not_cancelled"]
+
+
+def test_the_gauge_reader_tries_again_when_the_target_answers_late() -> None:
+    # A target busy generating answered its metrics late once, and one try read that as a
+    # target without gauges: not_cancelled then missed generation left running.
+    answers = iter([0.5, 0.0])
+    body = (
+        b"# TYPE streamguard_target_engine_requests gauge\n"
+        b"streamguard_target_engine_requests 1.0\n"
+        b"# TYPE streamguard_target_active_streams gauge\n"
+        b"streamguard_target_active_streams 0.0\n"
+    )
+
+    class Late(http.server.BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            time.sleep(next(answers, 0.0))
+            self.send_response(200)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Late)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        url = f"http://127.0.0.1:{server.server_address[1]}"
+        assert target_gauges(url, timeout=0.2, attempts=2)() == (1.0, 0.0)
+        answers = iter([0.5, 0.5])
+        assert target_gauges(url, timeout=0.2, attempts=2)() is None
+    finally:
+        server.shutdown()
+        server.server_close()

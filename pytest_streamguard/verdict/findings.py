@@ -86,8 +86,12 @@ RELEASE_WINDOW_S = 0.05
 #: blocked_loop (served one after another): of at least ``STAIR_MIN_STREAMS`` streams sent
 #: together, at least ``QUEUED_MIN_STREAMS`` (and at least half) got their response heads only
 #: after another of them had already received its whole answer (at least
-#: ``BUFFERED_MIN_CHUNKS`` chunks), ``STAIR_RISE_S`` or more after their own request.
+#: ``BUFFERED_MIN_CHUNKS`` chunks), ``QUEUED_MIN_WAIT_S`` or more after their own request ...
 QUEUED_MIN_STREAMS = 3
+#: ... (the continuous-batching target on a busy 2-core machine once served one 48-token
+#: answer in 0.2 s before the 7 other streams' heads, the last at 0.229 s: a pause no deadline
+#: would see; the naive target held them 0.6 s on a quiet machine, seconds on a busy one) ...
+QUEUED_MIN_WAIT_S = 0.5
 #: ... and at most this many of them had their heads before the first whole answer ended: a
 #: blocked loop serves one answer (or two) at a time, where a server that admits a batch and
 #: queues the rest serves many side by side (the continuous-batching target had 10 of 30
@@ -498,7 +502,7 @@ def _served_in_turn(traces: Sequence[Observed]) -> Finding | None:
     queued = []
     for t in together:
         assert t.response_ns is not None
-        waited = t.response_ns - t.request_ns >= STAIR_RISE_S * 1e9
+        waited = t.response_ns - t.request_ns >= QUEUED_MIN_WAIT_S * 1e9
         if waited and any(end <= t.response_ns and o is not t for end, o in ended):
             queued.append(t)
     if len(queued) < max(QUEUED_MIN_STREAMS, len(together) / 2):
@@ -580,22 +584,32 @@ ENGINE_GAUGE = "streamguard_target_engine_requests"
 OPEN_GAUGE = "streamguard_target_active_streams"
 
 
-def target_gauges(url: str, timeout: float = 1.0) -> Callable[[], tuple[float, float] | None]:
+def target_gauges(
+    url: str, timeout: float = 2.0, attempts: int = 3
+) -> Callable[[], tuple[float, float] | None]:
     """A reader of the target's engine requests and open streams (``GET url/metrics``, the
-    bundled target's gauges); it returns None for a target that does not export both."""
+    bundled target's gauges); it returns None for a target that does not export both, or
+    that did not answer in ``attempts`` tries of ``timeout`` seconds each (a target busy
+    generating on a loaded machine once took over 1 s to answer, and a single try read that
+    as a target without gauges)."""
 
     def read() -> tuple[float, float] | None:
         import httpx
         from prometheus_client.parser import text_string_to_metric_families
 
-        try:
-            response = httpx.get(url.rstrip("/") + "/metrics", timeout=timeout)
-            response.raise_for_status()
-            families = {f.name: f for f in text_string_to_metric_families(response.text)}
-            engine, open_ = families[ENGINE_GAUGE], families[OPEN_GAUGE]
-            return float(engine.samples[0].value), float(open_.samples[0].value)
-        except (httpx.HTTPError, KeyError, IndexError, ValueError):
-            return None
+        for attempt in range(attempts):
+            try:
+                response = httpx.get(url.rstrip("/") + "/metrics", timeout=timeout)
+                response.raise_for_status()
+                families = {f.name: f for f in text_string_to_metric_families(response.text)}
+                engine, open_ = families[ENGINE_GAUGE], families[OPEN_GAUGE]
+                return float(engine.samples[0].value), float(open_.samples[0].value)
+            except httpx.TransportError:
+                if attempt == attempts - 1:
+                    return None
+            except (httpx.HTTPError, KeyError, IndexError, ValueError):
+                return None
+        return None
 
     return read
 

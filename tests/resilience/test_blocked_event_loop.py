@@ -104,7 +104,10 @@ class TestFrozenTarget:
         self, streamguard: StreamGuard
     ) -> None:
         record = streamguard.faults.freeze(0.5, after_chunks=5)
-        traces = await eight_streams(streamguard)
+        # Long answers: with 48 tokens and both cores busy, the client read chunk 5 (which
+        # sets the freeze off) after the target had sent every answer, so the load ended
+        # before the freeze did and no stream waited.
+        traces = await eight_streams(streamguard, LONG)
         assert all(t.completed for t in traces), [t.error for t in traces]
         # Every stream waited the block's length while the target was stopped (between two
         # of its events, or for its first): the whole server stopped, not one stream.
