@@ -207,8 +207,11 @@ def test_fault_after_the_stream(streamguard):
 
 def test_faults_that_act(streamguard):
     streamguard.faults.latency(50)
-    streamguard.faults.slow_reader(2000)
-    trace = streamguard.stream(json={"max_new_tokens": 10, "interval_s": 0, "pad": 300})
+    # Half the rate the app streams at even when slow: a plain (one-process) run once read
+    # 3,404 bytes at 1,767 B/s from the in-process app, under a 2,000 B/s reader that then
+    # never had to wait.
+    streamguard.faults.slow_reader(1000)
+    trace = streamguard.stream(json={"max_new_tokens": 4, "interval_s": 0, "pad": 300})
     assert trace.completed
     streamguard.faults.clear()
     streamguard.faults.cut(after_chunks=3)
