@@ -27,9 +27,10 @@ from pytest_streamguard import DeadlineViolation, StreamGuard, StreamTrace, Targ
 from pytest_streamguard.verdict.findings import findings_of
 
 REQUEST = {"prompt": "eight users at once", "max_new_tokens": 48}
-# One stream stopped at its 3rd chunk: long enough that the target is still generating when the
-# client, which sets the freeze off, has read that chunk (48 tokens took the tiny model under
-# 0.1 s; with both cores kept busy the client read all of them at once, after the generation).
+# The freeze tests' answer (one stream stopped at its 3rd chunk, or 8 at the 5th): long enough
+# that the target is still generating when the client, which sets the freeze off, has read that
+# chunk (48 tokens took the tiny model under 0.1 s; with both cores kept busy the client read
+# all of them at once, after the generation).
 LONG = {"prompt": "one user, a long answer", "max_new_tokens": 400}
 # The naive target serves the queued streams one or two at a time, each for its whole answer:
 # with 48 tokens a quiet 2-core machine served them in 4 steps 0.25 s apart, and only the last
