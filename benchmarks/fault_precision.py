@@ -42,8 +42,8 @@ from common import command_line, load_line, start_json, start_real_toxiproxy, st
 
 from pytest_streamguard.faults.toxiproxy_client import ToxiproxyAPI, ToxiproxyServer
 from pytest_streamguard.guard import StreamGuard
+from pytest_streamguard.services.app import Target
 from pytest_streamguard.stream.trace import StreamTrace
-from pytest_streamguard.target.app import Target
 
 HERE = Path(__file__).resolve().parent
 TOKENS = 40

@@ -12,22 +12,27 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
+from pytest_streamguard import _moved
+
 if TYPE_CHECKING:
+    from pytest_streamguard.errors import DeadlineViolation
     from pytest_streamguard.faults.inject import Faults
     from pytest_streamguard.guard import StreamGuard
     from pytest_streamguard.report.records import TestRecord
+    from pytest_streamguard.services.app import Target
     from pytest_streamguard.stream.trace import Chunk, FaultRecord, StreamTrace
-    from pytest_streamguard.target.app import Target
-    from pytest_streamguard.verdict.deadlines import Deadline, DeadlineViolation, Violation
+    from pytest_streamguard.verdict.deadlines import Deadline, Violation
     from pytest_streamguard.verdict.stats import percentile
 
 __version__ = "0.1.0"
+
+_moved.install()
 
 # public name -> the module that defines it
 _PUBLIC = {
     "Chunk": "stream.trace",
     "Deadline": "verdict.deadlines",
-    "DeadlineViolation": "verdict.deadlines",
+    "DeadlineViolation": "errors",
     "FaultRecord": "stream.trace",
     "Faults": "faults.inject",
     "StreamGuard": "guard",

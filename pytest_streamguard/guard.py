@@ -14,6 +14,8 @@ from typing import Any
 
 from toxiproxy.proxy import Proxy
 
+from pytest_streamguard.common.defaults import DEFAULT_MAX_STREAM_SECONDS, DEFAULT_PROXY_HOST
+from pytest_streamguard.errors import IngressError
 from pytest_streamguard.faults.inject import Faults
 from pytest_streamguard.faults.profiles import Profile
 from pytest_streamguard.faults.toxiproxy_client import ToxiproxyAPI, proxy_url
@@ -26,7 +28,8 @@ from pytest_streamguard.load.pool import (
     resolve_processes,
     run_processes,
 )
-from pytest_streamguard.plugin.settings import DEFAULT_MAX_STREAM_SECONDS, DEFAULT_PROXY_HOST
+from pytest_streamguard.services.app import Target
+from pytest_streamguard.services.ingress import Ingress
 from pytest_streamguard.stream.client import (
     ReadLimits,
     StreamRecorder,
@@ -35,8 +38,6 @@ from pytest_streamguard.stream.client import (
     read_stream,
 )
 from pytest_streamguard.stream.trace import FaultRecord, StreamTrace
-from pytest_streamguard.target.app import Target
-from pytest_streamguard.target.ingress import Ingress, IngressError
 from pytest_streamguard.verdict.deadlines import Deadline
 
 
@@ -440,7 +441,7 @@ class StreamGuard:
     ) -> Ingress:
         """Put a real nginx between the proxy and the target until the test ends.
 
-        Starts :class:`~pytest_streamguard.target.ingress.Ingress` (``proxy_read_timeout``,
+        Starts :class:`~pytest_streamguard.services.ingress.Ingress` (``proxy_read_timeout``,
         ``proxy_buffering``, ``gzip`` for event streams, ``send_timeout``; seconds) in front of
         the target and points the Toxiproxy proxy's upstream at it, so every stream and fault
         of the test goes client → proxy → nginx → target. Recorded like a fault (on/off stamps,

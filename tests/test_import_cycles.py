@@ -1,4 +1,5 @@
-"""No two modules of the project import each other, directly or round a longer circle.
+"""No two modules of the project import each other, directly or round a longer circle, and the
+plugin's families import only down their layers (:data:`LAYERS`).
 
 Every module of the three programs (``pytest_streamguard``, ``target_app``, ``benchmarks``)
 is parsed with :mod:`ast`, never imported, so an import under ``if TYPE_CHECKING:`` or inside
@@ -183,6 +184,84 @@ def test_no_two_modules_import_each_other() -> None:
     if found:
         pytest.fail(
             "modules that import each other (move the shared piece where it belongs):\n"
+            + "\n".join(f"  {line}" for line in found),
+            pytrace=False,
+        )
+
+
+#: The plugin's families from the bottom up: a family imports only families on a lower row
+#: (two on one row import neither each other). The bottom row is the shared helpers any family
+#: may import; the pytest glue is on top. The embedded Toxiproxy server is a program of its own:
+#: it may use the stream formats (to count events) and the errors, and nothing imports it.
+LAYERS: tuple[frozenset[str], ...] = (
+    frozenset({"_moved", "errors", "common"}),
+    frozenset({"formats", "verdict"}),
+    frozenset({"stream"}),
+    frozenset({"load", "services"}),
+    frozenset({"faults"}),
+    frozenset({"guard"}),
+    frozenset({"report"}),
+    frozenset({"plugin"}),
+)
+PROGRAM_APART = "toxiproxy_server"
+PROGRAM_APART_USES = frozenset({"formats", "errors", "common"})
+PACKAGE = "pytest_streamguard"
+
+
+def family(module: str) -> str | None:
+    """The family of a plugin module (``pytest_streamguard.stream.client`` -> ``stream``); None
+    for the package's own ``__init__`` (the public surface, which may import any family)."""
+    parts = module.split(".")
+    return parts[1] if parts[0] == PACKAGE and len(parts) > 1 else None
+
+
+def wrong_way(graph: dict[str, set[str]]) -> list[str]:
+    """Each import between two families that does not run down the layers."""
+    row = {name: index for index, names in enumerate(LAYERS) for name in names}
+    found = []
+    for module, imported in sorted(graph.items()):
+        here = family(module)
+        if here is None:
+            continue
+        for other in sorted(imported):
+            there = family(other)
+            if there is None or there == here:
+                continue
+            if here == PROGRAM_APART:
+                allowed = there in PROGRAM_APART_USES
+            else:
+                allowed = there in row and here in row and row[there] < row[here]
+            if not allowed:
+                found.append(f"{module} -> {other}")
+    return found
+
+
+def test_every_family_has_a_layer() -> None:
+    families = {family(m) for m in project_modules() if family(m) is not None}
+    placed = set().union(*LAYERS) | {PROGRAM_APART}
+    assert families == placed
+
+
+def test_wrong_way_names_an_import_up_and_one_across_a_row() -> None:
+    graph = {
+        f"{PACKAGE}.stream.client": {f"{PACKAGE}.plugin.settings"},
+        f"{PACKAGE}.verdict.findings": {f"{PACKAGE}.formats.base", f"{PACKAGE}.common.names"},
+        f"{PACKAGE}.toxiproxy_server.events": {f"{PACKAGE}.formats", f"{PACKAGE}.stream.trace"},
+        f"{PACKAGE}.plugin.session": {f"{PACKAGE}.guard", f"{PACKAGE}.plugin.markers"},
+    }
+    assert wrong_way(graph) == [
+        f"{PACKAGE}.stream.client -> {PACKAGE}.plugin.settings",
+        f"{PACKAGE}.toxiproxy_server.events -> {PACKAGE}.stream.trace",
+        f"{PACKAGE}.verdict.findings -> {PACKAGE}.formats.base",
+    ]
+
+
+def test_families_import_only_downward() -> None:
+    # Function-level and TYPE_CHECKING imports are in the graph too (see the module docstring).
+    found = wrong_way(import_graph())
+    if found:
+        pytest.fail(
+            "imports that run up or across the layers (move the shared piece down):\n"
             + "\n".join(f"  {line}" for line in found),
             pytrace=False,
         )

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 import pytest_streamguard
-from pytest_streamguard.target.app import bundled_target_root
+from pytest_streamguard.services.app import bundled_target_root
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -85,7 +85,7 @@ def test_the_installed_plugin_finds_and_runs_its_bundled_target(
         [
             sys.executable,
             "-c",
-            "from pytest_streamguard.target.app import bundled_target_root as r; print(r())",
+            "from pytest_streamguard.services.app import bundled_target_root as r; print(r())",
         ],
         env=env,
         capture_output=True,
@@ -114,7 +114,7 @@ def test_streamguard_target_runs_the_bundled_target_from_anywhere(
 ) -> None:
     (entry_points_txt,) = [n for n in wheel.namelist() if n.endswith("entry_points.txt")]
     scripts = wheel.read(entry_points_txt).decode()
-    assert "streamguard-target = pytest_streamguard.target.app:main" in scripts
+    assert "streamguard-target = pytest_streamguard.services.app:main" in scripts
     site = tmp_path / "site-packages"
     wheel.extractall(site)
     # A user's own `target_app` in the working directory must not stand in for the bundled one.
@@ -126,7 +126,7 @@ def test_streamguard_target_runs_the_bundled_target_from_anywhere(
         [
             sys.executable,
             "-c",
-            "import sys; from pytest_streamguard.target.app import main; "
+            "import sys; from pytest_streamguard.services.app import main; "
             "sys.exit(main(['--help']))",
         ],
         env={**os.environ, "PYTHONPATH": str(site)},

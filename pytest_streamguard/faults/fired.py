@@ -29,8 +29,9 @@ from __future__ import annotations
 import itertools
 from collections.abc import Sequence
 
+from pytest_streamguard.common.display import counted
+from pytest_streamguard.errors import FaultsNotFired
 from pytest_streamguard.faults.profiles import Toxic
-from pytest_streamguard.plugin.display import counted
 from pytest_streamguard.stream.trace import FaultRecord, StreamTrace
 
 # How a stream ends when the proxy closes its connection (a FIN from limit_data, or a
@@ -259,3 +260,15 @@ def judge(
             for t, _, why in verdicts
         )
     return _passed(record, traces, "downstream")
+
+
+def faults_not_fired(faults: list[FaultRecord]) -> FaultsNotFired:
+    """The :class:`~pytest_streamguard.errors.FaultsNotFired` to raise for ``faults`` (under
+    ``--streamguard-strict-faults``): each fault with what its streams showed."""
+    lines = [f"  {f.describe()}: {f.evidence}" for f in faults]
+    return FaultsNotFired(
+        f"{counted(len(faults), 'fault')} never fired, so the test proved nothing about "
+        f"{'it' if len(faults) == 1 else 'them'} "
+        "(--streamguard-strict-faults):\n" + "\n".join(lines),
+        faults,
+    )

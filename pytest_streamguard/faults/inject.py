@@ -55,14 +55,16 @@ from typing import TYPE_CHECKING, Any
 
 from toxiproxy.proxy import Proxy
 
+from pytest_streamguard._moved import moved_name
+from pytest_streamguard.common.display import counted
+from pytest_streamguard.errors import ToxiproxyError
 from pytest_streamguard.faults.fired import judge
 from pytest_streamguard.faults.profiles import Profile, Toxic
-from pytest_streamguard.faults.toxiproxy_client import ToxiproxyAPI, ToxiproxyError
-from pytest_streamguard.plugin.display import counted
+from pytest_streamguard.faults.toxiproxy_client import ToxiproxyAPI
 from pytest_streamguard.stream.trace import FaultRecord, StreamTrace
 
 if TYPE_CHECKING:
-    from pytest_streamguard.target.app import Target
+    from pytest_streamguard.services.app import Target
 
 STREAMS = ("upstream", "downstream")
 # The fastest slow reader measured to keep its rate within 10 % (benchmarks/slow_reader_rate.py,
@@ -71,20 +73,6 @@ SLOW_READER_MAX_BPS = 10_000_000
 # The slow reader's toxic runs this much faster than the reader, so the client's pacing (exact
 # to the byte) sets the rate and the toxic's 100 ms steps cannot pull it below the rate asked.
 SLOW_READER_TOXIC_HEADROOM = 1.25
-
-
-class FaultsNotFired(AssertionError):
-    """Under ``--streamguard-strict-faults``: the test's faults that never took effect, each
-    with what its streams showed (:mod:`pytest_streamguard.faults.fired`)."""
-
-    def __init__(self, faults: list[FaultRecord]) -> None:
-        self.faults = faults
-        lines = [f"  {f.describe()}: {f.evidence}" for f in faults]
-        super().__init__(
-            f"{counted(len(faults), 'fault')} never fired, so the test proved nothing about "
-            f"{'it' if len(faults) == 1 else 'them'} "
-            "(--streamguard-strict-faults):\n" + "\n".join(lines)
-        )
 
 
 def _number(
@@ -917,3 +905,8 @@ class Faults:
                 self.api.remove_toxic(self.proxy, name)
         if not self.api.is_enabled(self.proxy):
             self.api.set_enabled(self.proxy, True)
+
+
+def __getattr__(name: str) -> object:
+    """Names that moved out of this module (:mod:`pytest_streamguard._moved`)."""
+    return moved_name(__name__, name)

@@ -21,6 +21,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from pytest_streamguard.errors import ProfileError
+
 # Toxiproxy 2.x toxic types and the attributes each takes (all integers).
 TOXIC_ATTRIBUTES: dict[str, tuple[str, ...]] = {
     "latency": ("latency", "jitter"),
@@ -41,10 +43,6 @@ ACCEPTED_FILE = (
     + "; ".join(f"{t}: {', '.join(a)}" for t, a in TOXIC_ATTRIBUTES.items())
     + ")"
 )
-
-
-class ProfileError(ValueError):
-    """A profile file or name that cannot be used; the message names it and what is accepted."""
 
 
 @dataclass(frozen=True)

@@ -39,7 +39,8 @@ from toxiproxy.exceptions import InvalidToxic, NotFound, ProxyExists
 from toxiproxy.proxy import Proxy
 from toxiproxy.server import Toxiproxy
 
-from pytest_streamguard.target.processes import ManagedProcess, StartupError, toxiproxy_listening
+from pytest_streamguard.errors import StartupError, ToxiproxyError
+from pytest_streamguard.services.processes import ManagedProcess, toxiproxy_listening
 
 T = TypeVar("T")
 
@@ -114,10 +115,6 @@ class _Binding:
 
     lock = threading.Lock()
     holder = ""
-
-
-class ToxiproxyError(RuntimeError):
-    """A Toxiproxy API call failed or timed out; the message names the server and operation."""
 
 
 class ToxiproxyAPI:

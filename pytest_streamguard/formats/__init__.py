@@ -25,6 +25,7 @@ raw               every network read is a chunk; a clean close ends
 
 from __future__ import annotations
 
+from pytest_streamguard.errors import ProtocolError, ServerError, StreamError
 from pytest_streamguard.formats.anthropic import AnthropicFormat
 from pytest_streamguard.formats.base import (
     KINDS,
@@ -34,10 +35,7 @@ from pytest_streamguard.formats.base import (
     TOOL,
     Frame,
     Piece,
-    ProtocolError,
     Reading,
-    ServerError,
-    StreamError,
     StreamFormat,
 )
 from pytest_streamguard.formats.detect import body_looks_like, detect, looks_like

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from pytest_streamguard.errors import ServerError
 from pytest_streamguard.formats.base import (
     FINAL,
     HEARTBEAT,
@@ -21,7 +22,6 @@ from pytest_streamguard.formats.base import (
     Frame,
     Piece,
     Reading,
-    ServerError,
     StreamFormat,
     parse_json,
 )

@@ -18,6 +18,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from pytest_streamguard.errors import ProtocolError
+
 Framing = Literal["sse", "lines", "raw"]
 FRAMINGS: tuple[Framing, ...] = ("sse", "lines", "raw")
 
@@ -30,24 +32,6 @@ KINDS = (TEXT, REASONING, TOOL, REFUSAL)
 
 SSE_TYPES = ("text/event-stream",)
 NDJSON_TYPES = ("application/x-ndjson", "application/jsonl", "application/json-seq")
-
-
-class StreamError(Exception):
-    """A frame that ends the stream as a failure; ``kind`` is the trace's ``error_kind``."""
-
-    kind = "server"
-
-
-class ServerError(StreamError):
-    """The server said, inside the stream, that it failed (an error event or object)."""
-
-    kind = "server"
-
-
-class ProtocolError(StreamError):
-    """What arrived is not a stream of this format (e.g. non-JSON where JSON is required)."""
-
-    kind = "protocol"
 
 
 @dataclass(frozen=True, slots=True)

@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from pytest_streamguard.errors import ServerError
 from pytest_streamguard.formats.base import (
     REASONING,
     TEXT,
@@ -20,7 +21,6 @@ from pytest_streamguard.formats.base import (
     Frame,
     Piece,
     Reading,
-    ServerError,
     StreamFormat,
     parse_object,
 )

@@ -10,6 +10,7 @@ import json
 from collections.abc import Callable
 from typing import Any
 
+from pytest_streamguard.errors import ServerError
 from pytest_streamguard.formats.base import (
     FINAL,
     HEARTBEAT,
@@ -18,7 +19,6 @@ from pytest_streamguard.formats.base import (
     SSE_TYPES,
     Frame,
     Reading,
-    ServerError,
     StreamFormat,
     parse_json,
     text_reading,

@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from pytest_streamguard.errors import ServerError
 from pytest_streamguard.formats.base import (
     NDJSON_TYPES,
     REASONING,
@@ -19,7 +20,6 @@ from pytest_streamguard.formats.base import (
     Frame,
     Piece,
     Reading,
-    ServerError,
     StreamFormat,
     parse_object,
 )

@@ -19,6 +19,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from pytest_streamguard.errors import ServerError
 from pytest_streamguard.formats.base import (
     FINAL,
     NOTHING,
@@ -29,7 +30,6 @@ from pytest_streamguard.formats.base import (
     Frame,
     Piece,
     Reading,
-    ServerError,
     StreamFormat,
     parse_object,
 )

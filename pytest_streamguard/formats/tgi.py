@@ -8,14 +8,8 @@ fails the stream. TGI's OpenAI-compatible ``/v1/chat/completions`` is ``format="
 
 from __future__ import annotations
 
-from pytest_streamguard.formats.base import (
-    Frame,
-    Reading,
-    ServerError,
-    StreamFormat,
-    parse_object,
-    text_reading,
-)
+from pytest_streamguard.errors import ServerError
+from pytest_streamguard.formats.base import Frame, Reading, StreamFormat, parse_object, text_reading
 from pytest_streamguard.formats.generic import error_message
 
 

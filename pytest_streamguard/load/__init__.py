@@ -31,10 +31,10 @@ from typing import Any
 
 import httpx
 
-from pytest_streamguard.load.transport import LoadTransport
-from pytest_streamguard.plugin.display import counted
+from pytest_streamguard.common.display import counted
 from pytest_streamguard.stream.client import CONNECT_TIMEOUT, StreamRecorder, aread_stream
 from pytest_streamguard.stream.trace import StreamTrace
+from pytest_streamguard.stream.transport import LoadTransport
 from pytest_streamguard.verdict.deadlines import Deadline, assert_traces, check_units
 from pytest_streamguard.verdict.findings import Finding, findings_of
 from pytest_streamguard.verdict.stats import percentile

@@ -33,6 +33,7 @@ import time
 from pathlib import Path
 from typing import Any, BinaryIO
 
+from pytest_streamguard.errors import ShardStartError
 from pytest_streamguard.load import LoadPlan, LoadResult, _loop_factory, run_private
 from pytest_streamguard.load.shards import Shard, aread_shard, lost_traces, merge, split
 from pytest_streamguard.stream.client import StreamRequest
@@ -100,10 +101,6 @@ def resolve_processes(processes: object, streams: int) -> int | None:
         return checked
     count = min(usable_cores(), MAX_PROCESSES, streams)
     return count if count > 1 else None
-
-
-class ShardStartError(RuntimeError):
-    """A shard's process failed before it was ready; the message carries its output tail."""
 
 
 def _frame(payload: bytes) -> bytes:

@@ -24,9 +24,9 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
+from pytest_streamguard.common.display import counted
 from pytest_streamguard.formats import AUTO
 from pytest_streamguard.load import LoadPlan, LoadResult, arun
-from pytest_streamguard.plugin.display import counted
 from pytest_streamguard.stream.client import StreamRecorder, StreamRequest
 from pytest_streamguard.stream.trace import StreamTrace
 

@@ -2,7 +2,7 @@
 
 It runs on every ``pytest`` start where the package is installed, on or off, so it imports only
 pytest, the option definitions (:mod:`~pytest_streamguard.plugin.settings`) and the marker text
-(:mod:`~pytest_streamguard.plugin.names`). Once the settings are resolved it registers
+(:mod:`~pytest_streamguard.common.names`). Once the settings are resolved it registers
 :mod:`~pytest_streamguard.plugin.runtime` (fixtures, session, report header; the heavy imports) when
 ``--streamguard`` is on, or :mod:`~pytest_streamguard.plugin.off` (the same fixture names, skipping)
 when it is off.
@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import pytest
 
-from pytest_streamguard.plugin.names import (
+from pytest_streamguard.common.names import (
     MARKER_LINE,
     MATRIX_MARKER_LINE,
     OFF_MODULE,

@@ -17,8 +17,9 @@ from toxiproxy.api import APIConsumer
 from toxiproxy.proxy import Proxy
 from toxiproxy.server import Toxiproxy
 
+from pytest_streamguard.common.names import SKIP_REASON
+from pytest_streamguard.errors import StartupError, ToxiproxyError
 from pytest_streamguard.faults.toxiproxy_client import (
-    ToxiproxyError,
     ToxiproxyServer,
     _Binding,
     proxy_name,
@@ -27,11 +28,9 @@ from pytest_streamguard.faults.toxiproxy_client import (
 )
 from pytest_streamguard.guard import StreamGuard
 from pytest_streamguard.load.cluster import RayShards
-from pytest_streamguard.plugin.names import SKIP_REASON
 from pytest_streamguard.plugin.session import DEADLINE_KEY, GUARD_KEY, SESSION_KEY, SETTINGS_KEY
 from pytest_streamguard.plugin.settings import Settings
-from pytest_streamguard.target.app import Target, start_target
-from pytest_streamguard.target.processes import StartupError
+from pytest_streamguard.services.app import Target, start_target
 
 
 def _settings(config: pytest.Config) -> Settings:
@@ -45,7 +44,7 @@ def _settings(config: pytest.Config) -> Settings:
 def make_streamguard_target(pytestconfig: pytest.Config) -> Iterator[Callable[..., Target]]:
     """Factory (session scope): ``make_streamguard_target(args=["--naive"])`` starts the
     session's target with extra command-line flags (after ``--streamguard-target-args``) and
-    returns its :class:`~pytest_streamguard.target.app.Target`. Each distinct ``args`` starts one
+    returns its :class:`~pytest_streamguard.services.app.Target`. Each distinct ``args`` starts one
     process, shared by every test that asks for it and stopped at session end. Use it to
     override ``streamguard_target`` for a module or class; a target given by URL takes no flags."""
     settings = _settings(pytestconfig)
@@ -87,7 +86,7 @@ def streamguard_target(
 ) -> Target:
     """The app under test (session scope), started or located from the ``--streamguard-target-*``
     options, or the bundled ``target_app``; stopped at session end. Override it in a conftest to
-    provide your own :class:`~pytest_streamguard.target.app.Target`, or in a module or class (any
+    provide your own :class:`~pytest_streamguard.services.app.Target`, or in a module or class (any
     scope) with ``make_streamguard_target(args=[...])`` for a variant of the bundled target."""
     target: Target = make_streamguard_target()
     pytestconfig.stash[SESSION_KEY].meta["target_url"] = target.url

@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from pytest_streamguard.plugin.names import MARKER_LINE, MARKER_NAME
+from pytest_streamguard.common.names import MARKER_LINE, MARKER_NAME
 from pytest_streamguard.plugin.settings import Settings
 from pytest_streamguard.verdict.deadlines import LONG_DEADLINE_S, Deadline, check_units
 from pytest_streamguard.verdict.findings import KNOWN, parse_fail_on

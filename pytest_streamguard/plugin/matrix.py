@@ -16,8 +16,9 @@ from pathlib import Path
 
 import pytest
 
-from pytest_streamguard.faults.profiles import Profile, ProfileError, load_profiles
-from pytest_streamguard.plugin.names import MATRIX_MARKER_NAME as MARKER_NAME
+from pytest_streamguard.common.names import MATRIX_MARKER_NAME as MARKER_NAME
+from pytest_streamguard.errors import ProfileError
+from pytest_streamguard.faults.profiles import Profile, load_profiles
 
 PROFILES_KEY = pytest.StashKey[dict[str, Profile]]()
 PLUGIN_NAME = "streamguard-matrix"

@@ -2,7 +2,7 @@
 is imported.
 
 Every test that uses a plugin fixture or the ``token_deadline`` marker is skipped with
-:data:`~pytest_streamguard.plugin.names.SKIP_REASON` at collection; the fixtures below only exist so
+:data:`~pytest_streamguard.common.names.SKIP_REASON` at collection; the fixtures below only exist so
 that such a test (and ``pytest --fixtures``) finds them, and skip if reached another way (for
 example through ``request.getfixturevalue``). So that a run which forgot the flag does not pass
 for a checked one, the terminal summary counts those skips and names ``--streamguard``; with
@@ -13,8 +13,8 @@ from __future__ import annotations
 
 import pytest
 
-from pytest_streamguard.plugin.display import counted
-from pytest_streamguard.plugin.names import FIXTURE_NAMES, MARKER_NAME, SKIP_REASON
+from pytest_streamguard.common.display import counted
+from pytest_streamguard.common.names import FIXTURE_NAMES, MARKER_NAME, SKIP_REASON
 from pytest_streamguard.plugin.settings import SETTINGS_KEY
 
 

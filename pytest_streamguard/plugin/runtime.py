@@ -11,9 +11,8 @@ from collections.abc import Generator
 
 import pytest
 
+from pytest_streamguard.common.display import shown_text
 from pytest_streamguard.faults.toxiproxy_client import ToxiproxyServer
-from pytest_streamguard.load.transport import kernel_stamps
-from pytest_streamguard.plugin.display import shown_text
 from pytest_streamguard.plugin.fixtures import (
     make_streamguard,
     make_streamguard_target,
@@ -33,6 +32,7 @@ from pytest_streamguard.plugin.session import (
     SETTINGS_KEY,
     StreamGuardSession,
 )
+from pytest_streamguard.stream.transport import kernel_stamps
 
 __all__ = [
     "make_streamguard",

@@ -20,10 +20,12 @@ from typing import Any
 
 import pytest
 
-from pytest_streamguard.faults.inject import FaultsNotFired
+from pytest_streamguard._moved import moved_name
+from pytest_streamguard.common.display import counted, fit_lines, shown_path, shown_text
+from pytest_streamguard.errors import DeadlineViolation
+from pytest_streamguard.faults.fired import faults_not_fired
 from pytest_streamguard.guard import StreamGuard
 from pytest_streamguard.plugin import xdist
-from pytest_streamguard.plugin.display import counted, fit_lines, shown_path, shown_text
 from pytest_streamguard.plugin.markers import resolve_deadline, resolve_fail_on
 from pytest_streamguard.plugin.matrix import item_profile, matrix_test
 from pytest_streamguard.plugin.settings import SETTINGS_KEY, Settings
@@ -44,12 +46,17 @@ from pytest_streamguard.report.records import (
 from pytest_streamguard.stream.trace import FaultRecord, StreamTrace
 from pytest_streamguard.verdict.deadlines import (
     Deadline,
-    DeadlineViolation,
     Violation,
     check_traces,
+    deadline_violation,
     format_violations,
 )
-from pytest_streamguard.verdict.findings import Finding, not_cancelled, target_gauges
+from pytest_streamguard.verdict.findings import (
+    Finding,
+    findings_failed,
+    not_cancelled,
+    target_gauges,
+)
 from pytest_streamguard.verdict.stats import percentile
 
 SESSION_KEY = pytest.StashKey["StreamGuardSession"]()
@@ -58,19 +65,6 @@ _MIN_WIDTH = 40
 DEADLINE_KEY = pytest.StashKey[Deadline | None]()
 FAIL_ON_KEY = pytest.StashKey[tuple[str, ...]]()
 GATED_KEY = pytest.StashKey[list[Finding]]()
-
-
-class FindingsFailed(AssertionError):
-    """A test's streams showed findings its ``fail_on`` (``--streamguard-fail-on``, the ini
-    key or the marker's ``fail_on=``) names, even though they met their deadlines."""
-
-    def __init__(self, gated: list[Finding]) -> None:
-        self.findings = gated
-        names = ", ".join(dict.fromkeys(f.name for f in gated))
-        lines = [f"streamguard finding(s) this test fails on (fail_on): {names}"]
-        lines += [f"  {f.describe()}" for f in gated]
-        lines.append("  the thresholds and what each finding means: docs/findings.md")
-        super().__init__("\n".join(lines))
 
 
 #: Every guard a test made (the ``streamguard`` fixture's, a second ``make_streamguard``'s, one
@@ -244,16 +238,16 @@ class StreamGuardSession:
         violations, unfired = self._record(item, body_failed=False)
         if violations:
             __tracebackhide__ = True
-            raise DeadlineViolation(
+            raise deadline_violation(
                 violations, traces=self._traces(item), report=self._report_where()
             )
         gated = item.stash.get(GATED_KEY, [])
         if gated:
             __tracebackhide__ = True
-            raise FindingsFailed(gated)
+            raise findings_failed(gated)
         if unfired and self.settings.strict_faults:
             __tracebackhide__ = True
-            raise FaultsNotFired(unfired)
+            raise faults_not_fired(unfired)
         return result
 
     @staticmethod
@@ -464,3 +458,8 @@ class StreamGuardSession:
             write_json(self.settings.save_path, self.records, self._report_meta())
         if self.settings.html_path is not None:
             write_html(self.settings.html_path, json_document(self.records, self._report_meta()))
+
+
+def __getattr__(name: str) -> object:
+    """Names that moved out of this module (:mod:`pytest_streamguard._moved`)."""
+    return moved_name(__name__, name)

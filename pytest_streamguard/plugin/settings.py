@@ -20,8 +20,17 @@ from urllib.parse import urlsplit
 
 import pytest
 
-from pytest_streamguard.plugin.display import shown_command
-from pytest_streamguard.plugin.names import KNOWN, parse_fail_on
+from pytest_streamguard.common.defaults import (
+    DEFAULT_CHUNK,
+    DEFAULT_COMPARE_MIN_SAMPLES,
+    DEFAULT_MAX_STREAM_SECONDS,
+    DEFAULT_PROXY_HOST,
+    DEFAULT_READY_PATH,
+    DEFAULT_STARTUP_TIMEOUT,
+    DEFAULT_TTFT,
+)
+from pytest_streamguard.common.display import shown_command
+from pytest_streamguard.common.names import KNOWN, parse_fail_on
 from pytest_streamguard.report.bounds import Bound, parse_bounds
 
 ENABLE_HELP = (
@@ -129,14 +138,6 @@ REQUIRE_HELP = (
     "setup), for a CI job that must not go green by skipping them. Default: off (such tests "
     "are skipped, and the summary says so)"
 )
-
-DEFAULT_READY_PATH = "/readyz"
-DEFAULT_COMPARE_MIN_SAMPLES = 5
-DEFAULT_STARTUP_TIMEOUT = 120.0
-DEFAULT_TTFT = 0.5
-DEFAULT_CHUNK = 0.2
-DEFAULT_MAX_STREAM_SECONDS = 300.0
-DEFAULT_PROXY_HOST = "127.0.0.1"
 
 
 # ini key (== CLI dest) -> (help, default as the ini string)

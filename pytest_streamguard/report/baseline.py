@@ -19,7 +19,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from pytest_streamguard.plugin.display import counted
+from pytest_streamguard.common.display import counted
 from pytest_streamguard.report.bounds import METRICS, Bound
 from pytest_streamguard.report.records import TestRecord
 from pytest_streamguard.verdict.stats import percentile

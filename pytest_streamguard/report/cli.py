@@ -18,7 +18,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from pytest_streamguard.plugin.display import counted
+from pytest_streamguard.common.display import counted
 from pytest_streamguard.report.html import write_html
 from pytest_streamguard.report.merge import Merger
 from pytest_streamguard.report.records import (

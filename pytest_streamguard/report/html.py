@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from pytest_streamguard.plugin.display import counted
+from pytest_streamguard.common.display import counted
 from pytest_streamguard.report.plots import fault_fired, gap_histogram_svg, gap_stats, timeline_svg
 from pytest_streamguard.report.records import TestRecord, matrix
 from pytest_streamguard.stream.trace import FaultRecord, StreamTrace

@@ -15,7 +15,7 @@ import math
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
-from pytest_streamguard.plugin.display import counted
+from pytest_streamguard.common.display import counted
 from pytest_streamguard.report.records import TestRecord
 from pytest_streamguard.stream.trace import FaultRecord, StreamTrace
 from pytest_streamguard.verdict.deadlines import Deadline

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from pytest_streamguard.plugin.display import counted, fit_lines
+from pytest_streamguard.common.display import counted, fit_lines
 from pytest_streamguard.stream.trace import FaultRecord, StreamTrace
 from pytest_streamguard.verdict.deadlines import Deadline, likely_cause
 from pytest_streamguard.verdict.findings import KNOWN, SERVER_SIDE, Finding, findings_of

@@ -1,7 +1,7 @@
 """The streaming HTTP client: reads a token stream and records a :class:`StreamTrace`.
 
 Plain ``http`` streams, single or in a load, are read by the lean transport of
-:mod:`pytest_streamguard.load.transport`: the request is stamped when its last byte left and each
+:mod:`pytest_streamguard.stream.transport`: the request is stamped when its last byte left and each
 read when its bytes arrived (the kernel's stamps on Linux, as ``time.perf_counter_ns()`` values),
 and the trace names its connection (``local``). ``https`` goes through httpx's own transport,
 each read stamped with ``time.perf_counter_ns()`` as the client takes it. Each frame of the
@@ -40,6 +40,9 @@ from typing import Any, TypeVar
 
 import httpx
 
+from pytest_streamguard.common.defaults import DEFAULT_MAX_STREAM_SECONDS
+from pytest_streamguard.common.display import counted
+from pytest_streamguard.errors import StreamError
 from pytest_streamguard.formats import (
     AUTO,
     BUILTIN_FORMATS,
@@ -47,7 +50,6 @@ from pytest_streamguard.formats import (
     Framed,
     Framer,
     Reading,
-    StreamError,
     StreamFormat,
     body_looks_like,
     detect,
@@ -56,9 +58,8 @@ from pytest_streamguard.formats import (
 )
 from pytest_streamguard.formats.base import NDJSON_TYPES, SSE_TYPES, media_type, not_a_stream
 from pytest_streamguard.formats.detect import ARRIVAL_LABELS, body_start, label
-from pytest_streamguard.plugin.display import counted
-from pytest_streamguard.plugin.settings import DEFAULT_MAX_STREAM_SECONDS
 from pytest_streamguard.stream.trace import Chunk, StreamTrace
+from pytest_streamguard.stream.transport import LoadTransport
 from pytest_streamguard.verdict.deadlines import Deadline
 
 T = TypeVar("T")
@@ -744,9 +745,6 @@ async def aread_stream(
     """
     if client is not None:
         return await _aread(client, recorder)
-    # Imported here: the load package imports this module.
-    from pytest_streamguard.load.transport import LoadTransport
-
     request = recorder.request
     # The load's lean transport for plain HTTP (the request stamped when its last byte left,
     # reads at the kernel's receive stamp, the connection's local port), httpx's own for https.

@@ -10,7 +10,7 @@ from pathlib import Path
 
 from .api import VERSION
 from .logs import flush_logs
-from .server import Settings, StartupError, serve
+from .server import CannotServe, ServerSettings, serve
 
 
 def _port(text: str) -> int:
@@ -60,7 +60,7 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _run(settings: Settings) -> None:
+def _run(settings: ServerSettings) -> None:
     try:
         import uvloop
     except ImportError:
@@ -76,7 +76,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.version:
         print(f"toxiproxy-server version {VERSION}")
         return 0
-    settings = Settings(
+    settings = ServerSettings(
         host=args.host,
         port=args.port,
         config=args.config,
@@ -85,7 +85,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     try:
         _run(settings)
-    except StartupError as exc:
+    except CannotServe as exc:
         print(f"streamguard-toxiproxy: {exc}", file=sys.stderr)
         return 1
     finally:

@@ -25,8 +25,9 @@ HTTP chunk right after it is counted in, so the client's HTTP parser sees a whol
 
 from __future__ import annotations
 
+from pytest_streamguard.errors import StreamError
 from pytest_streamguard.formats import BUILTIN_FORMATS
-from pytest_streamguard.formats.base import NDJSON_TYPES, SSE_TYPES, StreamError, media_type
+from pytest_streamguard.formats.base import NDJSON_TYPES, SSE_TYPES, media_type
 from pytest_streamguard.formats.detect import body_start, detect
 from pytest_streamguard.formats.framing import Framer
 
@@ -34,7 +35,7 @@ _HEAD_END = b"\r\n\r\n"
 _HEAD_LIMIT = 64 * 1024
 
 
-class _Body:
+class _EventBody:
     """The chunk count of one response body, fed with its decoded bytes line by line."""
 
     def __init__(self, content_type: str) -> None:
@@ -197,7 +198,7 @@ class ChunkCounter:
         self.requests = requests
         self.state = "head"
         self.head = b""
-        self.body: _Body | None = None
+        self.body: _EventBody | None = None
         self.chunked = False
         self.left: int | None = None  # body bytes left (Content-Length), or of the HTTP chunk
         self.size_line = b""
@@ -261,7 +262,7 @@ class ChunkCounter:
         if 100 <= code < 200:
             return consumed
         self.reached = False
-        self.body = _Body(headers.get(b"content-type", b"").decode("latin-1"))
+        self.body = _EventBody(headers.get(b"content-type", b"").decode("latin-1"))
         self.chunked = b"chunked" in headers.get(b"transfer-encoding", b"").lower()
         length = headers.get(b"content-length")
         if code in (204, 304):

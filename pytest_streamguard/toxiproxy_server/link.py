@@ -19,7 +19,7 @@ from collections.abc import Callable, Sequence
 from .channels import EOF, Outlet, Sink
 from .events import RequestAims
 from .stages import STAGES, Stage, ToxicState
-from .toxics import Direction, Toxic
+from .toxics import Direction, ProxyToxic
 
 
 class Link:
@@ -107,7 +107,7 @@ class Link:
             stage.stop()
         self.stages = []
 
-    def configure(self, toxics: Sequence[Toxic], redraw: str | None = None) -> None:
+    def configure(self, toxics: Sequence[ProxyToxic], redraw: str | None = None) -> None:
         """Re-wire for ``toxics`` (this direction's, in order); ``redraw`` was added or updated."""
         if self.finished or not (toxics or self.stages or self.states):
             return  # no toxic before or after: the chain is the sink alone, as it was
@@ -146,7 +146,9 @@ class Link:
             self.paused = True
             self.source.pause_reading()
 
-    def _next_states(self, toxics: Sequence[Toxic], redraw: str | None) -> dict[str, ToxicState]:
+    def _next_states(
+        self, toxics: Sequence[ProxyToxic], redraw: str | None
+    ) -> dict[str, ToxicState]:
         states: dict[str, ToxicState] = {}
         now = time.monotonic_ns()
         for toxic in toxics:

@@ -26,7 +26,7 @@ from .events import RequestAims
 from .link import Link
 from .logs import log
 from .metrics import Metrics
-from .toxics import Direction, Toxic, updated_toxic
+from .toxics import Direction, ProxyToxic, updated_toxic
 
 READ_SIZE: Final = 32 * 1024
 DIAL_TIMEOUT_S: Final = 30.0
@@ -362,7 +362,7 @@ class Proxy:
         self.seed = rng.getrandbits(64)
         self.accepted = 0
         self.metrics = metrics
-        self.toxics: list[Toxic] = []
+        self.toxics: list[ProxyToxic] = []
         self.connections: set[Connection] = set()
         self._server: asyncio.AbstractServer | None = None
         self.dialling: set[asyncio.Task[Any]] = set()
@@ -383,7 +383,7 @@ class Proxy:
         ordered = self.toxics_for(Direction.UPSTREAM) + self.toxics_for(Direction.DOWNSTREAM)
         return [toxic.to_json() for toxic in ordered]
 
-    def toxics_for(self, direction: Direction) -> list[Toxic]:
+    def toxics_for(self, direction: Direction) -> list[ProxyToxic]:
         """This direction's toxics, in chain order."""
         return [toxic for toxic in self.toxics if toxic.direction is direction]
 
@@ -437,21 +437,21 @@ class Proxy:
         self.connections.add(connection)
         connection.dial()
 
-    def find_toxic(self, name: str) -> Toxic | None:
+    def find_toxic(self, name: str) -> ProxyToxic | None:
         """The toxic called ``name`` in either direction."""
         for toxic in self.toxics:
             if toxic.name == name:
                 return toxic
         return None
 
-    def add_toxic(self, toxic: Toxic) -> None:
+    def add_toxic(self, toxic: ProxyToxic) -> None:
         """Append a toxic and re-wire every open connection before returning."""
         if self.find_toxic(toxic.name) is not None:
             raise TOXIC_EXISTS
         self.toxics.append(toxic)
         self._rewire(toxic.direction, toxic.name)
 
-    def update_toxic(self, name: str, body: object) -> Toxic:
+    def update_toxic(self, name: str, body: object) -> ProxyToxic:
         """Apply a PATCH body to a toxic and restart it on every open connection."""
         current = self.find_toxic(name)
         if current is None:

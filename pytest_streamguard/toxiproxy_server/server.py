@@ -23,7 +23,7 @@ from .metrics import Metrics
 
 
 @dataclass(frozen=True)
-class Settings:
+class ServerSettings:
     """What the command line chose."""
 
     host: str = "127.0.0.1"
@@ -33,7 +33,7 @@ class Settings:
     runtime_metrics: bool = False
 
 
-class StartupError(Exception):
+class CannotServe(Exception):
     """The server cannot start (bad config file, API port unavailable)."""
 
 
@@ -50,7 +50,7 @@ def bind_api(host: str, port: int) -> socket.socket:
     try:
         infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
     except OSError as exc:
-        raise StartupError(f"cannot resolve -host {host!r}: {exc}") from None
+        raise CannotServe(f"cannot resolve -host {host!r}: {exc}") from None
     infos.sort(key=lambda info: info[0] != socket.AF_INET)
     family, _, _, _, sockaddr = infos[0]
     sock = socket.socket(family, socket.SOCK_STREAM)
@@ -60,7 +60,7 @@ def bind_api(host: str, port: int) -> socket.socket:
         sock.listen(socket.SOMAXCONN)
     except OSError as exc:
         sock.close()
-        raise StartupError(f"cannot listen on {host}:{port}: {exc.strerror or exc}") from None
+        raise CannotServe(f"cannot listen on {host}:{port}: {exc.strerror or exc}") from None
     return sock
 
 
@@ -69,18 +69,18 @@ async def populate_file(collection: Collection, path: Path) -> int:
     try:
         data = await asyncio.to_thread(path.read_bytes)
     except OSError as exc:
-        raise StartupError(f"cannot read -config file {path}: {exc.strerror or exc}") from None
+        raise CannotServe(f"cannot read -config file {path}: {exc.strerror or exc}") from None
     try:
         proxies = await collection.populate(parse_body(data))
     except (ApiError, PopulateError) as exc:
-        raise StartupError(
+        raise CannotServe(
             f"-config file {path} is not a valid Toxiproxy populate file (a JSON array of "
             f"{{name, listen, upstream, enabled}} objects): {exc}"
         ) from None
     return len(proxies)
 
 
-async def serve(settings: Settings) -> None:
+async def serve(settings: ServerSettings) -> None:
     """Start everything, print the startup line, and run until a stop signal."""
     rng = random.Random(settings.seed)
     metrics = Metrics(runtime=settings.runtime_metrics)

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 from .channels import EOF, Channel, Item, Outlet
 from .events import ChunkCounter, RequestAims
-from .toxics import Toxic
+from .toxics import ProxyToxic
 
 _MS: int = 1_000_000
 
@@ -26,7 +26,7 @@ _MS: int = 1_000_000
 class ToxicState:
     """What one toxic keeps per link across re-wirings (Go's stub state plus the draw)."""
 
-    toxic: Toxic
+    toxic: ProxyToxic
     active: bool
     closed: bool = False
     transmitted: int = 0

@@ -115,7 +115,7 @@ CHUNK_TYPES: Final = ("chunk_stall", "chunk_cut", "chunk_reset")
 
 
 @dataclass
-class Toxic:
+class ProxyToxic:
     """A toxic as configured on a proxy (shared by every connection through it)."""
 
     name: str
@@ -212,7 +212,7 @@ class _WrapperAttributes:
             )
 
 
-def new_toxic(body: object, taken: Callable[[str], bool]) -> Toxic:
+def new_toxic(body: object, taken: Callable[[str], bool]) -> ProxyToxic:
     """Build a toxic from a ``POST /proxies/{p}/toxics`` body, checking in the real order:
     the wrapper's fields (and that ``attributes`` is an object), the stream, the type, the
     name (a 409 comes before any attribute error, as in Toxiproxy's ``AddToxicJson``), then
@@ -240,7 +240,7 @@ def new_toxic(body: object, taken: Callable[[str], bool]) -> Toxic:
     decode_fields(obj, {}, "", {"attributes": decoded})
     decoded.apply(attributes)
     _check_consistency(toxic_type, attributes)
-    return Toxic(
+    return ProxyToxic(
         name=name,
         type=toxic_type,
         stream=stream,
@@ -256,7 +256,7 @@ _PATCH_BODY: Final = (
 )
 
 
-def updated_toxic(current: Toxic, body: object) -> Toxic:
+def updated_toxic(current: ProxyToxic, body: object) -> ProxyToxic:
     """Apply a ``PATCH`` body: attributes decode into the current ones, toxicity is optional.
 
     A body with any error changes nothing (Go has by then written the attributes decoded
@@ -267,7 +267,7 @@ def updated_toxic(current: Toxic, body: object) -> Toxic:
     fields = decode_fields(obj, {"toxicity": "float32"}, "", {"attributes": decoded})
     decoded.apply(attributes)
     _check_consistency(current.type, attributes)
-    return Toxic(
+    return ProxyToxic(
         name=current.name,
         type=current.type,
         stream=current.stream,

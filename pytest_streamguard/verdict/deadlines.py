@@ -10,7 +10,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from pytest_streamguard.plugin.display import counted
+from pytest_streamguard.common.display import counted
+from pytest_streamguard.errors import DeadlineViolation
 from pytest_streamguard.verdict.findings import Finding, Observed, findings_of
 from pytest_streamguard.verdict.stats import ns_to_s, percentile
 
@@ -129,23 +130,21 @@ class Violation:
         return f"{self.stream}: {self.detail}; active faults: {faults}"
 
 
-class DeadlineViolation(AssertionError):
-    """Raised when a stream breaks its token deadline (an assertion failure, so the test fails).
+def deadline_violation(
+    violations: list[Violation],
+    *,
+    traces: Sequence[CheckedStream] | None = None,
+    report: str | None = None,
+) -> DeadlineViolation:
+    """The :class:`~pytest_streamguard.errors.DeadlineViolation` to raise for ``violations``.
 
-    ``violations`` holds the individual :class:`Violation` records. ``traces`` (every stream
-    checked) lets the message count the streams' outcomes; ``report`` says where every stream's
-    verdict and timeline can be read (the message shows only the worst few).
+    ``traces`` (every stream checked) lets the message count the streams' outcomes; ``report``
+    says where every stream's verdict and timeline can be read (the message shows only the
+    worst few).
     """
-
-    def __init__(
-        self,
-        violations: list[Violation],
-        *,
-        traces: Sequence[CheckedStream] | None = None,
-        report: str | None = None,
-    ) -> None:
-        self.violations = violations
-        super().__init__(format_violations(violations, traces=traces, report=report))
+    return DeadlineViolation(
+        format_violations(violations, traces=traces, report=report), violations
+    )
 
 
 #: How much of a verdict the message shows, so that a failing load of many streams fits a
@@ -486,7 +485,7 @@ def assert_traces(traces: Sequence[CheckedStream], deadline: Deadline) -> None:
         by_name = {trace.name: trace for trace in traces}
         for violation in violations:
             by_name.get(violation.stream, traces[0]).caught.append(violation.headline())
-        raise DeadlineViolation(violations, traces=traces)
+        raise deadline_violation(violations, traces=traces)
 
 
 #: A bound above this many seconds is refused unless the caller says ``long=True``: such a

@@ -20,8 +20,9 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
-from pytest_streamguard.plugin.display import counted
-from pytest_streamguard.plugin.names import KNOWN, parse_fail_on
+from pytest_streamguard.common.display import counted
+from pytest_streamguard.common.names import KNOWN, parse_fail_on
+from pytest_streamguard.errors import FindingsFailed
 
 __all__ = [
     "KNOWN",
@@ -669,3 +670,13 @@ def names_of(found: Iterable[Finding]) -> list[str]:
     """The distinct names, in :data:`KNOWN`'s order."""
     seen = {f.name for f in found}
     return [name for name in KNOWN if name in seen]
+
+
+def findings_failed(gated: list[Finding]) -> FindingsFailed:
+    """The :class:`~pytest_streamguard.errors.FindingsFailed` to raise for the findings a
+    test's ``fail_on`` names (``gated``)."""
+    names = ", ".join(dict.fromkeys(f.name for f in gated))
+    lines = [f"streamguard finding(s) this test fails on (fail_on): {names}"]
+    lines += [f"  {f.describe()}" for f in gated]
+    lines.append("  the thresholds and what each finding means: docs/findings.md")
+    return FindingsFailed("\n".join(lines), gated)

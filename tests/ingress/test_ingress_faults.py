@@ -10,7 +10,7 @@ import httpx
 import pytest
 from ingress_sse import read_stream
 
-from pytest_streamguard.target.ingress import Ingress
+from pytest_streamguard.services.ingress import Ingress
 
 EVENTS = 13
 INTERVAL_S = 0.1

@@ -16,8 +16,9 @@ from typing import Any
 import httpx
 import pytest
 
-from pytest_streamguard.target import ingress as ingress_module
-from pytest_streamguard.target.ingress import Ingress, IngressError
+from pytest_streamguard.errors import IngressError
+from pytest_streamguard.services import ingress as ingress_module
+from pytest_streamguard.services.ingress import Ingress
 
 NOT_FOUND = re.escape(
     "nginx not found: install Debian's nginx-light (apt-get install nginx-light) or pass nginx=PATH"

@@ -12,7 +12,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from pytest_streamguard.target.processes import ManagedProcess, free_port
+from pytest_streamguard.services.processes import ManagedProcess, free_port
 
 
 def test_a_chunk_cut_leaves_exactly_n_chunks_on_every_kind_of_stream(

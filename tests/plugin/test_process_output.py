@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import sys
 
-from pytest_streamguard.target.processes import ManagedProcess, StartupError, listening_url
+from pytest_streamguard.errors import StartupError
+from pytest_streamguard.services.processes import ManagedProcess, listening_url
 
 # Forty lines alternating between stdout and stderr, flushed one by one, then a failed exit.
 ALTERNATING = (

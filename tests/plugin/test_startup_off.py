@@ -21,7 +21,7 @@ HEAVY = (
     "pytest_streamguard.plugin.session",
     "pytest_streamguard.plugin.runtime",
     "pytest_streamguard.guard",
-    "pytest_streamguard.target.app",
+    "pytest_streamguard.services.app",
     "pytest_streamguard.faults.toxiproxy_client",
 )
 
@@ -57,9 +57,12 @@ def test_plugin_off_imports_no_heavy_module(pytester: pytest.Pytester) -> None:
     assert {name.split(".")[0] for name in added} == {"pytest_streamguard"}, sorted(added)
     assert sorted(added) == [
         "pytest_streamguard",
+        "pytest_streamguard._moved",
+        "pytest_streamguard.common",
+        "pytest_streamguard.common.defaults",
+        "pytest_streamguard.common.display",
+        "pytest_streamguard.common.names",
         "pytest_streamguard.plugin",
-        "pytest_streamguard.plugin.display",
-        "pytest_streamguard.plugin.names",
         "pytest_streamguard.plugin.off",
         "pytest_streamguard.plugin.settings",
         "pytest_streamguard.report",

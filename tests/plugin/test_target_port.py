@@ -17,8 +17,8 @@ from pathlib import Path
 import pytest
 from plugin_helpers import NODE_GATEWAY, NODE_STREAM_TEST, wait_until
 
-from pytest_streamguard.target.app import PORT_DISCOVERY_S
-from pytest_streamguard.target.processes import ManagedProcess, listening_ports, listening_url
+from pytest_streamguard.services.app import PORT_DISCOVERY_S
+from pytest_streamguard.services.processes import ManagedProcess, listening_ports, listening_url
 
 # What each framework prints once it listens (their own words), and the URL the plugin dials.
 FRAMEWORK_LINES = [

@@ -13,9 +13,9 @@ import pytest
 from plugin_helpers import wait_until
 from toxiproxy.api import APIConsumer
 
+from pytest_streamguard.errors import ToxiproxyError
 from pytest_streamguard.faults.toxiproxy_client import (
     ToxiproxyAPI,
-    ToxiproxyError,
     _Binding,
     _toxiproxy_version,
     parse_version,

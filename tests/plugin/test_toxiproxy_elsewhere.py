@@ -34,7 +34,7 @@ from conftest import _load_stream_app
 from served import serve_in_thread
 
 from pytest_streamguard.faults.toxiproxy_client import ToxiproxyAPI, ToxiproxyServer
-from pytest_streamguard.target.processes import ManagedProcess, free_port
+from pytest_streamguard.services.processes import ManagedProcess, free_port
 
 RUNNER = "127.0.0.1"
 BRIDGE = "127.0.0.3"

@@ -28,7 +28,8 @@ from pathlib import Path
 from types import TracebackType
 from typing import Self
 
-from pytest_streamguard.target.processes import Reaper, stop_group
+from pytest_streamguard.errors import IngressError
+from pytest_streamguard.services.processes import Reaper, stop_group
 
 __all__ = ["Ingress", "IngressError"]
 
@@ -45,10 +46,6 @@ _BIND_ATTEMPTS = 5
 _LOG_TAIL_LINES = 20
 # Timeouts are written to the config in whole milliseconds, nginx's finest unit.
 _MIN_TIMEOUT_S = 0.001
-
-
-class IngressError(RuntimeError):
-    """nginx is missing, failed to start, or the ingress was used in the wrong state."""
 
 
 class Ingress:

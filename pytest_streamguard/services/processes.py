@@ -5,7 +5,7 @@ each in its own process group (``start_new_session``), with its output drained i
 buffer (the tail goes into the error when it fails to start). stderr shares stdout's pipe, so
 the tail shows the lines in the order the child wrote them (two pipes are read in whatever
 order their reader threads happen to run). nginx of
-:class:`~pytest_streamguard.target.ingress.Ingress` is started the same way by its own module.
+:class:`~pytest_streamguard.services.ingress.Ingress` is started the same way by its own module.
 
 Lifetime: the whole group is stopped at teardown (SIGTERM, SIGKILL after a grace period), on
 Ctrl-C (fixture teardown still runs) and at interpreter exit (``atexit``). For a pytest process
@@ -44,6 +44,8 @@ from collections.abc import Callable, Sequence
 
 import httpx
 
+from pytest_streamguard.errors import ClientErrorAnswer, ReadyPathError, StartupError
+
 _TAIL_LINES = 40
 _STOP_GRACE = 5.0
 _REAPER_SCRIPT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "_reaper.py")
@@ -65,24 +67,6 @@ _WILDCARD_HOST = re.compile(r"(?P<scheme>https?://)(?:0\.0\.0\.0|\[::\]|::|)?:")
 CLIENT_ERROR_FAIL_S = 3.0
 # The 4xx answers that do mean "not now": a starting server may give them.
 _RETRY_LATER = frozenset({408, 425, 429})
-
-
-class StartupError(RuntimeError):
-    """A process exited or did not become ready in time; the message carries its output tail."""
-
-
-class ReadyPathError(StartupError):
-    """The ready URL kept answering a 4xx (see :data:`CLIENT_ERROR_FAIL_S`): a wrong path."""
-
-
-class ClientErrorAnswer(Exception):
-    """:func:`poll_until_ok` gave up: the URL answered ``status`` (a 4xx) for ``seconds`` (at
-    least; the threshold it was given, so the message reads the same on a slow machine)."""
-
-    def __init__(self, status: int, seconds: float) -> None:
-        super().__init__(f"HTTP {status} for {seconds:g} s")
-        self.status = status
-        self.seconds = seconds
 
 
 class Reaper:

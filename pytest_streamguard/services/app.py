@@ -2,8 +2,9 @@
 
 Readiness: the ready path (``--streamguard-ready-path``) is polled until it answers 2xx. A
 refused connection or a 5xx is waited on (a server still starting), up to the startup timeout;
-a 4xx answered for :data:`~pytest_streamguard.target.processes.CLIENT_ERROR_FAIL_S` seconds fails at
-once with a hint naming the option, since no waiting turns a wrong path into a right one.
+a 4xx answered for :data:`~pytest_streamguard.services.processes.CLIENT_ERROR_FAIL_S` seconds
+fails at once with a hint naming the option, since no waiting turns a wrong path into a right
+one.
 """
 
 from __future__ import annotations
@@ -17,18 +18,16 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Protocol
 
 import httpx
 from prometheus_client.metrics_core import Metric
 from prometheus_client.parser import text_string_to_metric_families
 
-from pytest_streamguard.plugin.settings import Settings
-from pytest_streamguard.target.processes import (
+from pytest_streamguard.errors import ClientErrorAnswer, ReadyPathError, StartupError
+from pytest_streamguard.services.processes import (
     CLIENT_ERROR_FAIL_S,
-    ClientErrorAnswer,
     ManagedProcess,
-    ReadyPathError,
-    StartupError,
     free_port,
     listening_ports,
     listening_url,
@@ -168,7 +167,27 @@ def _wait_url_ready(url: str, timeout: float) -> None:
         )
 
 
-def start_target(settings: Settings, extra_args: Sequence[str] = ()) -> Target:
+class TargetSettings(Protocol):
+    """What :func:`start_target` reads of the plugin's settings
+    (:class:`pytest_streamguard.plugin.settings.Settings` has it all)."""
+
+    @property
+    def target_url(self) -> str | None: ...
+    @property
+    def target_cmd(self) -> tuple[str, ...] | None: ...
+    @property
+    def target_args(self) -> tuple[str, ...]: ...
+    @property
+    def target_cwd(self) -> Path | None: ...
+    @property
+    def ready_path(self) -> str: ...
+    @property
+    def startup_timeout(self) -> float: ...
+    @property
+    def target_description(self) -> str: ...
+
+
+def start_target(settings: TargetSettings, extra_args: Sequence[str] = ()) -> Target:
     """Point at, or start, the target the settings name, and wait until it is ready.
 
     A target the plugin starts gets ``--streamguard-target-args`` and then ``extra_args``

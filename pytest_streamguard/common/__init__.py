@@ -1,0 +1,10 @@
+"""The bottom layer: helpers every family may import, and that import no family of the plugin.
+
+- :mod:`.display`: how commands, paths and counts are shown to the user;
+- :mod:`.names`: the marker's and fixtures' names, and the findings' names (``fail_on``);
+- :mod:`.defaults`: the defaults of the options.
+
+Standard library only, so the light entry module (:mod:`pytest_streamguard.plugin`) can import
+them on every ``pytest`` start. The exceptions live beside this, in
+:mod:`pytest_streamguard.errors`.
+"""
