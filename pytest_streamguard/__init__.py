@@ -37,7 +37,7 @@ _PUBLIC = {
     "Faults": "faults.inject",
     "StreamGuard": "guard",
     "StreamTrace": "stream.trace",
-    "Target": "target.app",
+    "Target": "services.app",
     "TestRecord": "report.records",
     "Violation": "verdict.deadlines",
     "percentile": "verdict.stats",

@@ -106,6 +106,15 @@ def test_idle_cut_names_a_round_silence_and_not_another() -> None:
     assert fine.findings == []
 
 
+def test_idle_cut_never_names_the_clients_own_read_limit() -> None:
+    # The plugin's client gave up after its 1.050 s read limit: a round silence, but nothing on
+    # the way cut the stream, so no hop's read timeout is suspected.
+    own = make("stream 1", 0, [10, 20, 30], completed=False, end_ms=1082, kind="timeout")
+    assert own.findings == []
+    cut = make("stream 1", 0, [10, 20, 30], completed=False, end_ms=1082, kind="reset")
+    assert names(cut.findings) == ["idle_cut"]
+
+
 def test_idle_cut_counts_from_a_read_a_lazy_timer_kept() -> None:
     # nginx does not move a running timer by under 300 ms: behind a 1 s read timeout, a token
     # that came 0.242 s after the one before is followed by the cut 0.760 s later, 1 s after

@@ -132,7 +132,8 @@ def make_streamguard(
     """Factory (session scope): ``make_streamguard(item, target)`` returns a fresh
     :class:`~pytest_streamguard.guard.StreamGuard` for one test; every guard made for a test
     (the ``streamguard`` fixture's, a second one, one made in a helper) reports into that test's
-    verdict and record. Each target gets one Toxiproxy
+    verdict and record, and is closed at the test's end (its faults and ingress undone, its
+    records kept). Each target gets one Toxiproxy
     proxy, created on first use and deleted at session end; before each test its leftover
     toxics are removed, it is re-enabled and pointed back at the target. Proxies listen on
     ``--streamguard-proxy-host`` (on a port of ``--streamguard-proxy-ports`` if given) and
@@ -180,6 +181,10 @@ def make_streamguard(
         if not any(other.proxy is proxy for other in guards):
             guard.faults.reset_proxy()
         guards.append(guard)
+        # Every guard of the test is closed at its end, not only the streamguard fixture's: a
+        # fault left on a proxy no later test resets (another target's, an inner hop's) would
+        # act on the next tests. Closing twice is harmless; the records stay for the reports.
+        item.addfinalizer(guard.close)
         return guard
 
     try:

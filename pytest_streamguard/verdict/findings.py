@@ -119,6 +119,11 @@ IDLE_TOLERANCE_S = 0.1
 #: before the last chunk).
 IDLE_LAZY_S = 0.3
 _CUT_KINDS = frozenset({"cut", "reset", "timeout", "network", "truncated"})
+#: ... and something on the way cut the stream: a ``timeout`` is the plugin's own client giving
+#: up (its read limit, or the ``total`` bound), never a hop's read timeout (a 20-stream load
+#: whose app blocked its loop 0.1 s every 5 tokens ended on the client's 1.050 s read limit,
+#: 1.052 s after the last chunk, and was named ``idle_cut`` with no ingress on the way).
+_IDLE_CUT_KINDS = _CUT_KINDS - {"timeout"}
 
 #: held_open: the body stayed open at least this many seconds after the protocol's end.
 HELD_OPEN_MIN_S = 0.1
@@ -263,7 +268,7 @@ def _buffered(trace: Observed) -> Finding | None:
 
 
 def _idle_cut(trace: Observed) -> Finding | None:
-    if trace.completed or trace.error_kind not in _CUT_KINDS or trace.end_ns is None:
+    if trace.completed or trace.error_kind not in _IDLE_CUT_KINDS or trace.end_ns is None:
         return None
     head = trace.response_ns if trace.response_ns is not None else trace.request_ns
     stamps = sorted({head, *(c.stamp_ns for c in trace.chunks), *trace.heartbeat_ns})

@@ -253,3 +253,35 @@ def test_every_guard_of_a_test_reaches_its_verdict(
     report = json.loads(pytester.path.joinpath("report.json").read_text())
     streams = {t["nodeid"].split("::")[1]: len(t["traces"]) for t in report["tests"]}
     assert streams == {"test_second_guard_after_the_fixture": 2, "test_guard_made_in_a_helper": 1}
+
+
+CLEANUP_TESTS = """
+def test_a_helper_guard_leaves_its_faults_on(make_streamguard, streamguard_target, request):
+    guard = make_streamguard(request.node, streamguard_target)
+    guard.faults.latency(300)
+    guard.faults.down()
+
+
+def test_the_next_test_finds_every_proxy_clean(toxiproxy):
+    proxies = toxiproxy.proxies()
+    assert proxies
+    for proxy in proxies.values():
+        assert proxy.enabled, proxy.name
+        assert proxy.toxics() == {}, proxy.name
+"""
+
+
+def test_every_guard_of_a_test_is_closed_at_its_end(
+    pytester: pytest.Pytester,
+    run,  # type: ignore[no-untyped-def]
+) -> None:
+    # Before, only the streamguard fixture's guard was closed: a guard made with
+    # make_streamguard left its faults on the proxy, and the next test ran under them.
+    pytester.makepyfile(test_cleanup=CLEANUP_TESTS)
+    result = run("-q", "-p", "no:randomly", "--streamguard-json", "report.json")
+    result.assert_outcomes(passed=2)
+    report = json.loads(pytester.path.joinpath("report.json").read_text())
+    (record,) = [t for t in report["tests"] if "leaves_its_faults_on" in t["nodeid"]]
+    # The closed guard's records are kept, each with when it was undone.
+    assert [f["kind"] for f in record["faults"]] == ["latency", "down"]
+    assert all(f["off_ns"] is not None for f in record["faults"])
