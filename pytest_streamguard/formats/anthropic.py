@@ -24,6 +24,7 @@ from pytest_streamguard.formats.base import (
     Reading,
     StreamFormat,
     parse_json,
+    reason_of,
 )
 from pytest_streamguard.formats.generic import error_message
 
@@ -61,6 +62,8 @@ class AnthropicFormat(StreamFormat):
             raise ServerError(f"server sent an error: {error_message(obj)}")
         if kind == "content_block_start" and isinstance(obj, dict):
             return _block_start(obj)
+        if kind == "message_delta" and isinstance(obj, dict):
+            return Reading(data=obj, reason=reason_of(obj.get("delta"), ("stop_reason",)))
         if kind != "content_block_delta" or not isinstance(obj, dict):
             return NOTHING
         delta = obj.get("delta")

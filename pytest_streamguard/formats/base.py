@@ -68,6 +68,12 @@ class Reading:
     candidates) says which ones a frame carries (``answers``, their indexes) and which of them
     it finishes (``finished``) instead of setting ``end``: the stream's end has arrived once
     every answer that appeared has finished.
+
+    ``reason``: why generation ended, as the protocol names it (OpenAI's ``finish_reason``,
+    Anthropic's ``stop_reason``, Ollama's ``done_reason``, Gemini's ``finishReason``, TGI's
+    ``details.finish_reason``, the Responses API's status), on the frame that carries it, which
+    may carry no token at all (llama.cpp's server, transformers serve and the OpenAI API send the
+    reason in an otherwise empty chunk).
     """
 
     pieces: tuple[Piece, ...] = ()
@@ -78,6 +84,7 @@ class Reading:
     answers: tuple[int, ...] = ()
     finished: tuple[int, ...] = ()
     output: bool = False
+    reason: str | None = None
 
 
 NOTHING = Reading()
@@ -89,6 +96,22 @@ def text_reading(text: str, data: Any = None, *, end: bool = False, last: bool =
     """A reading with one piece of answer text (none when ``text`` is empty)."""
     pieces = (Piece(TEXT, text),) if text else ()
     return Reading(pieces=pieces, end=end, last=last, data=data)
+
+
+#: The fields that name why generation ended, in the protocols that put it at the top of an
+#: object (the bundled target's ``done`` event, Ollama's last line, an NDJSON end line).
+REASON_FIELDS = ("finish_reason", "stop_reason", "done_reason", "finishReason")
+
+
+def reason_of(obj: Any, fields: tuple[str, ...] = REASON_FIELDS) -> str | None:
+    """The first non-empty string among ``fields`` of ``obj`` (a dict), else None."""
+    if not isinstance(obj, dict):
+        return None
+    for name in fields:
+        value = obj.get(name)
+        if isinstance(value, str) and value:
+            return value
+    return None
 
 
 def parse_json(data: str, what: str) -> Any:

@@ -23,6 +23,7 @@ from pytest_streamguard.formats.base import (
     Reading,
     StreamFormat,
     parse_object,
+    reason_of,
 )
 from pytest_streamguard.formats.generic import error_message
 
@@ -58,6 +59,7 @@ class GeminiFormat(StreamFormat):
         pieces: list[Piece] = []
         answers: list[int] = []
         finished: list[int] = []
+        ended: str | None = None
         candidates = obj.get("candidates")
         for position, candidate in enumerate(candidates if isinstance(candidates, list) else []):
             if not isinstance(candidate, dict):
@@ -73,12 +75,16 @@ class GeminiFormat(StreamFormat):
             reason = candidate.get("finishReason")
             if reason and reason != _UNSPECIFIED:
                 finished.append(index)
+                ended = reason if isinstance(reason, str) else ended
         feedback = obj.get("promptFeedback")
         blocked = isinstance(feedback, dict) and bool(feedback.get("blockReason"))
+        if blocked and ended is None:
+            ended = reason_of(feedback, ("blockReason",))
         return Reading(
             pieces=tuple(pieces),
             end=blocked,
             data=obj,
             answers=tuple(answers),
             finished=tuple(finished),
+            reason=ended,
         )

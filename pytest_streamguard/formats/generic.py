@@ -6,6 +6,7 @@ name the events (or write the small functions) that make a token, an end and an 
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from collections.abc import Callable
 from typing import Any
@@ -21,6 +22,7 @@ from pytest_streamguard.formats.base import (
     Reading,
     StreamFormat,
     parse_json,
+    reason_of,
     text_reading,
 )
 
@@ -126,7 +128,7 @@ class SSEFormat(StreamFormat):
         if self.done_data is not None and frame.data.strip() == self.done_data:
             return FINAL
         if event in self.end_events:
-            return FINAL
+            return Reading(end=True, last=True, reason=_end_reason(frame.data))
         if event in self.error_events:
             message = error_message(self._payload(frame.data))
             raise ServerError(f"server sent event: {event}: {message}")
@@ -136,6 +138,15 @@ class SSEFormat(StreamFormat):
             return NOTHING
         payload = self._payload(frame.data)
         return text_reading(self.text(payload) or "", payload)
+
+
+def _end_reason(data: str) -> str | None:
+    """Why generation ended, when an end event's data is a JSON object that says (the bundled
+    target's ``event: done`` carries ``finish_reason``); an end event's data is never an error."""
+    try:
+        return reason_of(json.loads(data)) if data else None
+    except ValueError:
+        return None
 
 
 class NDJSONFormat(StreamFormat):
@@ -179,7 +190,8 @@ class NDJSONFormat(StreamFormat):
         if message:
             raise ServerError(f"server sent an error: {message}")
         done = self.end is not None and bool(self.end(obj))
-        return text_reading(self.text(obj) or "", obj, end=done, last=done)
+        reading = text_reading(self.text(obj) or "", obj, end=done, last=done)
+        return dataclasses.replace(reading, reason=reason_of(obj)) if done else reading
 
 
 class RawFormat(StreamFormat):

@@ -22,6 +22,7 @@ from pytest_streamguard.formats.base import (
     Reading,
     StreamFormat,
     parse_object,
+    reason_of,
 )
 from pytest_streamguard.formats.generic import error_message
 
@@ -65,4 +66,5 @@ class OllamaFormat(StreamFormat):
         else:
             pieces = _pieces(obj, "response")
         done = obj.get("done") is True
-        return Reading(pieces=tuple(pieces), end=done, last=done, data=obj)
+        reason = reason_of(obj, ("done_reason",)) if done else None
+        return Reading(pieces=tuple(pieces), end=done, last=done, data=obj, reason=reason)

@@ -32,6 +32,7 @@ from pytest_streamguard.formats.base import (
     Reading,
     StreamFormat,
     parse_object,
+    reason_of,
 )
 from pytest_streamguard.formats.generic import error_message
 
@@ -103,6 +104,7 @@ class OpenAIChatFormat(StreamFormat):
         answers: list[int] = []
         finished: list[int] = []
         output = False
+        reason: str | None = None
         choices = obj.get("choices")
         for position, choice in enumerate(choices if isinstance(choices, list) else []):
             if not isinstance(choice, dict):
@@ -119,12 +121,14 @@ class OpenAIChatFormat(StreamFormat):
                 pieces.append(Piece(TEXT, text))
             if choice.get("finish_reason"):
                 finished.append(index)
+                reason = reason_of(choice, ("finish_reason",)) or reason
         return Reading(
             pieces=tuple(pieces),
             data=obj,
             answers=tuple(answers),
             finished=tuple(finished),
             output=output,
+            reason=reason,
         )
 
 
@@ -145,6 +149,19 @@ _RESPONSES_DONE = {
     "response.refusal.done": ("refusal", REFUSAL),
     "response.function_call_arguments.done": ("arguments", TOOL),
 }
+
+
+def _responses_reason(obj: dict[str, Any], kind: str) -> str:
+    """The response's status (``completed``, ``incomplete``), or for an incomplete one the
+    reason it gives (``max_output_tokens``, ``content_filter``), as the openai client's
+    ``Response.status`` and ``incomplete_details.reason`` say."""
+    response = obj.get("response")
+    response = response if isinstance(response, dict) else {}
+    status = response.get("status")
+    status = status if isinstance(status, str) and status else kind.rsplit(".", 1)[1]
+    if status == "incomplete":
+        return reason_of(response.get("incomplete_details"), ("reason",)) or status
+    return status
 
 
 class OpenAIResponsesFormat(StreamFormat):
@@ -186,7 +203,7 @@ class OpenAIResponsesFormat(StreamFormat):
                 started = isinstance(item, dict) and "call" in str(item.get("type"))
                 return Reading(data=obj, output=started)
             if kind in _RESPONSES_ENDS:
-                return Reading(end=True, last=True, data=obj)
+                return Reading(end=True, last=True, data=obj, reason=_responses_reason(obj, kind))
             if kind == "response.failed":
                 response = obj.get("response")
                 error = response.get("error") if isinstance(response, dict) else None

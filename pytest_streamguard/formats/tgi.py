@@ -8,8 +8,17 @@ fails the stream. TGI's OpenAI-compatible ``/v1/chat/completions`` is ``format="
 
 from __future__ import annotations
 
+import dataclasses
+
 from pytest_streamguard.errors import ServerError
-from pytest_streamguard.formats.base import Frame, Reading, StreamFormat, parse_object, text_reading
+from pytest_streamguard.formats.base import (
+    Frame,
+    Reading,
+    StreamFormat,
+    parse_object,
+    reason_of,
+    text_reading,
+)
 from pytest_streamguard.formats.generic import error_message
 
 
@@ -31,4 +40,8 @@ class TGIFormat(StreamFormat):
             value = token.get("text")
             text = value if isinstance(value, str) else ""
         done = obj.get("generated_text") is not None
-        return text_reading(text, obj, end=done, last=done)
+        reading = text_reading(text, obj, end=done, last=done)
+        if done:
+            reason = reason_of(obj.get("details"), ("finish_reason",))
+            reading = dataclasses.replace(reading, reason=reason)
+        return reading

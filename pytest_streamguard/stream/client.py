@@ -614,6 +614,8 @@ class StreamRecorder:
             else:
                 self._arrived_more = True
         self._output = self._output or reading.output
+        if reading.reason is not None:
+            self.trace.end_reason = reading.reason
         self._answers.update(reading.answers, reading.finished)
         self._finished.update(reading.finished)
         stop = self.format.client_stop_data if self.format is not None else None

@@ -196,6 +196,15 @@ class StreamTrace:
     """Seconds the body stayed open after the protocol's end, when it did not end within
     ``HELD_OPEN_S`` (1 s) of it (an SDK client that reads to the body's end waits there until
     its own timeout); None when the body ended promptly or the stream had no end."""
+    end_reason: str | None = None
+    """Why generation ended, as the stream's protocol said it: OpenAI's ``finish_reason``
+    (``stop``, ``length``, ``tool_calls``), Anthropic's ``stop_reason`` (``end_turn``,
+    ``max_tokens``), Ollama's ``done_reason``, Gemini's ``finishReason`` (``STOP``), TGI's
+    ``details.finish_reason``, the Responses API's status (``completed``, or an incomplete
+    response's reason such as ``max_output_tokens``), the bundled target's ``finish_reason``;
+    the last one the stream sent, read from whichever frame carried it (often one with no token).
+    None when the stream sent none. A stream cut short for length is ``completed`` all the same:
+    test ``end_reason`` to tell a whole answer from a stopped one."""
     expect: str | None = None
     """``"cut"`` when the test said the stream is meant to be cut (``stream(..., expect="cut")``):
     a cut is then no violation, and a stream that completes is one."""
@@ -385,6 +394,7 @@ class StreamTrace:
             "caught": list(self.caught),
             "expect": self.expect,
             "held_open_s": self.held_open_s,
+            "end_reason": self.end_reason,
             "node": self.node,
             "queued_ns": self.queued_ns,
             "local": self.local,
@@ -419,6 +429,7 @@ class StreamTrace:
             caught=[str(c) for c in raw.get("caught", [])],
             expect=raw.get("expect"),
             held_open_s=raw.get("held_open_s"),
+            end_reason=raw.get("end_reason"),
             node=raw.get("node"),
             queued_ns=raw.get("queued_ns"),
             local=raw.get("local"),

@@ -232,6 +232,8 @@ class Verdict:
     completed: bool
     parts: dict[str, str]
     why: str = ""
+    reason: str | None = None
+    """Why generation ended, as this reader saw it (``trace.end_reason``; the client's own)."""
 
 
 @dataclass
@@ -246,18 +248,21 @@ class Outcome:
 
     @property
     def agree(self) -> bool:
-        """Same ``completed``; the same text of every kind unless the client raised (what it
-        had assembled before its exception is not its answer)."""
+        """Same ``completed``; the same text of every kind and the same end reason unless the
+        client raised (what it had assembled before its exception is not its answer)."""
         if self.ours.completed != self.theirs.completed:
             return False
-        return self.theirs.why != "no failure" or self.ours.parts == self.theirs.parts
+        return self.theirs.why != "no failure" or (
+            self.ours.parts == self.theirs.parts and self.ours.reason == self.theirs.reason
+        )
 
     def describe(self) -> str:
         t = self.transcript
         return (
             f"[{t.protocol} #{t.index} read {self.how}] plugin completed={self.ours.completed} "
-            f"({self.ours.why}) parts={self.ours.parts}; client completed="
-            f"{self.theirs.completed} ({self.theirs.why}) parts={self.theirs.parts}\n"
+            f"({self.ours.why}) parts={self.ours.parts} reason={self.ours.reason}; client "
+            f"completed={self.theirs.completed} ({self.theirs.why}) parts={self.theirs.parts} "
+            f"reason={self.theirs.reason}\n"
             f"  replay: {t.replay()}"
         )
 
@@ -276,7 +281,7 @@ def client_verdict(transcript: Transcript, base: str, transport: ReplayTransport
         got = oracles.ORACLES[transcript.protocol].read(base, case, http)
     parts = {kind: got.of(kind) for kind in KINDS}
     failed = got.failed or got.unfinished
-    return Verdict(failed is None and got.produced, parts, failed or "no failure")
+    return Verdict(failed is None and got.produced, parts, failed or "no failure", got.reason)
 
 
 @functools.cache
@@ -314,7 +319,7 @@ async def plugin_verdict(url: str, fmt: str, client: httpx.AsyncClient | None) -
     trace = await aread_stream(StreamRecorder(request, "fuzz"), client)
     parts = {kind: trace.text_of(kind) for kind in KINDS}
     why = f"{trace.error_kind}: {trace.error}" if trace.error else "completed"
-    return Verdict(trace.completed, parts, why)
+    return Verdict(trace.completed, parts, why, trace.end_reason)
 
 
 # --- what differs on purpose ---------------------------------------------------------------

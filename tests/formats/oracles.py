@@ -52,6 +52,15 @@ class Assembled:
     unfinished: str | None = None
     """What the client's final-answer call would raise where the plugin deliberately says
     completed (a Responses stream that ends with response.incomplete)."""
+    reason: str | None = None
+    """Why generation ended, as the client exposes it (the last one the stream sent)."""
+
+    def ended(self, reason: Any) -> None:
+        """Keep a reason the client reported (an enum's value, as sent; None and empty are
+        not reasons)."""
+        value = getattr(reason, "value", reason)
+        if isinstance(value, str) and value:
+            self.reason = value
 
     def add(self, kind: str, piece: str | None) -> None:
         """Keep a non-empty piece of ``kind``."""
@@ -109,6 +118,7 @@ def read_openai(base: str, case: Case, http: HttpFactory | None = None) -> Assem
             for completion in client.completions.create(model="m", prompt="hi", stream=True):
                 for choice in completion.choices:
                     got.add("text", choice.text)
+                    got.ended(choice.finish_reason)
             return
         stream = client.chat.completions.create(
             model="m", messages=[{"role": "user", "content": "hi"}], stream=True
@@ -125,6 +135,7 @@ def read_openai(base: str, case: Case, http: HttpFactory | None = None) -> Assem
                 for call in c.delta.tool_calls or []:
                     got.calls += bool(call.function and call.function.name)
                     got.add("tool", call.function.arguments if call.function else None)
+                got.ended(c.finish_reason)
 
     # Closed after the read, so no connection outlives the check (filterwarnings = error).
     with client:
@@ -170,6 +181,11 @@ def read_openai_responses(base: str, case: Case, http: HttpFactory | None = None
                 got.calls += getattr(event.item, "type", "") == "function_call"
             elif kind in ("error", "response.failed"):
                 got.failed = f"{kind} event"
+            if kind in ("response.completed", "response.incomplete"):
+                details = event.response.incomplete_details
+                got.ended(details.reason if details is not None else None)
+                if event.response.status != "incomplete" or got.reason is None:
+                    got.ended(event.response.status)
             completed = completed or kind == "response.completed"
             incomplete = incomplete or kind == "response.incomplete"
         if got.failed is None and not completed:
@@ -213,6 +229,8 @@ def read_anthropic(base: str, case: Case, http: HttpFactory | None = None) -> As
                     got.add("reasoning", block.thinking if block.type == "thinking" else None)
                 if event.type == "content_block_delta" and event.delta.type in kinds:
                     got.add(kinds[event.delta.type], getattr(event.delta, fields[event.delta.type]))
+                if event.type == "message_delta":
+                    got.ended(event.delta.stop_reason)
             final = stream.get_final_message()
             text = "".join(block.text for block in final.content if block.type == "text")
             assert text == got.of("text"), (text, got.parts)
@@ -250,6 +268,16 @@ def read_gemini(base: str, case: Case, http: HttpFactory | None = None) -> Assem
                         got.add("tool", _compact(part.function_call.args or {}))
                     else:
                         got.add("reasoning" if part.thought else "text", part.text)
+                reason = getattr(candidate.finish_reason, "value", candidate.finish_reason)
+                if reason != "FINISH_REASON_UNSPECIFIED":
+                    got.ended(reason)
+            feedback = response.prompt_feedback
+            if (
+                feedback is not None
+                and feedback.block_reason is not None
+                and not any(candidate.finish_reason for candidate in response.candidates or [])
+            ):
+                got.ended(feedback.block_reason)
 
     # Closed after the read, so no connection outlives the check (filterwarnings = error).
     with client:
@@ -269,12 +297,14 @@ def read_ollama(base: str, case: Case, http: HttpFactory | None = None) -> Assem
             for part in client.generate(model="m", prompt="hi", stream=True):
                 got.add("reasoning", part.thinking)
                 got.add("text", part.response)
+                got.ended(part.done_reason if part.done else None)
             return
         for chunk in client.chat(
             model="m", messages=[{"role": "user", "content": "hi"}], stream=True
         ):
             got.add("reasoning", chunk.message.thinking)
             got.add("text", chunk.message.content)
+            got.ended(chunk.done_reason if chunk.done else None)
             for call in chunk.message.tool_calls or []:
                 got.calls += 1
                 got.add("tool", _compact(dict(call.function.arguments)))
@@ -295,6 +325,7 @@ def read_tgi(base: str, case: Case, http: HttpFactory | None = None) -> Assemble
                 got.add("text", output.token.text)
             if output.generated_text is not None:
                 assert output.generated_text == got.of("text"), (output, got.parts)
+                got.ended(output.details.finish_reason if output.details is not None else None)
 
     # Closed after the read, so no connection outlives the check (filterwarnings = error).
     with client:

@@ -233,3 +233,108 @@ def test_bare_done_without_finish_reason_follows_the_client(n: int) -> None:
     words = ["The", " answer", " is"][:n]
     body = _sse(*((None, _chat({"content": w})) for w in words), (None, "[DONE]"))
     _agree("openai", body, True, text="".join(words))
+
+
+_MESSAGE = {
+    "id": "m",
+    "type": "message",
+    "role": "assistant",
+    "model": "m",
+    "content": [],
+    "usage": {"input_tokens": 1, "output_tokens": 1},
+}
+
+
+def _reasons(protocol: str, body: bytes) -> tuple[list[str | None], str | None]:
+    mine, theirs = _read(protocol, body)
+    return [verdict.reason for verdict in mine], theirs.reason
+
+
+def test_the_end_reason_in_an_otherwise_empty_chunk_is_the_clients() -> None:
+    """llama.cpp's server, transformers serve and the OpenAI API send the finish_reason in a
+    chunk with an empty delta, after the last token: the trace's end_reason is read from it, as
+    the openai client's last chunk says it."""
+    body = _sse(
+        (None, _chat({"role": "assistant", "content": ""})),
+        (None, _chat({"content": "Hi"})),
+        (None, _chat({}, "length")),
+        (None, {"object": "chat.completion.chunk", "choices": [], "usage": {"total_tokens": 3}}),
+        (None, "[DONE]"),
+    )
+    assert _reasons("openai", body) == (["length", "length"], "length")
+
+
+@pytest.mark.parametrize(
+    ("protocol", "body", "reason"),
+    [
+        (
+            "anthropic",
+            _sse(
+                ("message_start", {"type": "message_start", "message": _MESSAGE}),
+                (
+                    "content_block_start",
+                    {
+                        "type": "content_block_start",
+                        "index": 0,
+                        "content_block": {"type": "text", "text": ""},
+                    },
+                ),
+                (
+                    "content_block_delta",
+                    {
+                        "type": "content_block_delta",
+                        "index": 0,
+                        "delta": {"type": "text_delta", "text": "Hi"},
+                    },
+                ),
+                ("content_block_stop", {"type": "content_block_stop", "index": 0}),
+                (
+                    "message_delta",
+                    {
+                        "type": "message_delta",
+                        "delta": {"stop_reason": "max_tokens", "stop_sequence": None},
+                        "usage": {"output_tokens": 1},
+                    },
+                ),
+                ("message_stop", {"type": "message_stop"}),
+            ),
+            "max_tokens",
+        ),
+        (
+            "gemini",
+            _sse(
+                (
+                    None,
+                    {
+                        "candidates": [
+                            {"index": 0, "content": {"role": "model", "parts": [{"text": "Hi"}]}}
+                        ]
+                    },
+                ),
+                (
+                    None,
+                    {
+                        "candidates": [
+                            {
+                                "index": 0,
+                                "content": {"role": "model", "parts": []},
+                                "finishReason": "MAX_TOKENS",
+                            }
+                        ]
+                    },
+                ),
+            ),
+            "MAX_TOKENS",
+        ),
+        (
+            "ollama",
+            b'{"model":"m","created_at":"2026-01-01T00:00:00Z","message":{"role":"assistant",'
+            b'"content":"Hi"},"done":false}\n'
+            b'{"model":"m","created_at":"2026-01-01T00:00:00Z","message":{"role":"assistant",'
+            b'"content":""},"done":true,"done_reason":"length"}\n',
+            "length",
+        ),
+    ],
+)
+def test_each_protocols_end_reason_is_the_clients(protocol: str, body: bytes, reason: str) -> None:
+    assert _reasons(protocol, body) == ([reason, reason], reason)
