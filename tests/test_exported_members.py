@@ -159,7 +159,7 @@ FIXTURES_DIRECTIVE = "pytest_streamguard.plugin.fixtures"
 # A public name shown by a deep path in the text, as `pytest_streamguard.faults.inject.chosen`.
 DEEP_NAME = re.compile(r"pytest_streamguard(?:\.\w+)+\.(\w+)")
 _FENCE = re.compile(r"^ {0,3}(`{3,}|~{3,})")
-_INLINE_CODE = re.compile(r"`([^`\n]+)`")
+_INLINE_CODE = re.compile(r"`([^`]+)`")
 
 
 def user_pages() -> list[Path]:
@@ -169,18 +169,23 @@ def user_pages() -> list[Path]:
 
 
 def inline_code(text: str) -> list[tuple[int, str]]:
-    """The inline code spans of a Markdown page outside its fenced blocks, with their lines
-    (a fenced block may be output, which shows an exception by its module path)."""
-    spans: list[tuple[int, str]] = []
+    """The inline code spans of a Markdown page outside its fenced blocks (a fenced block may
+    be output, which shows an exception by its module path), each with the line it starts on;
+    a span may run over a line end, as Markdown allows."""
+    kept: list[str] = []
     fence: str | None = None
-    for number, line in enumerate(text.splitlines(), start=1):
+    for line in text.splitlines():
         opening = _FENCE.match(line)
         if opening and (fence is None or opening[1].startswith(fence)):
             fence = opening[1][0] * 3 if fence is None else None
-            continue
-        if fence is None:
-            spans.extend((number, span) for span in _INLINE_CODE.findall(line))
-    return spans
+            kept.append("")
+        else:
+            kept.append(line if fence is None else "")
+    prose = "\n".join(kept)
+    return [
+        (prose.count("\n", 0, m.start()) + 1, re.sub(r"\.\s+", ".", " ".join(m[1].split())))
+        for m in _INLINE_CODE.finditer(prose)
+    ]
 
 
 def deep_paths(path: Path, text: str) -> list[str]:
@@ -210,6 +215,8 @@ def test_the_page_check_finds_each_kind_of_deep_path() -> None:
     page = ROOT / "docs" / "example.md"
     text = (
         "Call `pytest_streamguard.faults.inject.chosen(1, 2, 0.5)`, or `chosen` itself.\n"
+        "A span over a line end: `not_cancelled` and `pytest_streamguard.verdict.findings.\n"
+        "not_cancelled`.\n"
         "\n"
         "```python\n"
         "from pytest_streamguard.services.ingress import Ingress\n"
@@ -230,10 +237,11 @@ def test_the_page_check_finds_each_kind_of_deep_path() -> None:
         "`python -m pytest_streamguard.report a.json b.json`\n"
     )
     assert deep_paths(page, text) == [
-        "docs/example.md:4: from pytest_streamguard.services.ingress import",
-        "docs/example.md:5: import pytest_streamguard.",
-        "docs/example.md:13: ::: pytest_streamguard.load.LoadResult",
+        "docs/example.md:6: from pytest_streamguard.services.ingress import",
+        "docs/example.md:7: import pytest_streamguard.",
+        "docs/example.md:15: ::: pytest_streamguard.load.LoadResult",
         "docs/example.md:1: `pytest_streamguard.faults.inject.chosen(1, 2, 0.5)`",
+        "docs/example.md:2: `pytest_streamguard.verdict.findings.not_cancelled`",
     ]
 
 
