@@ -44,7 +44,7 @@ def _settings(config: pytest.Config) -> Settings:
 def make_streamguard_target(pytestconfig: pytest.Config) -> Iterator[Callable[..., Target]]:
     """Factory (session scope): ``make_streamguard_target(args=["--naive"])`` starts the
     session's target with extra command-line flags (after ``--streamguard-target-args``) and
-    returns its :class:`~pytest_streamguard.services.app.Target`. Each distinct ``args`` starts one
+    returns its :class:`~pytest_streamguard.Target`. Each distinct ``args`` starts one
     process, shared by every test that asks for it and stopped at session end. Use it to
     override ``streamguard_target`` for a module or class; a target given by URL takes no flags."""
     settings = _settings(pytestconfig)
@@ -86,7 +86,7 @@ def streamguard_target(
 ) -> Target:
     """The app under test (session scope), started or located from the ``--streamguard-target-*``
     options, or the bundled ``target_app``; stopped at session end. Override it in a conftest to
-    provide your own :class:`~pytest_streamguard.services.app.Target`, or in a module or class (any
+    provide your own :class:`~pytest_streamguard.Target`, or in a module or class (any
     scope) with ``make_streamguard_target(args=[...])`` for a variant of the bundled target."""
     target: Target = make_streamguard_target()
     pytestconfig.stash[SESSION_KEY].meta["target_url"] = target.url
@@ -130,7 +130,7 @@ def make_streamguard(
     make_streamguard_target: Callable[..., Target],
 ) -> Iterator[Callable[[pytest.Item, Target], StreamGuard]]:
     """Factory (session scope): ``make_streamguard(item, target)`` returns a fresh
-    :class:`~pytest_streamguard.guard.StreamGuard` for one test; every guard made for a test
+    :class:`~pytest_streamguard.StreamGuard` for one test; every guard made for a test
     (the ``streamguard`` fixture's, a second one, one made in a helper) reports into that test's
     verdict and record, and is closed at the test's end (its faults and ingress undone, its
     records kept). Each target gets one Toxiproxy
