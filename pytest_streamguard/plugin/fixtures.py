@@ -17,6 +17,7 @@ from toxiproxy.api import APIConsumer
 from toxiproxy.proxy import Proxy
 from toxiproxy.server import Toxiproxy
 
+from pytest_streamguard.common.display import shown_command
 from pytest_streamguard.common.names import SKIP_REASON
 from pytest_streamguard.errors import StartupError, ToxiproxyError
 from pytest_streamguard.faults.toxiproxy_client import (
@@ -89,7 +90,11 @@ def streamguard_target(
     provide your own :class:`~pytest_streamguard.Target`, or in a module or class (any
     scope) with ``make_streamguard_target(args=[...])`` for a variant of the bundled target."""
     target: Target = make_streamguard_target()
-    pytestconfig.stash[SESSION_KEY].meta["target_url"] = target.url
+    meta = pytestconfig.stash[SESSION_KEY].meta
+    meta["target_url"] = target.url
+    if target.command:
+        # The header at the start can show only the template ({port}); this is what ran.
+        meta["target_command"] = shown_command(target.command, pytestconfig.rootpath)
     return target
 
 

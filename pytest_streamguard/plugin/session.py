@@ -362,8 +362,10 @@ class StreamGuardSession:
             for line in self._worker_lines():
                 out.write_line(line)
         else:
+            started = self.meta.get("target_command")
             out.write_line(
-                f"target: {self.meta.get('target_url', self.meta['target'])}; "
+                f"target: {self.meta.get('target_url', self.meta['target'])}"
+                f"{f' (started as {started})' if started else ''}; "
                 f"toxiproxy: {self.meta['toxiproxy']} "
                 f"{self.meta.get('toxiproxy_version', '')}".rstrip()
             )

@@ -7,6 +7,7 @@ leading ``python`` that must be pytest's own interpreter, not whatever PATH find
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import socket
@@ -52,6 +53,7 @@ NOT_LISTENING = [
 
 # Reads PORT, as most frameworks do, and prints nothing at all.
 SILENT_PORT_APP = """
+import json
 import os
 from http.server import BaseHTTPRequestHandler, HTTPServer
 
@@ -66,6 +68,11 @@ class Handler(BaseHTTPRequestHandler):
 
 HTTPServer(("127.0.0.1", int(os.environ["PORT"])), Handler).serve_forever()
 """
+
+# The same app, told its port by a flag: python app.py --port N.
+PORT_FLAG_APP = SILENT_PORT_APP.replace('int(os.environ["PORT"])', "int(sys.argv[2])").replace(
+    "import os", "import sys"
+)
 
 READY_ONLY_TEST = """
 import pytest
@@ -248,3 +255,33 @@ def test_target_cwd_that_is_not_a_directory(pytester: pytest.Pytester) -> None:
     result.stderr.fnmatch_lines(
         ["*'no/such/dir' from --streamguard-target-cwd is not a valid streamguard_target_cwd:*"]
     )
+
+
+def test_the_summary_names_the_command_that_ran(
+    pytester: pytest.Pytester, toxiproxy_url: str
+) -> None:
+    # The header at the start shows the template ({port}); the summary, what ran on which port.
+    pytester.path.joinpath("app.py").write_text(PORT_FLAG_APP)
+    pytester.makepyfile(READY_ONLY_TEST)
+    result = pytester.runpytest_subprocess(
+        "--streamguard",
+        "--streamguard-toxiproxy",
+        toxiproxy_url,
+        "--streamguard-target-cmd",
+        f"{sys.executable} app.py --port {{port}}",
+        "--streamguard-ready-path",
+        "/",
+        "--streamguard-json",
+        "report.json",
+        "-p",
+        "no:cacheprovider",
+    )
+    result.assert_outcomes(passed=1)
+    result.stdout.fnmatch_lines(["streamguard: target=command python app.py --port {port}, *"])
+    (line,) = [line for line in result.outlines if line.startswith("target: http://")]
+    port = line.split("127.0.0.1:", 1)[1].split(" ", 1)[0]
+    assert line.startswith(
+        f"target: http://127.0.0.1:{port} (started as python app.py --port {port}); "
+    )
+    report = json.loads(pytester.path.joinpath("report.json").read_text())
+    assert report["target_command"] == f"python app.py --port {port}"
