@@ -292,10 +292,13 @@ class StreamRecorder:
         """Stamp the moment the request is sent."""
         self.trace.request_ns = time.perf_counter_ns()
 
-    def response(self, status_code: int, content_type: str | None = None) -> None:
-        """Record the response headers' arrival; a non-2xx answer, or a 200 that is not a
-        stream of this format, stops the stream (see :meth:`add_body`)."""
-        self.trace.response_ns = time.perf_counter_ns()
+    def response(
+        self, status_code: int, content_type: str | None = None, stamp_ns: int | None = None
+    ) -> None:
+        """Record the response headers' arrival (``stamp_ns``: the stamp of the read that
+        completed them, where the transport knows it, else now); a non-2xx answer, or a 200
+        that is not a stream of this format, stops the stream (see :meth:`add_body`)."""
+        self.trace.response_ns = stamp_ns or time.perf_counter_ns()
         self.trace.status_code = status_code
         self._content_type = media_type(content_type)
         if not 200 <= status_code < 300:
@@ -824,7 +827,11 @@ async def _aread(client: httpx.AsyncClient, recorder: StreamRecorder) -> StreamT
                     timeout=_timeout(request.limits),
                 ) as response:
                     wire = _wire_stamps(recorder.trace, response.extensions)
-                    recorder.response(response.status_code, response.headers.get("content-type"))
+                    recorder.response(
+                        response.status_code,
+                        response.headers.get("content-type"),
+                        response.extensions.get("streamguard_head_ns"),
+                    )
                     if recorder.stopped:
                         recorder.add_body(await _read_some(response))
                         return recorder.trace

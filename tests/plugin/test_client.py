@@ -138,7 +138,7 @@ def test_bad_format_is_rejected() -> None:
         match=(
             r"expected auto \(the default\), one of sse, openai, openai-responses, anthropic, "
             r"gemini, ollama, tgi, "
-            r"ndjson, raw or a pytest_streamguard\.formats\.StreamFormat"
+            r"ndjson, raw or a pytest_streamguard\.StreamFormat instance"
         ),
     ):
         StreamRequest("GET", "http://127.0.0.1:1/", format="xml")
