@@ -30,13 +30,8 @@ from pytest_streamguard.load.pool import (
 )
 from pytest_streamguard.services.app import Target
 from pytest_streamguard.services.ingress import Ingress
-from pytest_streamguard.stream.client import (
-    ReadLimits,
-    StreamRecorder,
-    StreamRequest,
-    aread_stream,
-    read_stream,
-)
+from pytest_streamguard.stream.client import StreamRecorder, aread_stream, read_stream
+from pytest_streamguard.stream.request import StreamRequest, read_limits, stream_url
 from pytest_streamguard.stream.trace import FaultRecord, StreamTrace
 from pytest_streamguard.verdict.deadlines import Deadline
 
@@ -104,23 +99,11 @@ class StreamGuard:
         expect: str | None = None,
     ) -> StreamRequest:
         """Validate a stream's arguments into the request to send through the proxy."""
-        if not path.startswith("/"):
-            raise ValueError(f"stream path {path!r} must start with '/', such as /generate")
-        if read_timeout is not None:
-            if (
-                isinstance(read_timeout, bool)
-                or not isinstance(read_timeout, int | float)
-                or read_timeout <= 0
-            ):
-                raise ValueError(f"read_timeout={read_timeout!r}: expected a number of seconds > 0")
-            limits = ReadLimits(
-                first=float(read_timeout), gap=float(read_timeout), total=self.max_stream_seconds
-            )
-        else:
-            limits = ReadLimits.for_deadline(self.deadline, self.max_stream_seconds)
+        url = stream_url(self.url, path)
+        limits = read_limits(read_timeout, self.deadline, self.max_stream_seconds)
         return StreamRequest(
             method=method.upper(),
-            url=self.url + path,
+            url=url,
             json_body=json,
             headers=dict(headers or {}),
             format=format,
