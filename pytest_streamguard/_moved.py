@@ -40,6 +40,7 @@ MOVED_NAMES = {
             "slow_reader_rcvbuf",
         )
     },
+    ("pytest_streamguard.stream.client", "EMPTY_HINT"): "pytest_streamguard.stream.endings",
 }
 
 

@@ -8,7 +8,8 @@ import json
 import pytest
 
 from pytest_streamguard.formats import Frame, Framer, NDJSONFormat, SSEFormat, resolve_format
-from pytest_streamguard.stream.client import EMPTY_HINT, StreamRecorder
+from pytest_streamguard.stream.client import StreamRecorder
+from pytest_streamguard.stream.endings import EMPTY_HINT
 from pytest_streamguard.stream.request import ReadLimits, StreamRequest
 
 
