@@ -29,6 +29,18 @@ MOVED_MODULES = {
 MOVED_NAMES = {
     ("pytest_streamguard.faults.inject", "FaultsNotFired"): "pytest_streamguard.errors",
     ("pytest_streamguard.plugin.session", "FindingsFailed"): "pytest_streamguard.errors",
+    **{
+        ("pytest_streamguard.stream.client", name): "pytest_streamguard.stream.request"
+        for name in (
+            "DEFAULT_READ_LIMIT",
+            "EXPECTED_OUTCOMES",
+            "SLOW_READER_MIN_RCVBUF",
+            "SLOW_READER_RCVBUF_SECONDS",
+            "read_limit",
+            "slow_reader_rcvbuf",
+        )
+    },
+    ("pytest_streamguard.stream.client", "EMPTY_HINT"): "pytest_streamguard.stream.endings",
 }
 
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-import time
+import functools
 from collections.abc import Callable
 from typing import Any
 
@@ -21,24 +21,93 @@ from pytest_streamguard.faults.profiles import Profile
 from pytest_streamguard.faults.toxiproxy_client import ToxiproxyAPI, proxy_url
 from pytest_streamguard.formats import StreamFormat
 from pytest_streamguard.load import LoadPlan, LoadResult, arun, run
-from pytest_streamguard.load.cluster import RayShards, check_shards
-from pytest_streamguard.load.pool import (
-    arun_processes,
-    check_processes,
-    resolve_processes,
-    run_processes,
-)
+from pytest_streamguard.load.cluster import RayShards
+from pytest_streamguard.load.sharding import sharding
 from pytest_streamguard.services.app import Target
-from pytest_streamguard.services.ingress import Ingress
-from pytest_streamguard.stream.client import (
-    ReadLimits,
-    StreamRecorder,
-    StreamRequest,
-    aread_stream,
-    read_stream,
-)
-from pytest_streamguard.stream.trace import FaultRecord, StreamTrace
+from pytest_streamguard.services.ingress import Ingress, IngressHop
+from pytest_streamguard.stream.client import StreamRecorder, aread_stream, read_stream
+from pytest_streamguard.stream.request import StreamRequest, read_limits, stream_url
+from pytest_streamguard.stream.trace import StreamTrace
 from pytest_streamguard.verdict.deadlines import Deadline
+
+
+class _Streams:
+    """The streams of one test, in the order they were opened: each named by its number, aimed
+    at by the faults on, and kept (in :attr:`traces`) with the faults active during it."""
+
+    def __init__(self, faults: Faults) -> None:
+        self.faults = faults
+        self.traces: list[StreamTrace] = []
+        self._opened = 0
+
+    def recorder(self, request: StreamRequest, path: str) -> StreamRecorder:
+        """A recorder for one stream, numbered in the order streams are opened (concurrent
+        streams of one test get distinct names); a stream that chunk faults are aimed at
+        (``streams=``) names them in its request."""
+        self.faults.before_stream()
+        index = self._opened
+        aim = self.faults.aim_headers(index)
+        if aim:
+            request = dataclasses.replace(request, headers={**request.headers, **aim})
+        recorder = StreamRecorder(request, self.name(request, path), on_chunk=self.faults.on_chunk)
+        self.faults.opened(recorder.trace, index)
+        return recorder
+
+    def name(self, request: StreamRequest, path: str) -> str:
+        """The next stream's name: ``stream 3 (POST /generate)``."""
+        self._opened += 1
+        return f"stream {self._opened} ({request.method} {path})"
+
+    def keep(self, trace: StreamTrace) -> StreamTrace:
+        """Keep a stream that ended, with the faults that were on while it was read."""
+        self.faults.on_end(trace)
+        end = trace.end_ns if trace.end_ns is not None else trace.request_ns
+        trace.faults = [
+            f
+            for f in self.faults.records
+            if f.active_during(trace.request_ns, end) and self.faults.aims_at(f, trace)
+        ]
+        self.traces.append(trace)
+        return trace
+
+    def keep_interrupted(self, recorder: StreamRecorder) -> None:
+        """Ctrl-C mid-stream: keep what was read so far for the summary and the reports (the
+        recorder's finish() records a read that stopped without an outcome as interrupted)."""
+        recorder.finish()
+        self.keep(recorder.trace)
+
+    def tracking(
+        self, request: StreamRequest, path: str, started: list[StreamRecorder]
+    ) -> Callable[[int], StreamRecorder]:
+        """A load's ``make_recorder`` that also lists each recorder in ``started``."""
+
+        def make(_: int) -> StreamRecorder:
+            recorder = self.recorder(request, path)
+            started.append(recorder)
+            return recorder
+
+        return make
+
+    def keep_started(self, started: list[StreamRecorder]) -> None:
+        """Ctrl-C (or a cancelled task) mid-load: keep every stream it started, as stream()
+        does, those still open recorded as interrupted."""
+        for recorder in started:
+            self.keep_interrupted(recorder)
+
+    def keep_load(self, result: LoadResult) -> LoadResult:
+        """Keep every stream of a load that ended."""
+        for trace in result.traces:
+            self.keep(trace)
+        return result
+
+    def keep_sharded(self, request: StreamRequest, path: str, result: LoadResult) -> LoadResult:
+        """Keep every stream of a sharded load, named in this test's numbering."""
+        # Shards name their streams on their own; the test's numbering goes by send order.
+        for trace in result.traces:
+            trace.name = self.name(request, path)
+            # The proxy's chunk faults acted on the shards' streams: note which reached chunk N.
+            self.faults.reached(trace)
+        return self.keep_load(result)
 
 
 class StreamGuard:
@@ -84,73 +153,22 @@ class StreamGuard:
             seed=seed or 0,
             target=target if target.process is not None else None,
         )
-        self.traces: list[StreamTrace] = []
-        self._opened = 0
-        self._ingress: tuple[Ingress, FaultRecord] | None = None
+        self._streams = _Streams(self.faults)
+        self._ingress: IngressHop | None = None
         # Under @pytest.mark.streamguard_matrix: the item's profile (name, toxics, faults),
         # applied by the plugin before the body; None otherwise.
         self.profile: Profile | None = None
 
+    @property
+    def traces(self) -> list[StreamTrace]:
+        """Every stream of this test, in the order they were opened (a load's too)."""
+        return self._streams.traces
+
+    @traces.setter
+    def traces(self, traces: list[StreamTrace]) -> None:
+        self._streams.traces = traces
+
     def _request(
-        self,
-        path: str,
-        json: Any,
-        method: str,
-        headers: dict[str, str] | None,
-        format: str | StreamFormat,
-        read_timeout: float | None,
-        allow_empty: bool = False,
-        require_done: bool = False,
-        expect: str | None = None,
-    ) -> StreamRequest:
-        """Validate a stream's arguments into the request to send through the proxy."""
-        if not path.startswith("/"):
-            raise ValueError(f"stream path {path!r} must start with '/', such as /generate")
-        if read_timeout is not None:
-            if (
-                isinstance(read_timeout, bool)
-                or not isinstance(read_timeout, int | float)
-                or read_timeout <= 0
-            ):
-                raise ValueError(f"read_timeout={read_timeout!r}: expected a number of seconds > 0")
-            limits = ReadLimits(
-                first=float(read_timeout), gap=float(read_timeout), total=self.max_stream_seconds
-            )
-        else:
-            limits = ReadLimits.for_deadline(self.deadline, self.max_stream_seconds)
-        return StreamRequest(
-            method=method.upper(),
-            url=self.url + path,
-            json_body=json,
-            headers=dict(headers or {}),
-            format=format,
-            limits=limits,
-            slow_reader_bps=self.faults.slow_reader_bps,
-            allow_empty=allow_empty,
-            expect=expect,
-            require_done=require_done,
-            on_pace=self.faults.on_pace,
-        )
-
-    def _recorder(self, request: StreamRequest) -> StreamRecorder:
-        """A recorder for one stream, numbered in the order streams are opened (concurrent
-        streams of one test get distinct names); a stream that chunk faults are aimed at
-        (``streams=``) names them in its request."""
-        self.faults.before_stream()
-        index = self._opened
-        aim = self.faults.aim_headers(index)
-        if aim:
-            request = dataclasses.replace(request, headers={**request.headers, **aim})
-        recorder = StreamRecorder(request, self._next_name(request), on_chunk=self.faults.on_chunk)
-        self.faults.opened(recorder.trace, index)
-        return recorder
-
-    def _next_name(self, request: StreamRequest) -> str:
-        self._opened += 1
-        path = request.url[len(self.url) :]
-        return f"stream {self._opened} ({request.method} {path})"
-
-    def _prepare(
         self,
         path: str,
         json: Any,
@@ -161,37 +179,23 @@ class StreamGuard:
         allow_empty: bool,
         require_done: bool,
         expect: str | None = None,
-    ) -> StreamRecorder:
-        return self._recorder(
-            self._request(
-                path,
-                json,
-                method,
-                headers,
-                format,
-                read_timeout,
-                allow_empty,
-                require_done,
-                expect,
-            )
+    ) -> StreamRequest:
+        """Validate a stream's arguments into the request to send through the proxy."""
+        url = stream_url(self.url, path)
+        limits = read_limits(read_timeout, self.deadline, self.max_stream_seconds)
+        return StreamRequest(
+            method=method.upper(),
+            url=url,
+            json_body=json,
+            headers=dict(headers or {}),
+            format=format,
+            limits=limits,
+            slow_reader_bps=self.faults.slow_reader_bps,
+            allow_empty=allow_empty,
+            expect=expect,
+            require_done=require_done,
+            on_pace=self.faults.on_pace,
         )
-
-    def _keep(self, trace: StreamTrace) -> StreamTrace:
-        self.faults.on_end(trace)
-        end = trace.end_ns if trace.end_ns is not None else trace.request_ns
-        trace.faults = [
-            f
-            for f in self.faults.records
-            if f.active_during(trace.request_ns, end) and self.faults.aims_at(f, trace)
-        ]
-        self.traces.append(trace)
-        return trace
-
-    def _keep_interrupted(self, recorder: StreamRecorder) -> None:
-        # Ctrl-C mid-stream: keep what was read so far for the summary and the reports. The
-        # recorder's finish() records a read that stopped without an outcome as interrupted.
-        recorder.finish()
-        self._keep(recorder.trace)
 
     def stream(
         self,
@@ -225,15 +229,16 @@ class StreamGuard:
         read limit or ``--streamguard-max-stream-seconds``. Never raises for a failed stream:
         the outcome is on the trace (``completed``, or ``error_kind`` and ``error``).
         """
-        recorder = self._prepare(
+        request = self._request(
             path, json, method, headers, format, read_timeout, allow_empty, require_done, expect
         )
+        recorder = self._streams.recorder(request, path)
         try:
             trace = read_stream(recorder)
         except KeyboardInterrupt:
-            self._keep_interrupted(recorder)
+            self._streams.keep_interrupted(recorder)
             raise
-        return self._keep(trace)
+        return self._streams.keep(trace)
 
     async def astream(
         self,
@@ -249,15 +254,16 @@ class StreamGuard:
         expect: str | None = None,
     ) -> StreamTrace:
         """The async twin of :meth:`stream`."""
-        recorder = self._prepare(
+        request = self._request(
             path, json, method, headers, format, read_timeout, allow_empty, require_done, expect
         )
+        recorder = self._streams.recorder(request, path)
         try:
             trace = await aread_stream(recorder)
         except (KeyboardInterrupt, asyncio.CancelledError):
-            self._keep_interrupted(recorder)
+            self._streams.keep_interrupted(recorder)
             raise
-        return self._keep(trace)
+        return self._streams.keep(trace)
 
     def load(
         self,
@@ -304,18 +310,18 @@ class StreamGuard:
         request = self._request(
             path, json, method, headers, format, read_timeout, allow_empty, require_done, expect
         )
-        processes = self._processes(processes, plan)
-        if self._check_sharded(processes, shards) and self.ray is not None:
-            return self._keep_sharded(request, self.ray.run(plan, request, shards))
-        if processes is not None:
-            return self._keep_sharded(request, run_processes(plan, request, processes))
+        sharded = sharding(plan, processes, shards, self.ray, self.faults)
+        if sharded is not None:
+            return self._streams.keep_sharded(request, path, sharded.run(plan, request))
         started: list[StreamRecorder] = []
         try:
-            result = run(plan, self._tracking(request, started), request.socket_options())
+            result = run(
+                plan, self._streams.tracking(request, path, started), request.socket_options()
+            )
         except KeyboardInterrupt:
-            self._keep_started(started)
+            self._streams.keep_started(started)
             raise
-        return self._keep_load(result)
+        return self._streams.keep_load(result)
 
     async def aload(
         self,
@@ -343,94 +349,17 @@ class StreamGuard:
         request = self._request(
             path, json, method, headers, format, read_timeout, allow_empty, require_done, expect
         )
-        processes = self._processes(processes, plan)
-        if self._check_sharded(processes, shards) and self.ray is not None:
-            return self._keep_sharded(request, await self.ray.arun(plan, request, shards))
-        if processes is not None:
-            return self._keep_sharded(request, await arun_processes(plan, request, processes))
+        sharded = sharding(plan, processes, shards, self.ray, self.faults)
+        if sharded is not None:
+            return self._streams.keep_sharded(request, path, await sharded.arun(plan, request))
         started: list[StreamRecorder] = []
         try:
-            result = await arun(plan, self._tracking(request, started), request.socket_options())
+            make = self._streams.tracking(request, path, started)
+            result = await arun(plan, make, request.socket_options())
         except (KeyboardInterrupt, asyncio.CancelledError):
-            self._keep_started(started)
+            self._streams.keep_started(started)
             raise
-        return self._keep_load(result)
-
-    def _tracking(
-        self, request: StreamRequest, started: list[StreamRecorder]
-    ) -> Callable[[int], StreamRecorder]:
-        """A load's ``make_recorder`` that also lists each recorder in ``started``."""
-
-        def make(_: int) -> StreamRecorder:
-            recorder = self._recorder(request)
-            started.append(recorder)
-            return recorder
-
-        return make
-
-    def _keep_started(self, started: list[StreamRecorder]) -> None:
-        # Ctrl-C (or a cancelled task) mid-load: keep every stream it started, as stream()
-        # does, those still open recorded as interrupted.
-        for recorder in started:
-            self._keep_interrupted(recorder)
-
-    def _keep_load(self, result: LoadResult) -> LoadResult:
-        for trace in result.traces:
-            self._keep(trace)
-        return result
-
-    def _processes(self, processes: int | str | None, plan: LoadPlan) -> int | str | None:
-        """``processes="auto"`` as a count for this machine (None: in this process, on one
-        usable core or for a single stream); left as given under Ray, which refuses it."""
-        if self.ray is not None:
-            return processes
-        return resolve_processes(processes, plan.n)
-
-    def _check_sharded(self, processes: int | str | None, shards: int | None) -> bool:
-        """Whether the load is sharded (``processes``, or ``--streamguard-ray``). Bad
-        arguments, or a fault that only this process's reader can set off, are a ValueError
-        before anything starts."""
-        if processes is not None:
-            check_processes(processes)
-            if self.ray is not None:
-                raise ValueError(
-                    f"load processes={processes!r}: this session shards every load over Ray "
-                    "(--streamguard-ray); use shards= for the number of Ray tasks"
-                )
-        if shards is not None:
-            check_shards(shards)
-            if self.ray is None:
-                raise ValueError(
-                    f"load shards={shards!r} needs a Ray cluster (--streamguard-ray); on this "
-                    "machine use processes="
-                )
-        if processes is None and self.ray is None:
-            return False
-        aimed = self.faults.aimed_faults
-        if aimed:
-            how = "with processes=" if processes is not None else "over Ray"
-            raise ValueError(
-                f"faults.{aimed[0].describe()} aims at streams by their index in this test's "
-                f"request order, which a load {how} does not keep (its shards number their "
-                "own streams): read the load without processes= (or --streamguard-ray), or "
-                "aim the fault without streams="
-            )
-        pending = self.faults.pending_on_reader
-        if pending:
-            raise ValueError(
-                f"faults.{pending[0].describe()} is set off by this process's reader counting "
-                "chunks, which a load with processes= reads elsewhere: read it without "
-                "processes=, or set it off without after_chunks"
-            )
-        return True
-
-    def _keep_sharded(self, request: StreamRequest, result: LoadResult) -> LoadResult:
-        # Shards name their streams on their own; the test's numbering goes by send order.
-        for trace in result.traces:
-            trace.name = self._next_name(request)
-            # The proxy's chunk faults acted on the shards' streams: note which reached chunk N.
-            self.faults.reached(trace)
-        return self._keep_load(result)
+        return self._streams.keep_load(result)
 
     def ingress(
         self,
@@ -449,33 +378,19 @@ class StreamGuard:
         """
         if self._ingress is not None:
             raise IngressError(
-                f"streamguard.ingress() is already on for this test ({self._ingress[0]!r})"
+                f"streamguard.ingress() is already on for this test ({self._ingress.ingress!r})"
             )
-        hop = Ingress(
+        hop = IngressHop(
             self.target.address,
+            functools.partial(self.api.set_upstream, self.proxy),
             read_timeout=read_timeout,
-            send_timeout=send_timeout,
             buffering=buffering,
             gzip=gzip,
-        )
-        params = {
-            "read_timeout": read_timeout,
-            "buffering": buffering,
-            "gzip": gzip,
-            "send_timeout": send_timeout,
-        }
-        record = FaultRecord(kind="ingress", params=params, toxics=[])
-        hop.start()
-        # Before the call: re-pointing the proxy closes its open connections while it runs.
-        record.on_ns = time.perf_counter_ns()
-        try:
-            self.api.set_upstream(self.proxy, hop.address)
-        except BaseException:
-            hop.stop()
-            raise
-        self.faults.records.append(record)
-        self._ingress = (hop, record)
-        return hop
+            send_timeout=send_timeout,
+        ).start()
+        self.faults.records.append(hop.record)
+        self._ingress = hop
+        return hop.ingress
 
     def close(self) -> None:
         """Undo this test's faults and ingress (proxy pointed back at the target, nginx
@@ -484,10 +399,5 @@ class StreamGuard:
             self.faults.clear()
         finally:
             if self._ingress is not None:
-                hop, record = self._ingress
-                self._ingress = None
-                try:
-                    self.api.set_upstream(self.proxy, self.upstream)
-                finally:
-                    hop.stop()
-                    record.off_ns = time.perf_counter_ns()
+                hop, self._ingress = self._ingress, None
+                hop.remove(self.upstream)

@@ -11,7 +11,8 @@ from typing import Any
 import openai
 import pytest
 
-from pytest_streamguard.stream.client import HELD_OPEN_S, StreamRecorder, StreamRequest, read_stream
+from pytest_streamguard.stream.client import HELD_OPEN_S, StreamRecorder, read_stream
+from pytest_streamguard.stream.request import StreamRequest
 from pytest_streamguard.stream.trace import StreamTrace
 from pytest_streamguard.verdict.deadlines import Deadline, check_trace
 

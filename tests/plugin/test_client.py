@@ -7,13 +7,8 @@ import statistics
 
 import pytest
 
-from pytest_streamguard.stream.client import (
-    ReadLimits,
-    StreamRecorder,
-    StreamRequest,
-    aread_stream,
-    read_stream,
-)
+from pytest_streamguard.stream.client import StreamRecorder, aread_stream, read_stream
+from pytest_streamguard.stream.request import ReadLimits, StreamRequest
 from pytest_streamguard.stream.trace import StreamTrace
 
 

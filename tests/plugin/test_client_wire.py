@@ -21,7 +21,8 @@ from pathlib import Path
 import pytest
 
 from pytest_streamguard.stream import client
-from pytest_streamguard.stream.client import StreamRecorder, StreamRequest, read_stream
+from pytest_streamguard.stream.client import StreamRecorder, read_stream
+from pytest_streamguard.stream.request import StreamRequest
 from pytest_streamguard.stream.trace import StreamTrace
 
 PIECES = [b"one ", b"two ", b"three"]

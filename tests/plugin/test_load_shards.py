@@ -11,7 +11,7 @@ import pytest
 from pytest_streamguard.load import LoadPlan, pool
 from pytest_streamguard.load.pool import check_processes, resolve_processes
 from pytest_streamguard.load.shards import lost_traces, merge, split
-from pytest_streamguard.stream.client import StreamRequest
+from pytest_streamguard.stream.request import StreamRequest
 from pytest_streamguard.stream.trace import Chunk, StreamTrace
 
 REQUEST = StreamRequest(method="POST", url="http://127.0.0.1:9/generate")
