@@ -454,7 +454,56 @@ def _split(raw: str, source: str, key: str, expected: str) -> tuple[str, ...]:
 
 
 def resolve_settings(config: pytest.Config) -> Settings:
-    """Read and validate every option once; raise :class:`pytest.UsageError` on a bad value."""
+    """Read and validate every option once; raise :class:`pytest.UsageError` on a bad value.
+
+    The options are checked in a fixed order (the target, its readiness, Toxiproxy, the
+    reports and the comparison, the proxies, Ray, the findings, then the rest), so a command
+    line with several bad values always names the same one first.
+    """
+    target_url, target_cmd = _target(config)
+    target_args = _target_args(config, target_url)
+    ready_path = _ready_path(config)
+    toxiproxy_url = _toxiproxy_url(config)
+    json_path = _optional_path(config, "streamguard_json")
+    html_path = _html_path(config)
+    save_path = _optional_path(config, "streamguard_save")
+    compare_path = _compare_path(config)
+    compare_fail = _compare_fail(config, compare_path)
+    compare_min_samples = _compare_min_samples(config)
+    proxy_host = _proxy_host(config)
+    ray_address = _ray_address(config)
+    fail_on = _fail_on(config)
+    return Settings(
+        fail_on=fail_on,
+        ray_address=ray_address,
+        proxy_host=proxy_host,
+        proxy_ports=_port_range(config, "streamguard_proxy_ports"),
+        upstream_host=_host(config, "streamguard_upstream_host"),
+        compare_fail=compare_fail,
+        compare_min_samples=compare_min_samples,
+        save_path=save_path,
+        compare_path=compare_path,
+        enabled=_flag(config, "streamguard"),
+        strict_faults=_flag(config, "streamguard_strict_faults"),
+        require=_flag(config, "streamguard_require"),
+        target_cwd=_target_cwd(config, target_cmd is not None),
+        seed=_seed(config),
+        target_url=target_url,
+        target_cmd=target_cmd,
+        ready_path=ready_path,
+        startup_timeout=_positive_seconds(config, "streamguard_startup_timeout"),
+        toxiproxy_url=toxiproxy_url,
+        ttft=_positive_seconds(config, "streamguard_ttft"),
+        chunk=_positive_seconds(config, "streamguard_chunk"),
+        json_path=json_path,
+        html_path=html_path,
+        target_args=target_args,
+        max_stream_seconds=_positive_seconds(config, "streamguard_max_stream_seconds"),
+    )
+
+
+def _target(config: pytest.Config) -> tuple[str | None, tuple[str, ...] | None]:
+    """The running target's URL or the command that starts one (at most one of them)."""
     target_url_raw, url_source = _raw(config, "streamguard_target_url")
     target_cmd_raw, cmd_source = _raw(config, "streamguard_target_cmd")
     target_url = None
@@ -473,7 +522,11 @@ def resolve_settings(config: pytest.Config) -> Settings:
             f"streamguard_target_url ({url_source}) and streamguard_target_cmd ({cmd_source}) "
             "are both set: give one of them (or neither, for the bundled target)"
         )
+    return target_url, target_cmd
 
+
+def _target_args(config: pytest.Config, target_url: str | None) -> tuple[str, ...]:
+    """Extra flags for a target the plugin starts (none for a running one at ``target_url``)."""
     target_args_raw, args_source = _raw(config, "streamguard_target_args")
     target_args = _split(
         target_args_raw,
@@ -482,62 +535,98 @@ def resolve_settings(config: pytest.Config) -> Settings:
         "flags such as '--heartbeat 0.5 --allow-fault-knobs'",
     )
     if target_args and target_url is not None:
+        _, url_source = _raw(config, "streamguard_target_url")
         raise pytest.UsageError(
             f"streamguard_target_args ({args_source}) and streamguard_target_url ({url_source}) "
             "are both set: extra flags apply only to a target the plugin starts"
         )
+    return target_args
 
+
+def _ready_path(config: pytest.Config) -> str:
+    """The path polled until the target is ready."""
     ready_path, ready_source = _raw(config, "streamguard_ready_path")
     if not ready_path.startswith("/"):
         raise pytest.UsageError(
             f"{ready_path!r} from {ready_source} is not a valid streamguard_ready_path: "
             "expected a path starting with '/', such as /readyz"
         )
+    return ready_path
 
+
+def _toxiproxy_url(config: pytest.Config) -> str | None:
+    """A running toxiproxy-server's API (plain http), None for the embedded one."""
     toxiproxy_raw, toxiproxy_source = _raw(config, "streamguard_toxiproxy")
-    toxiproxy_url = None
-    if toxiproxy_raw:
-        toxiproxy_url = _http_url(toxiproxy_raw, toxiproxy_source, "streamguard_toxiproxy")
-        if urlsplit(toxiproxy_url).scheme != "http":
-            raise pytest.UsageError(
-                f"{toxiproxy_raw!r} from {toxiproxy_source} is not a valid streamguard_toxiproxy: "
-                "toxiproxy's API is plain http, such as http://127.0.0.1:8474"
-            )
+    if not toxiproxy_raw:
+        return None
+    toxiproxy_url = _http_url(toxiproxy_raw, toxiproxy_source, "streamguard_toxiproxy")
+    if urlsplit(toxiproxy_url).scheme != "http":
+        raise pytest.UsageError(
+            f"{toxiproxy_raw!r} from {toxiproxy_source} is not a valid streamguard_toxiproxy: "
+            "toxiproxy's API is plain http, such as http://127.0.0.1:8474"
+        )
+    return toxiproxy_url
 
-    json_raw, _ = _raw(config, "streamguard_json")
+
+def _optional_path(config: pytest.Config, dest: str) -> Path | None:
+    """A file path setting as given (None when empty)."""
+    raw, _ = _raw(config, dest)
+    return Path(raw) if raw else None
+
+
+def _html_path(config: pytest.Config) -> Path | None:
+    """Where the HTML report goes: a file path, not a directory (None when empty)."""
     html_raw, html_source = _raw(config, "streamguard_html")
     if html_raw and Path(html_raw).is_dir():
         raise pytest.UsageError(
             f"{html_raw!r} from {html_source} is not a valid streamguard_html: it is a "
             "directory; expected a file path such as reports/streamguard.html"
         )
-    save_raw, _ = _raw(config, "streamguard_save")
+    return Path(html_raw) if html_raw else None
+
+
+def _compare_path(config: pytest.Config) -> Path | None:
+    """The baseline report to compare with, which must exist (None when empty)."""
     compare_raw, compare_source = _raw(config, "streamguard_compare")
     if compare_raw and not Path(compare_raw).is_file():
         raise pytest.UsageError(
             f"{compare_raw!r} from {compare_source} is not a valid streamguard_compare: no such "
             "file; expected a JSON report saved by --streamguard-save or --streamguard-json"
         )
+    return Path(compare_raw) if compare_raw else None
+
+
+def _compare_fail(config: pytest.Config, compare_path: Path | None) -> tuple[Bound, ...]:
+    """The bounds that fail a comparison, which needs a baseline (``compare_path``)."""
     fail_raw, fail_source = _raw(config, "streamguard_compare_fail")
-    compare_fail: tuple[Bound, ...] = ()
-    if fail_raw.strip():
-        if not compare_raw:
-            raise pytest.UsageError(
-                f"streamguard_compare_fail ({fail_source}) needs streamguard_compare: "
-                "the baseline report to compare with"
-            )
-        try:
-            compare_fail = parse_bounds(fail_raw)
-        except ValueError as exc:
-            raise pytest.UsageError(
-                f"{fail_raw!r} from {fail_source} is not a valid streamguard_compare_fail: {exc}"
-            ) from None
+    if not fail_raw.strip():
+        return ()
+    if compare_path is None:
+        raise pytest.UsageError(
+            f"streamguard_compare_fail ({fail_source}) needs streamguard_compare: "
+            "the baseline report to compare with"
+        )
+    try:
+        return parse_bounds(fail_raw)
+    except ValueError as exc:
+        raise pytest.UsageError(
+            f"{fail_raw!r} from {fail_source} is not a valid streamguard_compare_fail: {exc}"
+        ) from None
+
+
+def _compare_min_samples(config: pytest.Config) -> int:
+    """The fewest samples a compared figure needs to fail the run."""
     min_raw, min_source = _raw(config, "streamguard_compare_min_samples")
     if not min_raw.strip().isdigit() or int(min_raw) < 1:
         raise pytest.UsageError(
             f"{min_raw!r} from {min_source} is not a valid streamguard_compare_min_samples: "
             "expected an integer >= 1"
         )
+    return int(min_raw)
+
+
+def _proxy_host(config: pytest.Config) -> str:
+    """The address the proxies listen on, which cannot be left empty."""
     proxy_host = _host(config, "streamguard_proxy_host")
     if proxy_host is None:
         _, proxy_source = _raw(config, "streamguard_proxy_host")
@@ -545,6 +634,11 @@ def resolve_settings(config: pytest.Config) -> Settings:
             f"streamguard_proxy_host ({proxy_source}) is empty: expected a host name or an IP "
             f"address, such as {DEFAULT_PROXY_HOST}"
         )
+    return proxy_host
+
+
+def _ray_address(config: pytest.Config) -> str | None:
+    """``auto``, ``local`` or a Ray cluster's address (None: loads stay in this process)."""
     ray_raw, ray_source = _raw(config, "streamguard_ray")
     ray_address = ray_raw.strip() or None
     if ray_address is not None and (
@@ -555,35 +649,13 @@ def resolve_settings(config: pytest.Config) -> Settings:
             f"{ray_raw!r} from {ray_source} is not a valid streamguard_ray: expected 'auto', "
             "'local' or a Ray cluster address such as 127.0.0.1:6379 or ray://head:10001"
         )
+    return ray_address
+
+
+def _fail_on(config: pytest.Config) -> tuple[str, ...]:
+    """The findings that fail a test even within its deadlines."""
     fail_on_raw, fail_on_source = _raw(config, "streamguard_fail_on")
     try:
-        fail_on = parse_fail_on(fail_on_raw, where=f"{fail_on_raw!r} from {fail_on_source}")
+        return parse_fail_on(fail_on_raw, where=f"{fail_on_raw!r} from {fail_on_source}")
     except ValueError as exc:
         raise pytest.UsageError(str(exc)) from None
-    return Settings(
-        fail_on=fail_on,
-        ray_address=ray_address,
-        proxy_host=proxy_host,
-        proxy_ports=_port_range(config, "streamguard_proxy_ports"),
-        upstream_host=_host(config, "streamguard_upstream_host"),
-        compare_fail=compare_fail,
-        compare_min_samples=int(min_raw),
-        save_path=Path(save_raw) if save_raw else None,
-        compare_path=Path(compare_raw) if compare_raw else None,
-        enabled=_flag(config, "streamguard"),
-        strict_faults=_flag(config, "streamguard_strict_faults"),
-        require=_flag(config, "streamguard_require"),
-        target_cwd=_target_cwd(config, target_cmd is not None),
-        seed=_seed(config),
-        target_url=target_url,
-        target_cmd=target_cmd,
-        ready_path=ready_path,
-        startup_timeout=_positive_seconds(config, "streamguard_startup_timeout"),
-        toxiproxy_url=toxiproxy_url,
-        ttft=_positive_seconds(config, "streamguard_ttft"),
-        chunk=_positive_seconds(config, "streamguard_chunk"),
-        json_path=Path(json_raw) if json_raw else None,
-        html_path=Path(html_raw) if html_raw else None,
-        target_args=target_args,
-        max_stream_seconds=_positive_seconds(config, "streamguard_max_stream_seconds"),
-    )
