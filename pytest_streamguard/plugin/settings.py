@@ -222,6 +222,12 @@ SETTINGS_KEY = pytest.StashKey[Settings]()
 """Where ``pytest_configure`` keeps the resolved settings."""
 
 
+def _invalid(raw: str, source: str, key: str, why: str) -> pytest.UsageError:
+    """The usage error for a bad setting: the value, where it came from (the option or the ini
+    file), the ini key, and ``why`` (what is wrong and what is accepted)."""
+    return pytest.UsageError(f"{raw!r} from {source} is not a valid {key}: {why}")
+
+
 def add_options(parser: pytest.Parser) -> None:
     """Register every ``--streamguard*`` option and its ``streamguard_*`` ini key."""
     group = parser.getgroup("streamguard", "token-stream deadlines under network faults")
@@ -330,9 +336,8 @@ def _seed(config: pytest.Config) -> int:
     except ValueError:
         seed = -1
     if not 0 <= seed < SEED_LIMIT:
-        raise pytest.UsageError(
-            f"{raw!r} from {source} is not a valid streamguard_seed: expected a whole number "
-            f"from 0 to {SEED_LIMIT - 1}"
+        raise _invalid(
+            raw, source, "streamguard_seed", f"expected a whole number from 0 to {SEED_LIMIT - 1}"
         )
     return seed
 
@@ -354,10 +359,7 @@ def _target_cwd(config: pytest.Config, has_cmd: bool) -> Path | None:
         base = config.inipath.parent if config.inipath is not None else config.rootpath
     path = (base / raw).resolve()
     if not path.is_dir():
-        raise pytest.UsageError(
-            f"{raw!r} from {source} is not a valid streamguard_target_cwd: {path} is not a "
-            "directory"
-        )
+        raise _invalid(raw, source, "streamguard_target_cwd", f"{path} is not a directory")
     return path
 
 
@@ -368,25 +370,19 @@ def _positive_seconds(config: pytest.Config, dest: str) -> float:
     except ValueError:
         value = math.nan
     if not math.isfinite(value) or value <= 0:
-        raise pytest.UsageError(
-            f"{raw!r} from {source} is not a valid {dest}: expected a positive number of seconds"
-        )
+        raise _invalid(raw, source, dest, "expected a positive number of seconds")
     return value
 
 
 def _http_url(raw: str, source: str, dest: str) -> str:
     parts = urlsplit(raw)
     if parts.scheme not in ("http", "https") or not parts.hostname:
-        raise pytest.UsageError(
-            f"{raw!r} from {source} is not a valid {dest}: expected an http(s) URL "
-            "such as http://127.0.0.1:8000"
-        )
+        raise _invalid(raw, source, dest, "expected an http(s) URL such as http://127.0.0.1:8000")
     try:
         parts.port  # noqa: B018 -- raises ValueError for a bad port
     except ValueError as exc:
-        raise pytest.UsageError(
-            f"{raw!r} from {source} is not a valid {dest}: {exc}; expected an http(s) URL "
-            "such as http://127.0.0.1:8000"
+        raise _invalid(
+            raw, source, dest, f"{exc}; expected an http(s) URL such as http://127.0.0.1:8000"
         ) from None
     return raw.rstrip("/")
 
@@ -409,9 +405,12 @@ def _host(config: pytest.Config, dest: str) -> str | None:
     else:
         valid = True
     if not valid:
-        raise pytest.UsageError(
-            f"{raw!r} from {source} is not a valid {dest}: expected a host name or an IP "
-            "address without a port or scheme, such as 127.0.0.1, ::1 or toxiproxy.ci.internal"
+        raise _invalid(
+            raw,
+            source,
+            dest,
+            "expected a host name or an IP "
+            "address without a port or scheme, such as 127.0.0.1, ::1 or toxiproxy.ci.internal",
         )
     return host
 
@@ -428,9 +427,12 @@ def _port_range(config: pytest.Config, dest: str) -> range | None:
     if not (low.strip().isdigit() and high.strip().isdigit()) or not (
         1 <= int(low) <= int(high) <= 65535
     ):
-        raise pytest.UsageError(
-            f"{raw!r} from {source} is not a valid {dest}: expected a port range LOW-HIGH "
-            "with 1 <= LOW <= HIGH <= 65535, such as 20000-20019, or one port"
+        raise _invalid(
+            raw,
+            source,
+            dest,
+            "expected a port range LOW-HIGH "
+            "with 1 <= LOW <= HIGH <= 65535, such as 20000-20019, or one port",
         )
     return range(int(low), int(high) + 1)
 
@@ -448,9 +450,7 @@ def _split(raw: str, source: str, key: str, expected: str) -> tuple[str, ...]:
     try:
         return tuple(shlex.split(raw))
     except ValueError as exc:
-        raise pytest.UsageError(
-            f"{raw!r} from {source} is not a valid {key}: {exc}; expected {expected}"
-        ) from None
+        raise _invalid(raw, source, key, f"{exc}; expected {expected}") from None
 
 
 def resolve_settings(config: pytest.Config) -> Settings:
@@ -547,9 +547,11 @@ def _ready_path(config: pytest.Config) -> str:
     """The path polled until the target is ready."""
     ready_path, ready_source = _raw(config, "streamguard_ready_path")
     if not ready_path.startswith("/"):
-        raise pytest.UsageError(
-            f"{ready_path!r} from {ready_source} is not a valid streamguard_ready_path: "
-            "expected a path starting with '/', such as /readyz"
+        raise _invalid(
+            ready_path,
+            ready_source,
+            "streamguard_ready_path",
+            "expected a path starting with '/', such as /readyz",
         )
     return ready_path
 
@@ -561,9 +563,11 @@ def _toxiproxy_url(config: pytest.Config) -> str | None:
         return None
     toxiproxy_url = _http_url(toxiproxy_raw, toxiproxy_source, "streamguard_toxiproxy")
     if urlsplit(toxiproxy_url).scheme != "http":
-        raise pytest.UsageError(
-            f"{toxiproxy_raw!r} from {toxiproxy_source} is not a valid streamguard_toxiproxy: "
-            "toxiproxy's API is plain http, such as http://127.0.0.1:8474"
+        raise _invalid(
+            toxiproxy_raw,
+            toxiproxy_source,
+            "streamguard_toxiproxy",
+            "toxiproxy's API is plain http, such as http://127.0.0.1:8474",
         )
     return toxiproxy_url
 
@@ -578,9 +582,11 @@ def _html_path(config: pytest.Config) -> Path | None:
     """Where the HTML report goes: a file path, not a directory (None when empty)."""
     html_raw, html_source = _raw(config, "streamguard_html")
     if html_raw and Path(html_raw).is_dir():
-        raise pytest.UsageError(
-            f"{html_raw!r} from {html_source} is not a valid streamguard_html: it is a "
-            "directory; expected a file path such as reports/streamguard.html"
+        raise _invalid(
+            html_raw,
+            html_source,
+            "streamguard_html",
+            "it is a directory; expected a file path such as reports/streamguard.html",
         )
     return Path(html_raw) if html_raw else None
 
@@ -589,9 +595,12 @@ def _compare_path(config: pytest.Config) -> Path | None:
     """The baseline report to compare with, which must exist (None when empty)."""
     compare_raw, compare_source = _raw(config, "streamguard_compare")
     if compare_raw and not Path(compare_raw).is_file():
-        raise pytest.UsageError(
-            f"{compare_raw!r} from {compare_source} is not a valid streamguard_compare: no such "
-            "file; expected a JSON report saved by --streamguard-save or --streamguard-json"
+        raise _invalid(
+            compare_raw,
+            compare_source,
+            "streamguard_compare",
+            "no such "
+            "file; expected a JSON report saved by --streamguard-save or --streamguard-json",
         )
     return Path(compare_raw) if compare_raw else None
 
@@ -609,18 +618,15 @@ def _compare_fail(config: pytest.Config, compare_path: Path | None) -> tuple[Bou
     try:
         return parse_bounds(fail_raw)
     except ValueError as exc:
-        raise pytest.UsageError(
-            f"{fail_raw!r} from {fail_source} is not a valid streamguard_compare_fail: {exc}"
-        ) from None
+        raise _invalid(fail_raw, fail_source, "streamguard_compare_fail", f"{exc}") from None
 
 
 def _compare_min_samples(config: pytest.Config) -> int:
     """The fewest samples a compared figure needs to fail the run."""
     min_raw, min_source = _raw(config, "streamguard_compare_min_samples")
     if not min_raw.strip().isdigit() or int(min_raw) < 1:
-        raise pytest.UsageError(
-            f"{min_raw!r} from {min_source} is not a valid streamguard_compare_min_samples: "
-            "expected an integer >= 1"
+        raise _invalid(
+            min_raw, min_source, "streamguard_compare_min_samples", "expected an integer >= 1"
         )
     return int(min_raw)
 
@@ -645,9 +651,12 @@ def _ray_address(config: pytest.Config) -> str | None:
         any(c.isspace() for c in ray_address)
         or (ray_address not in ("auto", "local") and ":" not in ray_address)
     ):
-        raise pytest.UsageError(
-            f"{ray_raw!r} from {ray_source} is not a valid streamguard_ray: expected 'auto', "
-            "'local' or a Ray cluster address such as 127.0.0.1:6379 or ray://head:10001"
+        raise _invalid(
+            ray_raw,
+            ray_source,
+            "streamguard_ray",
+            "expected 'auto', "
+            "'local' or a Ray cluster address such as 127.0.0.1:6379 or ray://head:10001",
         )
     return ray_address
 

@@ -146,22 +146,30 @@ def test_node_gateway_found_by_its_listening_line(
     assert time.monotonic() - started < PORT_DISCOVERY_S + 30
 
 
-def test_app_that_reads_port_and_logs_nothing(
-    pytester: pytest.Pytester, toxiproxy_url: str
-) -> None:
-    pytester.path.joinpath("app.py").write_text(SILENT_PORT_APP)
+def run_app(
+    pytester: pytest.Pytester, toxiproxy_url: str, app: str, cmd: str, *args: str
+) -> pytest.RunResult:
+    """Run READY_ONLY_TEST against ``app`` (saved as app.py) started as ``cmd``, ready at /."""
+    pytester.path.joinpath("app.py").write_text(app)
     pytester.makepyfile(READY_ONLY_TEST)
-    result = pytester.runpytest_subprocess(
+    return pytester.runpytest_subprocess(
         "--streamguard",
         "--streamguard-toxiproxy",
         toxiproxy_url,
         "--streamguard-target-cmd",
-        f"{sys.executable} app.py",
+        cmd,
         "--streamguard-ready-path",
         "/",
         "-p",
         "no:cacheprovider",
+        *args,
     )
+
+
+def test_app_that_reads_port_and_logs_nothing(
+    pytester: pytest.Pytester, toxiproxy_url: str
+) -> None:
+    result = run_app(pytester, toxiproxy_url, SILENT_PORT_APP, f"{sys.executable} app.py")
     result.assert_outcomes(passed=1)
 
 
@@ -261,20 +269,9 @@ def test_the_summary_names_the_command_that_ran(
     pytester: pytest.Pytester, toxiproxy_url: str
 ) -> None:
     # The header at the start shows the template ({port}); the summary, what ran on which port.
-    pytester.path.joinpath("app.py").write_text(PORT_FLAG_APP)
-    pytester.makepyfile(READY_ONLY_TEST)
-    result = pytester.runpytest_subprocess(
-        "--streamguard",
-        "--streamguard-toxiproxy",
-        toxiproxy_url,
-        "--streamguard-target-cmd",
-        f"{sys.executable} app.py --port {{port}}",
-        "--streamguard-ready-path",
-        "/",
-        "--streamguard-json",
-        "report.json",
-        "-p",
-        "no:cacheprovider",
+    cmd = f"{sys.executable} app.py --port {{port}}"
+    result = run_app(
+        pytester, toxiproxy_url, PORT_FLAG_APP, cmd, "--streamguard-json", "report.json"
     )
     result.assert_outcomes(passed=1)
     result.stdout.fnmatch_lines(["streamguard: target=command python app.py --port {port}, *"])
