@@ -15,7 +15,8 @@ import time
 from pathlib import Path
 
 import pytest
-from plugin_helpers import NODE_GATEWAY, NODE_STREAM_TEST, wait_until
+from plugin_helpers import NODE_GATEWAY, NODE_STREAM_TEST
+from polling import wait_until
 
 from pytest_streamguard.services.app import PORT_DISCOVERY_S
 from pytest_streamguard.services.processes import ManagedProcess, listening_ports, listening_url

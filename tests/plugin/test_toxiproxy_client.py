@@ -10,7 +10,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import httpx
 import pytest
-from plugin_helpers import wait_until
+from polling import wait_until
 from toxiproxy.api import APIConsumer
 
 from pytest_streamguard.errors import ToxiproxyError
