@@ -1,8 +1,15 @@
-"""Options of the project's own test suite (not of the plugin)."""
+"""Options of the project's own test suite (not of the plugin), and the servers that the tests
+of several families share: the example app and one embedded Toxiproxy, both reached by URL.
+
+Being the rootdir's conftest, this file puts ``tests/`` on ``sys.path`` (pytest's prepend
+import mode), so ``served.py`` and ``polling.py`` import by name from every folder."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+
 import pytest
+from served import embedded_toxiproxy, load_stream_app, loopback_socket, serve_in_thread
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -20,6 +27,20 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 def fuzz_scale(request: pytest.FixtureRequest) -> float:
     """How many times the CI default of requests a fuzz or storm test sends (--fuzz-scale)."""
     return float(request.config.getoption("--fuzz-scale"))
+
+
+@pytest.fixture(scope="session")
+def app_url() -> Iterator[str]:
+    """The example streaming app, served in a thread by real uvicorn on a port-0 socket."""
+    with loopback_socket() as sock, serve_in_thread(load_stream_app().app, [sock]):
+        yield f"http://127.0.0.1:{sock.getsockname()[1]}"
+
+
+@pytest.fixture(scope="session")
+def toxiproxy_url() -> Iterator[str]:
+    """One embedded Toxiproxy server for the whole run; pytester runs reach it by URL."""
+    with embedded_toxiproxy() as url:
+        yield url
 
 
 @pytest.fixture(autouse=True)

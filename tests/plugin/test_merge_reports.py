@@ -115,15 +115,3 @@ def test_merge_of_two_real_reports_equals_both_runs_together(
         "merged.json/a.json",
         "merged.json/b.json",
     ]
-
-
-def test_merge_bad_input(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    good = tmp_path / "good.json"
-    good.write_text(json.dumps({"format": "pytest-streamguard", "version": 1, "tests": []}))
-    assert main([str(good), str(good), "--json", str(tmp_path / "m.json")]) == 2
-    assert f"error: {good} given more than once" in capsys.readouterr().err
-    bad = tmp_path / "bad.json"
-    bad.write_text("{}")
-    assert main([str(good), str(bad), "--json", str(tmp_path / "m.json")]) == 2
-    assert f"error: {bad} is not a pytest-streamguard report" in capsys.readouterr().err
-    assert not (tmp_path / "m.json").exists()

@@ -15,7 +15,8 @@ import xml.etree.ElementTree as ET
 from pathlib import Path
 
 import pytest
-from plugin_helpers import STREAM_APP, pid_alive
+from plugin_helpers import pid_alive
+from served import STREAM_APP
 
 
 def test_passing_stream_and_summary_row(pytester: pytest.Pytester, run) -> None:  # type: ignore[no-untyped-def]

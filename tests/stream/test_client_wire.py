@@ -4,7 +4,7 @@ one through httpx's own transport, which says its stamps are the client's.
 
 A one-connection server on a real socket records the client's port as it accepted it, so the
 trace's ``local`` is checked against what the server saw. ``benchmarks/wire.py --check``
-(tests/plugin/test_wire_check.py) checks the same stream's stamps against a packet capture.
+(tests/stream/test_wire_check.py) checks the same stream's stamps against a packet capture.
 """
 
 from __future__ import annotations
