@@ -193,7 +193,7 @@ class ChunkToxic(Mechanism):
         return judge(self.record, active, triggered=self.triggered)
 
 
-def stall(
+def stall_at_chunk(
     control: ProxyControl, seed: int, after_chunks: int, seconds: float, streams: Any
 ) -> ChunkToxic:
     """``stall``: a ``chunk_stall`` toxic holding each stream ``seconds`` after chunk N."""

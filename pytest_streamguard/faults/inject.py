@@ -55,20 +55,34 @@ from toxiproxy.proxy import Proxy
 
 from pytest_streamguard._moved import moved_name
 from pytest_streamguard.errors import ToxiproxyError
-from pytest_streamguard.faults import chunks, signals, toxics
-from pytest_streamguard.faults.chunks import AIM_HEADER, Aim, ChunkToxic, chosen
+from pytest_streamguard.faults.chunks import (
+    AIM_HEADER,
+    Aim,
+    ChunkToxic,
+    chosen,
+    end_at_chunk,
+    stall_at_chunk,
+)
 from pytest_streamguard.faults.fired import judge
 from pytest_streamguard.faults.mechanism import Mechanism, active_on
 from pytest_streamguard.faults.profiles import Profile
-from pytest_streamguard.faults.signals import ProcessSignal, Restart
+from pytest_streamguard.faults.signals import ProcessSignal, Restart, freeze_fault, restart_fault
 from pytest_streamguard.faults.toxics import (
     SLOW_READER_MAX_BPS,
     SLOW_READER_TINY_BPS,
     SLOW_READER_TOXIC_HEADROOM,
     STREAMS,
+    ProfileToxics,
     ProxyControl,
     ProxyDown,
     SlowReader,
+    bandwidth_fault,
+    blackhole_fault,
+    cut_after_bytes,
+    latency_fault,
+    reset_after_ms,
+    slicer_fault,
+    slow_reader_fault,
 )
 from pytest_streamguard.faults.toxiproxy_client import ToxiproxyAPI
 from pytest_streamguard.stream.trace import FaultRecord, StreamTrace
@@ -183,7 +197,7 @@ class Faults:
 
         Toxiproxy's latency toxic takes whole milliseconds, so a delay between 0 and 1 ms (most
         likely seconds written where milliseconds are meant) is refused."""
-        return self._apply(toxics.latency(self._control, ms, jitter, stream))
+        return self._apply(latency_fault(self._control, ms, jitter, stream))
 
     def stall(self, after_chunks: int, seconds: float, *, streams: Any = None) -> FaultRecord:
         """Pause each stream for ``seconds`` right after its ``after_chunks``-th data event
@@ -191,7 +205,7 @@ class Faults:
         indexes (0 first, in request order), or a seeded fraction of them (``0.3``); the others
         are untouched."""
         return self._apply_chunk(
-            chunks.stall(self._control, self.seed, after_chunks, seconds, streams)
+            stall_at_chunk(self._control, self.seed, after_chunks, seconds, streams)
         )
 
     def freeze(self, seconds: float, after_chunks: int | None = None) -> FaultRecord:
@@ -200,7 +214,7 @@ class Faults:
         or once a stream of the test has ``after_chunks`` chunks. Needs a target the plugin
         starts (``--streamguard-target-cmd`` or the bundled one)."""
         pid = self.target.pid if self.target is not None else self.target_pid
-        return self._apply(signals.freeze(seconds, after_chunks, pid))
+        return self._apply(freeze_fault(seconds, after_chunks, pid))
 
     def restart(self, after_chunks: int | None = None) -> FaultRecord:
         """Kill the target process the plugin started (its whole process group, SIGKILL: a
@@ -209,7 +223,7 @@ class Faults:
         (this returns once the target is ready again), or once a stream of the test has
         ``after_chunks`` chunks (it starts again in the background). Needs a target the plugin
         starts (``--streamguard-target-cmd`` or the bundled one)."""
-        return self._apply(signals.restart(self.target, after_chunks))
+        return self._apply(restart_fault(self.target, after_chunks))
 
     def reached(self, trace: StreamTrace) -> None:
         """A stream read elsewhere (a shard process) has ended: note it for the chunk faults
@@ -235,7 +249,7 @@ class Faults:
         proxy is throttled too, a little above the rate. Up to 10 MB/s
         (``SLOW_READER_MAX_BPS``). A rate under 64 bytes/s is refused as a likely unit slip
         unless ``tiny=True`` says it is meant."""
-        mechanism = toxics.slow_reader(self._control, bytes_per_second, tiny)
+        mechanism = slow_reader_fault(self._control, bytes_per_second, tiny)
         self.slow_reader_bps = float(bytes_per_second)
         record = self._apply(mechanism)
         self._slow = mechanism
@@ -248,11 +262,11 @@ class Faults:
 
     def bandwidth(self, kb_per_second: float) -> FaultRecord:
         """Limit the downstream to ``kb_per_second`` KB/s (1 KB = 1000 bytes)."""
-        return self._apply(toxics.bandwidth(self._control, kb_per_second))
+        return self._apply(bandwidth_fault(self._control, kb_per_second))
 
     def slicer(self, average_size: int, size_variation: int = 0, delay_us: int = 0) -> FaultRecord:
         """Split response chunks into ~``average_size``-byte pieces, ``delay_us`` µs apart."""
-        return self._apply(toxics.slicer(self._control, average_size, size_variation, delay_us))
+        return self._apply(slicer_fault(self._control, average_size, size_variation, delay_us))
 
     def cut(
         self,
@@ -275,16 +289,14 @@ class Faults:
             )
         if after_chunks is not None:
             return self._apply_chunk(
-                chunks.end_at_chunk(
-                    self._control, self.seed, "cut", "chunk_cut", after_chunks, streams
-                )
+                end_at_chunk(self._control, self.seed, "cut", "chunk_cut", after_chunks, streams)
             )
         if streams is not None:
             raise ValueError(
                 f"faults.cut(after_bytes={after_bytes!r}, streams={streams!r}): streams= aims "
                 "a cut at chunk N; use it with after_chunks instead of after_bytes"
             )
-        return self._apply(toxics.cut_after_bytes(self._control, after_bytes))
+        return self._apply(cut_after_bytes(self._control, after_bytes))
 
     def reset(
         self, after_ms: float = 0, *, after_chunks: int | None = None, streams: Any = None
@@ -302,7 +314,7 @@ class Faults:
                     "after_chunks (a reset right after chunk N)"
                 )
             return self._apply_chunk(
-                chunks.end_at_chunk(
+                end_at_chunk(
                     self._control, self.seed, "reset", "chunk_reset", after_chunks, streams
                 )
             )
@@ -311,11 +323,11 @@ class Faults:
                 f"faults.reset(streams={streams!r}): streams= aims a reset at chunk N; use it "
                 "with after_chunks"
             )
-        return self._apply(toxics.reset_after_ms(self._control, after_ms))
+        return self._apply(reset_after_ms(self._control, after_ms))
 
     def blackhole(self) -> FaultRecord:
         """Drop all data both ways while keeping connections open."""
-        return self._apply(toxics.blackhole(self._control))
+        return self._apply(blackhole_fault(self._control))
 
     def down(self) -> FaultRecord:
         """Disable the proxy: open connections are closed and new ones refused."""
@@ -326,7 +338,7 @@ class Faults:
         ``profile(name=...)`` fault, then its fault-vocabulary calls; undone by :meth:`clear`."""
         applied: list[FaultRecord] = []
         if profile.toxics:
-            applied.append(self._apply(toxics.ProfileToxics(self._control, profile)))
+            applied.append(self._apply(ProfileToxics(self._control, profile)))
         for word, kwargs in profile.faults:
             applied.append(getattr(self, word)(**kwargs))
         return applied
@@ -360,9 +372,9 @@ class Faults:
         errors: list[str] = []
         for mechanism in _undo_order(self._on):
             errors.extend(mechanism.remove())
-        # A proxy left disabled is enabled by the next clear() (other faults are left to
-        # reset_proxy() before the next test).
-        self._on = [m for m in self._on if isinstance(m, ProxyDown) and m.disabled]
+        # A proxy left disabled is enabled by the next clear() (a toxic that could not be
+        # removed is left to reset_proxy() before the next test).
+        self._on = [m for m in self._on if isinstance(m, ProxyDown) and m.control.disabled]
         # Streams opened from now on are read at full speed (one in flight keeps its pace).
         self.slow_reader_bps = None
         self._slow = None

@@ -183,7 +183,7 @@ class Restart(ProcessSignal):
         return [] if self.error is None else [f"{self.record.kind}: {self.error}"]
 
 
-def freeze(seconds: float, after_chunks: int | None, pid: int | None) -> Freeze:
+def freeze_fault(seconds: float, after_chunks: int | None, pid: int | None) -> Freeze:
     """``freeze``: its arguments checked, for the target process ``pid`` (None: a target
     given by URL, which cannot be frozen)."""
     checked_number("freeze", "seconds", seconds, minimum=0)
@@ -207,7 +207,7 @@ def freeze(seconds: float, after_chunks: int | None, pid: int | None) -> Freeze:
     return Freeze(record, pid, None if after_chunks is None else int(after_chunks), float(seconds))
 
 
-def restart(target: Target | None, after_chunks: int | None) -> Restart:
+def restart_fault(target: Target | None, after_chunks: int | None) -> Restart:
     """``restart``: its arguments checked, for the ``target`` the plugin started (None: a
     target given by URL, which cannot be restarted)."""
     if after_chunks is not None:

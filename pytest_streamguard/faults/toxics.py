@@ -44,12 +44,15 @@ ToxicSpec = tuple[str, str, dict[str, Any]]
 
 class ProxyControl:
     """One test's proxy as its faults drive it: the API, the names of the toxics added (one
-    numbered series per test) and whether a ``down`` fault has it disabled now."""
+    numbered series per test) and the ``down`` faults that disable it."""
 
     def __init__(self, api: ToxiproxyAPI, proxy: Proxy) -> None:
         self.api = api
         self.proxy = proxy
+        # Whether a down fault disabled the proxy and it is not enabled again yet, and the down
+        # faults applied since it last was (newest last).
         self.disabled = False
+        self.downs: list[ProxyDown] = []
         self._count = 0
 
     def name(self, kind: str) -> str:
@@ -159,39 +162,42 @@ class ProfileToxics(ProxyToxics):
 
 
 class ProxyDown(Mechanism):
-    """``down``: the proxy disabled (open connections closed, new ones refused), enabled
-    again when the test ends; tried again by the next clear if that failed."""
+    """``down``: the proxy disabled (open connections closed, new ones refused) until the test
+    ends. The proxy is one, so the newest ``down`` on enables it again for all of them, once,
+    and stamps their records; while it cannot, it stays on, tried again by the next clear."""
 
     def __init__(self, control: ProxyControl) -> None:
         super().__init__(FaultRecord(kind="down", params={}, toxics=[]))
         self.control = control
-        # Whether this fault disabled the proxy and has not yet seen it enabled again.
-        self.disabled = False
 
     def apply(self) -> None:
         """Disable the proxy."""
         # Stamped before the call: open connections close while it runs, and a stream cut
         # by it must count it among its faults.
         self.record.on_ns = time.perf_counter_ns()
+        self.control.downs.append(self)
         self.control.api.set_enabled(self.control.proxy, False)
-        self.control.disabled = self.disabled = True
+        self.control.disabled = True
 
     def remove(self) -> list[str]:
-        """Enable the proxy again (once for all the test's ``down`` faults)."""
-        if not self.disabled:
+        """Enable the proxy again, if this is the newest ``down`` and the proxy is disabled."""
+        if self.control.downs[-1:] != [self] or not self.control.disabled:
             return []
-        if self.control.disabled:
-            try:
-                self.control.api.set_enabled(self.control.proxy, True)
-            except ToxiproxyError as exc:
-                return [str(exc)]
+        problems: list[str] = []
+        try:
+            self.control.api.set_enabled(self.control.proxy, True)
             self.control.disabled = False
-        self.disabled = False
-        self.record.off_ns = time.perf_counter_ns()
-        return []
+        except ToxiproxyError as exc:
+            problems.append(str(exc))
+        for down in self.control.downs:
+            if down.record.off_ns is None:
+                down.record.off_ns = time.perf_counter_ns()
+        if not self.control.disabled:
+            self.control.downs.clear()
+        return problems
 
 
-def latency(control: ProxyControl, ms: float, jitter: float, stream: str) -> ProxyToxics:
+def latency_fault(control: ProxyControl, ms: float, jitter: float, stream: str) -> ProxyToxics:
     """``latency``: a ``latency`` toxic on ``stream``, whole milliseconds."""
     checked_number("latency", "ms", ms, minimum=0, unit="milliseconds")
     checked_number("latency", "jitter", jitter, minimum=0, unit="milliseconds")
@@ -212,7 +218,7 @@ def latency(control: ProxyControl, ms: float, jitter: float, stream: str) -> Pro
     )
 
 
-def slow_reader(control: ProxyControl, bytes_per_second: float, tiny: bool) -> SlowReader:
+def slow_reader_fault(control: ProxyControl, bytes_per_second: float, tiny: bool) -> SlowReader:
     """``slow_reader``: its rate checked (bytes/s, 1 to ``SLOW_READER_MAX_BPS``; under
     ``SLOW_READER_TINY_BPS`` only with ``tiny``)."""
     checked_number("slow_reader", "bytes_per_second", bytes_per_second, minimum=1, unit="bytes/s")
@@ -233,7 +239,7 @@ def slow_reader(control: ProxyControl, bytes_per_second: float, tiny: bool) -> S
     return SlowReader(control, bytes_per_second)
 
 
-def bandwidth(control: ProxyControl, kb_per_second: float) -> ProxyToxics:
+def bandwidth_fault(control: ProxyControl, kb_per_second: float) -> ProxyToxics:
     """``bandwidth``: a ``bandwidth`` toxic downstream, whole KB/s."""
     checked_number(
         "bandwidth", "kb_per_second", kb_per_second, minimum=1, integer=True, unit="KB/s"
@@ -246,7 +252,7 @@ def bandwidth(control: ProxyControl, kb_per_second: float) -> ProxyToxics:
     )
 
 
-def slicer(
+def slicer_fault(
     control: ProxyControl, average_size: int, size_variation: int, delay_us: int
 ) -> ProxyToxics:
     """``slicer``: a ``slicer`` toxic downstream (its variation under its average size)."""
@@ -293,7 +299,7 @@ def reset_after_ms(control: ProxyControl, after_ms: float) -> ProxyToxics:
     )
 
 
-def blackhole(control: ProxyControl) -> ProxyToxics:
+def blackhole_fault(control: ProxyControl) -> ProxyToxics:
     """``blackhole``: a ``timeout`` toxic of 0 both ways (data dropped, connections open)."""
     return ProxyToxics(
         control,
