@@ -52,10 +52,11 @@ def active_on(record: FaultRecord, traces: Sequence[StreamTrace]) -> list[Stream
 class Mechanism(ABC):
     """One fault of a test and how it is put on, set off, taken off and judged.
 
-    :class:`~pytest_streamguard.faults.inject.Faults` puts the record among the test's faults and
-    calls :meth:`apply`; while the fault is on, it passes on every chunk the test's client reads
-    (:meth:`on_chunk`) and every stream that ends (:meth:`on_end`); when the test ends it calls
-    :meth:`remove`, then :meth:`judge` with the test's streams.
+    :class:`~pytest_streamguard.faults.inject.Faults` calls :meth:`apply` and keeps the record
+    among the test's faults (put there first, so a fault applied in part is undone too; a chunk
+    toxic the proxy refuses is never one); while the fault is on, it passes on every chunk the
+    test's client reads (:meth:`on_chunk`) and every stream that ends (:meth:`on_end`); when the
+    test ends it calls :meth:`remove`, then :meth:`judge` with the test's streams.
     """
 
     def __init__(self, record: FaultRecord) -> None:
