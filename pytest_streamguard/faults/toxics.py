@@ -1,12 +1,14 @@
 """Faults the Toxiproxy proxy applies: toxics added through its API, and the proxy disabled.
 
-This module owns the test's proxy as the faults drive it (:class:`ProxyControl`: its API, the
-names of the toxics added to it, whether a fault disabled it), the standing toxics of ``latency``,
+This module owns the test's proxy as its faults drive it (:class:`ProxyControl`: the API, the
+names of the toxics added, the ``down`` faults), the standing toxics of ``latency``,
 ``slow_reader``, ``bandwidth``, ``slicer``, ``cut(after_bytes=)``, ``reset(after_ms=)``,
-``blackhole`` and of a profile (:class:`ProxyToxics`), and ``down`` (:class:`ProxyDown`): each
-checks its arguments, maps them to toxics, adds them when applied and removes them when the test
-ends. The toxics act on every connection through the proxy, from the moment they are added; the
-chunk toxics of the embedded server are :mod:`pytest_streamguard.faults.chunks`'.
+``blackhole`` and of a profile (:class:`ProxyToxics` and its kinds), and ``down``
+(:class:`ProxyDown`). A function per word (:func:`latency_fault`, :func:`cut_after_bytes`, ...)
+checks its arguments and maps them to toxics; the fault adds them when applied and removes them
+when the test ends. They act on every
+connection through the proxy from the moment they are added (the toxics that act at chunk N
+are in :mod:`pytest_streamguard.faults.chunks`).
 """
 
 from __future__ import annotations
