@@ -29,6 +29,7 @@ MOVED_MODULES = {
 MOVED_NAMES = {
     ("pytest_streamguard.faults.inject", "FaultsNotFired"): "pytest_streamguard.errors",
     ("pytest_streamguard.plugin.session", "FindingsFailed"): "pytest_streamguard.errors",
+    ("pytest_streamguard.plugin.matrix", "matrix_test"): "pytest_streamguard.report.recording",
 }
 
 

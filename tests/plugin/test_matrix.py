@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 
 from pytest_streamguard.faults.profiles import BUILTIN, load_file
-from pytest_streamguard.plugin.matrix import matrix_test
+from pytest_streamguard.report.recording import matrix_test
 
 REPO = Path(__file__).resolve().parents[2]
 PROFILE_FILES = REPO / "toxiproxy" / "profiles"
