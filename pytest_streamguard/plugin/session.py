@@ -22,13 +22,17 @@ from typing import Any
 import pytest
 
 from pytest_streamguard._moved import moved_name
-from pytest_streamguard.common.display import counted, fit_lines, shown_path, shown_text
+from pytest_streamguard.common.display import fit_lines, shown_path, shown_text
 from pytest_streamguard.faults.fired import faults_not_fired
 from pytest_streamguard.guard import StreamGuard
 from pytest_streamguard.plugin import xdist
 from pytest_streamguard.plugin.markers import resolve_deadline, resolve_fail_on
 from pytest_streamguard.plugin.matrix import item_profile
 from pytest_streamguard.plugin.settings import SETTINGS_KEY, Settings
+
+# The module, not its names: they were once this module's own and importing them from here
+# warns (pytest_streamguard._moved).
+from pytest_streamguard.report import timing
 from pytest_streamguard.report.baseline import Gate, compare
 from pytest_streamguard.report.html import write_html
 from pytest_streamguard.report.merge import Merger
@@ -39,13 +43,13 @@ from pytest_streamguard.report.records import (
     json_document,
     load_json,
     matrix_lines,
+    quiet_line,
     summary_lines,
     unfired_lines,
     write_json,
 )
 from pytest_streamguard.verdict.deadlines import Deadline
 from pytest_streamguard.verdict.judge import body_failure_note, failure_of, reports_line
-from pytest_streamguard.verdict.stats import percentile
 
 SESSION_KEY = pytest.StashKey["StreamGuardSession"]()
 # pytest's own floor on the terminal width (its TerminalWriter never reports less).
@@ -66,47 +70,6 @@ __all__ = [
     "SETTINGS_KEY",
     "StreamGuardSession",
 ]
-
-
-CLIENT_DELAY_WARN_S = 0.001
-
-
-def client_delay_lines(records: list[TestRecord]) -> list[str]:
-    """A warning when the client's own read delay (bytes arrived to bytes read, pooled over
-    every stream that recorded one) passes 1 ms at p99: the client machine, not the server, was
-    then the limit of the figures' timing."""
-    reads = [d / 1e9 for r in records for t in r.traces for d in t.read_delay_ns]
-    p99 = percentile(reads, 99)
-    if p99 is None or p99 <= CLIENT_DELAY_WARN_S:
-        return []
-    return [
-        f"warning: the client's own read delay (bytes arrived to bytes read) was "
-        f"{p99 * 1e3:.1f} ms at p99, over 1 ms: the client machine was busy; arrival stamps "
-        "are the kernel's, but events read together share the later one; a load reads on "
-        "every core with processes='auto'"
-    ]
-
-
-# What each stamp source means, for streams whose stamps are not the kernel's.
-_STAMP_SOURCES = {
-    "loop": "when the event loop read the bytes (no kernel receive stamp on this platform)",
-    "client": "when the client took the bytes (https, read by httpx's own transport)",
-}
-
-
-def stamp_source_lines(records: list[TestRecord]) -> list[str]:
-    """A note for streams whose arrival stamps are not the kernel's: their figures hold the
-    client's own delay, which the kernel's stamps leave out."""
-    counts: dict[str, int] = {}
-    for record in records:
-        for trace in record.traces:
-            if trace.stamps in _STAMP_SOURCES:
-                counts[trace.stamps] = counts.get(trace.stamps, 0) + 1
-    return [
-        f"note: {counted(count, 'stream')} stamped {_STAMP_SOURCES[source]}, not at the "
-        "kernel's receive stamp: their figures include the client's own delay"
-        for source, count in sorted(counts.items())
-    ]
 
 
 class _Fitted:
@@ -263,16 +226,7 @@ class StreamGuardSession:
         verbosity = self.config.get_verbosity()
         if verbosity < 0:
             if verbosity == -1 and self.records:
-                on_faults = sum(r.failed_on_faults for r in self.records)
-                failed = sum(r.verdict == "FAIL" for r in self.records) - on_faults
-                caught = sum(r.verdict == "caught" for r in self.records)
-                expected = f", {caught} caught as expected" if caught else ""
-                if on_faults:
-                    expected += f", {on_faults} failed on faults that never fired"
-                out.write_line(
-                    f"streamguard: {counted(len(self.records), 'test')} read streams, "
-                    f"{failed} violated a deadline{expected}"
-                )
+                out.write_line(quiet_line(self.records))
                 for line in unfired_lines(self.records, strict=self.settings.strict_faults):
                     out.write_line(line)
             self._write_gate_problems(out)
@@ -280,7 +234,7 @@ class StreamGuardSession:
             return
         out.section("streamguard")
         if self.workers or self.missing_workers:
-            for line in self._worker_lines():
+            for line in self.merger.worker_lines():
                 out.write_line(line)
         else:
             out.write_line(
@@ -296,8 +250,8 @@ class StreamGuardSession:
                 *matrix_lines(self.records),
                 *findings_lines(self.records),
                 *unfired_lines(self.records, strict=self.settings.strict_faults),
-                *client_delay_lines(self.records),
-                *stamp_source_lines(self.records),
+                *timing.client_delay_lines(self.records),
+                *timing.stamp_source_lines(self.records),
             ]
             for line in lines:
                 out.write_line(line)
@@ -333,23 +287,6 @@ class StreamGuardSession:
 
     def _shown(self, path: Path) -> str:
         return shown_path(path, self.config.rootpath)
-
-    def _worker_lines(self) -> list[str]:
-        lines = [
-            f"merged {counted(len(self.records), 'test record')} "
-            f"from {counted(len(self.workers), 'worker')}"
-        ]
-        for name, meta in sorted(self.workers.items()):
-            lines.append(
-                f"  {name}: {counted(meta['tests'], 'test')}; target: "
-                f"{meta.get('target_url', meta.get('target'))}; toxiproxy: {meta.get('toxiproxy')}"
-            )
-        for missing in self.missing_workers:
-            lines.append(
-                f"  MISSING {missing['worker']}: {missing['reason']}; "
-                "its tests' streams are not in this report"
-            )
-        return lines
 
     def pytest_sessionfinish(self, session: pytest.Session) -> None:
         """Write the JSON report and the baseline, compare with a saved baseline (a failed gate
