@@ -39,7 +39,8 @@ if TYPE_CHECKING:
         StreamguardFailure,
         ToxiproxyError,
     )
-    from pytest_streamguard.faults.inject import Faults, chosen
+    from pytest_streamguard.faults.chunks import chosen
+    from pytest_streamguard.faults.inject import Faults
     from pytest_streamguard.faults.toxiproxy_client import ToxiproxyServer
     from pytest_streamguard.formats.anthropic import AnthropicFormat
     from pytest_streamguard.formats.base import Frame, Piece, Reading, StreamFormat
@@ -90,7 +91,7 @@ _PUBLIC = {
     "percentile": "verdict.stats",
     # faults, the Toxiproxy server they act on, and the nginx ingress
     "Faults": "faults.inject",
-    "chosen": "faults.inject",
+    "chosen": "faults.chunks",
     "ToxiproxyServer": "faults.toxiproxy_client",
     "Ingress": "services.ingress",
     # loads of many streams

@@ -41,6 +41,13 @@ MOVED_NAMES = {
         )
     },
     ("pytest_streamguard.stream.client", "EMPTY_HINT"): "pytest_streamguard.stream.endings",
+    ("pytest_streamguard.plugin.matrix", "matrix_test"): "pytest_streamguard.report.recording",
+    (
+        "pytest_streamguard.plugin.session",
+        "CLIENT_DELAY_WARN_S",
+    ): "pytest_streamguard.report.timing",
+    ("pytest_streamguard.plugin.session", "client_delay_lines"): "pytest_streamguard.report.timing",
+    ("pytest_streamguard.plugin.session", "stamp_source_lines"): "pytest_streamguard.report.timing",
 }
 
 

@@ -239,6 +239,22 @@ def _stacked(header: tuple[str, ...], rows: Sequence[tuple[str, ...]]) -> list[s
     return lines
 
 
+def quiet_line(records: list[TestRecord]) -> str:
+    """The summary in one line, as ``-q`` shows it: how many tests read streams, how many
+    violated a deadline, and how many were caught as expected or failed on faults that never
+    fired."""
+    on_faults = sum(r.failed_on_faults for r in records)
+    failed = sum(r.verdict == "FAIL" for r in records) - on_faults
+    caught = sum(r.verdict == "caught" for r in records)
+    expected = f", {caught} caught as expected" if caught else ""
+    if on_faults:
+        expected += f", {on_faults} failed on faults that never fired"
+    return (
+        f"streamguard: {counted(len(records), 'test')} read streams, "
+        f"{failed} violated a deadline{expected}"
+    )
+
+
 def findings_lines(records: list[TestRecord]) -> list[str]:
     """One line per test whose streams show findings, naming them with their evidence."""
     lines = []

@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from pytest_streamguard.plugin.matrix import matrix_test
+from pytest_streamguard.report.recording import matrix_test
 
 # Reads the proxy's toxics and enabled state through the real API, and logs them.
 INNER_CONFTEST = """
@@ -356,3 +356,10 @@ def test_matrix_ids_next_to_other_parameters(pytester: pytest.Pytester) -> None:
         ), nodeid
     assert matrix_test("t.py::x[latency-200]", "latency-200") == "t.py::x"
     assert matrix_test("t.py::x[a-b-none]", "none") == "t.py::x[a-b]"
+
+
+def test_matrix_test_still_imports_from_the_matrix_module_with_a_warning() -> None:
+    with pytest.deprecated_call(match="report.recording"):
+        from pytest_streamguard.plugin.matrix import matrix_test as old
+
+    assert old is matrix_test

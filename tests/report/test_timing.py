@@ -1,11 +1,12 @@
-"""The session's summary lines about the client's stamps (``plugin/session.py``): a warning when
-the client's read delay passes 1 ms at p99, and which streams the kernel did not stamp (the
-stamps themselves are checked against a packet capture in tests/stream/test_wire_check.py)."""
+"""The summary's notes on its figures' timing (:mod:`pytest_streamguard.report.timing`): the
+client's own read delay, and the streams whose arrival stamps are not the kernel's."""
 
 from __future__ import annotations
 
-from pytest_streamguard.plugin.session import client_delay_lines, stamp_source_lines
+import pytest
+
 from pytest_streamguard.report.records import TestRecord
+from pytest_streamguard.report.timing import client_delay_lines, stamp_source_lines
 from pytest_streamguard.stream.trace import StreamTrace
 
 
@@ -41,3 +42,11 @@ def test_summary_says_which_streams_are_not_stamped_by_the_kernel() -> None:
         "this platform), not at the kernel's receive stamp: their figures include the client's "
         "own delay",
     ]
+
+
+def test_the_notes_still_import_from_the_session_module_with_a_warning() -> None:
+    with pytest.deprecated_call(match="report.timing"):
+        from pytest_streamguard.plugin.session import client_delay_lines as old_delay
+    with pytest.deprecated_call(match="report.timing"):
+        from pytest_streamguard.plugin.session import stamp_source_lines as old_sources
+    assert (old_delay, old_sources) == (client_delay_lines, stamp_source_lines)
