@@ -1,0 +1,77 @@
+"""The pytest plugins a team already uses, run beside this one as a user's run would load them:
+pytest-rerunfailures, pytest-timeout, pytest-xdist, pytest-asyncio, pytest-randomly, pytest-html
+(pytest-cov's subprocess settings are in docs/ci.md)."""
+
+from __future__ import annotations
+
+import json
+import xml.etree.ElementTree as ET
+from collections.abc import Callable
+
+import pytest
+from plugin_helpers import streamguard_runner
+
+BODY = {"max_new_tokens": 40, "interval_s": 0.005}
+
+
+@pytest.fixture
+def run_subprocess(
+    pytester: pytest.Pytester, app_url: str, toxiproxy_url: str
+) -> Callable[..., pytest.RunResult]:
+    """Run pytest in a subprocess with the plugin on, against the shared app and server."""
+    return streamguard_runner(pytester, toxiproxy_url, app_url, subprocess=True)
+
+
+FLAKY = f"""
+import pytest
+
+BODY = {BODY!r}
+attempts = []
+
+
+@pytest.mark.token_deadline(ttft=5.0, chunk=5.0)
+def test_flaky(streamguard):
+    attempts.append(1)
+    trace = streamguard.stream("/generate", json=BODY)
+    assert trace.completed, trace.error
+    assert len(attempts) == 3, "flaky: passes on its third attempt"
+"""
+
+
+def test_a_rerun_attempt_is_judged_alone(
+    pytester: pytest.Pytester, run_subprocess: Callable[..., pytest.RunResult]
+) -> None:
+    # Before, the item kept every attempt's guards: the third attempt was judged over 120
+    # chunks of three streams, and its JUnit properties came three times.
+    pytester.makepyfile(test_flaky=FLAKY)
+    result = run_subprocess(
+        "-p", "rerunfailures", "--reruns", "2", "--streamguard-json", "report.json",
+        "--junitxml", "junit.xml",
+    )  # fmt: skip
+    assert result.parseoutcomes() == {"passed": 1, "rerun": 2}, result.stdout.str()
+    report = json.loads(pytester.path.joinpath("report.json").read_text())
+    (record,) = report["tests"]
+    assert record["attempt"] == 3
+    assert record["verdict"] == "pass"
+    assert [len(t["chunks"]) for t in record["traces"]] == [40]
+    assert record["findings"] == []
+    assert [(r["attempt"], r["verdict"]) for r in record["earlier_attempts"]] == [
+        (1, "error"),
+        (2, "error"),
+    ]
+    assert all(len(r["traces"]) == 1 for r in record["earlier_attempts"])
+    assert report["pooled"]["streams"] == 1
+    result.stdout.fnmatch_lines(
+        [
+            "reruns (each attempt judged on its own streams;*",
+            "  test_flaky.py::test_flaky: attempt 3 pass (40 chunks); "
+            "before: 1 error (40 chunks), 2 error (40 chunks)",
+        ]
+    )
+    # pytest's JUnit XML writes one testcase per attempt: each with its own attempt's figures.
+    testcases = ET.parse(pytester.path / "junit.xml").getroot().iter("testcase")
+    verdicts = [
+        [p.get("value") for p in case.iter("property") if p.get("name") == "streamguard_verdict"]
+        for case in testcases
+    ]
+    assert verdicts == [["error"], ["error"], ["pass"]]
