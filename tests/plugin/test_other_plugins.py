@@ -75,3 +75,37 @@ def test_a_rerun_attempt_is_judged_alone(
         for case in testcases
     ]
     assert verdicts == [["error"], ["error"], ["pass"]]
+
+
+TIMED_OUT = f"""
+import pytest
+
+BODY = {BODY!r}
+
+
+@pytest.mark.timeout(1)
+def test_held_past_the_limit(streamguard):
+    streamguard.faults.blackhole()
+    streamguard.stream("/generate", json=BODY, read_timeout=30)
+"""
+
+
+def test_a_stream_that_pytest_timeout_stops_is_kept_as_timeout(
+    pytester: pytest.Pytester, run_subprocess: Callable[..., pytest.RunResult]
+) -> None:
+    # pytest-timeout's signal method raises its Failed from inside the read. Before, the stream
+    # was dropped, and the blackhole that held it silent read "never fired".
+    pytester.makepyfile(test_timed_out=TIMED_OUT)
+    result = run_subprocess(
+        "-p", "timeout", "--timeout-method", "signal", "--streamguard-json", "report.json"
+    )  # fmt: skip
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(["*Timeout (>1.0s) from pytest-timeout*"])
+    assert "never fired" not in result.stdout.str()
+    report = json.loads(pytester.path.joinpath("report.json").read_text())
+    (record,) = report["tests"]
+    (trace,) = record["traces"]
+    assert trace["error_kind"] == "timeout", trace["error"]
+    assert trace["error"].startswith("pytest-timeout's limit of 1.0 s for the whole test"), trace
+    (fault,) = record["faults"]
+    assert (fault["kind"], fault["fired"]) == ("blackhole", True), fault
