@@ -4,9 +4,13 @@ pytest-rerunfailures, pytest-timeout, pytest-xdist, pytest-asyncio, pytest-rando
 
 from __future__ import annotations
 
+import html
 import json
+import re
 import xml.etree.ElementTree as ET
 from collections.abc import Callable
+from pathlib import Path
+from typing import Any
 
 import pytest
 from plugin_helpers import streamguard_runner
@@ -109,3 +113,42 @@ def test_a_stream_that_pytest_timeout_stops_is_kept_as_timeout(
     assert trace["error"].startswith("pytest-timeout's limit of 1.0 s for the whole test"), trace
     (fault,) = record["faults"]
     assert (fault["kind"], fault["fired"]) == ("blackhole", True), fault
+
+
+PASSING = f"""
+import pytest
+
+BODY = {BODY!r}
+
+
+@pytest.mark.token_deadline(ttft=5.0, chunk=5.0)
+def test_streams(streamguard):
+    assert streamguard.stream("/generate", json=BODY).completed
+"""
+
+
+def _html_data(path: Path) -> dict[str, Any]:
+    """The data pytest-html's page draws its table from (its ``data-jsonblob``)."""
+    blob = re.search(r'data-jsonblob="([^"]*)"', path.read_text(encoding="utf-8"))
+    assert blob is not None
+    data: dict[str, Any] = json.loads(html.unescape(blob[1]))
+    return data
+
+
+def test_pytest_html_shows_the_junit_properties(
+    pytester: pytest.Pytester, run: Callable[..., pytest.RunResult]
+) -> None:
+    # pytest-html shows no user_properties: the plugin adds a column for its own.
+    pytester.makepyfile(test_streams=PASSING)
+    result = run("-p", "html", "--html", "page.html", "--self-contained-html")
+    result.assert_outcomes(passed=1)
+    page = pytester.path / "page.html"
+    assert '<th class="col-streamguard">streamguard</th>' in page.read_text(encoding="utf-8")
+    data = _html_data(page)
+    (row,) = data["tests"]["test_streams.py::test_streams"]
+    (cell,) = [c for c in row["resultsTableRow"] if 'class="col-streamguard"' in c]
+    assert re.fullmatch(
+        r'<td class="col-streamguard">streamguard_ttft_s: [0-9.]+<br>'
+        r"streamguard_max_gap_s: [0-9.]+<br>streamguard_verdict: pass</td>",
+        cell,
+    ), cell
