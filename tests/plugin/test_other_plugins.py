@@ -152,3 +152,65 @@ def test_pytest_html_shows_the_junit_properties(
         r"streamguard_max_gap_s: [0-9.]+<br>streamguard_verdict: pass</td>",
         cell,
     ), cell
+
+
+THREE = f"""
+import pytest
+
+BODY = {BODY!r}
+
+
+@pytest.mark.token_deadline(ttft=5.0, chunk=5.0)
+@pytest.mark.parametrize("n", [1, 2, 3])
+def test_streams(streamguard, n):
+    assert streamguard.stream("/generate", json=BODY).completed
+"""
+
+
+def _nodeids(pytester: pytest.Pytester) -> list[str]:
+    report = json.loads(pytester.path.joinpath("report.json").read_text())
+    return sorted(t["nodeid"] for t in report["tests"])
+
+
+@pytest.mark.parametrize(
+    "plugin",
+    [
+        pytest.param(["-p", "xdist", "-n", "2"], id="xdist"),
+        pytest.param(["-p", "randomly", "--randomly-seed", "7"], id="randomly"),
+    ],
+)
+def test_every_test_is_recorded_under(
+    pytester: pytest.Pytester, run_subprocess: Callable[..., pytest.RunResult], plugin: list[str]
+) -> None:
+    pytester.makepyfile(test_three=THREE)
+    result = run_subprocess(*plugin, "--streamguard-json", "report.json")
+    result.assert_outcomes(passed=3)
+    if "randomly" in plugin:
+        # pytest-randomly did act (tests/conftest.py turns it off unless asked for).
+        result.stdout.fnmatch_lines(["Using --randomly-seed=7"])
+    assert _nodeids(pytester) == [f"test_three.py::test_streams[{n}]" for n in (1, 2, 3)]
+
+
+ASYNC = f"""
+import pytest
+
+BODY = {BODY!r}
+
+
+@pytest.mark.asyncio
+@pytest.mark.token_deadline(ttft=5.0, chunk=5.0)
+async def test_streams(streamguard):
+    trace = await streamguard.astream("/generate", json=BODY)
+    assert trace.completed, trace.error
+"""
+
+
+def test_an_async_test_under_pytest_asyncio(
+    pytester: pytest.Pytester, run: Callable[..., pytest.RunResult]
+) -> None:
+    pytester.makepyfile(test_async=ASYNC)
+    result = run("-p", "asyncio", "--streamguard-json", "report.json")
+    result.assert_outcomes(passed=1)
+    report = json.loads(pytester.path.joinpath("report.json").read_text())
+    (record,) = report["tests"]
+    assert (record["verdict"], len(record["traces"][0]["chunks"])) == ("pass", 40)
