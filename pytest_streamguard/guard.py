@@ -12,6 +12,7 @@ import functools
 from collections.abc import Callable
 from typing import Any
 
+import pytest
 from toxiproxy.proxy import Proxy
 
 from pytest_streamguard.common.defaults import DEFAULT_MAX_STREAM_SECONDS, DEFAULT_PROXY_HOST
@@ -26,6 +27,7 @@ from pytest_streamguard.load.sharding import sharding
 from pytest_streamguard.services.app import Target
 from pytest_streamguard.services.ingress import Ingress, IngressHop
 from pytest_streamguard.stream.client import StreamRecorder, aread_stream, read_stream
+from pytest_streamguard.stream.endings import stopped_mid_stream
 from pytest_streamguard.stream.request import StreamRequest, read_limits, stream_url
 from pytest_streamguard.stream.trace import StreamTrace
 from pytest_streamguard.verdict.deadlines import Deadline
@@ -70,10 +72,18 @@ class _Streams:
         self.traces.append(trace)
         return trace
 
-    def keep_interrupted(self, recorder: StreamRecorder) -> None:
-        """Ctrl-C mid-stream: keep what was read so far for the summary and the reports (the
-        recorder's finish() records a read that stopped without an outcome as interrupted)."""
+    def keep_interrupted(self, recorder: StreamRecorder, stopped_by: BaseException) -> None:
+        """Ctrl-C, or a pytest outcome raised by a signal handler (pytest-timeout's signal
+        method), mid-stream: keep what was read so far for the summary, the reports and the
+        faults' judging; pytest-timeout's is a ``timeout`` of the stream, anything else
+        ``interrupted`` (as the recorder's finish() records a read that stopped without an
+        outcome)."""
         recorder.finish()
+        ended = stopped_mid_stream(stopped_by, recorder.trace)
+        if ended is not None and recorder.trace.error_kind == "interrupted":
+            # The reader's own cleanup (asyncio.run cancelling it) recorded the stop first,
+            # without knowing what stopped it.
+            recorder.trace.error_kind, recorder.trace.error = ended
         self.keep(recorder.trace)
 
     def tracking(
@@ -88,11 +98,11 @@ class _Streams:
 
         return make
 
-    def keep_started(self, started: list[StreamRecorder]) -> None:
-        """Ctrl-C (or a cancelled task) mid-load: keep every stream it started, as stream()
-        does, those still open recorded as interrupted."""
+    def keep_started(self, started: list[StreamRecorder], stopped_by: BaseException) -> None:
+        """Ctrl-C, a cancelled task or pytest-timeout mid-load: keep every stream it started,
+        as stream() does, those still open recorded as interrupted (or timeout)."""
         for recorder in started:
-            self.keep_interrupted(recorder)
+            self.keep_interrupted(recorder, stopped_by)
 
     def keep_load(self, result: LoadResult) -> LoadResult:
         """Keep every stream of a load that ended."""
@@ -235,8 +245,8 @@ class StreamGuard:
         recorder = self._streams.recorder(request, path)
         try:
             trace = read_stream(recorder)
-        except KeyboardInterrupt:
-            self._streams.keep_interrupted(recorder)
+        except (KeyboardInterrupt, pytest.fail.Exception) as exc:
+            self._streams.keep_interrupted(recorder, exc)
             raise
         return self._streams.keep(trace)
 
@@ -260,8 +270,8 @@ class StreamGuard:
         recorder = self._streams.recorder(request, path)
         try:
             trace = await aread_stream(recorder)
-        except (KeyboardInterrupt, asyncio.CancelledError):
-            self._streams.keep_interrupted(recorder)
+        except (KeyboardInterrupt, asyncio.CancelledError, pytest.fail.Exception) as exc:
+            self._streams.keep_interrupted(recorder, exc)
             raise
         return self._streams.keep(trace)
 
@@ -318,8 +328,8 @@ class StreamGuard:
             result = run(
                 plan, self._streams.tracking(request, path, started), request.socket_options()
             )
-        except KeyboardInterrupt:
-            self._streams.keep_started(started)
+        except (KeyboardInterrupt, pytest.fail.Exception) as exc:
+            self._streams.keep_started(started, exc)
             raise
         return self._streams.keep_load(result)
 
@@ -356,8 +366,8 @@ class StreamGuard:
         try:
             make = self._streams.tracking(request, path, started)
             result = await arun(plan, make, request.socket_options())
-        except (KeyboardInterrupt, asyncio.CancelledError):
-            self._streams.keep_started(started)
+        except (KeyboardInterrupt, asyncio.CancelledError, pytest.fail.Exception) as exc:
+            self._streams.keep_started(started, exc)
             raise
         return self._streams.keep_load(result)
 

@@ -55,6 +55,20 @@ def _no_inherited_terminal_width(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("COLUMNS", raising=False)
 
 
+@pytest.fixture(autouse=True)
+def _no_randomly_in_inner_runs(request: pytest.FixtureRequest) -> None:
+    """pytester's runs, in-process or in a subprocess, do not load pytest-randomly.
+
+    It is installed for tests/plugin/test_other_plugins.py, and an installed pytest plugin loads
+    in every run: it would shuffle an inner run's tests and reseed ``random`` before each, while
+    the inner runs here assert on their tests' order. pytester empties ``PYTEST_ADDOPTS`` when it
+    starts, so this sets it afterwards; a test that wants pytest-randomly passes ``-p randomly``.
+    """
+    if "pytester" in request.fixturenames:
+        request.getfixturevalue("pytester")
+        request.getfixturevalue("monkeypatch").setenv("PYTEST_ADDOPTS", "-p no:randomly")
+
+
 # The files that take longest (seconds of wall time in a quiet `make test`, most of it spent
 # starting torch targets or real servers), run first. `make test` hands whole files to its
 # pytest-xdist workers (--dist loadfile) in collection order (--no-loadscope-reorder; xdist's

@@ -8,7 +8,8 @@ an assertion failure); it writes the terminal summary and the JSON and HTML repo
 up; with ``--streamguard-compare`` it compares the run with a saved baseline and, when the
 ``--streamguard-compare-fail`` gate fails (a regression over a bound, or nothing compared), fails
 the run through ``session.exitstatus``, prints why at every verbosity, and ends the output with
-a line saying so (after pytest's counts).
+a line saying so (after pytest's counts). A test that pytest-rerunfailures runs again is
+judged on each attempt's own streams (:mod:`pytest_streamguard.plugin.attempts`).
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from pytest_streamguard.common.display import fit_lines, shown_path, shown_text
 from pytest_streamguard.faults.fired import faults_not_fired
 from pytest_streamguard.guard import StreamGuard
 from pytest_streamguard.plugin import xdist
+from pytest_streamguard.plugin.attempts import attempt_lines, begin_attempt, counted_record
 from pytest_streamguard.plugin.markers import resolve_deadline, resolve_fail_on
 from pytest_streamguard.plugin.matrix import item_profile
 from pytest_streamguard.plugin.settings import SETTINGS_KEY, Settings
@@ -140,7 +142,10 @@ class StreamGuardSession:
 
     @pytest.hookimpl(tryfirst=True)
     def pytest_runtest_setup(self, item: pytest.Item) -> None:
-        """Validate the marker before any fixture starts a process."""
+        """Validate the marker before any fixture starts a process. A rerun of the item
+        (pytest-rerunfailures) starts with none of the previous attempt's guards."""
+        if begin_attempt(item):
+            item.stash[GUARD_KEY] = []
         error = None
         try:
             item.stash[DEADLINE_KEY] = resolve_deadline(item, self.settings)
@@ -212,7 +217,7 @@ class StreamGuardSession:
             body_failed=body_failed,
         )
         if recorded.record is not None:
-            self.records.append(recorded.record)
+            counted_record(item, recorded.record, self.records)
             item.user_properties.extend(junit_properties(recorded.record))
         return recorded
 
@@ -252,6 +257,7 @@ class StreamGuardSession:
                 *matrix_lines(self.records),
                 *findings_lines(self.records),
                 *unfired_lines(self.records, strict=self.settings.strict_faults),
+                *attempt_lines(self.records),
                 *timing.client_delay_lines(self.records),
                 *timing.stamp_source_lines(self.records),
             ]

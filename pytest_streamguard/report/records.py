@@ -46,6 +46,10 @@ class TestRecord:
     faults: list[FaultRecord] = field(default_factory=list)
     # Findings read from the target's side when the test ended (``not_cancelled``).
     server_findings: list[Finding] = field(default_factory=list)
+    # Under pytest-rerunfailures: which attempt of the test this record is (the one that
+    # counted), and the records of the attempts before it, each judged on its own streams.
+    attempt: int = 1
+    earlier_attempts: list[TestRecord] = field(default_factory=list)
 
     @property
     def findings(self) -> list[Finding]:
@@ -113,6 +117,8 @@ class TestRecord:
             "matrix_test": self.matrix_test,
             "faults": [f.to_dict() for f in self.faults],
             "findings": [f.to_dict() for f in self.findings],
+            "attempt": self.attempt,
+            "earlier_attempts": [r.to_dict() for r in self.earlier_attempts],
         }
 
     @classmethod
@@ -134,6 +140,8 @@ class TestRecord:
                 for f in raw.get("findings", [])
                 if f.get("name") in SERVER_SIDE
             ],
+            attempt=int(raw.get("attempt", 1)),
+            earlier_attempts=[cls.from_dict(r) for r in raw.get("earlier_attempts", [])],
         )
 
 

@@ -1,5 +1,6 @@
 """How a stream that failed ended, in words: the messages of its ``empty``, ``truncated`` and
-``timeout`` outcomes, and of a connection cut after the protocol's end.
+``timeout`` outcomes, of a connection cut after the protocol's end, and of a read that a pytest
+outcome stopped midway (pytest-timeout's ``signal`` method).
 
 Each message says what arrived (how many tokens, when the last one came), what was missing, and
 the limit or option involved, so a failed stream's trace explains itself without its bytes.
@@ -7,7 +8,10 @@ the limit or option involved, so a failed stream's trace explains itself without
 
 from __future__ import annotations
 
+import asyncio
 import itertools
+import re
+import time
 
 from pytest_streamguard.common.display import counted
 from pytest_streamguard.formats import StreamFormat
@@ -15,6 +19,9 @@ from pytest_streamguard.stream.request import ReadLimits
 from pytest_streamguard.stream.trace import StreamTrace
 
 _DONE = "[DONE]"
+# The failure pytest-timeout's signal method raises (its PYTEST_FAILURE_MESSAGE), from its
+# SIGALRM handler, wherever the test is: often in the middle of reading a stream.
+_PYTEST_TIMEOUT = re.compile(r"Timeout \(>(?P<limit>[^s]+)s\) from pytest-timeout")
 # The two usual causes of an empty answer: the test expects one, or the server dropped the
 # request for a newer one (llama-cpp-python's server does so by default).
 EMPTY_HINT = (
@@ -106,4 +113,26 @@ def cut_after_end_message(format_name: str, message: str) -> str:
     return (
         f"the connection was cut after the {format_name} stream's end but before its "
         f"body ended ({message}); an SDK client that reads to the body's end raises here"
+    )
+
+
+def stopped_mid_stream(stopped_by: BaseException, trace: StreamTrace) -> tuple[str, str] | None:
+    """How a stream ended whose read ``stopped_by`` (a pytest outcome) broke off: ``timeout``
+    when it is pytest-timeout's (its signal method fails the test from inside the read, so its
+    limit is what ran out), ``interrupted`` naming any other; None for Ctrl-C or a cancelled
+    task, which the recorder's ``finish()`` records as interrupted in its own words."""
+    if isinstance(stopped_by, KeyboardInterrupt | asyncio.CancelledError):
+        return None
+    end = trace.end_ns if trace.end_ns is not None else time.perf_counter_ns()
+    elapsed = (end - trace.request_ns) / 1e9
+    read = f"{counted(len(trace.chunks), 'chunk')} read in {elapsed:.3f} s"
+    match = _PYTEST_TIMEOUT.search(str(stopped_by))
+    if match is not None:
+        return "timeout", (
+            f"pytest-timeout's limit of {match['limit']} s for the whole test ran out while "
+            f"this stream was read ({read}); it stopped the test mid-stream"
+        )
+    return "interrupted", (
+        f"the test was stopped while this stream was read ({read}): "
+        f"{type(stopped_by).__name__}: {stopped_by}"
     )
