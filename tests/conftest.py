@@ -6,6 +6,7 @@ import mode), so ``served.py`` and ``polling.py`` import by name from every fold
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 
 import pytest
@@ -53,6 +54,14 @@ def _no_inherited_terminal_width(monkeypatch: pytest.MonkeyPatch) -> None:
     ``COLUMNS`` itself.
     """
     monkeypatch.delenv("COLUMNS", raising=False)
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """The pytest runs the suite starts itself (``python -m pytest`` in a subprocess: the report
+    run, the cleanup and lifecycle tests) do not load pytest-randomly either (see below): they
+    inherit this process's ``PYTEST_ADDOPTS``."""
+    del config
+    os.environ["PYTEST_ADDOPTS"] = f"{os.environ.get('PYTEST_ADDOPTS', '')} -p no:randomly".strip()
 
 
 @pytest.fixture(autouse=True)
