@@ -318,10 +318,11 @@ class StreamGuardSession:
             )
             if self.gate.failed and session.exitstatus == 0:
                 session.exitstatus = pytest.ExitCode.TESTS_FAILED
+        texts = self.settings.json_text
         if self.settings.json_path is not None:
-            write_json(self.settings.json_path, self.records, self._report_meta())
+            write_json(self.settings.json_path, self.records, self._report_meta(), texts=texts)
         if self.settings.save_path is not None:
-            write_json(self.settings.save_path, self.records, self._report_meta())
+            write_json(self.settings.save_path, self.records, self._report_meta(), texts=texts)
         if self.settings.html_path is not None:
             write_html(self.settings.html_path, json_document(self.records, self._report_meta()))
 

@@ -132,6 +132,12 @@ STRICT_FAULTS_HELP = (
     "chunks than came, a fault active on no stream), naming each fault and why; without it a "
     "fault that never fired is a warning line in the summary. Default: off"
 )
+JSON_TEXT_HELP = (
+    "Keep every chunk's text and payload in the JSON report (--streamguard-json, "
+    "--streamguard-save); without it they are kept only for the streams that failed (a "
+    "stream that did not complete, every stream of a test that did not pass), and a passing "
+    "stream's chunks are their stamps, sizes and the server's send stamps. Default: off"
+)
 REQUIRE_HELP = (
     "Make it an error to collect tests that need pytest-streamguard while it is off (no "
     "--streamguard): a usage error, exit code 4 (under pytest-xdist each such test errors at "
@@ -200,6 +206,7 @@ class Settings:
     target_cwd: Path | None = None
     seed: int = 0
     fail_on: tuple[str, ...] = ()
+    json_text: bool = False
 
     @property
     def target_description(self) -> str:
@@ -249,6 +256,14 @@ def add_options(parser: pytest.Parser) -> None:
         help=REQUIRE_HELP,
     )
     parser.addini("streamguard_require", REQUIRE_HELP, type="bool", default=False)
+    group.addoption(
+        "--streamguard-json-text",
+        dest="streamguard_json_text",
+        action="store_true",
+        default=None,
+        help=JSON_TEXT_HELP,
+    )
+    parser.addini("streamguard_json_text", JSON_TEXT_HELP, type="bool", default=False)
     for dest, (help_text, default) in _VALUED_OPTIONS.items():
         flag = "--" + dest.replace("_", "-")
         # argparse %-formats option help (a '%' in an example must be doubled), ini help not.
@@ -442,7 +457,12 @@ def _flag(config: pytest.Config, dest: str) -> bool:
     value = config.getoption(dest)
     if value is not None:
         return bool(value)
-    return bool(config.getini(dest))
+    try:
+        return bool(config.getini(dest))
+    except (ValueError, pytest.UsageError) as exc:  # pytest's words for a value not a truth
+        raise pytest.UsageError(
+            f"ini key {dest}: {exc}; expected true or false (or yes/no, on/off, 1/0)"
+        ) from None
 
 
 def _split(raw: str, source: str, key: str, expected: str) -> tuple[str, ...]:
@@ -486,6 +506,7 @@ def resolve_settings(config: pytest.Config) -> Settings:
         enabled=_flag(config, "streamguard"),
         strict_faults=_flag(config, "streamguard_strict_faults"),
         require=_flag(config, "streamguard_require"),
+        json_text=_flag(config, "streamguard_json_text"),
         target_cwd=_target_cwd(config, target_cmd is not None),
         seed=_seed(config),
         target_url=target_url,

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import html
 import math
-from collections.abc import Iterator, Sequence
+from collections.abc import Collection, Iterator, Sequence
 from dataclasses import dataclass, field
 
 from pytest_streamguard.common.display import counted
@@ -235,12 +235,14 @@ def _legend(present: set[str]) -> str:
     return f'<div class="legend">{items}</div>'
 
 
-def _chunk_title(trace: StreamTrace, index: int, x: float, previous: float | None) -> str:
+def _chunk_title(
+    trace: StreamTrace, index: int, x: float, previous: float | None, *, text: bool
+) -> str:
     chunk = trace.chunks[index]
     gap = "" if previous is None else f", +{_ms(x - previous)}"
     kind = "" if chunk.kind == "text" else f" ({chunk.kind})"
-    text = _short(chunk.text, _HOVER_TEXT_CHARS)
-    return f"chunk {chunk.index}{kind} at {_ms(x)}{gap}, {chunk.nbytes} B: {text!r}"
+    title = f"chunk {chunk.index}{kind} at {_ms(x)}{gap}, {chunk.nbytes} B"
+    return f"{title}: {_short(chunk.text, _HOVER_TEXT_CHARS)!r}" if text else title
 
 
 class _Layers:
@@ -291,6 +293,7 @@ class _Plot:
     scale: _Scale
     row_h: float
     fired: dict[tuple[str, int | None], bool | None]
+    untexted: Collection[int] = ()
     layers: _Layers = field(default_factory=_Layers)
     labels: list[str] = field(default_factory=list)
 
@@ -307,11 +310,13 @@ class _Plot:
 
 @dataclass(frozen=True)
 class _Row:
-    """One stream's row: its trace, the row's middle and its chunks' x (seconds)."""
+    """One stream's row: its trace, the row's middle, its chunks' x (seconds) and its index
+    (0 first)."""
 
     trace: StreamTrace
     y: float
     stamps: list[float]
+    index: int
 
     @property
     def t0(self) -> int:
@@ -319,10 +324,15 @@ class _Row:
         return self.trace.request_ns
 
 
-def timeline_svg(record: TestRecord, fired: dict[tuple[str, int | None], bool | None]) -> str:
+def timeline_svg(
+    record: TestRecord,
+    fired: dict[tuple[str, int | None], bool | None],
+    untexted: Collection[int] = (),
+) -> str:
     """Chunk arrivals per stream (one row each), x in seconds since that stream's request,
     with a legend of the marks drawn; ``fired`` says, per fault (description, on stamp),
-    whether it fired (None: unknown).
+    whether it fired (None: unknown); ``untexted``: the indexes of the streams whose chunk
+    texts the report left out (a chunk's hover text then ends at its size).
 
     Drawn: each chunk; the deadline window (green: until the TTFT deadline after the request,
     then the chunk deadline after each chunk, so a gap that leaves the band broke it); gaps
@@ -334,7 +344,7 @@ def timeline_svg(record: TestRecord, fired: dict[tuple[str, int | None], bool | 
     deadline = record.deadline or Deadline()
     rows = len(record.traces)
     row_h = 30.0 if rows <= 12 else max(12.0, min(30.0, 600.0 / rows))
-    plot = _Plot(deadline, _Scale(_x_max(record, deadline)), row_h, fired)
+    plot = _Plot(deadline, _Scale(_x_max(record, deadline)), row_h, fired, untexted)
     for index, trace in enumerate(record.traces):
         _draw_row(plot, index, trace)
     plot_bottom = _TOP + rows * row_h
@@ -372,7 +382,7 @@ def _draw_row(plot: _Plot, index: int, trace: StreamTrace) -> None:
         f'<text x="{_LABEL_W - 8}" y="{_f(y + 4)}"><title>{_e(name)}</title>'
         f"{_e(_short(name, _LABEL_CHARS))}</text>"
     )
-    row = _Row(trace, y, [_s(c.stamp_ns, trace.request_ns) for c in trace.chunks])
+    row = _Row(trace, y, [_s(c.stamp_ns, trace.request_ns) for c in trace.chunks], index)
     _draw_window(plot, row)
     _draw_chunks(plot, row)
     _draw_heartbeats(plot, row)
@@ -412,8 +422,10 @@ def _draw_chunks(plot: _Plot, row: _Row) -> None:
     band = plot.band
     marks: list[_Mark] = []
     previous: float | None = None
+    text = row.index not in plot.untexted
     for i, x in enumerate(row.stamps):
-        marks.append(_Mark(x, _chunk_title(trace, i, x, previous), trace.chunks[i].index))
+        title = _chunk_title(trace, i, x, previous, text=text)
+        marks.append(_Mark(x, title, trace.chunks[i].index))
         if previous is not None and chunk is not None and x - previous > chunk:
             x0, x1 = scale(previous), scale(x)
             plot.layers.over.add(

@@ -15,13 +15,16 @@ from pathlib import Path
 from typing import Any
 
 from pytest_streamguard.common.display import counted, fit_lines
+from pytest_streamguard.report.compact import compact_test, dumps, expanded
 from pytest_streamguard.stream.trace import FaultRecord, StreamTrace
 from pytest_streamguard.verdict.deadlines import Deadline, likely_cause
 from pytest_streamguard.verdict.findings import KNOWN, SERVER_SIDE, Finding, findings_of
 from pytest_streamguard.verdict.stats import percentile
 
 JSON_FORMAT = "pytest-streamguard"
-JSON_VERSION = 1
+# 2: a trace's chunks are rows under its chunk_fields, with their texts only where kept
+# (report.compact); version 1's chunk objects are still read.
+JSON_VERSION = 2
 # How a fault that never fired is listed among a test's violations under
 # --streamguard-strict-faults.
 NOT_FIRED = "fault never fired: "
@@ -128,7 +131,7 @@ class TestRecord:
         return cls(
             nodeid=str(raw["nodeid"]),
             deadline=Deadline.from_dict(deadline) if deadline is not None else None,
-            traces=[StreamTrace.from_dict(t) for t in raw.get("traces", [])],
+            traces=[StreamTrace.from_dict(expanded(t)) for t in raw.get("traces", [])],
             violations=list(raw.get("violations", [])),
             verdict=str(raw.get("verdict", "unchecked")),
             worker=raw.get("worker"),
@@ -336,8 +339,11 @@ def matrix_lines(records: list[TestRecord]) -> list[str]:
     return lines
 
 
-def json_document(records: list[TestRecord], meta: dict[str, Any]) -> dict[str, Any]:
-    """The versioned JSON report."""
+def json_document(
+    records: list[TestRecord], meta: dict[str, Any], *, texts: bool = True
+) -> dict[str, Any]:
+    """The versioned JSON report; ``texts``: keep every chunk's text (else only those of the
+    streams that failed, see :mod:`.compact`)."""
     return {
         "format": JSON_FORMAT,
         "version": JSON_VERSION,
@@ -347,20 +353,24 @@ def json_document(records: list[TestRecord], meta: dict[str, Any]) -> dict[str, 
         **meta,
         "pooled": pooled_stats(records),
         "matrix": matrix(records),
-        "tests": [r.to_dict() for r in records],
+        "tests": [compact_test(r.to_dict(), texts=texts) for r in records],
     }
 
 
-def write_json(path: Path, records: list[TestRecord], meta: dict[str, Any]) -> None:
-    """Write the JSON report atomically (a reader never sees half a file)."""
-    write_document(path, json_document(records, meta))
+def write_json(
+    path: Path, records: list[TestRecord], meta: dict[str, Any], *, texts: bool = False
+) -> None:
+    """Write the JSON report atomically (a reader never sees half a file); ``texts``: keep
+    every chunk's text (``--streamguard-json-text``), not only those of the streams that
+    failed."""
+    write_document(path, json_document(records, meta, texts=texts))
 
 
 def write_document(path: Path, document: dict[str, Any]) -> None:
     """Write a JSON report document (:func:`json_document`) atomically."""
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    tmp.write_text(json.dumps(document, indent=1) + "\n", encoding="utf-8")
+    tmp.write_text(dumps(document) + "\n", encoding="utf-8")
     tmp.replace(path)
 
 

@@ -190,7 +190,8 @@ def test_matrix_expands_applies_and_undoes_each_profile(
     assert 3 <= len(cut["chunks"]) < 30
     stalled = by_id["test_matrix_inner.py::test_incident[stall-1s]"]
     assert [f["kind"] for f in stalled["traces"][0]["faults"]] == ["stall"]
-    stamps = [c["stamp_ns"] for c in stalled["traces"][0]["chunks"]]
+    stamp = stalled["traces"][0]["chunk_fields"].index("stamp_ns")
+    stamps = [c[stamp] for c in stalled["traces"][0]["chunks"]]
     assert max(b - a for a, b in itertools.pairwise(stamps)) >= 0.9e9
     # ... the HTML report ...
     html = (pytester.path / "report.html").read_text()

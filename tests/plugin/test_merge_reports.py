@@ -47,7 +47,8 @@ def _samples(tests: list[dict[str, Any]]) -> tuple[list[float], list[float]]:
     ttfts, gaps = [], []
     for test in tests:
         for trace in test["traces"]:
-            stamps = [chunk["stamp_ns"] for chunk in trace["chunks"]]
+            stamp = trace["chunk_fields"].index("stamp_ns")
+            stamps = [chunk[stamp] for chunk in trace["chunks"]]
             ttfts.append((stamps[0] - trace["request_ns"]) / 1e9)
             gaps += [(b - a) / 1e9 for a, b in itertools.pairwise(stamps)]
     return ttfts, gaps
