@@ -40,6 +40,7 @@ from pytest_streamguard.report.recording import Recorded, junit_properties, reco
 from pytest_streamguard.report.records import (
     TestRecord,
     findings_lines,
+    headroom_lines,
     json_document,
     load_json,
     matrix_lines,
@@ -251,6 +252,7 @@ class StreamGuardSession:
                 *summary_lines(self.records, out.width),
                 *matrix_lines(self.records),
                 *findings_lines(self.records),
+                *headroom_lines(self.records),
                 *unfired_lines(self.records, strict=self.settings.strict_faults),
                 *timing.client_delay_lines(self.records),
                 *timing.stamp_source_lines(self.records),

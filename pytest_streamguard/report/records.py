@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from pytest_streamguard.common.display import counted, fit_lines
+from pytest_streamguard.headroom.result import Headroom
 from pytest_streamguard.stream.trace import FaultRecord, StreamTrace
 from pytest_streamguard.verdict.deadlines import Deadline, likely_cause
 from pytest_streamguard.verdict.findings import KNOWN, SERVER_SIDE, Finding, findings_of
@@ -46,6 +47,8 @@ class TestRecord:
     faults: list[FaultRecord] = field(default_factory=list)
     # Findings read from the target's side when the test ended (``not_cancelled``).
     server_findings: list[Finding] = field(default_factory=list)
+    # Every headroom search the test ran (``streamguard.headroom()``), in the order run.
+    headroom: list[Headroom] = field(default_factory=list)
 
     @property
     def findings(self) -> list[Finding]:
@@ -113,6 +116,7 @@ class TestRecord:
             "matrix_test": self.matrix_test,
             "faults": [f.to_dict() for f in self.faults],
             "findings": [f.to_dict() for f in self.findings],
+            "headroom": [h.to_dict() for h in self.headroom],
         }
 
     @classmethod
@@ -134,6 +138,7 @@ class TestRecord:
                 for f in raw.get("findings", [])
                 if f.get("name") in SERVER_SIDE
             ],
+            headroom=[Headroom.from_dict(h) for h in raw.get("headroom", [])],
         )
 
 
@@ -263,6 +268,11 @@ def findings_lines(records: list[TestRecord]) -> list[str]:
         if cause:
             lines.append(f"  {record.nodeid}: {cause}")
     return ["findings (see docs/findings.md):", *lines] if lines else []
+
+
+def headroom_lines(records: list[TestRecord]) -> list[str]:
+    """One line per headroom search of the run: ``test: headroom streams: 8 (9 broke: ...)``."""
+    return [f"{r.nodeid}: {h.describe()}" for r in records for h in r.headroom]
 
 
 def unfired_lines(records: list[TestRecord], *, strict: bool) -> list[str]:
