@@ -90,3 +90,92 @@ def test_latency_finds_what_a_ttft_bound_tolerates_within_the_precision(
     result = run_with(pytester, 8)
     result.assert_outcomes(passed=1)
     result.stdout.fnmatch_lines(["*headroom latency: * ms (* ms broke: TTFT max *"])
+
+
+MARKER_TEST = """
+import pytest
+
+
+@pytest.mark.token_deadline(ttft=0.3)
+@pytest.mark.headroom(vary="streams", at_least=SLOTS)
+def test_enough(streamguard):
+    streamguard.stream("/generate")
+    streamguard.headroom(vary="streams", up_to=8)
+
+
+@pytest.mark.token_deadline(ttft=0.3)
+@pytest.mark.headroom(vary="streams", at_least=SLOTS + 1)
+def test_short(streamguard):
+    streamguard.stream("/generate")
+    streamguard.headroom(vary="streams", up_to=8)
+
+
+@pytest.mark.token_deadline(ttft=0.3)
+@pytest.mark.headroom(vary="latency", at_least=10)
+def test_unmeasured(streamguard):
+    streamguard.stream("/generate")
+
+
+@pytest.mark.headroom(vary="speed", at_least=1)
+def test_bad_marker(streamguard):
+    raise AssertionError("a bad marker stops the test at setup")
+"""
+
+
+def test_the_marker_fails_a_test_whose_headroom_is_below_its_bound(
+    pytester: pytest.Pytester,
+) -> None:
+    pytester.makepyfile(MARKER_TEST.replace("SLOTS", str(SLOTS)))
+    result = run_with(pytester, SLOTS, "-p", "no:randomly", "--strict-markers")
+    result.assert_outcomes(passed=1, failed=2, errors=1)
+    result.stdout.fnmatch_lines(
+        [
+            "*streamguard headroom short:",
+            f"*headroom streams: {SLOTS} ({SLOTS + 1} broke: TTFT max *): below at_least="
+            f"{SLOTS + 1} streams",
+        ]
+    )
+    result.stdout.fnmatch_lines(
+        ["*headroom(vary='latency', at_least=10): the test measured no headroom of latency*"]
+    )
+    result.stdout.fnmatch_lines(
+        ["*headroom(vary='speed') is not known. headroom accepts only keyword arguments vary*"]
+    )
+
+
+BASELINE_TEST = """
+import pytest
+
+
+@pytest.mark.token_deadline(ttft=0.3)
+def test_capacity(streamguard):
+    streamguard.stream("/generate")
+    streamguard.headroom(vary="streams", up_to=8)
+"""
+
+
+def test_a_baseline_compare_fails_when_the_capacity_is_halved(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(BASELINE_TEST)
+    saved = run_with(pytester, 4, "--streamguard-save", "base.json")
+    saved.assert_outcomes(passed=1)
+    saved.stdout.fnmatch_lines(["*headroom streams: 4 (5 broke: *"])
+    same = run_with(
+        pytester,
+        4,
+        *("--streamguard-compare", "base.json", "--streamguard-compare-fail", "headroom:20%"),
+    )
+    assert same.ret == 0
+    same.stdout.fnmatch_lines(["*headroom streams 4 -> 4 streams (+0%)*"])
+    halved = run_with(
+        pytester,
+        2,
+        *("--streamguard-compare", "base.json", "--streamguard-compare-fail", "headroom:20%"),
+    )
+    halved.assert_outcomes(passed=1)
+    assert halved.ret == pytest.ExitCode.TESTS_FAILED
+    halved.stdout.fnmatch_lines(
+        [
+            "1 regression over --streamguard-compare-fail:",
+            "*headroom streams 4 -> 2 streams (-50%) REGRESSION over headroom:20%",
+        ]
+    )
