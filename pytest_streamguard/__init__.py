@@ -50,6 +50,7 @@ if TYPE_CHECKING:
     from pytest_streamguard.formats.openai import OpenAIChatFormat, OpenAIResponsesFormat
     from pytest_streamguard.formats.tgi import TGIFormat
     from pytest_streamguard.guard import StreamGuard
+    from pytest_streamguard.headroom.result import Headroom, HeadroomLevel
     from pytest_streamguard.load import LoadPlan, LoadResult
     from pytest_streamguard.report.records import TestRecord
     from pytest_streamguard.services.app import Target
@@ -94,6 +95,9 @@ _PUBLIC = {
     "chosen": "faults.chunks",
     "ToxiproxyServer": "faults.toxiproxy_client",
     "Ingress": "services.ingress",
+    # how far a stream is from breaking (streamguard.headroom())
+    "Headroom": "headroom.result",
+    "HeadroomLevel": "headroom.result",
     # loads of many streams
     "LoadPlan": "load",
     "LoadResult": "load",
@@ -143,6 +147,8 @@ __all__ = [
     "FindingsFailed",
     "Frame",
     "GeminiFormat",
+    "Headroom",
+    "HeadroomLevel",
     "Ingress",
     "IngressError",
     "LoadPlan",

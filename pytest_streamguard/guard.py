@@ -21,6 +21,8 @@ from pytest_streamguard.faults.inject import Faults
 from pytest_streamguard.faults.profiles import Profile
 from pytest_streamguard.faults.toxiproxy_client import ToxiproxyAPI, proxy_url
 from pytest_streamguard.formats import StreamFormat
+from pytest_streamguard.headroom.measure import Measurement, ameasure, measure
+from pytest_streamguard.headroom.result import Headroom
 from pytest_streamguard.load import LoadPlan, LoadResult, arun, run
 from pytest_streamguard.load.cluster import RayShards
 from pytest_streamguard.load.sharding import sharding
@@ -120,7 +122,104 @@ class _Streams:
         return self.keep_load(result)
 
 
-class StreamGuard:
+class _HeadroomSearches:
+    """:meth:`headroom` and :meth:`aheadroom` of :class:`StreamGuard` (a class of their own to
+    keep StreamGuard's size in bounds): each level is a load read through the proxy like
+    :meth:`StreamGuard.load`'s, but its streams are the search's, not the test's (they are
+    judged level by level, so the loads above the boundary do not fail the test's deadline)."""
+
+    deadline: Deadline | None
+    faults: Faults
+    seed: int | None
+    _streams: _Streams
+    #: Every headroom search of the test, in the order run (the reports show them).
+    headrooms: list[Headroom]
+    _request: Callable[..., StreamRequest]
+
+    def _measurement(self, options: dict[str, Any]) -> Measurement:
+        return Measurement.of(
+            self.deadline,
+            self.faults,
+            vary=options["vary"],
+            up_to=options["up_to"],
+            precision=options["precision"],
+            streams=options["streams"],
+        )
+
+    def headroom(
+        self,
+        path: str = "/generate",
+        json: Any = None,
+        *,
+        vary: str = "streams",
+        up_to: float | None = None,
+        precision: float | None = None,
+        streams: int = 1,
+        format: str | StreamFormat = "auto",
+        method: str = "POST",
+        headers: dict[str, str] | None = None,
+        read_timeout: float | None = None,
+    ) -> Headroom:
+        """How far this stream is from breaking the test's ``token_deadline``: the largest
+        level of ``vary`` that still holds it (at the deadline's ``percentile``), found by a
+        search that grows, then bisects to ``precision`` (see docs/headroom.md).
+
+        ``vary``: ``streams`` (concurrent streams), ``rate`` (requests/s, open loop),
+        ``latency`` or ``jitter`` (ms added by the proxy), ``bandwidth`` (KB/s, searched down
+        from ``up_to``) or ``freeze`` (seconds the target is stopped). ``up_to`` and
+        ``precision`` default per ``vary`` (streams: 64 by 1; latency: 2000 ms by 5 ms).
+        ``streams``: each level's concurrent streams when ``vary`` is not ``streams``. The
+        rest is as in :meth:`StreamGuard.stream`. Returns a
+        :class:`~pytest_streamguard.headroom.result.Headroom`, also kept in :attr:`headrooms`
+        for the reports and the ``headroom`` marker.
+        """
+        options = dict(vary=vary, up_to=up_to, precision=precision, streams=streams)
+        measurement = self._measurement(options)
+        request = self._request(
+            path, json, method, headers, format, read_timeout, False, False, None
+        )
+
+        def load(n: int, rate: float | None) -> LoadResult:
+            plan = LoadPlan(n=n, rate=rate, seed=self.seed)
+            make = self._streams.tracking(request, path, [])
+            return run(plan, make, request.socket_options())
+
+        found = measure(measurement, load)
+        self.headrooms.append(found)
+        return found
+
+    async def aheadroom(
+        self,
+        path: str = "/generate",
+        json: Any = None,
+        *,
+        vary: str = "streams",
+        up_to: float | None = None,
+        precision: float | None = None,
+        streams: int = 1,
+        format: str | StreamFormat = "auto",
+        method: str = "POST",
+        headers: dict[str, str] | None = None,
+        read_timeout: float | None = None,
+    ) -> Headroom:
+        """The async twin of :meth:`headroom`, on the test's own event loop."""
+        options = dict(vary=vary, up_to=up_to, precision=precision, streams=streams)
+        measurement = self._measurement(options)
+        request = self._request(
+            path, json, method, headers, format, read_timeout, False, False, None
+        )
+
+        async def load(n: int, rate: float | None) -> LoadResult:
+            plan = LoadPlan(n=n, rate=rate, seed=self.seed)
+            make = self._streams.tracking(request, path, [])
+            return await arun(plan, make, request.socket_options())
+
+        found = await ameasure(measurement, load)
+        self.headrooms.append(found)
+        return found
+
+
+class StreamGuard(_HeadroomSearches):
     """Per-test handle: open streams through the proxy, add faults, read traces.
 
     ``url`` is the base URL through the proxy, ``proxy`` the toxiproxy-python ``Proxy``,
@@ -164,6 +263,7 @@ class StreamGuard:
             target=target if target.process is not None else None,
         )
         self._streams = _Streams(self.faults)
+        self.headrooms: list[Headroom] = []
         self._ingress: IngressHop | None = None
         # Under @pytest.mark.streamguard_matrix: the item's profile (name, toxics, faults),
         # applied by the plugin before the body; None otherwise.

@@ -24,7 +24,8 @@ ROOT = Path(__file__).resolve().parent.parent
 # Written as words (the list of __all__ line for line would be a mirror of it, not a pin).
 EXPORTED = """
     AnthropicFormat Chunk Deadline DeadlineViolation FaultRecord Faults FaultsNotFired
-    Finding FindingsFailed Frame GeminiFormat Ingress IngressError LoadPlan LoadResult
+    Finding FindingsFailed Frame GeminiFormat Headroom HeadroomLevel Ingress IngressError
+    LoadPlan LoadResult
     NDJSONFormat OllamaFormat OpenAIChatFormat OpenAIResponsesFormat Piece ProfileError
     ProtocolError RawFormat Reading ReadyPathError SSEFormat ServerError SetupError
     ShardStartError StartupError StreamError StreamFormat StreamGuard StreamTrace

@@ -202,6 +202,7 @@ LAYERS: tuple[frozenset[str], ...] = (
     frozenset({"stream"}),
     frozenset({"load", "services"}),
     frozenset({"faults"}),
+    frozenset({"headroom"}),
     frozenset({"guard"}),
     frozenset({"report"}),
     frozenset({"plugin"}),

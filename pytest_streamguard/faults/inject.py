@@ -366,6 +366,18 @@ class Faults:
                 record.fired, record.evidence = judge(record, active_on(record, traces))
         return [r for r in self.records if not r.fired]
 
+    def withdraw(self, record: FaultRecord) -> None:
+        """Undo the fault of ``record`` now and drop it from the test's faults: one a headroom
+        search applied for a level (the level's figures report it, not the test's verdict).
+        Raise ToxiproxyError if it could not be undone."""
+        mechanism = next(m for m in self._mechanisms if m.record is record)
+        errors = mechanism.remove()
+        self._mechanisms.remove(mechanism)
+        self._on = [m for m in self._on if m is not mechanism]
+        self.records = [r for r in self.records if r is not record]
+        if errors:
+            raise ToxiproxyError("could not undo the headroom level's fault: " + "; ".join(errors))
+
     def clear(self) -> None:
         """Undo every fault of this test (again: only those added since); raise
         ToxiproxyError if any could not be undone."""

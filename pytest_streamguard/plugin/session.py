@@ -3,7 +3,8 @@
 :class:`StreamGuardSession` validates each test's marker at setup; after the body it keeps the
 test's record (:mod:`pytest_streamguard.report.recording` builds it) and its JUnit properties,
 and raises the failure its verdict returns (:func:`pytest_streamguard.verdict.judge.failure_of`:
-an assertion failure); it writes the terminal summary and the JSON and HTML reports. Under
+an assertion failure), or fails a test whose headroom is short of its ``headroom`` marker's
+bound; it writes the terminal summary and the JSON and HTML reports. Under
 ``@pytest.mark.streamguard_matrix`` it applies each item's profile after the fixtures are set
 up; with ``--streamguard-compare`` it compares the run with a saved baseline and, when the
 ``--streamguard-compare-fail`` gate fails (a regression over a bound, or nothing compared), fails
@@ -28,7 +29,12 @@ from pytest_streamguard.faults.fired import faults_not_fired
 from pytest_streamguard.guard import StreamGuard
 from pytest_streamguard.plugin import xdist
 from pytest_streamguard.plugin.attempts import attempt_lines, begin_attempt, counted_record
-from pytest_streamguard.plugin.markers import resolve_deadline, resolve_fail_on
+from pytest_streamguard.plugin.markers import (
+    headroom_shortfalls,
+    resolve_deadline,
+    resolve_fail_on,
+    resolve_headroom,
+)
 from pytest_streamguard.plugin.matrix import item_profile
 from pytest_streamguard.plugin.settings import SETTINGS_KEY, Settings
 
@@ -42,6 +48,7 @@ from pytest_streamguard.report.recording import Recorded, junit_properties, reco
 from pytest_streamguard.report.records import (
     TestRecord,
     findings_lines,
+    headroom_lines,
     json_document,
     load_json,
     matrix_lines,
@@ -58,6 +65,7 @@ SESSION_KEY = pytest.StashKey["StreamGuardSession"]()
 _MIN_WIDTH = 40
 DEADLINE_KEY = pytest.StashKey[Deadline | None]()
 FAIL_ON_KEY = pytest.StashKey[tuple[str, ...]]()
+HEADROOM_KEY = pytest.StashKey[tuple[tuple[str, float], ...]]()
 
 
 #: Every guard a test made (the ``streamguard`` fixture's, a second ``make_streamguard``'s, one
@@ -150,6 +158,7 @@ class StreamGuardSession:
         try:
             item.stash[DEADLINE_KEY] = resolve_deadline(item, self.settings)
             item.stash[FAIL_ON_KEY] = resolve_fail_on(item, self.settings)
+            item.stash[HEADROOM_KEY] = resolve_headroom(item)
         except ValueError as exc:
             error = str(exc)
         if error is not None:
@@ -195,7 +204,20 @@ class StreamGuardSession:
         if failure is not None:
             __tracebackhide__ = True
             raise failure
+        self._check_headroom(item, recorded)
         return result
+
+    def _check_headroom(self, item: pytest.Item, recorded: Recorded) -> None:
+        """Fail a test whose headroom is short of its ``headroom`` markers' bounds."""
+        record = recorded.record
+        short = headroom_shortfalls(
+            item.stash.get(HEADROOM_KEY, ()), [] if record is None else record.headroom
+        )
+        if short:
+            if record is not None:
+                record.violations += short
+                record.verdict = "FAIL"
+            pytest.fail("streamguard headroom short:\n  " + "\n  ".join(short), pytrace=False)
 
     def _reports_line(self) -> str | None:
         html, json = self.settings.html_path, self.settings.json_path
@@ -256,6 +278,7 @@ class StreamGuardSession:
                 *summary_lines(self.records, out.width),
                 *matrix_lines(self.records),
                 *findings_lines(self.records),
+                *headroom_lines(self.records),
                 *unfired_lines(self.records, strict=self.settings.strict_faults),
                 *attempt_lines(self.records),
                 *timing.client_delay_lines(self.records),

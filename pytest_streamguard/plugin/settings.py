@@ -115,7 +115,8 @@ COMPARE_HELP = (
 COMPARE_FAIL_HELP = (
     "With --streamguard-compare: fail the run when a figure got worse than its bound, e.g. "
     "'ttft_p95:20%,gap_p95:30%,gap_max:0.1s' (metrics ttft_p50, ttft_p95, gap_p95, gap_max; "
-    "units %, s, ms), or when it compared nothing (no test in the baseline, a gated figure "
+    "units %, s, ms; and headroom:N%, how much a test's headroom may drop), or when it "
+    "compared nothing (no test in the baseline, a gated figure "
     "without samples)"
 )
 COMPARE_MIN_SAMPLES_HELP = (

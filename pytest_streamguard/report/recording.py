@@ -73,13 +73,17 @@ def record_test(
     traces = guard_traces(guards)
     faults = [record for guard in guards for record in guard.faults.records]
     profile = next((g.profile for g in guards if g.profile is not None), None)
+    headroom = [found for guard in guards for found in guard.headrooms]
     # A matrix item is kept even without streams (its cell says how it ended), and so is a
-    # test that applied faults (whether they fired is part of its verdict).
-    if not traces and profile is None and not faults:
+    # test that applied faults (whether they fired is part of its verdict) or searched for
+    # its headroom.
+    if not traces and profile is None and not faults and not headroom:
         return Recorded(record=None, traces=[], violations=[], gated=[], unfired=[])
     # Each guard's faults act on its own proxy, so each is judged on its own streams.
     unfired = [f for guard in guards for f in guard.faults.judge(guard.traces)]
-    record = TestRecord(nodeid=nodeid, deadline=deadline, traces=traces, faults=faults)
+    record = TestRecord(
+        nodeid=nodeid, deadline=deadline, traces=traces, faults=faults, headroom=headroom
+    )
     # Generation that went on after a cut stream, on a target the plugin started (no other
     # client uses it) that exports its engine's requests (the bundled one).
     for guard in guards:

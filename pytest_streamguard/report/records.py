@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from pytest_streamguard.common.display import counted, fit_lines
+from pytest_streamguard.headroom.result import Headroom
 from pytest_streamguard.report.compact import compact_test, dumps, expanded
 from pytest_streamguard.stream.trace import FaultRecord, StreamTrace
 from pytest_streamguard.verdict.deadlines import Deadline, likely_cause
@@ -53,6 +54,8 @@ class TestRecord:
     # counted), and the records of the attempts before it, each judged on its own streams.
     attempt: int = 1
     earlier_attempts: list[TestRecord] = field(default_factory=list)
+    # Every headroom search the test ran (``streamguard.headroom()``), in the order run.
+    headroom: list[Headroom] = field(default_factory=list)
 
     @property
     def findings(self) -> list[Finding]:
@@ -122,6 +125,7 @@ class TestRecord:
             "findings": [f.to_dict() for f in self.findings],
             "attempt": self.attempt,
             "earlier_attempts": [r.to_dict() for r in self.earlier_attempts],
+            "headroom": [h.to_dict() for h in self.headroom],
         }
 
     @classmethod
@@ -145,6 +149,7 @@ class TestRecord:
             ],
             attempt=int(raw.get("attempt", 1)),
             earlier_attempts=[cls.from_dict(r) for r in raw.get("earlier_attempts", [])],
+            headroom=[Headroom.from_dict(h) for h in raw.get("headroom", [])],
         )
 
 
@@ -274,6 +279,11 @@ def findings_lines(records: list[TestRecord]) -> list[str]:
         if cause:
             lines.append(f"  {record.nodeid}: {cause}")
     return ["findings (see docs/findings.md):", *lines] if lines else []
+
+
+def headroom_lines(records: list[TestRecord]) -> list[str]:
+    """One line per headroom search of the run: ``test: headroom streams: 8 (9 broke: ...)``."""
+    return [f"{r.nodeid}: {h.describe()}" for r in records for h in r.headroom]
 
 
 def unfired_lines(records: list[TestRecord], *, strict: bool) -> list[str]:

@@ -258,7 +258,7 @@ def test_min_samples_option_makes_a_single_stream_count(
             "*unknown metric 'ttft_p99'; expected comma-separated metric:bound pairs such as "
             "'ttft_p95:20%,gap_p95:30%,gap_max:0.1s'; metrics: ttft_p50, ttft_p95, gap_p95, "
             "gap_max; a bound is a number >= 0 with a unit: % (relative to the baseline), s or "
-            "ms (absolute increase)",
+            "ms (absolute increase); and headroom:N% (how much a test's headroom may drop)",
         ),
         (["--streamguard-compare-fail", "gap_p95:30"], "*'gap_p95:30' is not a metric:bound pair*"),
         (
