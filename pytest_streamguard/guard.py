@@ -37,8 +37,10 @@ from pytest_streamguard.stream.client import (
     aread_stream,
     read_stream,
 )
+from pytest_streamguard.stream.probe import ProbeSpec, ProbeThread, probing
 from pytest_streamguard.stream.trace import FaultRecord, StreamTrace
 from pytest_streamguard.verdict.deadlines import Deadline
+from pytest_streamguard.verdict.probe import Probed, merge
 
 
 class StreamGuard:
@@ -48,7 +50,9 @@ class StreamGuard:
     ``target`` the app itself (direct URL, ``metrics()``), ``traces`` every stream of this
     test, ``faults`` the fault vocabulary, ``deadline`` the test's marker (None if unmarked),
     ``ingress()`` a real nginx hop between the proxy and the target, ``max_stream_seconds`` the
-    bound on a stream without a ``total`` deadline (``--streamguard-max-stream-seconds``).
+    bound on a stream without a ``total`` deadline (``--streamguard-max-stream-seconds``),
+    ``probe`` the samples of the probe sent to the target beside every stream and load of the
+    test (``probe_spec``, ``--streamguard-probe``; None when it is off).
     """
 
     def __init__(
@@ -63,8 +67,11 @@ class StreamGuard:
         upstream: str | None = None,
         ray: RayShards | None = None,
         seed: int | None = None,
+        probe_spec: ProbeSpec | None = None,
     ) -> None:
         self.api = api
+        self.probe_spec = probe_spec
+        self.probe: Probed | None = None
         # --streamguard-seed: open-loop arrival times drawn with it unless a load gives its own.
         self.seed = seed
         # --streamguard-ray: loads are sharded over that Ray cluster.
@@ -229,10 +236,12 @@ class StreamGuard:
             path, json, method, headers, format, read_timeout, allow_empty, require_done, expect
         )
         try:
-            trace = read_stream(recorder)
+            with ProbeThread(self.probe_spec) as probe:
+                trace = read_stream(recorder)
         except KeyboardInterrupt:
             self._keep_interrupted(recorder)
             raise
+        self._keep_probe(probe.probed)
         return self._keep(trace)
 
     async def astream(
@@ -253,10 +262,12 @@ class StreamGuard:
             path, json, method, headers, format, read_timeout, allow_empty, require_done, expect
         )
         try:
-            trace = await aread_stream(recorder)
+            async with probing(self.probe_spec) as probed:
+                trace = await aread_stream(recorder)
         except (KeyboardInterrupt, asyncio.CancelledError):
             self._keep_interrupted(recorder)
             raise
+        self._keep_probe(probed)
         return self._keep(trace)
 
     def load(
@@ -306,12 +317,18 @@ class StreamGuard:
         )
         processes = self._processes(processes, plan)
         if self._check_sharded(processes, shards) and self.ray is not None:
-            return self._keep_sharded(request, self.ray.run(plan, request, shards))
+            with ProbeThread(self.probe_spec) as probe:
+                result = self.ray.run(plan, request, shards)
+            return self._keep_sharded(request, result, probe.probed)
         if processes is not None:
-            return self._keep_sharded(request, run_processes(plan, request, processes))
+            with ProbeThread(self.probe_spec) as probe:
+                result = run_processes(plan, request, processes)
+            return self._keep_sharded(request, result, probe.probed)
         started: list[StreamRecorder] = []
         try:
-            result = run(plan, self._tracking(request, started), request.socket_options())
+            result = run(
+                plan, self._tracking(request, started), request.socket_options(), self.probe_spec
+            )
         except KeyboardInterrupt:
             self._keep_started(started)
             raise
@@ -345,12 +362,21 @@ class StreamGuard:
         )
         processes = self._processes(processes, plan)
         if self._check_sharded(processes, shards) and self.ray is not None:
-            return self._keep_sharded(request, await self.ray.arun(plan, request, shards))
+            async with probing(self.probe_spec) as probed:
+                result = await self.ray.arun(plan, request, shards)
+            return self._keep_sharded(request, result, probed)
         if processes is not None:
-            return self._keep_sharded(request, await arun_processes(plan, request, processes))
+            async with probing(self.probe_spec) as probed:
+                result = await arun_processes(plan, request, processes)
+            return self._keep_sharded(request, result, probed)
         started: list[StreamRecorder] = []
         try:
-            result = await arun(plan, self._tracking(request, started), request.socket_options())
+            result = await arun(
+                plan,
+                self._tracking(request, started),
+                request.socket_options(),
+                probe=self.probe_spec,
+            )
         except (KeyboardInterrupt, asyncio.CancelledError):
             self._keep_started(started)
             raise
@@ -377,7 +403,12 @@ class StreamGuard:
     def _keep_load(self, result: LoadResult) -> LoadResult:
         for trace in result.traces:
             self._keep(trace)
+        self._keep_probe(result.probe)
         return result
+
+    def _keep_probe(self, probed: Probed | None) -> None:
+        """Add a stream's or a load's probe samples to the test's."""
+        self.probe = merge([self.probe, probed])
 
     def _processes(self, processes: int | str | None, plan: LoadPlan) -> int | str | None:
         """``processes="auto"`` as a count for this machine (None: in this process, on one
@@ -424,12 +455,15 @@ class StreamGuard:
             )
         return True
 
-    def _keep_sharded(self, request: StreamRequest, result: LoadResult) -> LoadResult:
+    def _keep_sharded(
+        self, request: StreamRequest, result: LoadResult, probed: Probed | None
+    ) -> LoadResult:
         # Shards name their streams on their own; the test's numbering goes by send order.
         for trace in result.traces:
             trace.name = self._next_name(request)
             # The proxy's chunk faults acted on the shards' streams: note which reached chunk N.
             self.faults.reached(trace)
+        result.probe = probed
         return self._keep_load(result)
 
     def ingress(

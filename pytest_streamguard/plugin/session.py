@@ -57,6 +57,7 @@ from pytest_streamguard.verdict.findings import (
     not_cancelled,
     target_gauges,
 )
+from pytest_streamguard.verdict.probe import Probed, merge
 from pytest_streamguard.verdict.stats import percentile
 
 SESSION_KEY = pytest.StashKey["StreamGuardSession"]()
@@ -85,6 +86,11 @@ def _test_traces(guards: list[StreamGuard]) -> list[StreamTrace]:
     """Every stream the test's guards read, in the order the requests were sent."""
     traces = [trace for guard in guards for trace in guard.traces]
     return sorted(traces, key=lambda trace: trace.request_ns) if len(guards) > 1 else traces
+
+
+def _test_probe(guards: list[StreamGuard]) -> Probed | None:
+    """The samples of every probe the test's guards sent beside their streams."""
+    return merge(guard.probe for guard in guards)
 
 
 CLIENT_DELAY_WARN_S = 0.001
@@ -239,7 +245,10 @@ class StreamGuardSession:
         if violations:
             __tracebackhide__ = True
             raise deadline_violation(
-                violations, traces=self._traces(item), report=self._report_where()
+                violations,
+                traces=self._traces(item),
+                report=self._report_where(),
+                probe=_test_probe(item.stash.get(GUARD_KEY, [])),
             )
         gated = item.stash.get(GATED_KEY, [])
         if gated:
@@ -255,7 +264,12 @@ class StreamGuardSession:
         return _test_traces(item.stash.get(GUARD_KEY, []))
 
     def _verdict(self, violations: list[Violation], item: pytest.Item) -> str:
-        return format_violations(violations, traces=self._traces(item), report=self._report_where())
+        return format_violations(
+            violations,
+            traces=self._traces(item),
+            report=self._report_where(),
+            probe=_test_probe(item.stash.get(GUARD_KEY, [])),
+        )
 
     def _report_where(self) -> str | None:
         """Where every stream's verdict and timeline is written, when a report is asked for."""
@@ -287,7 +301,13 @@ class StreamGuardSession:
         # Each guard's faults act on its own proxy, so each is judged on its own streams.
         unfired = [f for guard in guards for f in guard.faults.judge(guard.traces)]
         deadline = item.stash.get(DEADLINE_KEY, None)
-        record = TestRecord(nodeid=item.nodeid, deadline=deadline, traces=traces, faults=faults)
+        record = TestRecord(
+            nodeid=item.nodeid,
+            deadline=deadline,
+            traces=traces,
+            faults=faults,
+            probe=_test_probe(guards),
+        )
         # Generation that went on after a cut stream, on a target the plugin started (no other
         # client uses it) that exports its engine's requests (the bundled one).
         for guard in guards:

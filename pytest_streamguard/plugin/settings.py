@@ -24,6 +24,8 @@ from pytest_streamguard.common.defaults import (
     DEFAULT_CHUNK,
     DEFAULT_COMPARE_MIN_SAMPLES,
     DEFAULT_MAX_STREAM_SECONDS,
+    DEFAULT_PROBE,
+    DEFAULT_PROBE_INTERVAL,
     DEFAULT_PROXY_HOST,
     DEFAULT_READY_PATH,
     DEFAULT_STARTUP_TIMEOUT,
@@ -66,6 +68,14 @@ READY_PATH_HELP = (
     "Default: /readyz"
 )
 STARTUP_TIMEOUT_HELP = "Seconds to wait for a started process to be ready. Default: 120"
+PROBE_HELP = (
+    "A light request sent to the target every --streamguard-probe-interval beside the streams "
+    "of every test and load, straight to the target (never through the fault proxy), so the "
+    "findings can tell a blocked event loop (the probe waits) from a full server (it answers "
+    "at once): 'off', 'tcp' (a TCP connect; the kernel answers it, so it cannot see a blocked "
+    "loop) or a PATH to GET. Default: the target's ready path"
+)
+PROBE_INTERVAL_HELP = "Seconds between two probes. Default: 0.05"
 TOXIPROXY_HELP = (
     "URL of a running toxiproxy-server API (e.g. http://127.0.0.1:8474). "
     "Default: start the embedded one"
@@ -149,6 +159,8 @@ _VALUED_OPTIONS: dict[str, tuple[str, str]] = {
     "streamguard_seed": (SEED_HELP, ""),
     "streamguard_ready_path": (READY_PATH_HELP, DEFAULT_READY_PATH),
     "streamguard_startup_timeout": (STARTUP_TIMEOUT_HELP, str(DEFAULT_STARTUP_TIMEOUT)),
+    "streamguard_probe": (PROBE_HELP, DEFAULT_PROBE),
+    "streamguard_probe_interval": (PROBE_INTERVAL_HELP, str(DEFAULT_PROBE_INTERVAL)),
     "streamguard_toxiproxy": (TOXIPROXY_HELP, ""),
     "streamguard_proxy_host": (PROXY_HOST_HELP, DEFAULT_PROXY_HOST),
     "streamguard_proxy_ports": (PROXY_PORTS_HELP, ""),
@@ -200,6 +212,9 @@ class Settings:
     target_cwd: Path | None = None
     seed: int = 0
     fail_on: tuple[str, ...] = ()
+    #: ``off``, ``tcp``, a path, or empty for the target's ready path.
+    probe: str = DEFAULT_PROBE
+    probe_interval: float = DEFAULT_PROBE_INTERVAL
 
     @property
     def target_description(self) -> str:
@@ -494,6 +509,14 @@ def resolve_settings(config: pytest.Config) -> Settings:
             "expected a path starting with '/', such as /readyz"
         )
 
+    probe, probe_source = _raw(config, "streamguard_probe")
+    probe = probe.strip()
+    if probe not in ("", "off", "tcp") and not probe.startswith("/"):
+        raise pytest.UsageError(
+            f"{probe!r} from {probe_source} is not a valid streamguard_probe: expected 'off', "
+            "'tcp' or a path starting with '/', such as /readyz"
+        )
+
     toxiproxy_raw, toxiproxy_source = _raw(config, "streamguard_toxiproxy")
     toxiproxy_url = None
     if toxiproxy_raw:
@@ -561,6 +584,8 @@ def resolve_settings(config: pytest.Config) -> Settings:
     except ValueError as exc:
         raise pytest.UsageError(str(exc)) from None
     return Settings(
+        probe=probe,
+        probe_interval=_positive_seconds(config, "streamguard_probe_interval"),
         fail_on=fail_on,
         ray_address=ray_address,
         proxy_host=proxy_host,

@@ -18,6 +18,7 @@ from pytest_streamguard.common.display import counted, fit_lines
 from pytest_streamguard.stream.trace import FaultRecord, StreamTrace
 from pytest_streamguard.verdict.deadlines import Deadline, likely_cause
 from pytest_streamguard.verdict.findings import KNOWN, SERVER_SIDE, Finding, findings_of
+from pytest_streamguard.verdict.probe import Probed
 from pytest_streamguard.verdict.stats import percentile
 
 JSON_FORMAT = "pytest-streamguard"
@@ -46,12 +47,14 @@ class TestRecord:
     faults: list[FaultRecord] = field(default_factory=list)
     # Findings read from the target's side when the test ended (``not_cancelled``).
     server_findings: list[Finding] = field(default_factory=list)
+    # The samples of the probe sent to the target beside the test's streams (None: off).
+    probe: Probed | None = None
 
     @property
     def findings(self) -> list[Finding]:
-        """The named incidents the test's streams show, and those the target showed after
-        them (see docs/findings.md)."""
-        found = findings_of(self.traces) + self.server_findings
+        """The named incidents the test's streams show (read with its probe's samples), and
+        those the target showed after them (see docs/findings.md)."""
+        found = findings_of(self.traces, self.probe) + self.server_findings
         return sorted(found, key=lambda f: list(KNOWN).index(f.name))
 
     def gaps(self) -> list[float]:
@@ -113,13 +116,16 @@ class TestRecord:
             "matrix_test": self.matrix_test,
             "faults": [f.to_dict() for f in self.faults],
             "findings": [f.to_dict() for f in self.findings],
+            "probe": self.probe.to_dict() if self.probe is not None else None,
         }
 
     @classmethod
     def from_dict(cls, raw: dict[str, Any]) -> TestRecord:
         """Inverse of :meth:`to_dict`."""
         deadline = raw.get("deadline")
+        probe = raw.get("probe")
         return cls(
+            probe=Probed.from_dict(probe) if probe is not None else None,
             nodeid=str(raw["nodeid"]),
             deadline=Deadline.from_dict(deadline) if deadline is not None else None,
             traces=[StreamTrace.from_dict(t) for t in raw.get("traces", [])],
@@ -243,7 +249,7 @@ def findings_lines(records: list[TestRecord]) -> list[str]:
     """One line per test whose streams show findings, naming them with their evidence."""
     lines = []
     for record in records:
-        cause = likely_cause(record.traces, server=record.server_findings)
+        cause = likely_cause(record.traces, server=record.server_findings, probe=record.probe)
         if cause:
             lines.append(f"  {record.nodeid}: {cause}")
     return ["findings (see docs/findings.md):", *lines] if lines else []
