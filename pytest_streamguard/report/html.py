@@ -3,7 +3,8 @@
 The page holds the session summary (a table sortable by clicking its headers, each row linking to
 its test) and, per test, the verdict, the deadlines, the violations, the findings (named incidents
 with their evidence), the faults with their on/off times and whether they fired, the streams, a
-timeline of chunk arrivals and, for tests with many streams, a histogram of gaps. The plots are
+timeline of chunk arrivals, the probe sent beside them (where it waited), and, for tests with
+many streams, a histogram of gaps. The plots are
 inline SVG (:mod:`.html_plots`) and the only script sorts the table, so the file is small and opens
 with no network. Every piece of text that came from a test (node ids, stream names, chunk text,
 error messages, fault arguments) is escaped.
@@ -23,7 +24,13 @@ from pathlib import Path
 from typing import Any
 
 from pytest_streamguard.common.display import counted
-from pytest_streamguard.report.plots import fault_fired, gap_histogram_svg, gap_stats, timeline_svg
+from pytest_streamguard.report.plots import (
+    fault_fired,
+    gap_histogram_svg,
+    gap_stats,
+    probe_svg,
+    timeline_svg,
+)
 from pytest_streamguard.report.records import TestRecord, matrix
 from pytest_streamguard.stream.trace import FaultRecord, StreamTrace
 from pytest_streamguard.verdict.stats import percentile
@@ -407,6 +414,14 @@ def _plots(index: int, test: _Test) -> str:
         '<span class="muted">(hover a mark for details)</span></p>'
         f"{timeline_svg(record, test.fired())}</div>"
     )
+    probe = probe_svg(record)
+    if probe:
+        plots += (
+            f'<div class="plot" id="probe-{index}">'
+            '<p class="plot-title">The probe beside the streams, seconds since the first '
+            "request (red: it waited; see docs/findings.md)</p>"
+            f"{probe}</div>"
+        )
     if len(record.traces) >= HISTOGRAM_MIN_STREAMS and record.gaps():
         plots += (
             f'<div class="plot" id="gaps-{index}">'
