@@ -408,20 +408,20 @@ def _plots(index: int, test: _Test) -> str:
         if deadline is not None and deadline.chunk is not None
         else ""
     )
+    probe = probe_svg(record)
+    if probe:
+        # Under the timeline, in its plot: the probe belongs to the same streams.
+        probe = (
+            '<p class="plot-title">The probe beside the streams, seconds since the first '
+            "request (red: it waited; see docs/findings.md)</p>"
+            f"{probe}"
+        )
     plots = (
         f'<div class="plot" id="timeline-{index}">'
         f'<p class="plot-title">Chunk arrivals per stream{chunk_note} '
         '<span class="muted">(hover a mark for details)</span></p>'
-        f"{timeline_svg(record, test.fired())}</div>"
+        f"{timeline_svg(record, test.fired())}{probe}</div>"
     )
-    probe = probe_svg(record)
-    if probe:
-        plots += (
-            f'<div class="plot" id="probe-{index}">'
-            '<p class="plot-title">The probe beside the streams, seconds since the first '
-            "request (red: it waited; see docs/findings.md)</p>"
-            f"{probe}</div>"
-        )
     if len(record.traces) >= HISTOGRAM_MIN_STREAMS and record.gaps():
         plots += (
             f'<div class="plot" id="gaps-{index}">'
