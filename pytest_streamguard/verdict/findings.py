@@ -6,8 +6,10 @@ and times, never a guess without them. Every threshold is a module constant, doc
 docs/findings.md; each is set so that the fixed variant of its incident shows no finding.
 
 :func:`trace_findings` reads one stream; :func:`group_findings` reads the streams of one test
-or load together (a blocked loop and a cold start show only across streams);
-:func:`findings_of` is both.
+or load together (a blocked loop, a full server and a cold start show only across streams);
+:func:`findings_of` is both. The group findings also read the samples of the probe sent to the
+target beside the streams (:mod:`pytest_streamguard.verdict.probe`): a blocked loop keeps the
+probe waiting, a full server (``queued``) answers it at once.
 """
 
 from __future__ import annotations
@@ -700,12 +702,8 @@ def group_findings(traces: Sequence[Observed], probe: Probed | None = None) -> l
     stalls, else a staircase of heads, else of first tokens, else streams served in turn, else
     every answer released at once; where ``probe`` has samples in the pattern's windows, only
     if it waited there too), ``queued`` (only with the probe's samples) and ``cold_start``."""
-    found = [
-        f
-        for f in (_blocked_loop(traces, probe), _queued(traces, probe), _cold_start(traces))
-        if f is not None
-    ]
-    return found
+    found = (_blocked_loop(traces, probe), _queued(traces, probe), _cold_start(traces))
+    return [f for f in found if f is not None]
 
 
 def findings_of(traces: Sequence[Observed], probe: Probed | None = None) -> list[Finding]:
