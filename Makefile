@@ -45,7 +45,7 @@ $(STAMP): pyproject.toml
 install: $(STAMP) system-deps
 
 # nginx backs the ingress fault, chromium renders the HTML report in its test, tcpdump
-# captures loopback for the wire check (tests/plugin/test_wire_check.py). All are
+# captures loopback for the wire check (tests/stream/test_wire_check.py). All are
 # real programs the tests start; when missing they are installed here if we can (root with
 # apt-get), otherwise the tests that need them fail loudly and say so.
 system-deps:

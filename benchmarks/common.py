@@ -329,7 +329,8 @@ def chat_body(tokens: int, content: str | None = "baba") -> dict[str, Any]:
 def chat_recorders(url: str, body: dict[str, Any]) -> Callable[[int], StreamRecorder]:
     """The load's stream factory: stream ``index`` posts ``body`` to ``url``'s chat
     completions, read as ``format="openai"``."""
-    from pytest_streamguard.stream.client import StreamRecorder, StreamRequest
+    from pytest_streamguard.stream.client import StreamRecorder
+    from pytest_streamguard.stream.request import StreamRequest
 
     def make(index: int) -> StreamRecorder:
         request = StreamRequest(

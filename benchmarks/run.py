@@ -87,7 +87,8 @@ from common import (
 from pytest_streamguard.load import LoadPlan, LoadResult
 from pytest_streamguard.load import run as run_load
 from pytest_streamguard.load.pool import run_processes
-from pytest_streamguard.stream.client import StreamRecorder, StreamRequest
+from pytest_streamguard.stream.client import StreamRecorder
+from pytest_streamguard.stream.request import StreamRequest
 from pytest_streamguard.verdict.stats import percentile
 
 HERE = Path(__file__).resolve().parent

@@ -24,7 +24,8 @@ from common import PacedStreamer
 
 from pytest_streamguard.faults.inject import Faults
 from pytest_streamguard.faults.toxiproxy_client import ToxiproxyAPI, ToxiproxyServer
-from pytest_streamguard.stream.client import ReadLimits, StreamRecorder, StreamRequest, aread_stream
+from pytest_streamguard.stream.client import StreamRecorder, aread_stream
+from pytest_streamguard.stream.request import ReadLimits, StreamRequest
 
 RATES = (
     1_000,

@@ -29,6 +29,25 @@ MOVED_MODULES = {
 MOVED_NAMES = {
     ("pytest_streamguard.faults.inject", "FaultsNotFired"): "pytest_streamguard.errors",
     ("pytest_streamguard.plugin.session", "FindingsFailed"): "pytest_streamguard.errors",
+    **{
+        ("pytest_streamguard.stream.client", name): "pytest_streamguard.stream.request"
+        for name in (
+            "DEFAULT_READ_LIMIT",
+            "EXPECTED_OUTCOMES",
+            "SLOW_READER_MIN_RCVBUF",
+            "SLOW_READER_RCVBUF_SECONDS",
+            "read_limit",
+            "slow_reader_rcvbuf",
+        )
+    },
+    ("pytest_streamguard.stream.client", "EMPTY_HINT"): "pytest_streamguard.stream.endings",
+    ("pytest_streamguard.plugin.matrix", "matrix_test"): "pytest_streamguard.report.recording",
+    (
+        "pytest_streamguard.plugin.session",
+        "CLIENT_DELAY_WARN_S",
+    ): "pytest_streamguard.report.timing",
+    ("pytest_streamguard.plugin.session", "client_delay_lines"): "pytest_streamguard.report.timing",
+    ("pytest_streamguard.plugin.session", "stamp_source_lines"): "pytest_streamguard.report.timing",
 }
 
 

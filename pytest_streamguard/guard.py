@@ -8,10 +8,11 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-import time
+import functools
 from collections.abc import Callable
 from typing import Any
 
+import pytest
 from toxiproxy.proxy import Proxy
 
 from pytest_streamguard.common.defaults import DEFAULT_MAX_STREAM_SECONDS, DEFAULT_PROXY_HOST
@@ -20,30 +21,242 @@ from pytest_streamguard.faults.inject import Faults
 from pytest_streamguard.faults.profiles import Profile
 from pytest_streamguard.faults.toxiproxy_client import ToxiproxyAPI, proxy_url
 from pytest_streamguard.formats import StreamFormat
+from pytest_streamguard.headroom.measure import Measurement, ameasure, measure
+from pytest_streamguard.headroom.result import Headroom
 from pytest_streamguard.load import LoadPlan, LoadResult, arun, run
-from pytest_streamguard.load.cluster import RayShards, check_shards
-from pytest_streamguard.load.pool import (
-    arun_processes,
-    check_processes,
-    resolve_processes,
-    run_processes,
-)
+from pytest_streamguard.load.cluster import RayShards
+from pytest_streamguard.load.sharding import sharding
 from pytest_streamguard.services.app import Target
-from pytest_streamguard.services.ingress import Ingress
-from pytest_streamguard.stream.client import (
-    ReadLimits,
-    StreamRecorder,
-    StreamRequest,
-    aread_stream,
-    read_stream,
-)
+from pytest_streamguard.services.ingress import Ingress, IngressHop
+from pytest_streamguard.stream.client import StreamRecorder, aread_stream, read_stream
+from pytest_streamguard.stream.endings import stopped_mid_stream
 from pytest_streamguard.stream.probe import ProbeSpec, ProbeThread, probing
-from pytest_streamguard.stream.trace import FaultRecord, StreamTrace
+from pytest_streamguard.stream.request import StreamRequest, read_limits, stream_url
+from pytest_streamguard.stream.trace import StreamTrace
 from pytest_streamguard.verdict.deadlines import Deadline
 from pytest_streamguard.verdict.probe import Probed, merge
 
 
-class StreamGuard:
+class _Streams:
+    """The streams of one test, in the order they were opened: each named by its number, aimed
+    at by the faults on, and kept (in :attr:`traces`) with the faults active during it; the
+    samples of the probe sent beside them are kept in :attr:`probe`."""
+
+    def __init__(self, faults: Faults) -> None:
+        self.faults = faults
+        self.traces: list[StreamTrace] = []
+        #: The samples of the probe sent beside the test's streams and loads (None: it was off).
+        self.probe: Probed | None = None
+        self._opened = 0
+
+    def recorder(self, request: StreamRequest, path: str) -> StreamRecorder:
+        """A recorder for one stream, numbered in the order streams are opened (concurrent
+        streams of one test get distinct names); a stream that chunk faults are aimed at
+        (``streams=``) names them in its request."""
+        self.faults.before_stream()
+        index = self._opened
+        aim = self.faults.aim_headers(index)
+        if aim:
+            request = dataclasses.replace(request, headers={**request.headers, **aim})
+        recorder = StreamRecorder(request, self.name(request, path), on_chunk=self.faults.on_chunk)
+        self.faults.opened(recorder.trace, index)
+        return recorder
+
+    def name(self, request: StreamRequest, path: str) -> str:
+        """The next stream's name: ``stream 3 (POST /generate)``."""
+        self._opened += 1
+        return f"stream {self._opened} ({request.method} {path})"
+
+    def read(self, recorder: StreamRecorder, probe: ProbeSpec | None) -> StreamTrace:
+        """Read one stream to its end with the ``probe`` beside it (a thread of its own) and
+        keep both; a read stopped by Ctrl-C or pytest-timeout keeps what was read so far."""
+        try:
+            with ProbeThread(probe) as probing_thread:
+                trace = read_stream(recorder)
+        except (KeyboardInterrupt, pytest.fail.Exception) as exc:
+            self.keep_interrupted(recorder, exc)
+            raise
+        self.keep_probe(probing_thread.probed)
+        return self.keep(trace)
+
+    async def aread(self, recorder: StreamRecorder, probe: ProbeSpec | None) -> StreamTrace:
+        """The async twin of :meth:`read`: the probe is a task on the running loop."""
+        try:
+            async with probing(probe) as probed:
+                trace = await aread_stream(recorder)
+        except (KeyboardInterrupt, asyncio.CancelledError, pytest.fail.Exception) as exc:
+            self.keep_interrupted(recorder, exc)
+            raise
+        self.keep_probe(probed)
+        return self.keep(trace)
+
+    def keep_probe(self, probed: Probed | None) -> None:
+        """Add a stream's or a load's probe samples to the test's."""
+        self.probe = merge([self.probe, probed])
+
+    def keep(self, trace: StreamTrace) -> StreamTrace:
+        """Keep a stream that ended, with the faults that were on while it was read."""
+        self.faults.on_end(trace)
+        end = trace.end_ns if trace.end_ns is not None else trace.request_ns
+        trace.faults = [
+            f
+            for f in self.faults.records
+            if f.active_during(trace.request_ns, end) and self.faults.aims_at(f, trace)
+        ]
+        self.traces.append(trace)
+        return trace
+
+    def keep_interrupted(self, recorder: StreamRecorder, stopped_by: BaseException) -> None:
+        """Ctrl-C, or a pytest outcome raised by a signal handler (pytest-timeout's signal
+        method), mid-stream: keep what was read so far for the summary, the reports and the
+        faults' judging; pytest-timeout's is a ``timeout`` of the stream, anything else
+        ``interrupted`` (as the recorder's finish() records a read that stopped without an
+        outcome)."""
+        recorder.finish()
+        ended = stopped_mid_stream(stopped_by, recorder.trace)
+        if ended is not None and recorder.trace.error_kind == "interrupted":
+            # The reader's own cleanup (asyncio.run cancelling it) recorded the stop first,
+            # without knowing what stopped it.
+            recorder.trace.error_kind, recorder.trace.error = ended
+        self.keep(recorder.trace)
+
+    def tracking(
+        self, request: StreamRequest, path: str, started: list[StreamRecorder]
+    ) -> Callable[[int], StreamRecorder]:
+        """A load's ``make_recorder`` that also lists each recorder in ``started``."""
+
+        def make(_: int) -> StreamRecorder:
+            recorder = self.recorder(request, path)
+            started.append(recorder)
+            return recorder
+
+        return make
+
+    def keep_started(self, started: list[StreamRecorder], stopped_by: BaseException) -> None:
+        """Ctrl-C, a cancelled task or pytest-timeout mid-load: keep every stream it started,
+        as stream() does, those still open recorded as interrupted (or timeout)."""
+        for recorder in started:
+            self.keep_interrupted(recorder, stopped_by)
+
+    def keep_load(self, result: LoadResult) -> LoadResult:
+        """Keep every stream of a load that ended, and the probe's samples beside it."""
+        for trace in result.traces:
+            self.keep(trace)
+        self.keep_probe(result.probe)
+        return result
+
+    def keep_sharded(
+        self, request: StreamRequest, path: str, result: LoadResult, probed: Probed | None
+    ) -> LoadResult:
+        """Keep every stream of a sharded load, named in this test's numbering, with the
+        samples of the probe sent beside the shards (``probed``)."""
+        # Shards name their streams on their own; the test's numbering goes by send order.
+        for trace in result.traces:
+            trace.name = self.name(request, path)
+            # The proxy's chunk faults acted on the shards' streams: note which reached chunk N.
+            self.faults.reached(trace)
+        result.probe = probed
+        return self.keep_load(result)
+
+
+class _HeadroomSearches:
+    """:meth:`headroom` and :meth:`aheadroom` of :class:`StreamGuard` (a class of their own to
+    keep StreamGuard's size in bounds): each level is a load read through the proxy like
+    :meth:`StreamGuard.load`'s, but its streams are the search's, not the test's (they are
+    judged level by level, so the loads above the boundary do not fail the test's deadline)."""
+
+    deadline: Deadline | None
+    faults: Faults
+    seed: int | None
+    _streams: _Streams
+    #: Every headroom search of the test, in the order run (the reports show them).
+    headrooms: list[Headroom]
+    _request: Callable[..., StreamRequest]
+
+    def _measurement(self, options: dict[str, Any]) -> Measurement:
+        return Measurement.of(
+            self.deadline,
+            self.faults,
+            vary=options["vary"],
+            up_to=options["up_to"],
+            precision=options["precision"],
+            streams=options["streams"],
+        )
+
+    def headroom(
+        self,
+        path: str = "/generate",
+        json: Any = None,
+        *,
+        vary: str = "streams",
+        up_to: float | None = None,
+        precision: float | None = None,
+        streams: int = 1,
+        format: str | StreamFormat = "auto",
+        method: str = "POST",
+        headers: dict[str, str] | None = None,
+        read_timeout: float | None = None,
+    ) -> Headroom:
+        """How far this stream is from breaking the test's ``token_deadline``: the largest
+        level of ``vary`` that still holds it (at the deadline's ``percentile``), found by a
+        search that grows, then bisects to ``precision`` (see docs/headroom.md).
+
+        ``vary``: ``streams`` (concurrent streams), ``rate`` (requests/s, open loop),
+        ``latency`` or ``jitter`` (ms added by the proxy), ``bandwidth`` (KB/s, searched down
+        from ``up_to``) or ``freeze`` (seconds the target is stopped). ``up_to`` and
+        ``precision`` default per ``vary`` (streams: 64 by 1; latency: 2000 ms by 5 ms).
+        ``streams``: each level's concurrent streams when ``vary`` is not ``streams``. The
+        rest is as in :meth:`StreamGuard.stream`. Returns a
+        :class:`~pytest_streamguard.headroom.result.Headroom`, also kept in :attr:`headrooms`
+        for the reports and the ``headroom`` marker.
+        """
+        options = dict(vary=vary, up_to=up_to, precision=precision, streams=streams)
+        measurement = self._measurement(options)
+        request = self._request(
+            path, json, method, headers, format, read_timeout, False, False, None
+        )
+
+        def load(n: int, rate: float | None) -> LoadResult:
+            plan = LoadPlan(n=n, rate=rate, seed=self.seed)
+            make = self._streams.tracking(request, path, [])
+            return run(plan, make, request.socket_options())
+
+        found = measure(measurement, load)
+        self.headrooms.append(found)
+        return found
+
+    async def aheadroom(
+        self,
+        path: str = "/generate",
+        json: Any = None,
+        *,
+        vary: str = "streams",
+        up_to: float | None = None,
+        precision: float | None = None,
+        streams: int = 1,
+        format: str | StreamFormat = "auto",
+        method: str = "POST",
+        headers: dict[str, str] | None = None,
+        read_timeout: float | None = None,
+    ) -> Headroom:
+        """The async twin of :meth:`headroom`, on the test's own event loop."""
+        options = dict(vary=vary, up_to=up_to, precision=precision, streams=streams)
+        measurement = self._measurement(options)
+        request = self._request(
+            path, json, method, headers, format, read_timeout, False, False, None
+        )
+
+        async def load(n: int, rate: float | None) -> LoadResult:
+            plan = LoadPlan(n=n, rate=rate, seed=self.seed)
+            make = self._streams.tracking(request, path, [])
+            return await arun(plan, make, request.socket_options())
+
+        found = await ameasure(measurement, load)
+        self.headrooms.append(found)
+        return found
+
+
+class StreamGuard(_HeadroomSearches):
     """Per-test handle: open streams through the proxy, add faults, read traces.
 
     ``url`` is the base URL through the proxy, ``proxy`` the toxiproxy-python ``Proxy``,
@@ -71,7 +284,6 @@ class StreamGuard:
     ) -> None:
         self.api = api
         self.probe_spec = probe_spec
-        self.probe: Probed | None = None
         # --streamguard-seed: open-loop arrival times drawn with it unless a load gives its own.
         self.seed = seed
         # --streamguard-ray: loads are sharded over that Ray cluster.
@@ -91,73 +303,28 @@ class StreamGuard:
             seed=seed or 0,
             target=target if target.process is not None else None,
         )
-        self.traces: list[StreamTrace] = []
-        self._opened = 0
-        self._ingress: tuple[Ingress, FaultRecord] | None = None
+        self._streams = _Streams(self.faults)
+        self.headrooms: list[Headroom] = []
+        self._ingress: IngressHop | None = None
         # Under @pytest.mark.streamguard_matrix: the item's profile (name, toxics, faults),
         # applied by the plugin before the body; None otherwise.
         self.profile: Profile | None = None
 
+    @property
+    def traces(self) -> list[StreamTrace]:
+        """Every stream of this test, in the order they were opened (a load's too)."""
+        return self._streams.traces
+
+    @traces.setter
+    def traces(self, traces: list[StreamTrace]) -> None:
+        self._streams.traces = traces
+
+    @property
+    def probe(self) -> Probed | None:
+        """The samples of the probe sent beside this test's streams and loads (None: off)."""
+        return self._streams.probe
+
     def _request(
-        self,
-        path: str,
-        json: Any,
-        method: str,
-        headers: dict[str, str] | None,
-        format: str | StreamFormat,
-        read_timeout: float | None,
-        allow_empty: bool = False,
-        require_done: bool = False,
-        expect: str | None = None,
-    ) -> StreamRequest:
-        """Validate a stream's arguments into the request to send through the proxy."""
-        if not path.startswith("/"):
-            raise ValueError(f"stream path {path!r} must start with '/', such as /generate")
-        if read_timeout is not None:
-            if (
-                isinstance(read_timeout, bool)
-                or not isinstance(read_timeout, int | float)
-                or read_timeout <= 0
-            ):
-                raise ValueError(f"read_timeout={read_timeout!r}: expected a number of seconds > 0")
-            limits = ReadLimits(
-                first=float(read_timeout), gap=float(read_timeout), total=self.max_stream_seconds
-            )
-        else:
-            limits = ReadLimits.for_deadline(self.deadline, self.max_stream_seconds)
-        return StreamRequest(
-            method=method.upper(),
-            url=self.url + path,
-            json_body=json,
-            headers=dict(headers or {}),
-            format=format,
-            limits=limits,
-            slow_reader_bps=self.faults.slow_reader_bps,
-            allow_empty=allow_empty,
-            expect=expect,
-            require_done=require_done,
-            on_pace=self.faults.on_pace,
-        )
-
-    def _recorder(self, request: StreamRequest) -> StreamRecorder:
-        """A recorder for one stream, numbered in the order streams are opened (concurrent
-        streams of one test get distinct names); a stream that chunk faults are aimed at
-        (``streams=``) names them in its request."""
-        self.faults.before_stream()
-        index = self._opened
-        aim = self.faults.aim_headers(index)
-        if aim:
-            request = dataclasses.replace(request, headers={**request.headers, **aim})
-        recorder = StreamRecorder(request, self._next_name(request), on_chunk=self.faults.on_chunk)
-        self.faults.opened(recorder.trace, index)
-        return recorder
-
-    def _next_name(self, request: StreamRequest) -> str:
-        self._opened += 1
-        path = request.url[len(self.url) :]
-        return f"stream {self._opened} ({request.method} {path})"
-
-    def _prepare(
         self,
         path: str,
         json: Any,
@@ -168,37 +335,23 @@ class StreamGuard:
         allow_empty: bool,
         require_done: bool,
         expect: str | None = None,
-    ) -> StreamRecorder:
-        return self._recorder(
-            self._request(
-                path,
-                json,
-                method,
-                headers,
-                format,
-                read_timeout,
-                allow_empty,
-                require_done,
-                expect,
-            )
+    ) -> StreamRequest:
+        """Validate a stream's arguments into the request to send through the proxy."""
+        url = stream_url(self.url, path)
+        limits = read_limits(read_timeout, self.deadline, self.max_stream_seconds)
+        return StreamRequest(
+            method=method.upper(),
+            url=url,
+            json_body=json,
+            headers=dict(headers or {}),
+            format=format,
+            limits=limits,
+            slow_reader_bps=self.faults.slow_reader_bps,
+            allow_empty=allow_empty,
+            expect=expect,
+            require_done=require_done,
+            on_pace=self.faults.on_pace,
         )
-
-    def _keep(self, trace: StreamTrace) -> StreamTrace:
-        self.faults.on_end(trace)
-        end = trace.end_ns if trace.end_ns is not None else trace.request_ns
-        trace.faults = [
-            f
-            for f in self.faults.records
-            if f.active_during(trace.request_ns, end) and self.faults.aims_at(f, trace)
-        ]
-        self.traces.append(trace)
-        return trace
-
-    def _keep_interrupted(self, recorder: StreamRecorder) -> None:
-        # Ctrl-C mid-stream: keep what was read so far for the summary and the reports. The
-        # recorder's finish() records a read that stopped without an outcome as interrupted.
-        recorder.finish()
-        self._keep(recorder.trace)
 
     def stream(
         self,
@@ -232,17 +385,10 @@ class StreamGuard:
         read limit or ``--streamguard-max-stream-seconds``. Never raises for a failed stream:
         the outcome is on the trace (``completed``, or ``error_kind`` and ``error``).
         """
-        recorder = self._prepare(
+        request = self._request(
             path, json, method, headers, format, read_timeout, allow_empty, require_done, expect
         )
-        try:
-            with ProbeThread(self.probe_spec) as probe:
-                trace = read_stream(recorder)
-        except KeyboardInterrupt:
-            self._keep_interrupted(recorder)
-            raise
-        self._keep_probe(probe.probed)
-        return self._keep(trace)
+        return self._streams.read(self._streams.recorder(request, path), self.probe_spec)
 
     async def astream(
         self,
@@ -258,17 +404,10 @@ class StreamGuard:
         expect: str | None = None,
     ) -> StreamTrace:
         """The async twin of :meth:`stream`."""
-        recorder = self._prepare(
+        request = self._request(
             path, json, method, headers, format, read_timeout, allow_empty, require_done, expect
         )
-        try:
-            async with probing(self.probe_spec) as probed:
-                trace = await aread_stream(recorder)
-        except (KeyboardInterrupt, asyncio.CancelledError):
-            self._keep_interrupted(recorder)
-            raise
-        self._keep_probe(probed)
-        return self._keep(trace)
+        return await self._streams.aread(self._streams.recorder(request, path), self.probe_spec)
 
     def load(
         self,
@@ -315,24 +454,19 @@ class StreamGuard:
         request = self._request(
             path, json, method, headers, format, read_timeout, allow_empty, require_done, expect
         )
-        processes = self._processes(processes, plan)
-        if self._check_sharded(processes, shards) and self.ray is not None:
+        sharded = sharding(plan, processes, shards, self.ray, self.faults)
+        if sharded is not None:
             with ProbeThread(self.probe_spec) as probe:
-                result = self.ray.run(plan, request, shards)
-            return self._keep_sharded(request, result, probe.probed)
-        if processes is not None:
-            with ProbeThread(self.probe_spec) as probe:
-                result = run_processes(plan, request, processes)
-            return self._keep_sharded(request, result, probe.probed)
+                result = sharded.run(plan, request)
+            return self._streams.keep_sharded(request, path, result, probe.probed)
         started: list[StreamRecorder] = []
         try:
-            result = run(
-                plan, self._tracking(request, started), request.socket_options(), self.probe_spec
-            )
-        except KeyboardInterrupt:
-            self._keep_started(started)
+            make = self._streams.tracking(request, path, started)
+            result = run(plan, make, request.socket_options(), self.probe_spec)
+        except (KeyboardInterrupt, pytest.fail.Exception) as exc:
+            self._streams.keep_started(started, exc)
             raise
-        return self._keep_load(result)
+        return self._streams.keep_load(result)
 
     async def aload(
         self,
@@ -360,111 +494,19 @@ class StreamGuard:
         request = self._request(
             path, json, method, headers, format, read_timeout, allow_empty, require_done, expect
         )
-        processes = self._processes(processes, plan)
-        if self._check_sharded(processes, shards) and self.ray is not None:
+        sharded = sharding(plan, processes, shards, self.ray, self.faults)
+        if sharded is not None:
             async with probing(self.probe_spec) as probed:
-                result = await self.ray.arun(plan, request, shards)
-            return self._keep_sharded(request, result, probed)
-        if processes is not None:
-            async with probing(self.probe_spec) as probed:
-                result = await arun_processes(plan, request, processes)
-            return self._keep_sharded(request, result, probed)
+                result = await sharded.arun(plan, request)
+            return self._streams.keep_sharded(request, path, result, probed)
         started: list[StreamRecorder] = []
         try:
-            result = await arun(
-                plan,
-                self._tracking(request, started),
-                request.socket_options(),
-                probe=self.probe_spec,
-            )
-        except (KeyboardInterrupt, asyncio.CancelledError):
-            self._keep_started(started)
+            make = self._streams.tracking(request, path, started)
+            result = await arun(plan, make, request.socket_options(), probe=self.probe_spec)
+        except (KeyboardInterrupt, asyncio.CancelledError, pytest.fail.Exception) as exc:
+            self._streams.keep_started(started, exc)
             raise
-        return self._keep_load(result)
-
-    def _tracking(
-        self, request: StreamRequest, started: list[StreamRecorder]
-    ) -> Callable[[int], StreamRecorder]:
-        """A load's ``make_recorder`` that also lists each recorder in ``started``."""
-
-        def make(_: int) -> StreamRecorder:
-            recorder = self._recorder(request)
-            started.append(recorder)
-            return recorder
-
-        return make
-
-    def _keep_started(self, started: list[StreamRecorder]) -> None:
-        # Ctrl-C (or a cancelled task) mid-load: keep every stream it started, as stream()
-        # does, those still open recorded as interrupted.
-        for recorder in started:
-            self._keep_interrupted(recorder)
-
-    def _keep_load(self, result: LoadResult) -> LoadResult:
-        for trace in result.traces:
-            self._keep(trace)
-        self._keep_probe(result.probe)
-        return result
-
-    def _keep_probe(self, probed: Probed | None) -> None:
-        """Add a stream's or a load's probe samples to the test's."""
-        self.probe = merge([self.probe, probed])
-
-    def _processes(self, processes: int | str | None, plan: LoadPlan) -> int | str | None:
-        """``processes="auto"`` as a count for this machine (None: in this process, on one
-        usable core or for a single stream); left as given under Ray, which refuses it."""
-        if self.ray is not None:
-            return processes
-        return resolve_processes(processes, plan.n)
-
-    def _check_sharded(self, processes: int | str | None, shards: int | None) -> bool:
-        """Whether the load is sharded (``processes``, or ``--streamguard-ray``). Bad
-        arguments, or a fault that only this process's reader can set off, are a ValueError
-        before anything starts."""
-        if processes is not None:
-            check_processes(processes)
-            if self.ray is not None:
-                raise ValueError(
-                    f"load processes={processes!r}: this session shards every load over Ray "
-                    "(--streamguard-ray); use shards= for the number of Ray tasks"
-                )
-        if shards is not None:
-            check_shards(shards)
-            if self.ray is None:
-                raise ValueError(
-                    f"load shards={shards!r} needs a Ray cluster (--streamguard-ray); on this "
-                    "machine use processes="
-                )
-        if processes is None and self.ray is None:
-            return False
-        aimed = self.faults.aimed_faults
-        if aimed:
-            how = "with processes=" if processes is not None else "over Ray"
-            raise ValueError(
-                f"faults.{aimed[0].describe()} aims at streams by their index in this test's "
-                f"request order, which a load {how} does not keep (its shards number their "
-                "own streams): read the load without processes= (or --streamguard-ray), or "
-                "aim the fault without streams="
-            )
-        pending = self.faults.pending_on_reader
-        if pending:
-            raise ValueError(
-                f"faults.{pending[0].describe()} is set off by this process's reader counting "
-                "chunks, which a load with processes= reads elsewhere: read it without "
-                "processes=, or set it off without after_chunks"
-            )
-        return True
-
-    def _keep_sharded(
-        self, request: StreamRequest, result: LoadResult, probed: Probed | None
-    ) -> LoadResult:
-        # Shards name their streams on their own; the test's numbering goes by send order.
-        for trace in result.traces:
-            trace.name = self._next_name(request)
-            # The proxy's chunk faults acted on the shards' streams: note which reached chunk N.
-            self.faults.reached(trace)
-        result.probe = probed
-        return self._keep_load(result)
+        return self._streams.keep_load(result)
 
     def ingress(
         self,
@@ -483,33 +525,19 @@ class StreamGuard:
         """
         if self._ingress is not None:
             raise IngressError(
-                f"streamguard.ingress() is already on for this test ({self._ingress[0]!r})"
+                f"streamguard.ingress() is already on for this test ({self._ingress.ingress!r})"
             )
-        hop = Ingress(
+        hop = IngressHop(
             self.target.address,
+            functools.partial(self.api.set_upstream, self.proxy),
             read_timeout=read_timeout,
-            send_timeout=send_timeout,
             buffering=buffering,
             gzip=gzip,
-        )
-        params = {
-            "read_timeout": read_timeout,
-            "buffering": buffering,
-            "gzip": gzip,
-            "send_timeout": send_timeout,
-        }
-        record = FaultRecord(kind="ingress", params=params, toxics=[])
-        hop.start()
-        # Before the call: re-pointing the proxy closes its open connections while it runs.
-        record.on_ns = time.perf_counter_ns()
-        try:
-            self.api.set_upstream(self.proxy, hop.address)
-        except BaseException:
-            hop.stop()
-            raise
-        self.faults.records.append(record)
-        self._ingress = (hop, record)
-        return hop
+            send_timeout=send_timeout,
+        ).start()
+        self.faults.records.append(hop.record)
+        self._ingress = hop
+        return hop.ingress
 
     def close(self) -> None:
         """Undo this test's faults and ingress (proxy pointed back at the target, nginx
@@ -518,10 +546,5 @@ class StreamGuard:
             self.faults.clear()
         finally:
             if self._ingress is not None:
-                hop, record = self._ingress
-                self._ingress = None
-                try:
-                    self.api.set_upstream(self.proxy, self.upstream)
-                finally:
-                    hop.stop()
-                    record.off_ns = time.perf_counter_ns()
+                hop, self._ingress = self._ingress, None
+                hop.remove(self.upstream)

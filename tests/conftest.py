@@ -1,8 +1,16 @@
-"""Options of the project's own test suite (not of the plugin)."""
+"""Options of the project's own test suite (not of the plugin), and the servers that the tests
+of several families share: the example app and one embedded Toxiproxy, both reached by URL.
+
+Being the rootdir's conftest, this file puts ``tests/`` on ``sys.path`` (pytest's prepend
+import mode), so ``served.py`` and ``polling.py`` import by name from every folder."""
 
 from __future__ import annotations
 
+import os
+from collections.abc import Iterator
+
 import pytest
+from served import embedded_toxiproxy, load_stream_app, loopback_socket, serve_in_thread
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -22,6 +30,20 @@ def fuzz_scale(request: pytest.FixtureRequest) -> float:
     return float(request.config.getoption("--fuzz-scale"))
 
 
+@pytest.fixture(scope="session")
+def app_url() -> Iterator[str]:
+    """The example streaming app, served in a thread by real uvicorn on a port-0 socket."""
+    with loopback_socket() as sock, serve_in_thread(load_stream_app().app, [sock]):
+        yield f"http://127.0.0.1:{sock.getsockname()[1]}"
+
+
+@pytest.fixture(scope="session")
+def toxiproxy_url() -> Iterator[str]:
+    """One embedded Toxiproxy server for the whole run; pytester runs reach it by URL."""
+    with embedded_toxiproxy() as url:
+        yield url
+
+
 @pytest.fixture(autouse=True)
 def _no_inherited_terminal_width(monkeypatch: pytest.MonkeyPatch) -> None:
     """Inner pytest runs write their streamguard summary as to a log, one row per test.
@@ -32,6 +54,28 @@ def _no_inherited_terminal_width(monkeypatch: pytest.MonkeyPatch) -> None:
     ``COLUMNS`` itself.
     """
     monkeypatch.delenv("COLUMNS", raising=False)
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """The pytest runs the suite starts itself (``python -m pytest`` in a subprocess: the report
+    run, the cleanup and lifecycle tests) do not load pytest-randomly either (see below): they
+    inherit this process's ``PYTEST_ADDOPTS``."""
+    del config
+    os.environ["PYTEST_ADDOPTS"] = f"{os.environ.get('PYTEST_ADDOPTS', '')} -p no:randomly".strip()
+
+
+@pytest.fixture(autouse=True)
+def _no_randomly_in_inner_runs(request: pytest.FixtureRequest) -> None:
+    """pytester's runs, in-process or in a subprocess, do not load pytest-randomly.
+
+    It is installed for tests/plugin/test_other_plugins.py, and an installed pytest plugin loads
+    in every run: it would shuffle an inner run's tests and reseed ``random`` before each, while
+    the inner runs here assert on their tests' order. pytester empties ``PYTEST_ADDOPTS`` when it
+    starts, so this sets it afterwards; a test that wants pytest-randomly passes ``-p randomly``.
+    """
+    if "pytester" in request.fixturenames:
+        request.getfixturevalue("pytester")
+        request.getfixturevalue("monkeypatch").setenv("PYTEST_ADDOPTS", "-p no:randomly")
 
 
 # The files that take longest (seconds of wall time in a quiet `make test`, most of it spent

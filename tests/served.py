@@ -1,13 +1,17 @@
 """Servers the suite's fixtures share: an ASGI app on real uvicorn in a thread, on sockets the
-caller bound (port 0, or several addresses on one port), and one embedded Toxiproxy."""
+caller bound (port 0, or several addresses on one port), the example app (``examples/
+stream_app.py``) it serves for the tests of several families, and one embedded Toxiproxy."""
 
 from __future__ import annotations
 
+import importlib.util
 import socket
 import threading
 import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
+from pathlib import Path
+from types import ModuleType
 from typing import Any
 
 import uvicorn
@@ -15,6 +19,18 @@ import uvicorn
 from pytest_streamguard.faults.toxiproxy_client import ToxiproxyServer
 
 STARTUP_S = 15.0
+EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
+STREAM_APP = EXAMPLES / "stream_app.py"
+
+
+def load_stream_app() -> ModuleType:
+    """The example streaming app (``examples/stream_app.py``), imported from its file."""
+    spec = importlib.util.spec_from_file_location("streamguard_example_stream_app", STREAM_APP)
+    assert spec is not None
+    assert spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
 
 
 def loopback_socket() -> socket.socket:

@@ -26,6 +26,15 @@ MATRIX_MARKER_LINE = (
     "profile's name; the profile is applied before the body and undone after, and "
     "streamguard.profile shows it. Needs the streamguard fixture and --streamguard."
 )
+# The headroom gate (validation in pytest_streamguard.plugin.markers; the check after the body
+# in pytest_streamguard.plugin.session).
+HEADROOM_MARKER_NAME = "headroom"
+HEADROOM_MARKER_LINE = (
+    "headroom(vary='streams', at_least=None): fail the test when the headroom its body measured "
+    "with streamguard.headroom(vary=...) is below at_least (in that vary's unit: streams, "
+    "requests/s, ms, KB/s or s; for bandwidth, above it). vary: streams, rate, latency, jitter, "
+    "bandwidth or freeze. Needs the streamguard fixture and --streamguard."
+)
 #: The module registered when ``--streamguard`` is on: fixtures, session and its hooks.
 RUNTIME_MODULE = "pytest_streamguard.plugin.runtime"
 #: The module registered when it is off: the same fixture names, each skipping its test.

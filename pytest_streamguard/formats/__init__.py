@@ -110,5 +110,5 @@ def resolve_format(value: str | StreamFormat) -> StreamFormat | None:
     raise ValueError(
         f"format={value!r} is not supported: expected {AUTO} (the default), one of "
         f"{', '.join(BUILTIN_FORMATS)} "
-        "or a pytest_streamguard.formats.StreamFormat instance (e.g. SSEFormat(...))"
+        "or a pytest_streamguard.StreamFormat instance (e.g. SSEFormat(...))"
     )

@@ -32,8 +32,9 @@ from typing import Any
 import httpx
 
 from pytest_streamguard.common.display import counted
-from pytest_streamguard.stream.client import CONNECT_TIMEOUT, StreamRecorder, aread_stream
+from pytest_streamguard.stream.client import StreamRecorder, aread_stream
 from pytest_streamguard.stream.probe import ProbeSpec, probing
+from pytest_streamguard.stream.request import CONNECT_TIMEOUT
 from pytest_streamguard.stream.trace import StreamTrace
 from pytest_streamguard.stream.transport import LoadTransport
 from pytest_streamguard.verdict.deadlines import Deadline, assert_traces, check_units

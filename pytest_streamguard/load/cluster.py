@@ -31,7 +31,7 @@ from typing import Any
 
 from pytest_streamguard.load import LoadPlan, LoadResult, _loop_factory
 from pytest_streamguard.load.shards import Shard, aread_shard, lost_traces, merge, split
-from pytest_streamguard.stream.client import StreamRequest
+from pytest_streamguard.stream.request import StreamRequest
 from pytest_streamguard.stream.trace import StreamTrace
 
 RAY_MISSING = (

@@ -36,7 +36,7 @@ from typing import Any, BinaryIO
 from pytest_streamguard.errors import ShardStartError
 from pytest_streamguard.load import LoadPlan, LoadResult, _loop_factory, run_private
 from pytest_streamguard.load.shards import Shard, aread_shard, lost_traces, merge, split
-from pytest_streamguard.stream.client import StreamRequest
+from pytest_streamguard.stream.request import StreamRequest
 from pytest_streamguard.stream.trace import StreamTrace
 
 MAX_PROCESSES = 64

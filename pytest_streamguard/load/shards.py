@@ -27,7 +27,8 @@ from typing import Any
 from pytest_streamguard.common.display import counted
 from pytest_streamguard.formats import AUTO
 from pytest_streamguard.load import LoadPlan, LoadResult, arun
-from pytest_streamguard.stream.client import StreamRecorder, StreamRequest
+from pytest_streamguard.stream.client import StreamRecorder
+from pytest_streamguard.stream.request import StreamRequest
 from pytest_streamguard.stream.trace import StreamTrace
 
 

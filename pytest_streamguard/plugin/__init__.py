@@ -13,6 +13,7 @@ from __future__ import annotations
 import pytest
 
 from pytest_streamguard.common.names import (
+    HEADROOM_MARKER_LINE,
     MARKER_LINE,
     MATRIX_MARKER_LINE,
     OFF_MODULE,
@@ -29,9 +30,10 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    """Register the marker, resolve the settings once, and load the runtime only if asked."""
+    """Register the markers, resolve the settings once, and load the runtime only if asked."""
     config.addinivalue_line("markers", MARKER_LINE)
     config.addinivalue_line("markers", MATRIX_MARKER_LINE)
+    config.addinivalue_line("markers", HEADROOM_MARKER_LINE)
     settings = resolve_settings(config)
     config.stash[SETTINGS_KEY] = settings
     config.pluginmanager.import_plugin(RUNTIME_MODULE if settings.enabled else OFF_MODULE)

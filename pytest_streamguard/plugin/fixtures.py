@@ -17,6 +17,7 @@ from toxiproxy.api import APIConsumer
 from toxiproxy.proxy import Proxy
 from toxiproxy.server import Toxiproxy
 
+from pytest_streamguard.common.display import shown_command
 from pytest_streamguard.common.names import SKIP_REASON
 from pytest_streamguard.errors import StartupError, ToxiproxyError
 from pytest_streamguard.faults.toxiproxy_client import (
@@ -54,7 +55,7 @@ def _probe_spec(settings: Settings, target: Target) -> ProbeSpec | None:
 def make_streamguard_target(pytestconfig: pytest.Config) -> Iterator[Callable[..., Target]]:
     """Factory (session scope): ``make_streamguard_target(args=["--naive"])`` starts the
     session's target with extra command-line flags (after ``--streamguard-target-args``) and
-    returns its :class:`~pytest_streamguard.services.app.Target`. Each distinct ``args`` starts one
+    returns its :class:`~pytest_streamguard.Target`. Each distinct ``args`` starts one
     process, shared by every test that asks for it and stopped at session end. Use it to
     override ``streamguard_target`` for a module or class; a target given by URL takes no flags."""
     settings = _settings(pytestconfig)
@@ -96,10 +97,14 @@ def streamguard_target(
 ) -> Target:
     """The app under test (session scope), started or located from the ``--streamguard-target-*``
     options, or the bundled ``target_app``; stopped at session end. Override it in a conftest to
-    provide your own :class:`~pytest_streamguard.services.app.Target`, or in a module or class (any
+    provide your own :class:`~pytest_streamguard.Target`, or in a module or class (any
     scope) with ``make_streamguard_target(args=[...])`` for a variant of the bundled target."""
     target: Target = make_streamguard_target()
-    pytestconfig.stash[SESSION_KEY].meta["target_url"] = target.url
+    meta = pytestconfig.stash[SESSION_KEY].meta
+    meta["target_url"] = target.url
+    if target.command:
+        # The header at the start can show only the template ({port}); this is what ran.
+        meta["target_command"] = shown_command(target.command, pytestconfig.rootpath)
     return target
 
 
@@ -140,7 +145,7 @@ def make_streamguard(
     make_streamguard_target: Callable[..., Target],
 ) -> Iterator[Callable[[pytest.Item, Target], StreamGuard]]:
     """Factory (session scope): ``make_streamguard(item, target)`` returns a fresh
-    :class:`~pytest_streamguard.guard.StreamGuard` for one test; every guard made for a test
+    :class:`~pytest_streamguard.StreamGuard` for one test; every guard made for a test
     (the ``streamguard`` fixture's, a second one, one made in a helper) reports into that test's
     verdict and record, and is closed at the test's end (its faults and ingress undone, its
     records kept). Each target gets one Toxiproxy

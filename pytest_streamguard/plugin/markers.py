@@ -1,4 +1,5 @@
-"""The ``token_deadline`` marker: registration line, validation and resolution to a Deadline."""
+"""The ``token_deadline`` marker: registration line, validation and resolution to a Deadline;
+and the ``headroom`` marker's bounds, and what falls short of them."""
 
 from __future__ import annotations
 
@@ -7,12 +8,23 @@ from typing import Any
 
 import pytest
 
-from pytest_streamguard.common.names import MARKER_LINE, MARKER_NAME
+from pytest_streamguard.common.names import HEADROOM_MARKER_NAME, MARKER_LINE, MARKER_NAME
+from pytest_streamguard.headroom.levels import AXES, VARY
+from pytest_streamguard.headroom.result import Headroom
 from pytest_streamguard.plugin.settings import Settings
 from pytest_streamguard.verdict.deadlines import LONG_DEADLINE_S, Deadline, check_units
 from pytest_streamguard.verdict.findings import KNOWN, parse_fail_on
 
-__all__ = ["ACCEPTED", "MARKER_LINE", "MARKER_NAME", "resolve_deadline", "resolve_fail_on"]
+__all__ = [
+    "ACCEPTED",
+    "HEADROOM_ACCEPTED",
+    "MARKER_LINE",
+    "MARKER_NAME",
+    "headroom_shortfalls",
+    "resolve_deadline",
+    "resolve_fail_on",
+    "resolve_headroom",
+]
 
 ACCEPTED = (
     "token_deadline accepts only keyword arguments ttft, chunk, total (seconds, > 0; above "
@@ -85,3 +97,61 @@ def resolve_fail_on(item: pytest.Item, settings: Settings) -> tuple[str, ...]:
             )
         names.extend(parse_fail_on(value, where=f"token_deadline(fail_on={value!r})"))
     return tuple(dict.fromkeys(names))
+
+
+HEADROOM_ACCEPTED = (
+    "headroom accepts only keyword arguments vary (one of " + ", ".join(VARY) + ") and "
+    "at_least (a number >= 0, in that vary's unit)"
+)
+
+
+def resolve_headroom(item: pytest.Item) -> tuple[tuple[str, float], ...]:
+    """The ``(vary, at_least)`` bounds of ``item``'s ``headroom`` markers. Raises ValueError
+    naming what is accepted for a bad argument."""
+    bounds: list[tuple[str, float]] = []
+    for mark in item.iter_markers(HEADROOM_MARKER_NAME):
+        if mark.args:
+            raise ValueError(
+                f"headroom got positional arguments {mark.args!r}. {HEADROOM_ACCEPTED}."
+            )
+        unknown = sorted(set(mark.kwargs) - {"vary", "at_least"})
+        if unknown:
+            raise ValueError(
+                f"headroom got unknown argument(s) {', '.join(unknown)}. {HEADROOM_ACCEPTED}."
+            )
+        vary = mark.kwargs.get("vary", "streams")
+        at_least = mark.kwargs.get("at_least")
+        if vary not in VARY:
+            raise ValueError(f"headroom(vary={vary!r}) is not known. {HEADROOM_ACCEPTED}.")
+        if (
+            isinstance(at_least, bool)
+            or not isinstance(at_least, int | float)
+            or not math.isfinite(at_least)
+            or at_least < 0
+        ):
+            raise ValueError(
+                f"headroom(at_least={at_least!r}) is not a number >= 0. {HEADROOM_ACCEPTED}."
+            )
+        bounds.append((vary, float(at_least)))
+    return tuple(bounds)
+
+
+def headroom_shortfalls(bounds: tuple[tuple[str, float], ...], found: list[Headroom]) -> list[str]:
+    """One line per bound of the ``headroom`` markers that the test's searches (``found``)
+    fall short of, or that no search of its ``vary`` measured (for bandwidth, whose search
+    runs down, a value above the bound falls short)."""
+    lines = []
+    for vary, at_least in bounds:
+        measured = [h for h in found if h.vary == vary]
+        if not measured:
+            lines.append(
+                f"headroom(vary={vary!r}, at_least={at_least:g}): the test measured no "
+                f"headroom of {vary} (call streamguard.headroom(vary={vary!r}))"
+            )
+            continue
+        downward = AXES[vary].downward
+        for h in measured:
+            if (h.value > at_least) if downward else (h.value < at_least):
+                word = "above" if downward else "below"
+                lines.append(f"{h.describe()}: {word} at_least={at_least:g} {h.unit}")
+    return lines

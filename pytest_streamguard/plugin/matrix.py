@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 
+from pytest_streamguard._moved import moved_name
 from pytest_streamguard.common.names import MATRIX_MARKER_NAME as MARKER_NAME
 from pytest_streamguard.errors import ProfileError
 from pytest_streamguard.faults.profiles import Profile, load_profiles
@@ -107,15 +108,6 @@ def item_profile(item: pytest.Item) -> Profile | None:
     return value if isinstance(value, Profile) else None
 
 
-def matrix_test(nodeid: str, profile: str) -> str:
-    """The test a matrix item belongs to: its node id without the profile's id part."""
-    if not nodeid.endswith("]") or "[" not in nodeid:
-        return nodeid
-    prefix, ids = nodeid[:-1].split("[", 1)
-    if ids == profile:
-        return prefix
-    if ids.startswith(profile + "-"):
-        return f"{prefix}[{ids[len(profile) + 1 :]}]"
-    if ids.endswith("-" + profile):
-        return f"{prefix}[{ids[: -len(profile) - 1]}]"
-    return nodeid
+def __getattr__(name: str) -> object:
+    """Names that moved out of this module (:mod:`pytest_streamguard._moved`)."""
+    return moved_name(__name__, name)

@@ -1,4 +1,5 @@
-"""The plugin while on (``--streamguard``): its fixtures, the session object and the header.
+"""The plugin while on (``--streamguard``): its fixtures, the session object, the header and
+the streamguard column of pytest-html's table (:mod:`pytest_streamguard.plugin.html_column`).
 
 :mod:`pytest_streamguard.plugin` registers this module from ``pytest_configure`` only when the
 plugin is on, so toxiproxy-python, requests, httpx, prometheus_client and the rest load
@@ -21,6 +22,10 @@ from pytest_streamguard.plugin.fixtures import (
     streamguard_toxiproxy_server,
     toxiproxy,
 )
+from pytest_streamguard.plugin.html_column import (
+    pytest_html_results_table_header,
+    pytest_html_results_table_row,
+)
 
 # Not ``from pytest_streamguard import matrix``: that form takes the package's attribute, which
 # in a second in-process pytest run (pytester) is the first run's module, whose profiles are of
@@ -38,6 +43,8 @@ __all__ = [
     "make_streamguard",
     "make_streamguard_target",
     "pytest_configure",
+    "pytest_html_results_table_header",
+    "pytest_html_results_table_row",
     "pytest_report_header",
     "pytest_runtest_makereport",
     "streamguard",

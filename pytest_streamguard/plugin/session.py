@@ -1,13 +1,16 @@
 """The runtime side of the plugin, registered only when ``--streamguard`` is on.
 
-:class:`StreamGuardSession` validates each test's marker at setup, checks the test's streams
-after its body (a violation fails the test as an assertion failure), keeps one
-:class:`~pytest_streamguard.report.records.TestRecord` per test, adds JUnit properties, and writes
-the terminal summary and the JSON and HTML reports. Under ``@pytest.mark.streamguard_matrix`` it
-applies each item's profile after the fixtures are set up; with ``--streamguard-compare`` it
-compares the run with a saved baseline and, when the ``--streamguard-compare-fail`` gate fails
-(a regression over a bound, or nothing compared), fails the run through ``session.exitstatus``,
-prints why at every verbosity, and ends the output with a line saying so (after pytest's counts).
+:class:`StreamGuardSession` validates each test's marker at setup; after the body it keeps the
+test's record (:mod:`pytest_streamguard.report.recording` builds it) and its JUnit properties,
+and raises the failure its verdict returns (:func:`pytest_streamguard.verdict.judge.failure_of`:
+an assertion failure), or fails a test whose headroom is short of its ``headroom`` marker's
+bound; it writes the terminal summary and the JSON and HTML reports. Under
+``@pytest.mark.streamguard_matrix`` it applies each item's profile after the fixtures are set
+up; with ``--streamguard-compare`` it compares the run with a saved baseline and, when the
+``--streamguard-compare-fail`` gate fails (a regression over a bound, or nothing compared), fails
+the run through ``session.exitstatus``, prints why at every verbosity, and ends the output with
+a line saying so (after pytest's counts). A test that pytest-rerunfailures runs again is
+judged on each attempt's own streams (:mod:`pytest_streamguard.plugin.attempts`).
 """
 
 from __future__ import annotations
@@ -21,51 +24,48 @@ from typing import Any
 import pytest
 
 from pytest_streamguard._moved import moved_name
-from pytest_streamguard.common.display import counted, fit_lines, shown_path, shown_text
-from pytest_streamguard.errors import DeadlineViolation
+from pytest_streamguard.common.display import fit_lines, shown_path, shown_text
 from pytest_streamguard.faults.fired import faults_not_fired
 from pytest_streamguard.guard import StreamGuard
 from pytest_streamguard.plugin import xdist
-from pytest_streamguard.plugin.markers import resolve_deadline, resolve_fail_on
-from pytest_streamguard.plugin.matrix import item_profile, matrix_test
+from pytest_streamguard.plugin.attempts import attempt_lines, begin_attempt, counted_record
+from pytest_streamguard.plugin.markers import (
+    headroom_shortfalls,
+    resolve_deadline,
+    resolve_fail_on,
+    resolve_headroom,
+)
+from pytest_streamguard.plugin.matrix import item_profile
 from pytest_streamguard.plugin.settings import SETTINGS_KEY, Settings
+
+# The module, not its names: they were once this module's own and importing them from here
+# warns (pytest_streamguard._moved).
+from pytest_streamguard.report import timing
 from pytest_streamguard.report.baseline import Gate, compare
 from pytest_streamguard.report.html import write_html
 from pytest_streamguard.report.merge import Merger
+from pytest_streamguard.report.recording import Recorded, junit_properties, record_test
 from pytest_streamguard.report.records import (
-    NOT_FIRED,
     TestRecord,
     findings_lines,
+    headroom_lines,
     json_document,
     load_json,
     matrix_lines,
+    quiet_line,
     summary_lines,
     unfired_lines,
     write_json,
 )
-from pytest_streamguard.stream.trace import FaultRecord, StreamTrace
-from pytest_streamguard.verdict.deadlines import (
-    Deadline,
-    Violation,
-    check_traces,
-    deadline_violation,
-    format_violations,
-)
-from pytest_streamguard.verdict.findings import (
-    Finding,
-    findings_failed,
-    not_cancelled,
-    target_gauges,
-)
-from pytest_streamguard.verdict.probe import Probed, merge
-from pytest_streamguard.verdict.stats import percentile
+from pytest_streamguard.verdict.deadlines import Deadline
+from pytest_streamguard.verdict.judge import body_failure_note, failure_of, reports_line
 
 SESSION_KEY = pytest.StashKey["StreamGuardSession"]()
 # pytest's own floor on the terminal width (its TerminalWriter never reports less).
 _MIN_WIDTH = 40
 DEADLINE_KEY = pytest.StashKey[Deadline | None]()
 FAIL_ON_KEY = pytest.StashKey[tuple[str, ...]]()
-GATED_KEY = pytest.StashKey[list[Finding]]()
+HEADROOM_KEY = pytest.StashKey[tuple[tuple[str, float], ...]]()
 
 
 #: Every guard a test made (the ``streamguard`` fixture's, a second ``make_streamguard``'s, one
@@ -80,58 +80,6 @@ __all__ = [
     "SETTINGS_KEY",
     "StreamGuardSession",
 ]
-
-
-def _test_traces(guards: list[StreamGuard]) -> list[StreamTrace]:
-    """Every stream the test's guards read, in the order the requests were sent."""
-    traces = [trace for guard in guards for trace in guard.traces]
-    return sorted(traces, key=lambda trace: trace.request_ns) if len(guards) > 1 else traces
-
-
-def _test_probe(guards: list[StreamGuard]) -> Probed | None:
-    """The samples of every probe the test's guards sent beside their streams."""
-    return merge(guard.probe for guard in guards)
-
-
-CLIENT_DELAY_WARN_S = 0.001
-
-
-def client_delay_lines(records: list[TestRecord]) -> list[str]:
-    """A warning when the client's own read delay (bytes arrived to bytes read, pooled over
-    every stream that recorded one) passes 1 ms at p99: the client machine, not the server, was
-    then the limit of the figures' timing."""
-    reads = [d / 1e9 for r in records for t in r.traces for d in t.read_delay_ns]
-    p99 = percentile(reads, 99)
-    if p99 is None or p99 <= CLIENT_DELAY_WARN_S:
-        return []
-    return [
-        f"warning: the client's own read delay (bytes arrived to bytes read) was "
-        f"{p99 * 1e3:.1f} ms at p99, over 1 ms: the client machine was busy; arrival stamps "
-        "are the kernel's, but events read together share the later one; a load reads on "
-        "every core with processes='auto'"
-    ]
-
-
-# What each stamp source means, for streams whose stamps are not the kernel's.
-_STAMP_SOURCES = {
-    "loop": "when the event loop read the bytes (no kernel receive stamp on this platform)",
-    "client": "when the client took the bytes (https, read by httpx's own transport)",
-}
-
-
-def stamp_source_lines(records: list[TestRecord]) -> list[str]:
-    """A note for streams whose arrival stamps are not the kernel's: their figures hold the
-    client's own delay, which the kernel's stamps leave out."""
-    counts: dict[str, int] = {}
-    for record in records:
-        for trace in record.traces:
-            if trace.stamps in _STAMP_SOURCES:
-                counts[trace.stamps] = counts.get(trace.stamps, 0) + 1
-    return [
-        f"note: {counted(count, 'stream')} stamped {_STAMP_SOURCES[source]}, not at the "
-        "kernel's receive stamp: their figures include the client's own delay"
-        for source, count in sorted(counts.items())
-    ]
 
 
 class _Fitted:
@@ -202,11 +150,15 @@ class StreamGuardSession:
 
     @pytest.hookimpl(tryfirst=True)
     def pytest_runtest_setup(self, item: pytest.Item) -> None:
-        """Validate the marker before any fixture starts a process."""
+        """Validate the marker before any fixture starts a process. A rerun of the item
+        (pytest-rerunfailures) starts with none of the previous attempt's guards."""
+        if begin_attempt(item):
+            item.stash[GUARD_KEY] = []
         error = None
         try:
             item.stash[DEADLINE_KEY] = resolve_deadline(item, self.settings)
             item.stash[FAIL_ON_KEY] = resolve_fail_on(item, self.settings)
+            item.stash[HEADROOM_KEY] = resolve_headroom(item)
         except ValueError as exc:
             error = str(exc)
         if error is not None:
@@ -217,7 +169,7 @@ class StreamGuardSession:
     @pytest.hookimpl(wrapper=True)
     def pytest_runtest_call(self, item: pytest.Item) -> Generator[None, object, object]:
         """Apply a matrix item's profile right before the body (the fixture's teardown undoes
-        it); after the body, check every stream it read against its deadline."""
+        it); after the body, keep the test's record and raise its verdict's failure."""
         profile = item_profile(item)
         guards = item.stash.get(GUARD_KEY, [])
         guard = guards[0] if guards else None
@@ -228,129 +180,73 @@ class StreamGuardSession:
         try:
             result = yield
         except Exception as exc:
-            violations, _ = self._record(item, body_failed=True)
-            if violations and not isinstance(exc, DeadlineViolation):
-                # The test's own assert (``result.completed == 30``) failed first: show the
-                # verdict that names the cause with it, not instead of it.
-                exc.add_note(
-                    "streamguard: this test's streams also broke its token deadline "
-                    "(checked after the body):\n" + self._verdict(violations, item)
-                )
+            recorded = self._record(item, body_failed=True)
+            note = body_failure_note(
+                exc,
+                recorded.violations,
+                traces=recorded.traces,
+                report=self._reports_line(),
+                probe=recorded.probe,
+            )
+            if note is not None:
+                exc.add_note(note)
             raise
         except BaseException:
             # pytest's outcomes (skip, fail, xfail, exit) and Ctrl-C: nothing to add.
             self._record(item, body_failed=True)
             raise
-        violations, unfired = self._record(item, body_failed=False)
-        if violations:
+        recorded = self._record(item, body_failed=False)
+        failure = failure_of(
+            recorded.violations,
+            traces=recorded.traces,
+            gated=recorded.gated,
+            unfired=recorded.unfired,
+            strict_faults=self.settings.strict_faults,
+            not_fired=faults_not_fired,
+            report=self._reports_line(),
+            probe=recorded.probe,
+        )
+        if failure is not None:
             __tracebackhide__ = True
-            raise deadline_violation(
-                violations,
-                traces=self._traces(item),
-                report=self._report_where(),
-                probe=_test_probe(item.stash.get(GUARD_KEY, [])),
-            )
-        gated = item.stash.get(GATED_KEY, [])
-        if gated:
-            __tracebackhide__ = True
-            raise findings_failed(gated)
-        if unfired and self.settings.strict_faults:
-            __tracebackhide__ = True
-            raise faults_not_fired(unfired)
+            raise failure
+        self._check_headroom(item, recorded)
         return result
 
-    @staticmethod
-    def _traces(item: pytest.Item) -> list[StreamTrace]:
-        return _test_traces(item.stash.get(GUARD_KEY, []))
+    def _check_headroom(self, item: pytest.Item, recorded: Recorded) -> None:
+        """Fail a test whose headroom is short of its ``headroom`` markers' bounds."""
+        record = recorded.record
+        short = headroom_shortfalls(
+            item.stash.get(HEADROOM_KEY, ()), [] if record is None else record.headroom
+        )
+        if short:
+            if record is not None:
+                record.violations += short
+                record.verdict = "FAIL"
+            pytest.fail("streamguard headroom short:\n  " + "\n  ".join(short), pytrace=False)
 
-    def _verdict(self, violations: list[Violation], item: pytest.Item) -> str:
-        return format_violations(
-            violations,
-            traces=self._traces(item),
-            report=self._report_where(),
-            probe=_test_probe(item.stash.get(GUARD_KEY, [])),
+    def _reports_line(self) -> str | None:
+        html, json = self.settings.html_path, self.settings.json_path
+        return reports_line(
+            html=None if html is None else self._shown(html),
+            json=None if json is None else self._shown(json),
         )
 
-    def _report_where(self) -> str | None:
-        """Where every stream's verdict and timeline is written, when a report is asked for."""
-        written = [
-            f"{what} {self._shown(path)}"
-            for what, path in (
-                ("HTML report", self.settings.html_path),
-                ("JSON report", self.settings.json_path),
-            )
-            if path is not None
-        ]
-        if not written:
-            return None
-        return "every stream's verdict and timeline: the " + " and the ".join(written)
-
-    def _record(
-        self, item: pytest.Item, *, body_failed: bool
-    ) -> tuple[list[Violation], list[FaultRecord]]:
-        """Keep the test's record and JUnit properties; return its deadline violations and
-        the faults that never fired."""
-        guards = item.stash.get(GUARD_KEY, [])
-        traces = _test_traces(guards)
-        faults = [record for guard in guards for record in guard.faults.records]
-        profile = next((g.profile for g in guards if g.profile is not None), None)
-        # A matrix item is kept even without streams (its cell says how it ended), and so is a
-        # test that applied faults (whether they fired is part of its verdict).
-        if not traces and profile is None and not faults:
-            return [], []
-        # Each guard's faults act on its own proxy, so each is judged on its own streams.
-        unfired = [f for guard in guards for f in guard.faults.judge(guard.traces)]
-        deadline = item.stash.get(DEADLINE_KEY, None)
-        record = TestRecord(
-            nodeid=item.nodeid,
-            deadline=deadline,
-            traces=traces,
-            faults=faults,
-            probe=_test_probe(guards),
+    def _record(self, item: pytest.Item, *, body_failed: bool) -> Recorded:
+        """Keep the test's record and its JUnit properties."""
+        guards: list[StreamGuard] = item.stash.get(GUARD_KEY, [])
+        fail_on: tuple[str, ...] = item.stash.get(FAIL_ON_KEY, ())
+        recorded = record_test(
+            item.nodeid,
+            guards,
+            deadline=item.stash.get(DEADLINE_KEY, None),
+            fail_on=fail_on,
+            strict_faults=self.settings.strict_faults,
+            body_failed=body_failed,
         )
-        # Generation that went on after a cut stream, on a target the plugin started (no other
-        # client uses it) that exports its engine's requests (the bundled one).
-        for guard in guards:
-            if guard.target.process is None:
-                continue
-            left = not_cancelled(guard.traces, target_gauges(guard.target.url))
-            if left is not None:
-                record.server_findings.append(left)
-        if profile is not None:
-            record.profile = profile.name
-            record.matrix_test = matrix_test(item.nodeid, profile.name)
-        violations: list[Violation] = []
-        caught = [headline for trace in traces for headline in trace.caught]
-        if deadline is not None:
-            violations = check_traces(traces, deadline)
-            record.violations = [v.headline() for v in violations]
-            record.verdict = "FAIL" if violations else "pass"
-        elif caught:
-            # No marker, but the test checked explicitly and the plugin found a violation:
-            # the test expected it (it went on) or failed on it (body_failed below).
-            record.violations = caught
-            record.verdict = "caught"
-        fail_on = item.stash.get(FAIL_ON_KEY, ())
-        gated = [f for f in record.findings if f.name in fail_on]
-        item.stash[GATED_KEY] = gated
-        if gated:
-            record.violations += [f"finding {f.describe()} (fail_on)" for f in gated]
-            record.verdict = "FAIL"
-        if unfired and self.settings.strict_faults and not body_failed:
-            record.violations += [f"{NOT_FIRED}{f.describe()}: {f.evidence}" for f in unfired]
-            record.verdict = "FAIL"
-        if body_failed:
-            record.verdict = "FAIL" if caught or violations else "error"
-        self.records.append(record)
-        ttft, max_gap = record.worst_ttft(), record.max_gap()
-        if ttft is not None:
-            item.user_properties.append(("streamguard_ttft_s", f"{ttft:.6f}"))
-        if max_gap is not None:
-            item.user_properties.append(("streamguard_max_gap_s", f"{max_gap:.6f}"))
-        item.user_properties.append(("streamguard_verdict", record.verdict))
-        if record.profile is not None:
-            item.user_properties.append(("streamguard_profile", record.profile))
-        return violations, unfired
+        if recorded.record is not None:
+            counted_record(item, recorded.record, self.records)
+            item.user_properties.extend(junit_properties(recorded.record))
+        return recorded
 
     def pytest_terminal_summary(self, terminalreporter: pytest.TerminalReporter) -> None:
         """The streamguard section: one row per test that read streams, no line wider than the
@@ -362,16 +258,7 @@ class StreamGuardSession:
         verbosity = self.config.get_verbosity()
         if verbosity < 0:
             if verbosity == -1 and self.records:
-                on_faults = sum(r.failed_on_faults for r in self.records)
-                failed = sum(r.verdict == "FAIL" for r in self.records) - on_faults
-                caught = sum(r.verdict == "caught" for r in self.records)
-                expected = f", {caught} caught as expected" if caught else ""
-                if on_faults:
-                    expected += f", {on_faults} failed on faults that never fired"
-                out.write_line(
-                    f"streamguard: {counted(len(self.records), 'test')} read streams, "
-                    f"{failed} violated a deadline{expected}"
-                )
+                out.write_line(quiet_line(self.records))
                 for line in unfired_lines(self.records, strict=self.settings.strict_faults):
                     out.write_line(line)
             self._write_gate_problems(out)
@@ -379,11 +266,13 @@ class StreamGuardSession:
             return
         out.section("streamguard")
         if self.workers or self.missing_workers:
-            for line in self._worker_lines():
+            for line in self.merger.worker_lines():
                 out.write_line(line)
         else:
+            started = self.meta.get("target_command")
             out.write_line(
-                f"target: {self.meta.get('target_url', self.meta['target'])}; "
+                f"target: {self.meta.get('target_url', self.meta['target'])}"
+                f"{f' (started as {started})' if started else ''}; "
                 f"toxiproxy: {self.meta['toxiproxy']} "
                 f"{self.meta.get('toxiproxy_version', '')}".rstrip()
             )
@@ -394,9 +283,11 @@ class StreamGuardSession:
                 *summary_lines(self.records, out.width),
                 *matrix_lines(self.records),
                 *findings_lines(self.records),
+                *headroom_lines(self.records),
                 *unfired_lines(self.records, strict=self.settings.strict_faults),
-                *client_delay_lines(self.records),
-                *stamp_source_lines(self.records),
+                *attempt_lines(self.records),
+                *timing.client_delay_lines(self.records),
+                *timing.stamp_source_lines(self.records),
             ]
             for line in lines:
                 out.write_line(line)
@@ -433,23 +324,6 @@ class StreamGuardSession:
     def _shown(self, path: Path) -> str:
         return shown_path(path, self.config.rootpath)
 
-    def _worker_lines(self) -> list[str]:
-        lines = [
-            f"merged {counted(len(self.records), 'test record')} "
-            f"from {counted(len(self.workers), 'worker')}"
-        ]
-        for name, meta in sorted(self.workers.items()):
-            lines.append(
-                f"  {name}: {counted(meta['tests'], 'test')}; target: "
-                f"{meta.get('target_url', meta.get('target'))}; toxiproxy: {meta.get('toxiproxy')}"
-            )
-        for missing in self.missing_workers:
-            lines.append(
-                f"  MISSING {missing['worker']}: {missing['reason']}; "
-                "its tests' streams are not in this report"
-            )
-        return lines
-
     def pytest_sessionfinish(self, session: pytest.Session) -> None:
         """Write the JSON report and the baseline, compare with a saved baseline (a failed gate
         fails the run); on a pytest-xdist worker, send the records."""
@@ -472,10 +346,11 @@ class StreamGuardSession:
             )
             if self.gate.failed and session.exitstatus == 0:
                 session.exitstatus = pytest.ExitCode.TESTS_FAILED
+        texts = self.settings.json_text
         if self.settings.json_path is not None:
-            write_json(self.settings.json_path, self.records, self._report_meta())
+            write_json(self.settings.json_path, self.records, self._report_meta(), texts=texts)
         if self.settings.save_path is not None:
-            write_json(self.settings.save_path, self.records, self._report_meta())
+            write_json(self.settings.save_path, self.records, self._report_meta(), texts=texts)
         if self.settings.html_path is not None:
             write_html(self.settings.html_path, json_document(self.records, self._report_meta()))
 

@@ -125,7 +125,8 @@ COMPARE_HELP = (
 COMPARE_FAIL_HELP = (
     "With --streamguard-compare: fail the run when a figure got worse than its bound, e.g. "
     "'ttft_p95:20%,gap_p95:30%,gap_max:0.1s' (metrics ttft_p50, ttft_p95, gap_p95, gap_max; "
-    "units %, s, ms), or when it compared nothing (no test in the baseline, a gated figure "
+    "units %, s, ms; and headroom:N%, how much a test's headroom may drop), or when it "
+    "compared nothing (no test in the baseline, a gated figure "
     "without samples)"
 )
 COMPARE_MIN_SAMPLES_HELP = (
@@ -141,6 +142,12 @@ STRICT_FAULTS_HELP = (
     "Fail a test whose faults never fired (a cut longer than the answer, a stall after more "
     "chunks than came, a fault active on no stream), naming each fault and why; without it a "
     "fault that never fired is a warning line in the summary. Default: off"
+)
+JSON_TEXT_HELP = (
+    "Keep every chunk's text and payload in the JSON report (--streamguard-json, "
+    "--streamguard-save); without it they are kept only for the streams that failed (a "
+    "stream that did not complete, every stream of a test that did not pass), and a passing "
+    "stream's chunks are their stamps, sizes and the server's send stamps. Default: off"
 )
 REQUIRE_HELP = (
     "Make it an error to collect tests that need pytest-streamguard while it is off (no "
@@ -212,6 +219,7 @@ class Settings:
     target_cwd: Path | None = None
     seed: int = 0
     fail_on: tuple[str, ...] = ()
+    json_text: bool = False
     #: ``off``, ``tcp``, a path, or empty for the target's ready path.
     probe: str = DEFAULT_PROBE
     probe_interval: float = DEFAULT_PROBE_INTERVAL
@@ -237,6 +245,12 @@ SETTINGS_KEY = pytest.StashKey[Settings]()
 """Where ``pytest_configure`` keeps the resolved settings."""
 
 
+def _invalid(raw: str, source: str, key: str, why: str) -> pytest.UsageError:
+    """The usage error for a bad setting: the value, where it came from (the option or the ini
+    file), the ini key, and ``why`` (what is wrong and what is accepted)."""
+    return pytest.UsageError(f"{raw!r} from {source} is not a valid {key}: {why}")
+
+
 def add_options(parser: pytest.Parser) -> None:
     """Register every ``--streamguard*`` option and its ``streamguard_*`` ini key."""
     group = parser.getgroup("streamguard", "token-stream deadlines under network faults")
@@ -258,6 +272,14 @@ def add_options(parser: pytest.Parser) -> None:
         help=REQUIRE_HELP,
     )
     parser.addini("streamguard_require", REQUIRE_HELP, type="bool", default=False)
+    group.addoption(
+        "--streamguard-json-text",
+        dest="streamguard_json_text",
+        action="store_true",
+        default=None,
+        help=JSON_TEXT_HELP,
+    )
+    parser.addini("streamguard_json_text", JSON_TEXT_HELP, type="bool", default=False)
     for dest, (help_text, default) in _VALUED_OPTIONS.items():
         flag = "--" + dest.replace("_", "-")
         # argparse %-formats option help (a '%' in an example must be doubled), ini help not.
@@ -345,9 +367,8 @@ def _seed(config: pytest.Config) -> int:
     except ValueError:
         seed = -1
     if not 0 <= seed < SEED_LIMIT:
-        raise pytest.UsageError(
-            f"{raw!r} from {source} is not a valid streamguard_seed: expected a whole number "
-            f"from 0 to {SEED_LIMIT - 1}"
+        raise _invalid(
+            raw, source, "streamguard_seed", f"expected a whole number from 0 to {SEED_LIMIT - 1}"
         )
     return seed
 
@@ -369,10 +390,7 @@ def _target_cwd(config: pytest.Config, has_cmd: bool) -> Path | None:
         base = config.inipath.parent if config.inipath is not None else config.rootpath
     path = (base / raw).resolve()
     if not path.is_dir():
-        raise pytest.UsageError(
-            f"{raw!r} from {source} is not a valid streamguard_target_cwd: {path} is not a "
-            "directory"
-        )
+        raise _invalid(raw, source, "streamguard_target_cwd", f"{path} is not a directory")
     return path
 
 
@@ -383,25 +401,19 @@ def _positive_seconds(config: pytest.Config, dest: str) -> float:
     except ValueError:
         value = math.nan
     if not math.isfinite(value) or value <= 0:
-        raise pytest.UsageError(
-            f"{raw!r} from {source} is not a valid {dest}: expected a positive number of seconds"
-        )
+        raise _invalid(raw, source, dest, "expected a positive number of seconds")
     return value
 
 
 def _http_url(raw: str, source: str, dest: str) -> str:
     parts = urlsplit(raw)
     if parts.scheme not in ("http", "https") or not parts.hostname:
-        raise pytest.UsageError(
-            f"{raw!r} from {source} is not a valid {dest}: expected an http(s) URL "
-            "such as http://127.0.0.1:8000"
-        )
+        raise _invalid(raw, source, dest, "expected an http(s) URL such as http://127.0.0.1:8000")
     try:
         parts.port  # noqa: B018 -- raises ValueError for a bad port
     except ValueError as exc:
-        raise pytest.UsageError(
-            f"{raw!r} from {source} is not a valid {dest}: {exc}; expected an http(s) URL "
-            "such as http://127.0.0.1:8000"
+        raise _invalid(
+            raw, source, dest, f"{exc}; expected an http(s) URL such as http://127.0.0.1:8000"
         ) from None
     return raw.rstrip("/")
 
@@ -424,9 +436,12 @@ def _host(config: pytest.Config, dest: str) -> str | None:
     else:
         valid = True
     if not valid:
-        raise pytest.UsageError(
-            f"{raw!r} from {source} is not a valid {dest}: expected a host name or an IP "
-            "address without a port or scheme, such as 127.0.0.1, ::1 or toxiproxy.ci.internal"
+        raise _invalid(
+            raw,
+            source,
+            dest,
+            "expected a host name or an IP "
+            "address without a port or scheme, such as 127.0.0.1, ::1 or toxiproxy.ci.internal",
         )
     return host
 
@@ -443,9 +458,12 @@ def _port_range(config: pytest.Config, dest: str) -> range | None:
     if not (low.strip().isdigit() and high.strip().isdigit()) or not (
         1 <= int(low) <= int(high) <= 65535
     ):
-        raise pytest.UsageError(
-            f"{raw!r} from {source} is not a valid {dest}: expected a port range LOW-HIGH "
-            "with 1 <= LOW <= HIGH <= 65535, such as 20000-20019, or one port"
+        raise _invalid(
+            raw,
+            source,
+            dest,
+            "expected a port range LOW-HIGH "
+            "with 1 <= LOW <= HIGH <= 65535, such as 20000-20019, or one port",
         )
     return range(int(low), int(high) + 1)
 
@@ -455,7 +473,12 @@ def _flag(config: pytest.Config, dest: str) -> bool:
     value = config.getoption(dest)
     if value is not None:
         return bool(value)
-    return bool(config.getini(dest))
+    try:
+        return bool(config.getini(dest))
+    except (ValueError, pytest.UsageError) as exc:  # pytest's words for a value not a truth
+        raise pytest.UsageError(
+            f"ini key {dest}: {exc}; expected true or false (or yes/no, on/off, 1/0)"
+        ) from None
 
 
 def _split(raw: str, source: str, key: str, expected: str) -> tuple[str, ...]:
@@ -463,13 +486,64 @@ def _split(raw: str, source: str, key: str, expected: str) -> tuple[str, ...]:
     try:
         return tuple(shlex.split(raw))
     except ValueError as exc:
-        raise pytest.UsageError(
-            f"{raw!r} from {source} is not a valid {key}: {exc}; expected {expected}"
-        ) from None
+        raise _invalid(raw, source, key, f"{exc}; expected {expected}") from None
 
 
 def resolve_settings(config: pytest.Config) -> Settings:
-    """Read and validate every option once; raise :class:`pytest.UsageError` on a bad value."""
+    """Read and validate every option once; raise :class:`pytest.UsageError` on a bad value.
+
+    The options are checked in a fixed order (the target, its readiness, the probe, Toxiproxy,
+    the reports and the comparison, the proxies, Ray, the findings, then the rest), so a
+    command line with several bad values always names the same one first.
+    """
+    target_url, target_cmd = _target(config)
+    target_args = _target_args(config, target_url)
+    ready_path = _ready_path(config)
+    probe = _probe(config)
+    toxiproxy_url = _toxiproxy_url(config)
+    json_path = _optional_path(config, "streamguard_json")
+    html_path = _html_path(config)
+    save_path = _optional_path(config, "streamguard_save")
+    compare_path = _compare_path(config)
+    compare_fail = _compare_fail(config, compare_path)
+    compare_min_samples = _compare_min_samples(config)
+    proxy_host = _proxy_host(config)
+    ray_address = _ray_address(config)
+    fail_on = _fail_on(config)
+    return Settings(
+        probe=probe,
+        probe_interval=_positive_seconds(config, "streamguard_probe_interval"),
+        fail_on=fail_on,
+        ray_address=ray_address,
+        proxy_host=proxy_host,
+        proxy_ports=_port_range(config, "streamguard_proxy_ports"),
+        upstream_host=_host(config, "streamguard_upstream_host"),
+        compare_fail=compare_fail,
+        compare_min_samples=compare_min_samples,
+        save_path=save_path,
+        compare_path=compare_path,
+        enabled=_flag(config, "streamguard"),
+        strict_faults=_flag(config, "streamguard_strict_faults"),
+        require=_flag(config, "streamguard_require"),
+        json_text=_flag(config, "streamguard_json_text"),
+        target_cwd=_target_cwd(config, target_cmd is not None),
+        seed=_seed(config),
+        target_url=target_url,
+        target_cmd=target_cmd,
+        ready_path=ready_path,
+        startup_timeout=_positive_seconds(config, "streamguard_startup_timeout"),
+        toxiproxy_url=toxiproxy_url,
+        ttft=_positive_seconds(config, "streamguard_ttft"),
+        chunk=_positive_seconds(config, "streamguard_chunk"),
+        json_path=json_path,
+        html_path=html_path,
+        target_args=target_args,
+        max_stream_seconds=_positive_seconds(config, "streamguard_max_stream_seconds"),
+    )
+
+
+def _target(config: pytest.Config) -> tuple[str | None, tuple[str, ...] | None]:
+    """The running target's URL or the command that starts one (at most one of them)."""
     target_url_raw, url_source = _raw(config, "streamguard_target_url")
     target_cmd_raw, cmd_source = _raw(config, "streamguard_target_cmd")
     target_url = None
@@ -488,7 +562,11 @@ def resolve_settings(config: pytest.Config) -> Settings:
             f"streamguard_target_url ({url_source}) and streamguard_target_cmd ({cmd_source}) "
             "are both set: give one of them (or neither, for the bundled target)"
         )
+    return target_url, target_cmd
 
+
+def _target_args(config: pytest.Config, target_url: str | None) -> tuple[str, ...]:
+    """Extra flags for a target the plugin starts (none for a running one at ``target_url``)."""
     target_args_raw, args_source = _raw(config, "streamguard_target_args")
     target_args = _split(
         target_args_raw,
@@ -497,70 +575,119 @@ def resolve_settings(config: pytest.Config) -> Settings:
         "flags such as '--heartbeat 0.5 --allow-fault-knobs'",
     )
     if target_args and target_url is not None:
+        _, url_source = _raw(config, "streamguard_target_url")
         raise pytest.UsageError(
             f"streamguard_target_args ({args_source}) and streamguard_target_url ({url_source}) "
             "are both set: extra flags apply only to a target the plugin starts"
         )
+    return target_args
 
+
+def _ready_path(config: pytest.Config) -> str:
+    """The path polled until the target is ready."""
     ready_path, ready_source = _raw(config, "streamguard_ready_path")
     if not ready_path.startswith("/"):
-        raise pytest.UsageError(
-            f"{ready_path!r} from {ready_source} is not a valid streamguard_ready_path: "
-            "expected a path starting with '/', such as /readyz"
+        raise _invalid(
+            ready_path,
+            ready_source,
+            "streamguard_ready_path",
+            "expected a path starting with '/', such as /readyz",
         )
+    return ready_path
 
-    probe, probe_source = _raw(config, "streamguard_probe")
-    probe = probe.strip()
+
+def _probe(config: pytest.Config) -> str:
+    """What the probe sent beside the streams asks: ``off``, ``tcp``, a path, or empty for the
+    target's ready path."""
+    probe_raw, probe_source = _raw(config, "streamguard_probe")
+    probe = probe_raw.strip()
     if probe not in ("", "off", "tcp") and not probe.startswith("/"):
-        raise pytest.UsageError(
-            f"{probe!r} from {probe_source} is not a valid streamguard_probe: expected 'off', "
-            "'tcp' or a path starting with '/', such as /readyz"
+        raise _invalid(
+            probe,
+            probe_source,
+            "streamguard_probe",
+            "expected 'off', 'tcp' or a path starting with '/', such as /readyz",
         )
+    return probe
 
+
+def _toxiproxy_url(config: pytest.Config) -> str | None:
+    """A running toxiproxy-server's API (plain http), None for the embedded one."""
     toxiproxy_raw, toxiproxy_source = _raw(config, "streamguard_toxiproxy")
-    toxiproxy_url = None
-    if toxiproxy_raw:
-        toxiproxy_url = _http_url(toxiproxy_raw, toxiproxy_source, "streamguard_toxiproxy")
-        if urlsplit(toxiproxy_url).scheme != "http":
-            raise pytest.UsageError(
-                f"{toxiproxy_raw!r} from {toxiproxy_source} is not a valid streamguard_toxiproxy: "
-                "toxiproxy's API is plain http, such as http://127.0.0.1:8474"
-            )
+    if not toxiproxy_raw:
+        return None
+    toxiproxy_url = _http_url(toxiproxy_raw, toxiproxy_source, "streamguard_toxiproxy")
+    if urlsplit(toxiproxy_url).scheme != "http":
+        raise _invalid(
+            toxiproxy_raw,
+            toxiproxy_source,
+            "streamguard_toxiproxy",
+            "toxiproxy's API is plain http, such as http://127.0.0.1:8474",
+        )
+    return toxiproxy_url
 
-    json_raw, _ = _raw(config, "streamguard_json")
+
+def _optional_path(config: pytest.Config, dest: str) -> Path | None:
+    """A file path setting as given (None when empty)."""
+    raw, _ = _raw(config, dest)
+    return Path(raw) if raw else None
+
+
+def _html_path(config: pytest.Config) -> Path | None:
+    """Where the HTML report goes: a file path, not a directory (None when empty)."""
     html_raw, html_source = _raw(config, "streamguard_html")
     if html_raw and Path(html_raw).is_dir():
-        raise pytest.UsageError(
-            f"{html_raw!r} from {html_source} is not a valid streamguard_html: it is a "
-            "directory; expected a file path such as reports/streamguard.html"
+        raise _invalid(
+            html_raw,
+            html_source,
+            "streamguard_html",
+            "it is a directory; expected a file path such as reports/streamguard.html",
         )
-    save_raw, _ = _raw(config, "streamguard_save")
+    return Path(html_raw) if html_raw else None
+
+
+def _compare_path(config: pytest.Config) -> Path | None:
+    """The baseline report to compare with, which must exist (None when empty)."""
     compare_raw, compare_source = _raw(config, "streamguard_compare")
     if compare_raw and not Path(compare_raw).is_file():
-        raise pytest.UsageError(
-            f"{compare_raw!r} from {compare_source} is not a valid streamguard_compare: no such "
-            "file; expected a JSON report saved by --streamguard-save or --streamguard-json"
+        raise _invalid(
+            compare_raw,
+            compare_source,
+            "streamguard_compare",
+            "no such "
+            "file; expected a JSON report saved by --streamguard-save or --streamguard-json",
         )
+    return Path(compare_raw) if compare_raw else None
+
+
+def _compare_fail(config: pytest.Config, compare_path: Path | None) -> tuple[Bound, ...]:
+    """The bounds that fail a comparison, which needs a baseline (``compare_path``)."""
     fail_raw, fail_source = _raw(config, "streamguard_compare_fail")
-    compare_fail: tuple[Bound, ...] = ()
-    if fail_raw.strip():
-        if not compare_raw:
-            raise pytest.UsageError(
-                f"streamguard_compare_fail ({fail_source}) needs streamguard_compare: "
-                "the baseline report to compare with"
-            )
-        try:
-            compare_fail = parse_bounds(fail_raw)
-        except ValueError as exc:
-            raise pytest.UsageError(
-                f"{fail_raw!r} from {fail_source} is not a valid streamguard_compare_fail: {exc}"
-            ) from None
+    if not fail_raw.strip():
+        return ()
+    if compare_path is None:
+        raise pytest.UsageError(
+            f"streamguard_compare_fail ({fail_source}) needs streamguard_compare: "
+            "the baseline report to compare with"
+        )
+    try:
+        return parse_bounds(fail_raw)
+    except ValueError as exc:
+        raise _invalid(fail_raw, fail_source, "streamguard_compare_fail", f"{exc}") from None
+
+
+def _compare_min_samples(config: pytest.Config) -> int:
+    """The fewest samples a compared figure needs to fail the run."""
     min_raw, min_source = _raw(config, "streamguard_compare_min_samples")
     if not min_raw.strip().isdigit() or int(min_raw) < 1:
-        raise pytest.UsageError(
-            f"{min_raw!r} from {min_source} is not a valid streamguard_compare_min_samples: "
-            "expected an integer >= 1"
+        raise _invalid(
+            min_raw, min_source, "streamguard_compare_min_samples", "expected an integer >= 1"
         )
+    return int(min_raw)
+
+
+def _proxy_host(config: pytest.Config) -> str:
+    """The address the proxies listen on, which cannot be left empty."""
     proxy_host = _host(config, "streamguard_proxy_host")
     if proxy_host is None:
         _, proxy_source = _raw(config, "streamguard_proxy_host")
@@ -568,47 +695,31 @@ def resolve_settings(config: pytest.Config) -> Settings:
             f"streamguard_proxy_host ({proxy_source}) is empty: expected a host name or an IP "
             f"address, such as {DEFAULT_PROXY_HOST}"
         )
+    return proxy_host
+
+
+def _ray_address(config: pytest.Config) -> str | None:
+    """``auto``, ``local`` or a Ray cluster's address (None: loads stay in this process)."""
     ray_raw, ray_source = _raw(config, "streamguard_ray")
     ray_address = ray_raw.strip() or None
     if ray_address is not None and (
         any(c.isspace() for c in ray_address)
         or (ray_address not in ("auto", "local") and ":" not in ray_address)
     ):
-        raise pytest.UsageError(
-            f"{ray_raw!r} from {ray_source} is not a valid streamguard_ray: expected 'auto', "
-            "'local' or a Ray cluster address such as 127.0.0.1:6379 or ray://head:10001"
+        raise _invalid(
+            ray_raw,
+            ray_source,
+            "streamguard_ray",
+            "expected 'auto', "
+            "'local' or a Ray cluster address such as 127.0.0.1:6379 or ray://head:10001",
         )
+    return ray_address
+
+
+def _fail_on(config: pytest.Config) -> tuple[str, ...]:
+    """The findings that fail a test even within its deadlines."""
     fail_on_raw, fail_on_source = _raw(config, "streamguard_fail_on")
     try:
-        fail_on = parse_fail_on(fail_on_raw, where=f"{fail_on_raw!r} from {fail_on_source}")
+        return parse_fail_on(fail_on_raw, where=f"{fail_on_raw!r} from {fail_on_source}")
     except ValueError as exc:
         raise pytest.UsageError(str(exc)) from None
-    return Settings(
-        probe=probe,
-        probe_interval=_positive_seconds(config, "streamguard_probe_interval"),
-        fail_on=fail_on,
-        ray_address=ray_address,
-        proxy_host=proxy_host,
-        proxy_ports=_port_range(config, "streamguard_proxy_ports"),
-        upstream_host=_host(config, "streamguard_upstream_host"),
-        compare_fail=compare_fail,
-        compare_min_samples=int(min_raw),
-        save_path=Path(save_raw) if save_raw else None,
-        compare_path=Path(compare_raw) if compare_raw else None,
-        enabled=_flag(config, "streamguard"),
-        strict_faults=_flag(config, "streamguard_strict_faults"),
-        require=_flag(config, "streamguard_require"),
-        target_cwd=_target_cwd(config, target_cmd is not None),
-        seed=_seed(config),
-        target_url=target_url,
-        target_cmd=target_cmd,
-        ready_path=ready_path,
-        startup_timeout=_positive_seconds(config, "streamguard_startup_timeout"),
-        toxiproxy_url=toxiproxy_url,
-        ttft=_positive_seconds(config, "streamguard_ttft"),
-        chunk=_positive_seconds(config, "streamguard_chunk"),
-        json_path=Path(json_raw) if json_raw else None,
-        html_path=Path(html_raw) if html_raw else None,
-        target_args=target_args,
-        max_stream_seconds=_positive_seconds(config, "streamguard_max_stream_seconds"),
-    )

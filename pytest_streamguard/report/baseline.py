@@ -2,10 +2,12 @@
 
 ``--streamguard-save PATH`` writes the run's JSON report (it holds every raw sample);
 ``--streamguard-compare PATH`` reads one back and, per test present in both, shows the change
-in TTFT p50/p95 and gap p95/max; ``--streamguard-compare-fail EXPR`` (``metric:bound,...``,
-e.g. ``ttft_p95:20%,gap_p95:30%,gap_max:0.1s``) fails the run when a figure got worse by more
-than its bound. A figure computed from fewer than ``--streamguard-compare-min-samples``
-samples (in either run) is shown but never fails the run: one slow stream is noise.
+in TTFT p50/p95 and gap p95/max, and in each headroom its ``streamguard.headroom()`` searches
+measured (``headroom streams``); ``--streamguard-compare-fail EXPR`` (``metric:bound,...``,
+e.g. ``ttft_p95:20%,gap_p95:30%,gap_max:0.1s,headroom:20%``) fails the run when a figure got
+worse by more than its bound (a headroom: when it dropped by more than that share). A figure
+computed from fewer than ``--streamguard-compare-min-samples`` samples (in either run) is
+shown but never fails the run: one slow stream is noise.
 
 A gate that compared nothing is no gate: a run none of whose tests is in the baseline (a
 baseline from another test set, or one that holds no test), or a gated figure with no sample
@@ -20,7 +22,7 @@ import math
 from dataclasses import dataclass
 
 from pytest_streamguard.common.display import counted
-from pytest_streamguard.report.bounds import METRICS, Bound
+from pytest_streamguard.report.bounds import HEADROOM, METRICS, Bound
 from pytest_streamguard.report.records import TestRecord
 from pytest_streamguard.verdict.stats import percentile
 
@@ -54,6 +56,8 @@ class Change:
     bound: Bound | None
     regression: bool
     noisy: bool
+    #: A headroom's unit (``streams``, ``ms``, ...); None for the times (seconds).
+    unit: str | None = None
 
     @property
     def samples(self) -> int:
@@ -62,6 +66,8 @@ class Change:
 
     def describe(self) -> str:
         """``ttft_p95 12.0 -> 30.0 ms (+150%)`` with its bound and noise note."""
+        if self.unit is not None:
+            return self._describe_level()
         if self.old is None or self.new is None:
             return f"{self.metric} {_ms(self.old)} -> {_ms(self.new)} ms"
         delta = self.new - self.old
@@ -72,6 +78,17 @@ class Change:
         elif self.noisy and self.bound is not None and self.bound.exceeded(self.old, self.new):
             samples = counted(self.samples, "sample")
             text += f" (over {self.bound.describe()}, but from {samples}: not failed)"
+        return text
+
+    def _describe_level(self) -> str:
+        """``headroom streams 8 -> 4 streams (-50%)``, with its bound."""
+        old, new = f"{self.old:g}" if self.old is not None else "-", f"{self.new:g}"
+        rel = ""
+        if self.old and self.new is not None:
+            rel = f" ({(self.new - self.old) / self.old * 100:+.0f}%)"
+        text = f"{self.metric} {old} -> {new} {self.unit}{rel}"
+        if self.regression and self.bound is not None:
+            text += f" REGRESSION over {self.bound.describe()}"
         return text
 
 
@@ -110,6 +127,38 @@ def compare(
             changes.append(
                 Change(record.nodeid, metric, old, new, old_n, new_n, bound, regression, noisy)
             )
+        changes.extend(_headroom_changes(old_record, record, limits.get(HEADROOM)))
+    return changes
+
+
+def _headroom_changes(old: TestRecord, new: TestRecord, bound: Bound | None) -> list[Change]:
+    """Each headroom of a test measured in both runs (the first search of each ``vary``):
+    a regression when it dropped by more than ``bound`` (for bandwidth, whose search runs
+    down, when it rose by more)."""
+    before = {h.vary: h for h in reversed(old.headroom)}
+    changes = []
+    for vary, now in {h.vary: h for h in reversed(new.headroom)}.items():
+        then = before.get(vary)
+        if then is None:
+            continue
+        worse = now.value > then.value if vary == "bandwidth" else now.value < then.value
+        # A headroom of 0 that stays 0 did not drop; one that was 0 and is not, rose.
+        share = abs(now.value - then.value) / then.value * 100 if then.value else math.inf
+        regression = bound is not None and worse and share > bound.value
+        changes.append(
+            Change(
+                new.nodeid,
+                f"headroom {vary}",
+                then.value,
+                now.value,
+                then.runs,
+                now.runs,
+                bound,
+                regression,
+                False,
+                now.unit,
+            )
+        )
     return changes
 
 

@@ -16,11 +16,14 @@ METRICS: dict[str, tuple[str, float | None]] = {
     "gap_p95": ("gap", 95),
     "gap_max": ("gap", None),
 }
+#: A test's headroom (``streamguard.headroom()``): how much it may drop, in % only.
+HEADROOM = "headroom"
 UNITS = ("%", "s", "ms")
 USAGE = (
     "expected comma-separated metric:bound pairs such as 'ttft_p95:20%,gap_p95:30%,"
     f"gap_max:0.1s'; metrics: {', '.join(METRICS)}; a bound is a number >= 0 with a unit: "
-    "% (relative to the baseline), s or ms (absolute increase)"
+    "% (relative to the baseline), s or ms (absolute increase); and headroom:N% (how much a "
+    "test's headroom may drop)"
 )
 _BOUND = re.compile(r"^\s*([a-z0-9_]+)\s*:\s*([0-9]*\.?[0-9]+)\s*(%|ms|s)\s*$")
 
@@ -58,8 +61,10 @@ def parse_bounds(expr: str) -> tuple[Bound, ...]:
         if match is None:
             raise ValueError(f"{part.strip()!r} is not a metric:bound pair; {USAGE}")
         metric, number, unit = match.groups()
-        if metric not in METRICS:
+        if metric not in METRICS and metric != HEADROOM:
             raise ValueError(f"unknown metric {metric!r}; {USAGE}")
+        if metric == HEADROOM and unit != "%":
+            raise ValueError(f"headroom:{number}{unit}: a headroom bound is in %; {USAGE}")
         if any(b.metric == metric for b in bounds):
             raise ValueError(f"metric {metric!r} is given more than once; {USAGE}")
         value = float(number) / (1000 if unit == "ms" else 1)

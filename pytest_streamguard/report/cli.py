@@ -2,7 +2,9 @@
 
 Usage: ``python -m pytest_streamguard.report results.json -o out.html``, or
 ``python -m pytest_streamguard.report A.json B.json ... -o merged.html --json merged.json`` for
-reports from several runs or CI machines. The page is the one ``--streamguard-html`` writes.
+reports from several runs or CI machines. The page is the one ``--streamguard-html`` writes,
+but for the chunk texts the JSON report left out (:mod:`~pytest_streamguard.report.compact`: a
+passing stream's chunks are hovered without their text).
 Merging is :class:`~pytest_streamguard.report.merge.Merger`, the code that merges pytest-xdist
 workers: every record is kept (labelled with its file), and the pooled percentiles and the
 matrix are recomputed from the raw samples. Bad input (a missing file, a file that is not
@@ -65,11 +67,14 @@ def read_document(path: Path) -> dict[str, Any]:
 
 
 def merge_documents(parts: list[tuple[str, dict[str, Any]]]) -> dict[str, Any]:
-    """One report from several (name, document) parts, through :class:`Merger`."""
+    """One report from several (name, document) parts, through :class:`Merger`; compact as
+    the plugin writes it: chunk texts are kept for the streams that failed, and left out of
+    passing streams (whether or not a part held them)."""
     merger = Merger()
     for name, document in parts:
         merger.add(name, document)
-    return json_document(merger.records, merger.meta({"merged_from": [n for n, _ in parts]}))
+    meta = merger.meta({"merged_from": [n for n, _ in parts]})
+    return json_document(merger.records, meta, texts=False)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -4,13 +4,15 @@ The page holds the session summary (a table sortable by clicking its headers, ea
 its test) and, per test, the verdict, the deadlines, the violations, the findings (named incidents
 with their evidence), the faults with their on/off times and whether they fired, the streams, a
 timeline of chunk arrivals, the probe sent beside them (where it waited), and, for tests with
-many streams, a histogram of gaps. The plots are
-inline SVG (:mod:`.html_plots`) and the only script sorts the table, so the file is small and opens
-with no network. Every piece of text that came from a test (node ids, stream names, chunk text,
-error messages, fault arguments) is escaped.
+many streams, a histogram of gaps. The plots are inline SVG (:mod:`.html_plots`) and the only
+script sorts the table, so the file is small and opens with no network. Every piece of text
+that came from a test (node ids, stream names, chunk text, error messages, fault arguments) is
+escaped.
 
 Fields newer than the records (a fault's ``fired``, a trace's ``format_auto`` and ``node``) are
-read from the document's dicts with defaults, so an older report renders too.
+read from the document's dicts with defaults, so an older report renders too. A stream whose
+chunk texts the JSON report left out (:mod:`.compact`: a passing stream, without
+``--streamguard-json-text``) is drawn the same, its chunks' hover texts without their text.
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from pytest_streamguard.common.display import counted
+from pytest_streamguard.report.compact import texts_stored
 from pytest_streamguard.report.plots import (
     fault_fired,
     gap_histogram_svg,
@@ -184,6 +187,10 @@ class _Test:
     def from_dict(cls, raw: dict[str, Any]) -> _Test:
         traces = raw.get("traces", [])
         return cls(TestRecord.from_dict(raw), [t if isinstance(t, dict) else {} for t in traces])
+
+    def untexted(self) -> set[int]:
+        """The indexes of the streams whose chunk texts the report left out."""
+        return {i for i, raw in enumerate(self.raw_traces) if not texts_stored(raw)}
 
     def fired(self) -> dict[tuple[str, int | None], bool | None]:
         """Per fault (description, on stamp): did it fire (None: the report does not say)."""
@@ -420,7 +427,7 @@ def _plots(index: int, test: _Test) -> str:
         f'<div class="plot" id="timeline-{index}">'
         f'<p class="plot-title">Chunk arrivals per stream{chunk_note} '
         '<span class="muted">(hover a mark for details)</span></p>'
-        f"{timeline_svg(record, test.fired())}{probe}</div>"
+        f"{timeline_svg(record, test.fired(), test.untexted())}{probe}</div>"
     )
     if len(record.traces) >= HISTOGRAM_MIN_STREAMS and record.gaps():
         plots += (

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from pytest_streamguard.common.display import counted
 from pytest_streamguard.report.records import TestRecord
 
 # Keys of a JSON report that describe the report itself or are recomputed after a merge.
@@ -50,6 +51,25 @@ class Merger:
     def add_missing(self, name: str, reason: str) -> None:
         """A part that sent nothing (a crashed worker): named in the reports."""
         self.missing.append({"worker": name, "reason": reason})
+
+    def worker_lines(self) -> list[str]:
+        """The summary's lines on the parts: how many records came from how many, each part's
+        tests and target, and each part that sent nothing."""
+        lines = [
+            f"merged {counted(len(self.records), 'test record')} "
+            f"from {counted(len(self.parts), 'worker')}"
+        ]
+        for name, meta in sorted(self.parts.items()):
+            lines.append(
+                f"  {name}: {counted(meta['tests'], 'test')}; target: "
+                f"{meta.get('target_url', meta.get('target'))}; toxiproxy: {meta.get('toxiproxy')}"
+            )
+        for missing in self.missing:
+            lines.append(
+                f"  MISSING {missing['worker']}: {missing['reason']}; "
+                "its tests' streams are not in this report"
+            )
+        return lines
 
     def meta(self, base: dict[str, Any]) -> dict[str, Any]:
         """``base`` plus the parts and the missing ones, when anything was merged, and the

@@ -12,8 +12,8 @@ from __future__ import annotations
 
 import html
 import math
-from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
+from collections.abc import Collection, Iterator, Sequence
+from dataclasses import dataclass, field
 
 from pytest_streamguard.common.display import counted
 from pytest_streamguard.report.records import TestRecord
@@ -236,18 +236,104 @@ def _legend(present: set[str]) -> str:
     return f'<div class="legend">{items}</div>'
 
 
-def _chunk_title(trace: StreamTrace, index: int, x: float, previous: float | None) -> str:
+def _chunk_title(
+    trace: StreamTrace, index: int, x: float, previous: float | None, *, text: bool
+) -> str:
     chunk = trace.chunks[index]
     gap = "" if previous is None else f", +{_ms(x - previous)}"
     kind = "" if chunk.kind == "text" else f" ({chunk.kind})"
-    text = _short(chunk.text, _HOVER_TEXT_CHARS)
-    return f"chunk {chunk.index}{kind} at {_ms(x)}{gap}, {chunk.nbytes} B: {text!r}"
+    title = f"chunk {chunk.index}{kind} at {_ms(x)}{gap}, {chunk.nbytes} B"
+    return f"{title}: {_short(chunk.text, _HOVER_TEXT_CHARS)!r}" if text else title
 
 
-def timeline_svg(record: TestRecord, fired: dict[tuple[str, int | None], bool | None]) -> str:
+class _Layers:
+    """Every layer of the timeline, one per kind of mark."""
+
+    def __init__(self) -> None:
+        self.window = _Layer("window", f'fill="{COLORS["window"]}"')
+        self.over = _Layer("over", f'fill="{COLORS["over"]}"')
+        self.expired = _Layer("expired", f'stroke="{COLORS["expired"]}" stroke-width="2"')
+        self.faults = _Layer("faults", f'fill="{COLORS["fault"]}"')
+        self.unfired = _Layer(
+            "faults-unfired",
+            f'fill="none" stroke="{COLORS["fault"]}" stroke-width="1.5" stroke-dasharray="4 3"',
+        )
+        self.headers = _Layer(
+            "headers", f'fill="#fff" stroke="{COLORS["headers"]}" stroke-width="1.2"'
+        )
+        self.other = _Layer("other", f'stroke="{COLORS["other"]}" stroke-width="1.5"')
+        self.beats = _Layer("beats", f'fill="#fff" stroke="{COLORS["beat"]}" stroke-width="1.5"')
+        self.chunks = _Layer("chunks", f'fill="{COLORS["chunk"]}"')
+        self.done = _Layer("done", f'fill="{COLORS["done"]}"')
+        self.cut = _Layer("cut", f'stroke="{COLORS["cut"]}" stroke-width="2.5"')
+
+    def in_drawing_order(self) -> list[_Layer]:
+        """The layers bottom first: the deadline window under everything, the stream's end
+        on top."""
+        return [
+            self.window,
+            self.over,
+            self.faults,
+            self.unfired,
+            self.headers,
+            self.other,
+            self.beats,
+            self.chunks,
+            self.expired,
+            self.done,
+            self.cut,
+        ]
+
+
+@dataclass
+class _Plot:
+    """What drawing every row of a timeline shares: its deadline and scale, the size of a
+    row and of a chunk's dot, which faults fired, and what the rows drew so far."""
+
+    deadline: Deadline
+    scale: _Scale
+    row_h: float
+    fired: dict[tuple[str, int | None], bool | None]
+    untexted: Collection[int] = ()
+    layers: _Layers = field(default_factory=_Layers)
+    labels: list[str] = field(default_factory=list)
+
+    @property
+    def r(self) -> float:
+        """A chunk's dot's radius; the other marks are sized from it."""
+        return min(3.5, self.row_h / 7)
+
+    @property
+    def band(self) -> float:
+        """The height of the deadline window's band."""
+        return self.row_h * 0.4
+
+
+@dataclass(frozen=True)
+class _Row:
+    """One stream's row: its trace, the row's middle, its chunks' x (seconds) and its index
+    (0 first)."""
+
+    trace: StreamTrace
+    y: float
+    stamps: list[float]
+    index: int
+
+    @property
+    def t0(self) -> int:
+        """The stream's request stamp, the row's zero."""
+        return self.trace.request_ns
+
+
+def timeline_svg(
+    record: TestRecord,
+    fired: dict[tuple[str, int | None], bool | None],
+    untexted: Collection[int] = (),
+) -> str:
     """Chunk arrivals per stream (one row each), x in seconds since that stream's request,
     with a legend of the marks drawn; ``fired`` says, per fault (description, on stamp),
-    whether it fired (None: unknown).
+    whether it fired (None: unknown); ``untexted``: the indexes of the streams whose chunk
+    texts the report left out (a chunk's hover text then ends at its size).
 
     Drawn: each chunk; the deadline window (green: until the TTFT deadline after the request,
     then the chunk deadline after each chunk, so a gap that leaves the band broke it); gaps
@@ -259,9 +345,26 @@ def timeline_svg(record: TestRecord, fired: dict[tuple[str, int | None], bool | 
     deadline = record.deadline or Deadline()
     rows = len(record.traces)
     row_h = 30.0 if rows <= 12 else max(12.0, min(30.0, 600.0 / rows))
-    r = min(3.5, row_h / 7)
-    height = _TOP + rows * row_h + _AXIS_H
+    plot = _Plot(deadline, _Scale(_x_max(record, deadline)), row_h, fired, untexted)
+    for index, trace in enumerate(record.traces):
+        _draw_row(plot, index, trace)
+    plot_bottom = _TOP + rows * row_h
+    height = plot_bottom + _AXIS_H
+    layers = plot.layers.in_drawing_order()
+    present = {layer.kind for layer in layers if layer.shapes}
+    body = "".join(layer.svg() for layer in layers)
+    return (
+        f"{_legend(present)}"
+        f'<svg class="timeline" viewBox="0 0 {WIDTH} {_f(height)}" '
+        f'data-rows="{rows}" role="img" aria-label="timeline of {counted(rows, "stream")}">'
+        f'<g class="rows" font-size="12" text-anchor="end" fill="#222">{"".join(plot.labels)}</g>'
+        f"{_axis(plot.scale, plot_bottom)}{_ttft_line(deadline, plot.scale, plot_bottom)}{body}"
+        "</svg>"
+    )
 
+
+def _x_max(record: TestRecord, deadline: Deadline) -> float:
+    """The axis' end: the latest chunk or end of any stream, or the TTFT deadline."""
     x_max = deadline.ttft or 0.0
     for trace in record.traces:
         t0 = trace.request_ns
@@ -269,133 +372,163 @@ def timeline_svg(record: TestRecord, fired: dict[tuple[str, int | None], bool | 
             x_max = max(x_max, _s(trace.end_ns, t0))
         if trace.chunks:
             x_max = max(x_max, _s(trace.chunks[-1].stamp_ns, t0))
-    scale = _Scale(x_max)
+    return x_max
 
-    window = _Layer("window", f'fill="{COLORS["window"]}"')
-    over = _Layer("over", f'fill="{COLORS["over"]}"')
-    expired = _Layer("expired", f'stroke="{COLORS["expired"]}" stroke-width="2"')
-    faults = _Layer("faults", f'fill="{COLORS["fault"]}"')
-    unfired = _Layer(
-        "faults-unfired",
-        f'fill="none" stroke="{COLORS["fault"]}" stroke-width="1.5" stroke-dasharray="4 3"',
+
+def _draw_row(plot: _Plot, index: int, trace: StreamTrace) -> None:
+    """One stream's label and every mark of its row."""
+    y = _TOP + plot.row_h * (index + 0.45)
+    name = f"#{index + 1} {trace.name}"
+    plot.labels.append(
+        f'<text x="{_LABEL_W - 8}" y="{_f(y + 4)}"><title>{_e(name)}</title>'
+        f"{_e(_short(name, _LABEL_CHARS))}</text>"
     )
-    headers = _Layer("headers", f'fill="#fff" stroke="{COLORS["headers"]}" stroke-width="1.2"')
-    other = _Layer("other", f'stroke="{COLORS["other"]}" stroke-width="1.5"')
-    beats = _Layer("beats", f'fill="#fff" stroke="{COLORS["beat"]}" stroke-width="1.5"')
-    chunks = _Layer("chunks", f'fill="{COLORS["chunk"]}"')
-    done = _Layer("done", f'fill="{COLORS["done"]}"')
-    cut = _Layer("cut", f'stroke="{COLORS["cut"]}" stroke-width="2.5"')
-    labels: list[str] = []
+    row = _Row(trace, y, [_s(c.stamp_ns, trace.request_ns) for c in trace.chunks], index)
+    _draw_window(plot, row)
+    _draw_chunks(plot, row)
+    _draw_heartbeats(plot, row)
+    _draw_other_reads(plot, row)
+    _draw_faults(plot, row)
+    _draw_headers(plot, row)
+    _draw_end(plot, row)
 
-    for row, trace in enumerate(record.traces):
-        y = _TOP + row_h * (row + 0.45)
-        t0 = trace.request_ns
-        name = f"#{row + 1} {trace.name}"
-        labels.append(
-            f'<text x="{_LABEL_W - 8}" y="{_f(y + 4)}"><title>{_e(name)}</title>'
-            f"{_e(_short(name, _LABEL_CHARS))}</text>"
-        )
-        stamps = [_s(c.stamp_ns, t0) for c in trace.chunks]
-        intervals = [(0.0, deadline.ttft)] if deadline.ttft is not None else []
-        if deadline.chunk is not None:
-            intervals.extend((x, x + deadline.chunk) for x in stamps)
-        # Once a stream has completed, no further chunk is due.
-        until = _s(trace.end_ns, t0) if trace.completed and trace.end_ns is not None else None
-        band = row_h * 0.4
-        for start, end in _merge(intervals):
-            if until is not None:
-                if start >= until:
-                    continue
-                end = min(end, until)
-            x0, x1 = scale.clamped(start), scale.clamped(end)
-            window.add(
-                f'<rect x="{_f(x0)}" y="{_f(y - band / 2)}" width="{_f(x1 - x0)}" '
-                f'height="{_f(band)}"',
-                f"within deadline from {_ms(start)} to {_ms(end)}",
-            )
-        marks: list[_Mark] = []
-        previous: float | None = None
-        for i, x in enumerate(stamps):
-            marks.append(_Mark(x, _chunk_title(trace, i, x, previous), trace.chunks[i].index))
-            if (
-                previous is not None
-                and deadline.chunk is not None
-                and x - previous > deadline.chunk
-            ):
-                x0, x1 = scale(previous), scale(x)
-                over.add(
-                    f'<rect x="{_f(x0)}" y="{_f(y - band / 4)}" width="{_f(x1 - x0)}" '
-                    f'height="{_f(band / 2)}"',
-                    f"gap {_ms(x - previous)} > chunk deadline {_ms(deadline.chunk)} "
-                    f"(before chunk {trace.chunks[i].index})",
-                )
-                xe = scale(previous + deadline.chunk)
-                expired.add(
-                    f'<path d="M{_f(xe)} {_f(y - band)}v{_f(2 * band)}"',
-                    f"chunk deadline ran out ({_ms(deadline.chunk)} after the previous chunk)",
-                )
-            previous = x
-        for x, count, title in _binned(marks, scale, "chunks"):
-            chunks.add(f'<circle cx="{_f(x)}" cy="{_f(y)}" r="{_f(r)}"', title, count)
-        beat_marks = [
-            _Mark(_s(s, t0), f"heartbeat (SSE comment) at {_ms(_s(s, t0))}")
-            for s in trace.heartbeat_ns
-        ]
-        d = r * 1.3
-        for x, count, title in _binned(beat_marks, scale, "heartbeats"):
-            beats.add(
-                f'<path d="M{_f(x)} {_f(y - d)}l{_f(d)} {_f(d)} {_f(-d)} {_f(d)} {_f(-d)} '
-                f'{_f(-d)}z"',
-                title,
-                count,
-            )
-        data_stamps = {c.stamp_ns for c in trace.chunks} | set(trace.heartbeat_ns)
-        other_marks = [
-            _Mark(_s(s, t0), f"{n} B read at {_ms(_s(s, t0))}, no data event")
-            for s, n in trace.reads
-            if s not in data_stamps
-        ]
-        for x, count, title in _binned(other_marks, scale, "reads"):
-            other.add(f'<path d="M{_f(x)} {_f(y - band / 2)}v{_f(band)}"', title, count)
-        end_ns = trace.end_ns if trace.end_ns is not None else t0
-        for fault in trace.faults:
-            if fault.on_ns is None:
+
+def _draw_window(plot: _Plot, row: _Row) -> None:
+    """The band of time within the deadlines: until the TTFT deadline, then the chunk
+    deadline after each chunk."""
+    deadline, trace = plot.deadline, row.trace
+    intervals = [(0.0, deadline.ttft)] if deadline.ttft is not None else []
+    if deadline.chunk is not None:
+        intervals.extend((x, x + deadline.chunk) for x in row.stamps)
+    # Once a stream has completed, no further chunk is due.
+    until = _s(trace.end_ns, row.t0) if trace.completed and trace.end_ns is not None else None
+    band = plot.band
+    for start, end in _merge(intervals):
+        if until is not None:
+            if start >= until:
                 continue
-            on = max(_s(fault.on_ns, t0), 0.0)
-            off = max(_s(fault.off_ns if fault.off_ns is not None else end_ns, t0), on)
-            x0, x1 = scale.clamped(on), scale.clamped(off)
-            was_fired = fired.get(_fault_key(fault))
-            layer = unfired if was_fired is False else faults
-            note = ": never fired" if was_fired is False else ""
-            fy = y + row_h * 0.3
-            layer.add(
-                f'<rect x="{_f(x0)}" y="{_f(fy - 2)}" width="{_f(max(x1 - x0, 2.0))}" height="4"',
-                f"fault {fault.describe()}{note}, on {_ms(on)} to {_ms(off)}",
-            )
-        if trace.response_ns is not None:
-            x = _s(trace.response_ns, t0)
-            headers.add(
-                f'<circle cx="{_f(scale(x))}" cy="{_f(y)}" r="{_f(r * 1.3)}"',
-                f"response headers ({trace.status_code}) at {_ms(x)}",
-            )
-        if trace.end_ns is not None:
-            x = _s(trace.end_ns, t0)
-            px, d = scale(x), r * 1.6
-            if trace.completed:
-                done.add(
-                    f'<path d="M{_f(px)} {_f(y - d)}l{_f(d)} {_f(d)} {_f(-d)} {_f(d)} '
-                    f'{_f(-d)} {_f(-d)}z"',
-                    f"completed at {_ms(x)}",
-                )
-            else:
-                what = f"{trace.error_kind}: " if trace.error_kind else ""
-                cut.add(
-                    f'<path d="M{_f(px - d)} {_f(y - d)}l{_f(2 * d)} {_f(2 * d)}'
-                    f'm0 {_f(-2 * d)}l{_f(-2 * d)} {_f(2 * d)}"',
-                    f"stopped at {_ms(x)}: {what}{trace.error or 'ended early'}",
-                )
+            end = min(end, until)
+        x0, x1 = plot.scale.clamped(start), plot.scale.clamped(end)
+        plot.layers.window.add(
+            f'<rect x="{_f(x0)}" y="{_f(row.y - band / 2)}" width="{_f(x1 - x0)}" '
+            f'height="{_f(band)}"',
+            f"within deadline from {_ms(start)} to {_ms(end)}",
+        )
 
-    plot_bottom = _TOP + rows * row_h
+
+def _draw_chunks(plot: _Plot, row: _Row) -> None:
+    """Each chunk (runs of close ones as one), and each gap over the chunk deadline with a
+    tick where the deadline ran out."""
+    trace, y, scale, chunk = row.trace, row.y, plot.scale, plot.deadline.chunk
+    band = plot.band
+    marks: list[_Mark] = []
+    previous: float | None = None
+    text = row.index not in plot.untexted
+    for i, x in enumerate(row.stamps):
+        title = _chunk_title(trace, i, x, previous, text=text)
+        marks.append(_Mark(x, title, trace.chunks[i].index))
+        if previous is not None and chunk is not None and x - previous > chunk:
+            x0, x1 = scale(previous), scale(x)
+            plot.layers.over.add(
+                f'<rect x="{_f(x0)}" y="{_f(y - band / 4)}" width="{_f(x1 - x0)}" '
+                f'height="{_f(band / 2)}"',
+                f"gap {_ms(x - previous)} > chunk deadline {_ms(chunk)} "
+                f"(before chunk {trace.chunks[i].index})",
+            )
+            xe = scale(previous + chunk)
+            plot.layers.expired.add(
+                f'<path d="M{_f(xe)} {_f(y - band)}v{_f(2 * band)}"',
+                f"chunk deadline ran out ({_ms(chunk)} after the previous chunk)",
+            )
+        previous = x
+    for x, count, title in _binned(marks, scale, "chunks"):
+        plot.layers.chunks.add(f'<circle cx="{_f(x)}" cy="{_f(y)}" r="{_f(plot.r)}"', title, count)
+
+
+def _draw_heartbeats(plot: _Plot, row: _Row) -> None:
+    """The heartbeats (SSE comments), as diamonds."""
+    t0, y = row.t0, row.y
+    beat_marks = [
+        _Mark(_s(s, t0), f"heartbeat (SSE comment) at {_ms(_s(s, t0))}")
+        for s in row.trace.heartbeat_ns
+    ]
+    d = plot.r * 1.3
+    for x, count, title in _binned(beat_marks, plot.scale, "heartbeats"):
+        plot.layers.beats.add(
+            f'<path d="M{_f(x)} {_f(y - d)}l{_f(d)} {_f(d)} {_f(-d)} {_f(d)} {_f(-d)} {_f(-d)}z"',
+            title,
+            count,
+        )
+
+
+def _draw_other_reads(plot: _Plot, row: _Row) -> None:
+    """The socket reads that completed no data event (partial and end events)."""
+    trace, t0 = row.trace, row.t0
+    data_stamps = {c.stamp_ns for c in trace.chunks} | set(trace.heartbeat_ns)
+    other_marks = [
+        _Mark(_s(s, t0), f"{n} B read at {_ms(_s(s, t0))}, no data event")
+        for s, n in trace.reads
+        if s not in data_stamps
+    ]
+    band = plot.band
+    for x, count, title in _binned(other_marks, plot.scale, "reads"):
+        plot.layers.other.add(f'<path d="M{_f(x)} {_f(row.y - band / 2)}v{_f(band)}"', title, count)
+
+
+def _draw_faults(plot: _Plot, row: _Row) -> None:
+    """Each fault while it was on, under the row (outlined when it never fired)."""
+    trace, t0 = row.trace, row.t0
+    end_ns = trace.end_ns if trace.end_ns is not None else t0
+    for fault in trace.faults:
+        if fault.on_ns is None:
+            continue
+        on = max(_s(fault.on_ns, t0), 0.0)
+        off = max(_s(fault.off_ns if fault.off_ns is not None else end_ns, t0), on)
+        x0, x1 = plot.scale.clamped(on), plot.scale.clamped(off)
+        was_fired = plot.fired.get(_fault_key(fault))
+        layer = plot.layers.unfired if was_fired is False else plot.layers.faults
+        note = ": never fired" if was_fired is False else ""
+        fy = row.y + plot.row_h * 0.3
+        layer.add(
+            f'<rect x="{_f(x0)}" y="{_f(fy - 2)}" width="{_f(max(x1 - x0, 2.0))}" height="4"',
+            f"fault {fault.describe()}{note}, on {_ms(on)} to {_ms(off)}",
+        )
+
+
+def _draw_headers(plot: _Plot, row: _Row) -> None:
+    """When the response headers came."""
+    trace = row.trace
+    if trace.response_ns is not None:
+        x = _s(trace.response_ns, row.t0)
+        plot.layers.headers.add(
+            f'<circle cx="{_f(plot.scale(x))}" cy="{_f(row.y)}" r="{_f(plot.r * 1.3)}"',
+            f"response headers ({trace.status_code}) at {_ms(x)}",
+        )
+
+
+def _draw_end(plot: _Plot, row: _Row) -> None:
+    """The stream's end: done (a diamond) or cut/error (a cross)."""
+    trace, y = row.trace, row.y
+    if trace.end_ns is None:
+        return
+    x = _s(trace.end_ns, row.t0)
+    px, d = plot.scale(x), plot.r * 1.6
+    if trace.completed:
+        plot.layers.done.add(
+            f'<path d="M{_f(px)} {_f(y - d)}l{_f(d)} {_f(d)} {_f(-d)} {_f(d)} {_f(-d)} {_f(-d)}z"',
+            f"completed at {_ms(x)}",
+        )
+    else:
+        what = f"{trace.error_kind}: " if trace.error_kind else ""
+        plot.layers.cut.add(
+            f'<path d="M{_f(px - d)} {_f(y - d)}l{_f(2 * d)} {_f(2 * d)}'
+            f'm0 {_f(-2 * d)}l{_f(-2 * d)} {_f(2 * d)}"',
+            f"stopped at {_ms(x)}: {what}{trace.error or 'ended early'}",
+        )
+
+
+def _axis(scale: _Scale, plot_bottom: float) -> str:
+    """The x axis: its ticks, their grid lines and its title."""
     grid = []
     for tick in scale.ticks():
         tx = _f(scale(tick))
@@ -404,32 +537,24 @@ def timeline_svg(record: TestRecord, fired: dict[tuple[str, int | None], bool | 
             f'<text x="{tx}" y="{_f(plot_bottom + 15)}" text-anchor="middle">'
             f"{_tick_label(tick)}</text>"
         )
-    axis = (
+    return (
         f'<g class="axis" font-size="11" fill="#444">{"".join(grid)}'
         f'<path d="M{_X0} {_f(plot_bottom)}H{_X1}" stroke="#999"/>'
         f'<text x="{(_X0 + _X1) / 2}" y="{_f(plot_bottom + 33)}" text-anchor="middle">'
         "seconds since the stream's request was sent</text></g>"
     )
-    ttft = ""
-    if deadline.ttft is not None:
-        tx = _f(scale(deadline.ttft))
-        ttft = (
-            f'<g class="ttft" data-x="{deadline.ttft!r}" stroke="{COLORS["ttft"]}">'
-            f'<path d="M{tx} {_TOP - 6}V{_f(plot_bottom)}" stroke-dasharray="5 4"/>'
-            + _line_label(
-                scale(deadline.ttft), _TOP - 9, f"TTFT deadline {deadline.ttft * 1e3:.0f} ms"
-            )
-            + f"<title>TTFT deadline {_ms(deadline.ttft)} after the request</title></g>"
-        )
-    layers = [window, over, faults, unfired, headers, other, beats, chunks, expired, done, cut]
-    present = {layer.kind for layer in layers if layer.shapes}
-    body = "".join(layer.svg() for layer in layers)
+
+
+def _ttft_line(deadline: Deadline, scale: _Scale, plot_bottom: float) -> str:
+    """The TTFT deadline as a dashed line over every row (empty without one)."""
+    if deadline.ttft is None:
+        return ""
+    tx = _f(scale(deadline.ttft))
     return (
-        f"{_legend(present)}"
-        f'<svg class="timeline" viewBox="0 0 {WIDTH} {_f(height)}" '
-        f'data-rows="{rows}" role="img" aria-label="timeline of {counted(rows, "stream")}">'
-        f'<g class="rows" font-size="12" text-anchor="end" fill="#222">{"".join(labels)}</g>'
-        f"{axis}{ttft}{body}</svg>"
+        f'<g class="ttft" data-x="{deadline.ttft!r}" stroke="{COLORS["ttft"]}">'
+        f'<path d="M{tx} {_TOP - 6}V{_f(plot_bottom)}" stroke-dasharray="5 4"/>'
+        + _line_label(scale(deadline.ttft), _TOP - 9, f"TTFT deadline {deadline.ttft * 1e3:.0f} ms")
+        + f"<title>TTFT deadline {_ms(deadline.ttft)} after the request</title></g>"
     )
 
 

@@ -15,6 +15,8 @@ from pathlib import Path
 from typing import Any
 
 from pytest_streamguard.common.display import counted, fit_lines
+from pytest_streamguard.headroom.result import Headroom
+from pytest_streamguard.report.compact import compact_test, dumps, expanded
 from pytest_streamguard.stream.trace import FaultRecord, StreamTrace
 from pytest_streamguard.verdict.deadlines import Deadline, likely_cause
 from pytest_streamguard.verdict.findings import KNOWN, SERVER_SIDE, Finding, findings_of
@@ -22,7 +24,9 @@ from pytest_streamguard.verdict.probe import Probed
 from pytest_streamguard.verdict.stats import percentile
 
 JSON_FORMAT = "pytest-streamguard"
-JSON_VERSION = 1
+# 2: a trace's chunks are rows under its chunk_fields, with their texts only where kept
+# (report.compact); version 1's chunk objects are still read.
+JSON_VERSION = 2
 # How a fault that never fired is listed among a test's violations under
 # --streamguard-strict-faults.
 NOT_FIRED = "fault never fired: "
@@ -47,6 +51,12 @@ class TestRecord:
     faults: list[FaultRecord] = field(default_factory=list)
     # Findings read from the target's side when the test ended (``not_cancelled``).
     server_findings: list[Finding] = field(default_factory=list)
+    # Under pytest-rerunfailures: which attempt of the test this record is (the one that
+    # counted), and the records of the attempts before it, each judged on its own streams.
+    attempt: int = 1
+    earlier_attempts: list[TestRecord] = field(default_factory=list)
+    # Every headroom search the test ran (``streamguard.headroom()``), in the order run.
+    headroom: list[Headroom] = field(default_factory=list)
     # The samples of the probe sent to the target beside the test's streams (None: off).
     probe: Probed | None = None
 
@@ -116,6 +126,9 @@ class TestRecord:
             "matrix_test": self.matrix_test,
             "faults": [f.to_dict() for f in self.faults],
             "findings": [f.to_dict() for f in self.findings],
+            "attempt": self.attempt,
+            "earlier_attempts": [r.to_dict() for r in self.earlier_attempts],
+            "headroom": [h.to_dict() for h in self.headroom],
             "probe": self.probe.to_dict() if self.probe is not None else None,
         }
 
@@ -125,10 +138,9 @@ class TestRecord:
         deadline = raw.get("deadline")
         probe = raw.get("probe")
         return cls(
-            probe=Probed.from_dict(probe) if probe is not None else None,
             nodeid=str(raw["nodeid"]),
             deadline=Deadline.from_dict(deadline) if deadline is not None else None,
-            traces=[StreamTrace.from_dict(t) for t in raw.get("traces", [])],
+            traces=[StreamTrace.from_dict(expanded(t)) for t in raw.get("traces", [])],
             violations=list(raw.get("violations", [])),
             verdict=str(raw.get("verdict", "unchecked")),
             worker=raw.get("worker"),
@@ -140,6 +152,10 @@ class TestRecord:
                 for f in raw.get("findings", [])
                 if f.get("name") in SERVER_SIDE
             ],
+            attempt=int(raw.get("attempt", 1)),
+            earlier_attempts=[cls.from_dict(r) for r in raw.get("earlier_attempts", [])],
+            headroom=[Headroom.from_dict(h) for h in raw.get("headroom", [])],
+            probe=Probed.from_dict(probe) if probe is not None else None,
         )
 
 
@@ -245,6 +261,22 @@ def _stacked(header: tuple[str, ...], rows: Sequence[tuple[str, ...]]) -> list[s
     return lines
 
 
+def quiet_line(records: list[TestRecord]) -> str:
+    """The summary in one line, as ``-q`` shows it: how many tests read streams, how many
+    violated a deadline, and how many were caught as expected or failed on faults that never
+    fired."""
+    on_faults = sum(r.failed_on_faults for r in records)
+    failed = sum(r.verdict == "FAIL" for r in records) - on_faults
+    caught = sum(r.verdict == "caught" for r in records)
+    expected = f", {caught} caught as expected" if caught else ""
+    if on_faults:
+        expected += f", {on_faults} failed on faults that never fired"
+    return (
+        f"streamguard: {counted(len(records), 'test')} read streams, "
+        f"{failed} violated a deadline{expected}"
+    )
+
+
 def findings_lines(records: list[TestRecord]) -> list[str]:
     """One line per test whose streams show findings, naming them with their evidence."""
     lines = []
@@ -253,6 +285,11 @@ def findings_lines(records: list[TestRecord]) -> list[str]:
         if cause:
             lines.append(f"  {record.nodeid}: {cause}")
     return ["findings (see docs/findings.md):", *lines] if lines else []
+
+
+def headroom_lines(records: list[TestRecord]) -> list[str]:
+    """One line per headroom search of the run: ``test: headroom streams: 8 (9 broke: ...)``."""
+    return [f"{r.nodeid}: {h.describe()}" for r in records for h in r.headroom]
 
 
 def unfired_lines(records: list[TestRecord], *, strict: bool) -> list[str]:
@@ -318,8 +355,11 @@ def matrix_lines(records: list[TestRecord]) -> list[str]:
     return lines
 
 
-def json_document(records: list[TestRecord], meta: dict[str, Any]) -> dict[str, Any]:
-    """The versioned JSON report."""
+def json_document(
+    records: list[TestRecord], meta: dict[str, Any], *, texts: bool = True
+) -> dict[str, Any]:
+    """The versioned JSON report; ``texts``: keep every chunk's text (else only those of the
+    streams that failed, see :mod:`.compact`)."""
     return {
         "format": JSON_FORMAT,
         "version": JSON_VERSION,
@@ -329,20 +369,24 @@ def json_document(records: list[TestRecord], meta: dict[str, Any]) -> dict[str, 
         **meta,
         "pooled": pooled_stats(records),
         "matrix": matrix(records),
-        "tests": [r.to_dict() for r in records],
+        "tests": [compact_test(r.to_dict(), texts=texts) for r in records],
     }
 
 
-def write_json(path: Path, records: list[TestRecord], meta: dict[str, Any]) -> None:
-    """Write the JSON report atomically (a reader never sees half a file)."""
-    write_document(path, json_document(records, meta))
+def write_json(
+    path: Path, records: list[TestRecord], meta: dict[str, Any], *, texts: bool = False
+) -> None:
+    """Write the JSON report atomically (a reader never sees half a file); ``texts``: keep
+    every chunk's text (``--streamguard-json-text``), not only those of the streams that
+    failed."""
+    write_document(path, json_document(records, meta, texts=texts))
 
 
 def write_document(path: Path, document: dict[str, Any]) -> None:
     """Write a JSON report document (:func:`json_document`) atomically."""
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    tmp.write_text(json.dumps(document, indent=1) + "\n", encoding="utf-8")
+    tmp.write_text(dumps(document) + "\n", encoding="utf-8")
     tmp.replace(path)
 
 

@@ -84,6 +84,12 @@ class Target:
         return self.process.pid if self.process is not None else None
 
     @property
+    def command(self) -> tuple[str, ...]:
+        """The command line the plugin ran for this target (``{port}`` filled in, extra flags
+        appended); empty for a target given by URL."""
+        return tuple(self.process.argv) if self.process is not None else ()
+
+    @property
     def address(self) -> str:
         """``host:port`` of the target, as a Toxiproxy upstream."""
         return self.url.split("://", 1)[1].split("/", 1)[0]

@@ -24,14 +24,16 @@ import subprocess
 import tempfile
 import time
 import urllib.parse
+from collections.abc import Callable
 from pathlib import Path
 from types import TracebackType
 from typing import Self
 
 from pytest_streamguard.errors import IngressError
 from pytest_streamguard.services.processes import Reaper, stop_group
+from pytest_streamguard.stream.trace import FaultRecord
 
-__all__ = ["Ingress", "IngressError"]
+__all__ = ["Ingress", "IngressError", "IngressHop"]
 
 #: Where Debian's nginx lives; ``/usr/sbin`` is often missing from a non-root ``PATH``.
 NGINX_FALLBACK_PATHS: tuple[str, ...] = ("/usr/sbin/nginx",)
@@ -399,3 +401,58 @@ def _parse_upstream(upstream: object) -> str:
         raise ValueError(f"upstream {upstream!r} is not a plain HTTP address; {accepted}")
     host = f"[{parts.hostname}]" if ":" in parts.hostname else parts.hostname
     return f"{host}:{port}"
+
+
+class IngressHop:
+    """An :class:`Ingress` put between a proxy and its target for one test, recorded like a
+    fault (``record``: its on/off stamps and settings, shown in verdicts and reports).
+
+    :meth:`start` starts nginx in front of ``target`` and points the proxy at it with
+    ``repoint(address)``; :meth:`remove` points the proxy back at ``upstream`` and stops nginx.
+    """
+
+    def __init__(
+        self,
+        target: str,
+        repoint: Callable[[str], None],
+        *,
+        read_timeout: float,
+        buffering: bool,
+        gzip: bool,
+        send_timeout: float,
+    ) -> None:
+        self.ingress = Ingress(
+            target,
+            read_timeout=read_timeout,
+            send_timeout=send_timeout,
+            buffering=buffering,
+            gzip=gzip,
+        )
+        params = {
+            "read_timeout": read_timeout,
+            "buffering": buffering,
+            "gzip": gzip,
+            "send_timeout": send_timeout,
+        }
+        self.record = FaultRecord(kind="ingress", params=params, toxics=[])
+        self._repoint = repoint
+
+    def start(self) -> Self:
+        """Start nginx and point the proxy at it (nginx stopped again if that fails)."""
+        self.ingress.start()
+        # Before the call: re-pointing the proxy closes its open connections while it runs.
+        self.record.on_ns = time.perf_counter_ns()
+        try:
+            self._repoint(self.ingress.address)
+        except BaseException:
+            self.ingress.stop()
+            raise
+        return self
+
+    def remove(self, upstream: str) -> None:
+        """Point the proxy back at ``upstream``, then stop nginx (also when that fails)."""
+        try:
+            self._repoint(upstream)
+        finally:
+            self.ingress.stop()
+            self.record.off_ns = time.perf_counter_ns()

@@ -30,53 +30,30 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import functools
-import itertools
-import socket
 import ssl
 import time
 from collections.abc import AsyncIterator, Callable, Coroutine
-from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 import httpx
 
-from pytest_streamguard.common.defaults import DEFAULT_MAX_STREAM_SECONDS
-from pytest_streamguard.common.display import counted
-from pytest_streamguard.errors import StreamError
-from pytest_streamguard.formats import (
-    AUTO,
-    BUILTIN_FORMATS,
-    TEXT,
-    Framed,
-    Framer,
-    Reading,
-    StreamFormat,
-    body_looks_like,
-    detect,
-    looks_like,
-    resolve_format,
+from pytest_streamguard._moved import moved_name
+from pytest_streamguard.errors import ProtocolError, StreamError
+from pytest_streamguard.formats import AUTO, TEXT, Framed, Reading, StreamFormat
+from pytest_streamguard.formats.detect import ARRIVAL_LABELS, label
+from pytest_streamguard.stream.endings import (
+    cut_after_end_message,
+    empty_message,
+    timeout_message,
+    truncated_message,
 )
-from pytest_streamguard.formats.base import NDJSON_TYPES, SSE_TYPES, media_type, not_a_stream
-from pytest_streamguard.formats.detect import ARRIVAL_LABELS, body_start, label
+from pytest_streamguard.stream.recognize import ERROR_BODY_LIMIT, Recognizer
+from pytest_streamguard.stream.request import CONNECT_TIMEOUT, ReadLimits, StreamRequest
 from pytest_streamguard.stream.trace import Chunk, StreamTrace
 from pytest_streamguard.stream.transport import LoadTransport
-from pytest_streamguard.verdict.deadlines import Deadline
 
 T = TypeVar("T")
 
-# Limits when no deadline says otherwise: long enough for a cold model, short enough that a
-# blackholed stream ends the test instead of hanging CI.
-DEFAULT_READ_LIMIT = 30.0
-CONNECT_TIMEOUT = 10.0
-# Bytes of an error response body kept in the trace's error message.
-_ERROR_BODY_LIMIT = 500
-# A slow reader's receive buffer holds this many seconds of its rate (at least
-# SLOW_READER_MIN_RCVBUF bytes), so backpressure reaches the server within about that time.
-# A fixed small buffer caps the rate instead: on loopback (MSS about 64 KB) a window smaller
-# than two segments is never reopened by a window update, only by the sender's zero-window
-# probe every 200 ms, so 4 KB (8 KB once the kernel doubles it) capped any rate at ~45 KB/s.
-SLOW_READER_RCVBUF_SECONDS = 0.5
-SLOW_READER_MIN_RCVBUF = 4096
 # A slow reader takes what arrived in pieces of this many seconds of its rate, each when its
 # rate allows, so its bytes never run ahead of the rate by more than one piece.
 SLOW_READER_PIECE_SECONDS = 0.02
@@ -87,134 +64,6 @@ _TRANSPORT_KINDS = frozenset({"cut", "reset", "timeout", "network"})
 #: How long the body may stay open after the protocol's end before the stream is held open: a
 #: server ends the body right after its last event (microseconds on loopback, a few ms busy).
 HELD_OPEN_S = 1.0
-#: What ``expect=`` accepts: None (the stream completes) or ``"cut"``.
-EXPECTED_OUTCOMES = (None, "cut")
-# format="auto": the Accept header sent, and the content types that are never a stream.
-_AUTO_ACCEPT = "text/event-stream, application/x-ndjson;q=0.9, */*;q=0.8"
-_AUTO_REFUSED = frozenset({"application/json", "text/html"})
-# Data frames whose shape is checked for what the stream looks like (the first one almost
-# always tells).
-_SNIFF_FRAMES = 8
-_DONE = "[DONE]"
-# The two usual causes of an empty answer: the test expects one, or the server dropped the
-# request for a newer one (llama-cpp-python's server does so by default).
-EMPTY_HINT = (
-    "pass allow_empty=True if an empty answer is expected; a server that cancels a request when "
-    "another arrives ends it empty too, as llama-cpp-python's server (python -m "
-    "llama_cpp.server) does unless started with --interrupt_requests False"
-)
-
-
-def read_limit(bound: float | None) -> float:
-    """How long the client waits for something bounded by ``bound`` before giving up.
-
-    Longer than the bound itself, so that a violated deadline is measured (how late the chunk
-    was) rather than only detected.
-    """
-    if bound is None:
-        return DEFAULT_READ_LIMIT
-    return max(2 * bound, bound + 1.0)
-
-
-@dataclass(frozen=True)
-class ReadLimits:
-    """Seconds the client waits for the first token, between tokens, and for the whole stream.
-
-    ``total_reason`` names where the total limit comes from, for the timeout message.
-    """
-
-    first: float = DEFAULT_READ_LIMIT
-    gap: float = DEFAULT_READ_LIMIT
-    total: float = DEFAULT_MAX_STREAM_SECONDS
-    total_reason: str = "--streamguard-max-stream-seconds"
-
-    @classmethod
-    def for_deadline(
-        cls, deadline: Deadline | None, max_stream: float = DEFAULT_MAX_STREAM_SECONDS
-    ) -> ReadLimits:
-        """Limits that let ``deadline`` be measured without waiting forever; a stream without
-        a ``total`` deadline is bounded by ``max_stream`` seconds."""
-        if deadline is None:
-            return cls(total=max_stream)
-        gap = read_limit(deadline.chunk)
-        if deadline.percentile is not None:
-            # Single gaps may exceed a percentile bound legitimately; keep reading longer.
-            gap = max(gap, 10.0)
-        if deadline.total is None:
-            return cls(first=read_limit(deadline.ttft), gap=gap, total=max_stream)
-        return cls(
-            first=read_limit(deadline.ttft),
-            gap=gap,
-            total=read_limit(deadline.total),
-            total_reason="client read limit",
-        )
-
-    @property
-    def socket_read(self) -> float:
-        """The per-read socket timeout: the longest wait any event may need."""
-        return max(self.first, self.gap)
-
-
-@dataclass
-class StreamRequest:
-    """What to send and how to read the answer (``format``: ``"auto"``, a built-in name or a
-    :class:`~pytest_streamguard.formats.StreamFormat`; ``allow_empty``: an answer without any
-    token is expected, so its end completes it instead of making it ``empty``;
-    ``require_done``: only the protocol's terminal frame, such as openai's ``data: [DONE]``,
-    ends the stream, so a ``finish_reason`` followed by a close without it is ``truncated``;
-    ``expect="cut"``: the test expects the connection to end before the protocol's end, so a
-    cut is its verdict's pass and a completed stream its failure)."""
-
-    method: str
-    url: str
-    json_body: Any = None
-    headers: dict[str, str] = field(default_factory=dict)
-    format: str | StreamFormat = AUTO
-    limits: ReadLimits = field(default_factory=ReadLimits)
-    slow_reader_bps: float | None = None
-    allow_empty: bool = False
-    require_done: bool = False
-    expect: str | None = None
-    # Told each time a slow reader waits to keep to its rate (seconds), so the fault can say
-    # whether it acted.
-    on_pace: Callable[[float], None] | None = None
-
-    def __post_init__(self) -> None:
-        self.stream_format = resolve_format(self.format)
-        if not isinstance(self.allow_empty, bool):
-            raise ValueError(f"allow_empty={self.allow_empty!r}: expected True or False")
-        if not isinstance(self.require_done, bool):
-            raise ValueError(f"require_done={self.require_done!r}: expected True or False")
-        if self.expect not in EXPECTED_OUTCOMES:
-            raise ValueError(
-                f"expect={self.expect!r}: expected None (the stream completes) or 'cut' (the "
-                "connection ends before the protocol's end: closed, reset or cut)"
-            )
-        if self.require_done and self.stream_format is not None and self.stream_format.end_on_eof:
-            raise ValueError(
-                f"require_done=True: the {self.stream_format.name} format has no terminal frame "
-                "(a clean close is its end); require_done applies to protocols that end with "
-                "one, such as openai's data: [DONE]"
-            )
-
-    def request_headers(self) -> dict[str, str]:
-        """Headers to send: the caller's, plus an Accept that fits the format."""
-        accept = _AUTO_ACCEPT if self.stream_format is None else self.stream_format.accept
-        headers = {"user-agent": "pytest-streamguard", "accept": accept}
-        headers.update({k.lower(): v for k, v in self.headers.items()})
-        return headers
-
-    def socket_options(self) -> list[tuple[int, int, int]]:
-        """A small receive buffer for a slow reader (see :func:`slow_reader_rcvbuf`)."""
-        if self.slow_reader_bps is None:
-            return []
-        return [(socket.SOL_SOCKET, socket.SO_RCVBUF, slow_reader_rcvbuf(self.slow_reader_bps))]
-
-
-def slow_reader_rcvbuf(bytes_per_second: float) -> int:
-    """The receive buffer a slow reader asks for: about half a second of its rate, at least
-    4 KB (the kernel doubles it, and caps it at ``net.core.rmem_max``)."""
-    return max(SLOW_READER_MIN_RCVBUF, int(bytes_per_second * SLOW_READER_RCVBUF_SECONDS))
 
 
 class StreamRecorder:
@@ -232,39 +81,22 @@ class StreamRecorder:
         on_chunk: Callable[[StreamTrace], None] | None = None,
     ) -> None:
         self.request = request
-        # None until an "auto" stream's format is recognised.
-        self.format: StreamFormat | None = request.stream_format
+        fmt = request.stream_format
         self.trace = StreamTrace(
             name=name,
             method=request.method,
             url=request.url,
-            format=AUTO if self.format is None else self.format.name,
-            format_auto=self.format is None,
+            format=AUTO if fmt is None else fmt.name,
+            format_auto=fmt is None,
             request_ns=0,
             expect=request.expect,
         )
         self._on_chunk = on_chunk
-        self._framer = (
-            None
-            if self.format is None
-            else Framer(
-                self.format.framing,
-                raw_json=self.format.raw_json_lines,
-                unterminated_last_event=self.format.unterminated_last_event,
-            )
-        )
-        # The body's first reads, held until its start shows what it is.
-        self._head: list[tuple[bytes, int]] = []
-        self._started = False
-        self._content_type = ""
-        # What the stream looks like (a built-in format's name, JSON, an HTML page), for the
-        # messages of a stream that does not read as its format.
-        self._looks: str | None = None
-        self._sniffed = 0
+        # The body's framing and format, and what it looks like when it is not one.
+        self._body = Recognizer(fmt, self.trace)
         # What arrived before the first token, for the message of an empty stream.
         self._arrived: list[str] = []
         self._arrived_more = False
-        self._read = None if self.format is None else self.format.reader()
         # Output without text (a tool call with empty arguments) arrived: the stream answered.
         self._output = False
         self._answers: set[int] = set()
@@ -280,6 +112,11 @@ class StreamRecorder:
         self.stopped = False
 
     @property
+    def format(self) -> StreamFormat | None:
+        """The stream's format; None until a ``format="auto"`` stream's is recognised."""
+        return self._body.format
+
+    @property
     def ended(self) -> bool:
         """Whether the format's end has arrived: its end frame, or a finish on every answer
         that appeared (OpenAI choices, Gemini candidates). With ``require_done``, only its
@@ -292,44 +129,30 @@ class StreamRecorder:
         """Stamp the moment the request is sent."""
         self.trace.request_ns = time.perf_counter_ns()
 
-    def response(self, status_code: int, content_type: str | None = None) -> None:
-        """Record the response headers' arrival; a non-2xx answer, or a 200 that is not a
-        stream of this format, stops the stream (see :meth:`add_body`)."""
-        self.trace.response_ns = time.perf_counter_ns()
+    def response(
+        self, status_code: int, content_type: str | None = None, stamp_ns: int | None = None
+    ) -> None:
+        """Record the response headers' arrival (``stamp_ns``: the stamp of the read that
+        completed them, where the transport knows it, else now); a non-2xx answer, or a 200
+        that is not a stream of this format, stops the stream (see :meth:`add_body`)."""
+        self.trace.response_ns = stamp_ns or time.perf_counter_ns()
         self.trace.status_code = status_code
-        self._content_type = media_type(content_type)
+        self._body.answered(content_type)
         if not 200 <= status_code < 300:
             self.fail("http", f"HTTP {status_code}")
             return
-        if self.format is not None:
-            problem = self.format.not_a_stream(content_type or "")
-        elif self._content_type in _AUTO_REFUSED or self._content_type.endswith("+json"):
-            problem = f'{not_a_stream(self._content_type)} (format="auto" reads event streams, '
-            problem += "JSON lines or text)"
-        else:
-            problem = None
-            if self._content_type in SSE_TYPES:
-                self._framer = Framer("sse")
-            elif self._content_type in NDJSON_TYPES:
-                self._framer = Framer("lines")
+        problem = self._body.refuses(content_type)
         if problem is not None:
             self.fail("protocol", problem)
 
     def add_body(self, body: bytes) -> None:
         """Append the start of a rejected answer's body to its error message (and, for an
         answer that is not a stream of the format, what it looks like)."""
-        snippet = body[:_ERROR_BODY_LIMIT].decode("utf-8", "replace").strip()
+        snippet = body[:ERROR_BODY_LIMIT].decode("utf-8", "replace").strip()
         if self.trace.error is None:
             return
         if self.trace.error_kind == "protocol":
-            looks = body_looks_like(body[:_ERROR_BODY_LIMIT])
-            # The content type already said JSON or HTML; a format's name says more.
-            said = {
-                "JSON": "json" in self._content_type,
-                "an HTML page": "html" in self._content_type,
-            }
-            self._looks = None if said.get(looks or "") else looks
-            self.trace.error += self._looks_note()
+            self.trace.error += self._body.body_note(body)
         if snippet:
             separator = ": " if self.trace.error_kind == "http" else "; body: "
             self.trace.error += separator + snippet
@@ -371,44 +194,19 @@ class StreamRecorder:
         completed."""
         self.trace.completed = False
         self.trace.error_kind = kind
-        self.trace.error = (
-            f"the connection was cut after the {self.trace.format} stream's end but before its "
-            f"body ended ({message}); an SDK client that reads to the body's end raises here"
-        )
+        self.trace.error = cut_after_end_message(self.trace.format, message)
 
     def _complete(self) -> None:
         if not self.trace.chunks and not self._output and not self.request.allow_empty:
-            self._fail_empty()
+            note = self._body.looks_note()
+            self.fail(
+                "empty", empty_message(self.trace.format, self._arrived, self._arrived_more, note)
+            )
             return
         self.trace.completed = True
         self.trace.error = None
         self.trace.error_kind = None
         self.stopped = True
-
-    def _fail_empty(self) -> None:
-        if self._arrived == [_DONE]:
-            what = "a bare [DONE] and nothing else"
-        elif self._arrived:
-            runs = [(seen, len(list(same))) for seen, same in itertools.groupby(self._arrived)]
-            shown = ", ".join(seen if n == 1 else f"{seen} (x{n})" for seen, n in runs)
-            what = "only " + shown + (", ..." if self._arrived_more else "")
-        else:
-            what = "nothing"
-        self.fail(
-            "empty",
-            f"the {self.trace.format} stream ended before any token: it sent {what}"
-            f"{self._looks_note()} ({EMPTY_HINT})",
-        )
-
-    def _looks_note(self) -> str:
-        """``; it looks like anthropic (format="anthropic")`` when the stream looks like
-        something other than the format it was read as."""
-        looks = self._looks
-        if looks is None or looks == self.trace.format:
-            return ""
-        if looks in BUILTIN_FORMATS:
-            return f'; it looks like {looks} (format="{looks}")'
-        return f"; it looks like {looks}"
 
     def finish(self) -> None:
         """Stamp the end of the stream. Reading that stopped without an outcome (the task was
@@ -424,39 +222,16 @@ class StreamRecorder:
         if self.stopped:
             return
         now = time.perf_counter_ns()
-        if self._framer is not None and self._started:
-            for framed in self._framer.close(now):
-                self._apply(framed)
-                if self.stopped:
-                    return
-        if self.format is None:
-            seen = "an empty body" if self.trace.nbytes == 0 else "no data event"
-            if self.trace.heartbeats:
-                seen = f"only {counted(self.trace.heartbeats, 'heartbeat')}"
-            self.fail(
-                "truncated",
-                f"the connection closed cleanly before any token, after {seen}: nothing to "
-                'recognise the stream\'s format by (format="auto")',
-            )
-            return
-        if self.ended or (self.format.end_on_eof and not self.request.require_done):
+        for framed in self._body.close(now):
+            self._apply(framed)
+            if self.stopped:
+                return
+        fmt, require_done = self.format, self.request.require_done
+        if fmt is not None and (self.ended or (fmt.end_on_eof and not require_done)):
             self._complete()
             return
-        if self.trace.chunks:
-            last = self.trace.chunks[-1]
-            where = f"after {counted(len(self.trace.chunks), 'token')}, "
-            where += f"{(now - last.stamp_ns) / 1e9:.3f} s "
-            where += f"after chunk {last.index}"
-        else:
-            where = "before any token"
-        end = f"end ({self.format.end_description})"
-        if self.request.require_done:
-            end = "terminal frame (require_done=True: a finish without it is not the end)"
-        self.fail(
-            "truncated",
-            f"the connection closed cleanly {where}, without the {self.format.name} stream's "
-            f"{end}{self._looks_note()}",
-        )
+        note = self._body.looks_note()
+        self.fail("truncated", truncated_message(self.trace, fmt, require_done, now, note))
 
     def seconds_left(self, now_ns: int) -> float:
         """How long the next token may still take before the stream is abandoned."""
@@ -483,125 +258,47 @@ class StreamRecorder:
             self.held_open((now_ns - self._end_seen_ns) / 1e9)
             self._complete()
             return
-        limits = self.request.limits
-        elapsed = (now_ns - self.trace.request_ns) / 1e9
-        if self.trace.chunks:
-            token_left = limits.gap - (now_ns - self.trace.chunks[-1].stamp_ns) / 1e9
-        else:
-            token_left = limits.first - elapsed
-        # The limit that ran out is the one with the least time left (a timer may fire a hair
-        # before the clock the limits are computed on says it is due).
-        if limits.total - elapsed <= token_left:
-            what = f"stream still open {elapsed:.3f} s after the request"
-            limit = f"{limits.total_reason} {limits.total:g} s"
-        elif self.trace.chunks:
-            last = self.trace.chunks[-1]
-            waited = (now_ns - last.stamp_ns) / 1e9
-            what = f"no token for {waited:.3f} s after chunk {last.index}"
-            limit = f"client read limit {limits.gap:.3f} s"
-        else:
-            what = f"no token {elapsed:.3f} s after the request"
-            limit = f"client read limit {limits.first:.3f} s"
-        rate = self.request.slow_reader_bps
-        if rate is not None:
-            # The reader's own pace is the first suspect: a rate meant as KB/s reads a 1 KB event
-            # in minutes.
-            limit += f"; the client read at slow_reader({rate:g}), {rate:g} bytes/s"
-        self.fail("timeout", f"{what} ({limit})")
+        request = self.request
+        self.fail(
+            "timeout", timeout_message(self.trace, request.limits, now_ns, request.slow_reader_bps)
+        )
 
     def feed(self, data: bytes, stamp_ns: int) -> None:
         """Account for one network read that returned ``data`` at ``stamp_ns``."""
         if not data or self.stopped:
             return
         self.trace.reads.append((stamp_ns, len(data)))
-        if self._started:
+        if self._body.started:
             self._frame(data, stamp_ns)
         else:
-            self._head.append((data, stamp_ns))
-            if self._begin():
-                head, self._head = self._head, []
-                for held, held_ns in head:
-                    self._frame(held, held_ns)
-                    if self.stopped:
-                        return
+            try:
+                head = self._body.begin(data, stamp_ns)
+            except ProtocolError as exc:
+                self.fail(exc.kind, str(exc))
+                head = []
+            for held, held_ns in head:
+                self._frame(held, held_ns)
+                if self.stopped:
+                    return
         if self._end_seen_ns is None and self.ended:
             self._end_seen_ns = stamp_ns
         self.check_limits(stamp_ns)
 
     def _frame(self, data: bytes, stamp_ns: int) -> None:
-        assert self._framer is not None
-        # Until the format is recognised, a line at a time: the format may change how the
-        # lines after its first frame are framed (Gemini's raw JSON lines).
-        pieces = [data] if self.format is not None else data.splitlines(keepends=True)
-        for piece in pieces:
-            for framed in self._framer.feed(piece, stamp_ns):
-                self._apply(framed)
-                if self.stopped:
-                    return
-
-    def _begin(self) -> bool:
-        """Whether the body's start has arrived and reads as a stream (then the framer is
-        set); a body that is JSON or HTML where events were expected is ``protocol``."""
-        framing = self._framer.framing if self._framer is not None else None
-        if framing in ("raw", "lines"):
-            # Any first byte may begin these; a line that is not JSON is the format's to judge.
-            self._started = True
-            return True
-        head = b"".join(data for data, _ in self._head)
-        start = body_start(head)
-        if start is None:
-            return False
-        if framing is None:
-            # format="auto" without a telling content type: the body's start decides.
-            if start == "sse":
-                framing = "sse"
-            elif start == "object":
-                framing = "lines"
-            elif start == "text":
-                self._use_format(BUILTIN_FORMATS["raw"])
-                framing = "raw"
-            self._framer = Framer(framing) if framing is not None else None
-        if framing is None or (framing == "sse" and start in ("object", "array", "html")):
-            kind = "JSON" if start in ("object", "array") else "an HTML page"
-            looks = body_looks_like(head)
-            self._looks = looks if looks not in (None, kind) else None
-            answered = self._content_type or "no content type"
-            reads = "server-sent events" if framing == "sse" else "a stream"
-            snippet = head[:_ERROR_BODY_LIMIT].decode("utf-8", "replace").strip()
-            self.fail(
-                "protocol",
-                f"answered {answered}, but the body is {kind}, not {reads}"
-                f"{self._looks_note()}; body: {snippet}",
-            )
-            return False
-        self._started = True
-        return True
-
-    def _use_format(self, fmt: StreamFormat) -> None:
-        self.format = fmt
-        self._read = fmt.reader()
-        if self._framer is not None:
-            self._framer.raw_json = fmt.raw_json_lines
-            self._framer.unterminated_last_event = fmt.unterminated_last_event
-        self.trace.format = fmt.name
+        for framed in self._body.frames(data, stamp_ns):
+            self._apply(framed)
+            if self.stopped:
+                return
 
     def _apply(self, framed: Framed) -> None:
         frame = framed.frame
         if frame is None:
             self._heartbeat(framed.stamp_ns)
             return
-        assert self._framer is not None
-        framing = self._framer.framing
-        if self._sniffed < _SNIFF_FRAMES and self._looks not in BUILTIN_FORMATS:
-            self._sniffed += 1
-            self._looks = looks_like(frame, framing) or self._looks
-        if self.format is None:
-            self._use_format(BUILTIN_FORMATS[detect(frame, framing)])
-        assert self._read is not None
         try:
-            reading: Reading = self._read(frame)
+            reading = self._body.read(frame)
         except StreamError as exc:
-            note = self._looks_note() if exc.kind == "protocol" else ""
+            note = self._body.looks_note() if exc.kind == "protocol" else ""
             self.fail(exc.kind, f"{exc}{note}")
             return
         if reading.heartbeat:
@@ -610,7 +307,8 @@ class StreamRecorder:
             self._add_chunk(reading, framed)
         elif not self.trace.chunks and not reading.heartbeat:
             if len(self._arrived) < ARRIVAL_LABELS:
-                self._arrived.append(label(frame, framing))
+                assert self._body.framer is not None
+                self._arrived.append(label(frame, self._body.framer.framing))
             else:
                 self._arrived_more = True
         self._output = self._output or reading.output
@@ -759,7 +457,7 @@ async def _read_some(response: httpx.Response) -> bytes:
     body = b""
     async for data in response.aiter_bytes():
         body += data
-        if len(body) >= _ERROR_BODY_LIMIT:
+        if len(body) >= ERROR_BODY_LIMIT:
             break
     return body
 
@@ -824,7 +522,11 @@ async def _aread(client: httpx.AsyncClient, recorder: StreamRecorder) -> StreamT
                     timeout=_timeout(request.limits),
                 ) as response:
                     wire = _wire_stamps(recorder.trace, response.extensions)
-                    recorder.response(response.status_code, response.headers.get("content-type"))
+                    recorder.response(
+                        response.status_code,
+                        response.headers.get("content-type"),
+                        response.extensions.get("streamguard_head_ns"),
+                    )
                     if recorder.stopped:
                         recorder.add_body(await _read_some(response))
                         return recorder.trace
@@ -886,3 +588,8 @@ def _read_delays(trace: StreamTrace, wire: Any) -> None:
         return
     trace.stamps = "kernel" if wire.kernel else "loop"
     trace.read_delay_ns = list(wire.read_delay_ns)
+
+
+def __getattr__(name: str) -> object:
+    """Names that moved out of this module (:mod:`pytest_streamguard._moved`)."""
+    return moved_name(__name__, name)

@@ -27,6 +27,9 @@ when the event loop reads it, and the response says so (``streamguard_stamps``: 
 ``loop``). The response also names the connection (``streamguard_local``: the client's local
 ``address:port``) and the client's own delays (``streamguard_queued_ns``: when the request was
 handed to the transport; the reads' ``(kernel stamp, read stamp)`` pairs feed the read delay).
+The response head is stamped like a body read (``streamguard_head_ns``: the stamp of the read
+that completed it), so a first chunk that came in the same segment as the head is never
+stamped before it.
 
 The load resolves each target's address before its first stream is stamped
 (:meth:`LoadTransport.prepare`): the first lookup of a process imports the ``idna`` codec (about
@@ -138,6 +141,8 @@ class _Connection:
         self.error: httpx.TransportError | None = None
         self.waiter: asyncio.Future[None] | None = None
         self.stamp_ns = 0
+        # The stamp of the read that completed the response head (None until it came).
+        self.head_ns: int | None = None
         self.kernel = False
         self.read_delay_ns: list[int] = []
         self.closed = False
@@ -218,6 +223,8 @@ class _Connection:
                     data.stamp_ns = self.stamp_ns
                     event = h11.Data(data=data)
                     self.queued += len(data)
+                elif isinstance(event, h11.Response):
+                    self.head_ns = self.stamp_ns
                 self.events.append(event)
                 if isinstance(event, h11.EndOfMessage | h11.ConnectionClosed):
                     break
@@ -416,6 +423,7 @@ class LoadTransport(httpx.AsyncBaseTransport):
                 "reason_phrase": event.reason,
                 "streamguard_queued_ns": queued_ns,
                 "streamguard_sent_ns": sent_ns,
+                "streamguard_head_ns": connection.head_ns,
                 "streamguard_local": local,
                 "streamguard_connection": connection,
             },

@@ -15,6 +15,7 @@ import json
 import re
 import struct
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Any, Final, Literal
 
@@ -134,112 +135,162 @@ def go_quote_char(byte: int) -> str:
     return f"'\\u{byte:04x}'"
 
 
+@dataclass
+class _Scan:
+    """Where Go's scanner is in a body: the next byte, the open containers, what comes next."""
+
+    body: bytes
+    i: int = 0
+    # "key", "value" (in an object) or "array", innermost last.
+    stack: list[str] = field(default_factory=list)
+    # "value", "key_or_end", "key", "value_or_end" or "end" (after a complete value).
+    expect: str = "value"
+
+    def bad(self, at: int, context: str) -> str:
+        """Go's error for the byte at ``at``: ``invalid character 'x' <context>``."""
+        return f"invalid character {go_quote_char(self.body[at])} {context}"
+
+    def skip_space(self) -> None:
+        """Move past JSON whitespace."""
+        while self.i < len(self.body) and self.body[self.i] in _SPACE:
+            self.i += 1
+
+    def at_end(self) -> bool:
+        """Whether every byte was read."""
+        return self.i == len(self.body)
+
+
 def go_syntax_error(body: bytes) -> str | None:
     """What Go's ``Decoder.Decode`` answers for the first value of ``body``: a scanner error
     (``invalid character ...``), ``unexpected EOF`` or ``EOF``; None when Go's scanner accepts
     it. Iterative, so any depth is scanned (Go stops at 10,000 levels)."""
-    stack: list[str] = []  # "key", "value" (in an object) or "array"
-    i, n = 0, len(body)
-
-    def bad(at: int, context: str) -> str:
-        return f"invalid character {go_quote_char(body[at])} {context}"
-
-    def skip(at: int) -> int:
-        while at < n and body[at] in _SPACE:
-            at += 1
-        return at
-
-    i = skip(i)
-    if i == n:
+    scan = _Scan(body)
+    scan.skip_space()
+    if scan.at_end():
         return "EOF"
-    expect = "value"  # or "key_or_end", "key", "value_or_end", "end"
     while True:
-        i = skip(i)
-        if expect == "end":
-            if not stack:
+        scan.skip_space()
+        if scan.expect == "end":
+            if not scan.stack:
                 return None
-            if i == n:
-                return "unexpected EOF"
-            top, c = stack[-1], body[i]
-            if top == "key":
-                if c != 0x3A:
-                    return bad(i, _AFTER["key"])
-                stack[-1], expect = "value", "value"
-            elif top == "value":
-                if c == 0x2C:
-                    stack[-1], expect = "key", "key"
-                elif c == 0x7D:
-                    stack.pop()
-                else:
-                    return bad(i, _AFTER["value"])
-            elif c == 0x2C:
-                expect = "value"
-            elif c == 0x5D:
-                stack.pop()
-            else:
-                return bad(i, "after array element")
-            i += 1
-            continue
-        if i == n:
-            return "unexpected EOF"
-        c = body[i]
-        if expect in ("key", "key_or_end"):
-            if c == 0x7D and expect == "key_or_end":
-                stack.pop()
-                expect, i = "end", i + 1
-                continue
-            if c != 0x22:
-                return bad(i, "looking for beginning of object key string")
-        elif c == 0x5D and expect == "value_or_end":
-            stack.pop()
-            expect, i = "end", i + 1
-            continue
-        if c in b"[{":
-            if len(stack) >= MAX_DEPTH:
-                return bad(i, "exceeded max depth")
-            stack.append("array" if c == 0x5B else "key")
-            expect, i = ("value_or_end" if c == 0x5B else "key_or_end"), i + 1
-            continue
-        if c == 0x22:
-            i += 1
-            while True:
-                i = _PLAIN.match(body, i).end()  # type: ignore[union-attr]
-                if i == n:
-                    return "unexpected EOF"
-                if body[i] == 0x22:
-                    break
-                if body[i] < 0x20:
-                    return bad(i, "in string literal")
-                i += 1  # a backslash
-                if i == n:
-                    return "unexpected EOF"
-                if body[i] == 0x75:
-                    for _ in range(4):
-                        i += 1
-                        if i == n:
-                            return "unexpected EOF"
-                        if body[i] not in _HEX:
-                            return bad(i, "in \\u hexadecimal character escape")
-                elif body[i] not in b'bfnrt\\/"':
-                    return bad(i, "in string escape code")
-                i += 1
-            i += 1
-        elif c == 0x2D or 0x30 <= c <= 0x39:
-            problem, i = _scan_number(body, i, bad)
-            if problem is not None:
-                return problem
-        elif c in b"tfn":
-            word = {0x74: b"true", 0x66: b"false", 0x6E: b"null"}[c]
-            for k in range(1, len(word)):
-                if i + k == n:
-                    return "unexpected EOF"
-                if body[i + k] != word[k]:
-                    name = word.decode()
-                    return bad(i + k, f"in literal {name} (expecting {chr(word[k])!r})")
-            i += len(word)
+            problem = _after_value(scan)
         else:
-            return bad(i, "looking for beginning of value")
-        expect = "end"
+            problem = _next_value(scan)
+        if problem is not None:
+            return problem
+
+
+def _after_value(scan: _Scan) -> str | None:
+    """Read what follows a complete value inside a container: ``:`` after a key, ``,`` or the
+    container's close after a value or element."""
+    if scan.at_end():
+        return "unexpected EOF"
+    top, c = scan.stack[-1], scan.body[scan.i]
+    if top == "key":
+        if c != 0x3A:
+            return scan.bad(scan.i, _AFTER["key"])
+        scan.stack[-1], scan.expect = "value", "value"
+    elif top == "value":
+        if c == 0x2C:
+            scan.stack[-1], scan.expect = "key", "key"
+        elif c == 0x7D:
+            scan.stack.pop()
+        else:
+            return scan.bad(scan.i, _AFTER["value"])
+    elif c == 0x2C:
+        scan.expect = "value"
+    elif c == 0x5D:
+        scan.stack.pop()
+    else:
+        return scan.bad(scan.i, "after array element")
+    scan.i += 1
+    return None
+
+
+def _next_value(scan: _Scan) -> str | None:
+    """Read where a value (or an object key) is expected: an empty container's close, a
+    container's opening, or a whole string, number or literal."""
+    if scan.at_end():
+        return "unexpected EOF"
+    c = scan.body[scan.i]
+    if scan.expect in ("key", "key_or_end"):
+        if c == 0x7D and scan.expect == "key_or_end":
+            _close_empty(scan)
+            return None
+        if c != 0x22:
+            return scan.bad(scan.i, "looking for beginning of object key string")
+    elif c == 0x5D and scan.expect == "value_or_end":
+        _close_empty(scan)
+        return None
+    if c in b"[{":
+        if len(scan.stack) >= MAX_DEPTH:
+            return scan.bad(scan.i, "exceeded max depth")
+        scan.stack.append("array" if c == 0x5B else "key")
+        scan.expect = "value_or_end" if c == 0x5B else "key_or_end"
+        scan.i += 1
+        return None
+    problem, scan.i = _scan_scalar(scan.body, scan.i, scan.bad)
+    scan.expect = "end"
+    return problem
+
+
+def _close_empty(scan: _Scan) -> None:
+    """Close the container just opened (``{}`` or ``[]``)."""
+    scan.stack.pop()
+    scan.expect = "end"
+    scan.i += 1
+
+
+def _scan_scalar(body: bytes, i: int, bad: Callable[[int, str], str]) -> tuple[str | None, int]:
+    """Read the string, number or literal starting at ``i``; the problem (or None) and the
+    index after it."""
+    c = body[i]
+    if c == 0x22:
+        return _scan_string(body, i, bad)
+    if c == 0x2D or 0x30 <= c <= 0x39:
+        return _scan_number(body, i, bad)
+    if c in b"tfn":
+        return _scan_literal(body, i, bad)
+    return bad(i, "looking for beginning of value"), i
+
+
+def _scan_string(body: bytes, i: int, bad: Callable[[int, str], str]) -> tuple[str | None, int]:
+    """Read the string whose opening quote is at ``i``, escapes checked as Go does."""
+    n = len(body)
+    i += 1
+    while True:
+        i = _PLAIN.match(body, i).end()  # type: ignore[union-attr]
+        if i == n:
+            return "unexpected EOF", i
+        if body[i] == 0x22:
+            return None, i + 1
+        if body[i] < 0x20:
+            return bad(i, "in string literal"), i
+        i += 1  # a backslash
+        if i == n:
+            return "unexpected EOF", i
+        if body[i] == 0x75:
+            for _ in range(4):
+                i += 1
+                if i == n:
+                    return "unexpected EOF", i
+                if body[i] not in _HEX:
+                    return bad(i, "in \\u hexadecimal character escape"), i
+        elif body[i] not in b'bfnrt\\/"':
+            return bad(i, "in string escape code"), i
+        i += 1
+
+
+def _scan_literal(body: bytes, i: int, bad: Callable[[int, str], str]) -> tuple[str | None, int]:
+    """Read ``true``, ``false`` or ``null`` starting at ``i``."""
+    word = {0x74: b"true", 0x66: b"false", 0x6E: b"null"}[body[i]]
+    for k in range(1, len(word)):
+        if i + k == len(body):
+            return "unexpected EOF", i + k
+        if body[i + k] != word[k]:
+            name = word.decode()
+            return bad(i + k, f"in literal {name} (expecting {chr(word[k])!r})"), i + k
+    return None, i + len(word)
 
 
 def _scan_number(body: bytes, i: int, bad: Callable[[int, str], str]) -> tuple[str | None, int]:

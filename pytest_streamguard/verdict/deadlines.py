@@ -7,7 +7,7 @@ that were active, followed by a compact timeline of the stream.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from pytest_streamguard.common.display import counted
@@ -301,156 +301,180 @@ def likely_cause(
     return "; ".join(parts)
 
 
+@dataclass
+class _Broken:
+    """What :func:`check_trace` gathers on one stream, bound by bound: each broken bound
+    (bound, measured, limit, chunk index, detail) and the notes to mark on its timeline."""
+
+    found: list[tuple[str, float | None, float | None, int | None, str]] = field(
+        default_factory=list
+    )
+    marks: dict[int, str] = field(default_factory=dict)
+
+    def add(
+        self,
+        bound: str,
+        measured: float | None,
+        limit: float | None,
+        index: int | None,
+        detail: str,
+    ) -> None:
+        """Record one broken bound."""
+        self.found.append((bound, measured, limit, index, detail))
+
+    def violations(self, trace: CheckedStream) -> list[Violation]:
+        """The broken bounds as violations of ``trace``, sharing its marked timeline."""
+        if not self.found:
+            return []
+        line = trace.timeline(self.marks)
+        faults = trace.active_faults()
+        return [
+            Violation(
+                stream=trace.name,
+                bound=bound,
+                measured=measured,
+                limit=limit,
+                chunk_index=index,
+                detail=detail,
+                faults=faults,
+                timeline=line,
+            )
+            for bound, measured, limit, index, detail in self.found
+        ]
+
+
 def check_trace(trace: CheckedStream, deadline: Deadline) -> list[Violation]:
     """Every way ``trace`` breaks ``deadline``; a stream that did not complete always does."""
-    found: list[tuple[str, float | None, float | None, int | None, str]] = []
-    marks: dict[int, str] = {}
+    broken = _Broken()
     cut = not trace.completed and trace.error_kind in CUT_KINDS
+    _check_ending(trace, cut, broken)
+    _check_held_open(trace, broken)
+    if deadline.ttft is not None:
+        _check_ttft(trace, deadline.ttft, cut, broken)
+    gaps = trace.gaps
+    if deadline.chunk is not None and gaps:
+        if deadline.percentile is not None:
+            _check_gap_percentile(gaps, deadline.chunk, deadline.percentile, broken)
+        else:
+            _check_every_gap(gaps, deadline.chunk, broken)
+    if deadline.total is not None and trace.total is not None and trace.total > deadline.total:
+        broken.add(
+            "total",
+            trace.total,
+            deadline.total,
+            None,
+            f"total {trace.total:.3f} s > deadline {deadline.total:.3f} s",
+        )
+    return broken.violations(trace)
+
+
+def _check_ending(trace: CheckedStream, cut: bool, broken: _Broken) -> None:
+    """The stream's end: a cut the test expected that did not come, or an end that was not
+    the protocol's (not completed) when no cut was expected."""
+    chunks = counted(len(trace.chunks), "chunk")
     if trace.expect == "cut" and not cut:
         what = "completed" if trace.completed else f"{trace.error_kind}: {trace.error}"
-        found.append(
-            (
-                "expect",
-                trace.total,
-                None,
-                len(trace.chunks),
-                f"expected a cut (expect='cut'), but the stream was not cut ({what}) "
-                f"after {counted(len(trace.chunks), 'chunk')}",
-            )
+        broken.add(
+            "expect",
+            trace.total,
+            None,
+            len(trace.chunks),
+            f"expected a cut (expect='cut'), but the stream was not cut ({what}) after {chunks}",
         )
     elif not trace.completed and trace.expect != "cut":
         # (A cut the test asked for is no violation; what came before it is still held to
-        # the bounds below.)
+        # the bounds checked after this one.)
         trailing = ""
         if trace.chunks and trace.end_ns is not None:
             idle = ns_to_s(trace.end_ns - trace.chunks[-1].stamp_ns)
             trailing = f", {idle:.3f} s after chunk {trace.chunks[-1].index}"
-        found.append(
-            (
-                "completed",
-                trace.total,
-                None,
-                len(trace.chunks),
-                f"stream did not complete ({trace.error_kind}: {trace.error}) "
-                f"after {counted(len(trace.chunks), 'chunk')}{trailing}",
-            )
+        broken.add(
+            "completed",
+            trace.total,
+            None,
+            len(trace.chunks),
+            f"stream did not complete ({trace.error_kind}: {trace.error}) after {chunks}{trailing}",
         )
+
+
+def _check_held_open(trace: CheckedStream, broken: _Broken) -> None:
+    """A body the server kept open after the stream's end."""
     if trace.held_open_s is not None:
-        found.append(
-            (
-                "held_open",
-                trace.held_open_s,
-                None,
-                len(trace.chunks),
-                f"body held open {trace.held_open_s:.3f} s after the stream's end "
-                "(an SDK client that reads to the body's end waits there until its own timeout)",
-            )
+        broken.add(
+            "held_open",
+            trace.held_open_s,
+            None,
+            len(trace.chunks),
+            f"body held open {trace.held_open_s:.3f} s after the stream's end "
+            "(an SDK client that reads to the body's end waits there until its own timeout)",
         )
-    if deadline.ttft is not None:
-        if trace.ttft is None and trace.completed:
-            # An empty answer the test allowed: no first token to time, so the bound applies
-            # to the answer itself (request to end), as a user waiting on it would see it.
-            waited = trace.total
-            if waited is not None and waited > deadline.ttft:
-                found.append(
-                    (
-                        "ttft",
-                        waited,
-                        deadline.ttft,
-                        0,
-                        f"empty answer (allowed) ended after {waited:.3f} s "
-                        f"> ttft deadline {deadline.ttft:.3f} s",
-                    )
-                )
-        elif trace.ttft is None:
-            # A stream that ended without a token already broke "completed" above; its ttft is
-            # broken too only if it was still waiting when the ttft deadline ran out.
-            waited = trace.total
-            if (waited is None or waited > deadline.ttft) and not (trace.expect == "cut" and cut):
-                after = "" if waited is None else f" in {waited:.3f} s"
-                found.append(
-                    (
-                        "ttft",
-                        waited,
-                        deadline.ttft,
-                        0,
-                        f"no data event arrived{after} (ttft deadline {deadline.ttft:.3f} s)",
-                    )
-                )
-        elif trace.ttft > deadline.ttft:
-            marks[0] = f"over ttft {deadline.ttft * 1e3:.1f} ms"
-            found.append(
-                (
-                    "ttft",
-                    trace.ttft,
-                    deadline.ttft,
-                    0,
-                    f"ttft {trace.ttft:.3f} s > deadline {deadline.ttft:.3f} s",
-                )
+
+
+def _check_ttft(trace: CheckedStream, ttft: float, cut: bool, broken: _Broken) -> None:
+    """The first token's deadline, also for a stream that had none."""
+    if trace.ttft is None and trace.completed:
+        # An empty answer the test allowed: no first token to time, so the bound applies
+        # to the answer itself (request to end), as a user waiting on it would see it.
+        waited = trace.total
+        if waited is not None and waited > ttft:
+            broken.add(
+                "ttft",
+                waited,
+                ttft,
+                0,
+                f"empty answer (allowed) ended after {waited:.3f} s > ttft deadline {ttft:.3f} s",
             )
-    gaps = trace.gaps
-    if deadline.chunk is not None and gaps:
-        if deadline.percentile is not None:
-            value = percentile(gaps, deadline.percentile)
-            assert value is not None
-            if value > deadline.chunk:
-                over = [i for i, g in enumerate(gaps) if g > deadline.chunk]
-                for i in over:
-                    marks[i + 1] = "gap over chunk deadline"
-                found.append(
-                    (
-                        "chunk",
-                        value,
-                        deadline.chunk,
-                        over[0] + 1,
-                        f"p{deadline.percentile:g} gap {value:.3f} s > chunk deadline "
-                        f"{deadline.chunk:.3f} s ({len(over)} of {len(gaps)} gaps over, "
-                        f"first before chunk {over[0] + 1})",
-                    )
-                )
-        else:
-            over = [i for i, g in enumerate(gaps) if g > deadline.chunk]
-            if over:
-                worst = max(over, key=lambda i: gaps[i])
-                for i in over:
-                    marks[i + 1] = f"over {deadline.chunk * 1e3:.1f} ms"
-                found.append(
-                    (
-                        "chunk",
-                        gaps[worst],
-                        deadline.chunk,
-                        worst + 1,
-                        f"gap before chunk {worst + 1} = {gaps[worst]:.3f} s > chunk deadline "
-                        f"{deadline.chunk:.3f} s ({len(over)} of {len(gaps)} gaps over)",
-                    )
-                )
-    if deadline.total is not None and trace.total is not None and trace.total > deadline.total:
-        found.append(
-            (
-                "total",
-                trace.total,
-                deadline.total,
-                None,
-                f"total {trace.total:.3f} s > deadline {deadline.total:.3f} s",
+    elif trace.ttft is None:
+        # A stream that ended without a token already broke "completed"; its ttft is
+        # broken too only if it was still waiting when the ttft deadline ran out.
+        waited = trace.total
+        if (waited is None or waited > ttft) and not (trace.expect == "cut" and cut):
+            after = "" if waited is None else f" in {waited:.3f} s"
+            broken.add(
+                "ttft",
+                waited,
+                ttft,
+                0,
+                f"no data event arrived{after} (ttft deadline {ttft:.3f} s)",
             )
+    elif trace.ttft > ttft:
+        broken.marks[0] = f"over ttft {ttft * 1e3:.1f} ms"
+        broken.add("ttft", trace.ttft, ttft, 0, f"ttft {trace.ttft:.3f} s > deadline {ttft:.3f} s")
+
+
+def _check_gap_percentile(gaps: list[float], chunk: float, at: float, broken: _Broken) -> None:
+    """The chunk deadline on the ``at``-th percentile of the stream's gaps."""
+    value = percentile(gaps, at)
+    assert value is not None
+    if value > chunk:
+        over = [i for i, g in enumerate(gaps) if g > chunk]
+        for i in over:
+            broken.marks[i + 1] = "gap over chunk deadline"
+        broken.add(
+            "chunk",
+            value,
+            chunk,
+            over[0] + 1,
+            f"p{at:g} gap {value:.3f} s > chunk deadline {chunk:.3f} s "
+            f"({len(over)} of {len(gaps)} gaps over, first before chunk {over[0] + 1})",
         )
-    if not found:
-        return []
-    line = trace.timeline(marks)
-    faults = trace.active_faults()
-    return [
-        Violation(
-            stream=trace.name,
-            bound=bound,
-            measured=measured,
-            limit=limit,
-            chunk_index=index,
-            detail=detail,
-            faults=faults,
-            timeline=line,
+
+
+def _check_every_gap(gaps: list[float], chunk: float, broken: _Broken) -> None:
+    """The chunk deadline on every gap; the worst one is the measured value."""
+    over = [i for i, g in enumerate(gaps) if g > chunk]
+    if over:
+        worst = max(over, key=lambda i: gaps[i])
+        for i in over:
+            broken.marks[i + 1] = f"over {chunk * 1e3:.1f} ms"
+        broken.add(
+            "chunk",
+            gaps[worst],
+            chunk,
+            worst + 1,
+            f"gap before chunk {worst + 1} = {gaps[worst]:.3f} s > chunk deadline "
+            f"{chunk:.3f} s ({len(over)} of {len(gaps)} gaps over)",
         )
-        for bound, measured, limit, index, detail in found
-    ]
 
 
 def check_traces(traces: Sequence[CheckedStream], deadline: Deadline) -> list[Violation]:

@@ -313,7 +313,8 @@ def _read_tgi(url: str, transport: ReplayTransport | None) -> Any:
 
 async def plugin_verdict(url: str, fmt: str, client: httpx.AsyncClient | None) -> Verdict:
     """The plugin's reading of the stream at ``url`` with ``format=fmt``."""
-    from pytest_streamguard.stream.client import StreamRecorder, StreamRequest, aread_stream
+    from pytest_streamguard.stream.client import StreamRecorder, aread_stream
+    from pytest_streamguard.stream.request import StreamRequest
 
     request = StreamRequest("POST", url, json_body={"stream": True}, format=fmt)
     trace = await aread_stream(StreamRecorder(request, "fuzz"), client)

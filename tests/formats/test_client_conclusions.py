@@ -40,6 +40,17 @@ def _read(protocol: str, body: bytes) -> tuple[list[differential.Verdict], diffe
     return [asyncio.run(ours(fmt)) for fmt in (protocol, "auto")], theirs
 
 
+# An Anthropic message_start's message.
+_MESSAGE = {
+    "id": "m",
+    "type": "message",
+    "role": "assistant",
+    "model": "m",
+    "content": [],
+    "usage": {"input_tokens": 1, "output_tokens": 1},
+}
+
+
 def _chat(delta: dict[str, Any], finish: str | None = None) -> dict[str, Any]:
     return {
         "object": "chat.completion.chunk",
@@ -78,17 +89,9 @@ def test_openai_tool_call_with_empty_arguments_completes() -> None:
 
 
 def test_anthropic_tool_use_with_empty_input_completes() -> None:
-    message = {
-        "id": "m",
-        "type": "message",
-        "role": "assistant",
-        "model": "m",
-        "content": [],
-        "usage": {"input_tokens": 1, "output_tokens": 1},
-    }
     block = {"type": "tool_use", "id": "t", "name": "now", "input": {}}
     body = _sse(
-        ("message_start", {"type": "message_start", "message": message}),
+        ("message_start", {"type": "message_start", "message": _MESSAGE}),
         (
             "content_block_start",
             {"type": "content_block_start", "index": 0, "content_block": block},
@@ -116,17 +119,9 @@ def test_audio_transcript_is_the_answer_text() -> None:
 
 
 def test_anthropic_text_only_in_the_start_event() -> None:
-    message = {
-        "id": "m",
-        "type": "message",
-        "role": "assistant",
-        "model": "m",
-        "content": [],
-        "usage": {"input_tokens": 1, "output_tokens": 1},
-    }
     block = {"type": "text", "text": "Hello"}
     body = _sse(
-        ("message_start", {"type": "message_start", "message": message}),
+        ("message_start", {"type": "message_start", "message": _MESSAGE}),
         (
             "content_block_start",
             {"type": "content_block_start", "index": 0, "content_block": block},
@@ -233,16 +228,6 @@ def test_bare_done_without_finish_reason_follows_the_client(n: int) -> None:
     words = ["The", " answer", " is"][:n]
     body = _sse(*((None, _chat({"content": w})) for w in words), (None, "[DONE]"))
     _agree("openai", body, True, text="".join(words))
-
-
-_MESSAGE = {
-    "id": "m",
-    "type": "message",
-    "role": "assistant",
-    "model": "m",
-    "content": [],
-    "usage": {"input_tokens": 1, "output_tokens": 1},
-}
 
 
 def _reasons(protocol: str, body: bytes) -> tuple[list[str | None], str | None]:

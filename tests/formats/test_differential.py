@@ -18,7 +18,8 @@ import differential
 import pytest
 from streamgen import PROTOCOLS, Transcript, generate
 
-from pytest_streamguard.stream.client import StreamRecorder, StreamRequest
+from pytest_streamguard.stream.client import StreamRecorder
+from pytest_streamguard.stream.request import StreamRequest
 
 SEED = 26
 PER_PROTOCOL = 250

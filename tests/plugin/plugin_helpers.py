@@ -2,14 +2,11 @@
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
-EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
-STREAM_APP = EXAMPLES / "stream_app.py"
 #: A Node.js gateway (node:http, an OpenAI-style SSE route, its own listening line).
 NODE_GATEWAY = Path(__file__).resolve().parent / "node_gateway.js"
 #: A user's test of that gateway's stream.
@@ -33,14 +30,6 @@ def pid_alive(pid: int) -> bool:
             return stat.read().rsplit(")", 1)[1].split()[0] != "Z"
     except FileNotFoundError:
         return False
-
-
-def wait_until(condition: Callable[[], bool], timeout: float, what: str) -> None:
-    """Poll ``condition`` until true; fail naming ``what`` after ``timeout`` seconds."""
-    deadline = time.monotonic() + timeout
-    while not condition():
-        assert time.monotonic() < deadline, f"timed out after {timeout} s waiting for {what}"
-        time.sleep(0.02)
 
 
 def error_section(lines: list[str], title: str) -> list[str]:

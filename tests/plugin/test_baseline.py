@@ -14,8 +14,6 @@ from collections.abc import Callable
 
 import pytest
 
-from pytest_streamguard.report.bounds import Bound, parse_bounds
-
 INNER = """
 import pytest
 
@@ -260,7 +258,7 @@ def test_min_samples_option_makes_a_single_stream_count(
             "*unknown metric 'ttft_p99'; expected comma-separated metric:bound pairs such as "
             "'ttft_p95:20%,gap_p95:30%,gap_max:0.1s'; metrics: ttft_p50, ttft_p95, gap_p95, "
             "gap_max; a bound is a number >= 0 with a unit: % (relative to the baseline), s or "
-            "ms (absolute increase)",
+            "ms (absolute increase); and headroom:N% (how much a test's headroom may drop)",
         ),
         (["--streamguard-compare-fail", "gap_p95:30"], "*'gap_p95:30' is not a metric:bound pair*"),
         (
@@ -297,17 +295,3 @@ def test_compare_fail_needs_a_baseline_and_the_baseline_must_exist(
     result = run("--streamguard-compare", "bad.json")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     result.stderr.fnmatch_lines(["*--streamguard-compare bad.json: cannot read the baseline*"])
-
-
-def test_bounds_parse_units_and_judge_changes() -> None:
-    assert parse_bounds("ttft_p95:20%, gap_max:100ms,gap_p95:0.5s") == (
-        Bound("ttft_p95", 20.0, True),
-        Bound("gap_max", 0.1, False),
-        Bound("gap_p95", 0.5, False),
-    )
-    assert Bound("ttft_p95", 20.0, True).exceeded(0.100, 0.121)
-    assert not Bound("ttft_p95", 20.0, True).exceeded(0.100, 0.119)
-    assert Bound("gap_max", 0.1, False).exceeded(0.05, 0.151)
-    assert not Bound("gap_max", 0.1, False).exceeded(0.05, 0.149)
-    # Getting better is never a regression.
-    assert not Bound("ttft_p50", 0.0, True).exceeded(0.2, 0.1)

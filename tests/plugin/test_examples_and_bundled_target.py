@@ -6,7 +6,8 @@ import shutil
 import sys
 
 import pytest
-from plugin_helpers import EXAMPLES, pid_alive
+from plugin_helpers import pid_alive
+from served import EXAMPLES
 
 
 def test_example_file_passes(pytester: pytest.Pytester, toxiproxy_url: str) -> None:

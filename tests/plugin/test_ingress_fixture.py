@@ -6,7 +6,8 @@ from __future__ import annotations
 import sys
 
 import pytest
-from plugin_helpers import STREAM_APP, pid_alive
+from plugin_helpers import pid_alive
+from served import STREAM_APP
 
 
 def test_ingress_cuts_a_silent_stream_and_is_undone(

@@ -15,7 +15,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from plugin_helpers import wait_until
+from polling import wait_until
 
 ray = pytest.importorskip("ray", reason="the 'ray' extra is not installed")
 cluster_utils = pytest.importorskip("ray.cluster_utils")

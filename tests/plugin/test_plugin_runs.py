@@ -15,7 +15,8 @@ import xml.etree.ElementTree as ET
 from pathlib import Path
 
 import pytest
-from plugin_helpers import STREAM_APP, pid_alive
+from plugin_helpers import pid_alive
+from served import STREAM_APP
 
 
 def test_passing_stream_and_summary_row(pytester: pytest.Pytester, run) -> None:  # type: ignore[no-untyped-def]
@@ -324,7 +325,7 @@ def test_json_report_and_junit_properties(pytester: pytest.Pytester, run) -> Non
     result.assert_outcomes(passed=1)
     report = json.loads(Path(pytester.path, "out", "sg.json").read_text())
     assert report["format"] == "pytest-streamguard"
-    assert report["version"] == 1
+    assert report["version"] == 2
     assert report["toxiproxy_version"] == "2.12.0"
     (test,) = report["tests"]
     assert test["verdict"] == "pass"
@@ -332,7 +333,8 @@ def test_json_report_and_junit_properties(pytester: pytest.Pytester, run) -> Non
     first, second = test["traces"]
     assert len(first["chunks"]) == 3
     assert len(second["chunks"]) == 2
-    assert all(isinstance(c["stamp_ns"], int) for c in first["chunks"])
+    stamp = first["chunk_fields"].index("stamp_ns")
+    assert all(isinstance(c[stamp], int) for c in first["chunks"])
     assert first["stats"]["ttft_s"] >= 0.04
     (fault,) = first["faults"]
     assert fault["kind"] == "latency"

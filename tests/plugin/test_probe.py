@@ -17,14 +17,12 @@ from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
 
 import pytest
-from plugin_helpers import streamguard_runner, wait_until
+from plugin_helpers import streamguard_runner
 from served import loopback_socket, serve_in_thread
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import PlainTextResponse, Response, StreamingResponse
 from starlette.routing import Route
-
-from pytest_streamguard.stream.probe import ProbeSpec, ProbeThread, probing
 
 SubRun = Callable[..., pytest.RunResult]
 
@@ -217,38 +215,3 @@ def test_a_bad_probe_setting_is_a_usage_error(pytester: pytest.Pytester) -> None
     )
     result = pytester.runpytest("--streamguard", "--streamguard-probe-interval", "0")
     result.stderr.fnmatch_lines(["*'0' from --streamguard-probe-interval is not a valid*"])
-
-
-def test_the_probe_thread_samples_the_ready_path_and_a_tcp_connect(incident_url: str) -> None:
-    for setting, kind, target in (("", "http", "/readyz"), ("tcp", "tcp", incident_url[7:])):
-        spec = ProbeSpec.for_target(setting, incident_url, "/readyz", 0.01)
-        assert (spec.kind, spec.target) == (kind, target)
-        with ProbeThread(spec) as probe:
-            probed = probe.probed
-            assert probed is not None
-            wait_until(lambda: len(probed.samples) >= 3, 10.0, "3 probes")  # noqa: B023
-        assert probe.probed is not None
-        stamps = [stamp for stamp, _ in probe.probed.samples]
-        assert stamps == sorted(stamps)
-        assert all(latency is not None for _, latency in probe.probed.samples)
-    with ProbeThread(None) as off:
-        assert off.probed is None
-
-
-@pytest.mark.asyncio
-async def test_a_probe_that_gets_no_answer_records_none() -> None:
-    # A port nothing listens on: the connect is refused, the sample has no latency.
-    with loopback_socket() as sock:
-        port = sock.getsockname()[1]
-        spec = ProbeSpec("tcp", f"http://127.0.0.1:{port}", f"127.0.0.1:{port}", 0.01)
-        async with probing(spec) as probed:
-            assert probed is not None
-            deadline = time.monotonic() + 10.0
-            while not probed.samples:
-                assert time.monotonic() < deadline
-                await asyncio.sleep(0.01)
-    assert probed.samples[0][1] is None
-    async with probing(None) as nothing:
-        assert nothing is None
-    with pytest.raises(ValueError, match="probe kind 'udp' is not known: expected one of"):
-        ProbeSpec("udp", "http://x", "x")

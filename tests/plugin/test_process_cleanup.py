@@ -11,7 +11,8 @@ import time
 from collections.abc import Iterator
 
 import pytest
-from plugin_helpers import pid_alive, wait_until
+from plugin_helpers import pid_alive
+from polling import wait_until
 
 RECORD_PIDS = """
 import json, os, signal, threading

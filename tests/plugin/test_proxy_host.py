@@ -12,20 +12,7 @@ from __future__ import annotations
 import pytest
 from plugin_helpers import INI
 
-from pytest_streamguard.faults.toxiproxy_client import host_port, proxy_url, with_host
-
 BODY = '{"max_new_tokens": 5, "interval_s": 0.01}'
-
-
-def test_addresses_are_joined_as_go_writes_them() -> None:
-    assert host_port("127.0.0.2", 0) == "127.0.0.2:0"
-    assert host_port("::1", 8474) == "[::1]:8474"
-    assert with_host("127.0.0.1:8000", "10.0.0.5") == "10.0.0.5:8000"
-    assert with_host("127.0.0.1:8000", None) == "127.0.0.1:8000"
-    assert proxy_url("127.0.0.2:4100", "127.0.0.2", "127.0.0.1") == "http://127.0.0.2:4100"
-    # A wildcard listens everywhere; clients dial the host they reach the Toxiproxy API at.
-    assert proxy_url("[::]:4100", "0.0.0.0", "toxiproxy") == "http://toxiproxy:4100"
-    assert proxy_url("[::]:4100", "::", "127.0.0.1") == "http://127.0.0.1:4100"
 
 
 def test_a_stream_completes_through_a_proxy_on_127_0_0_2(pytester: pytest.Pytester, run) -> None:  # type: ignore[no-untyped-def]

@@ -7,51 +7,20 @@ leading ``python`` that must be pytest's own interpreter, not whatever PATH find
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
-import socket
 import sys
 import time
-from pathlib import Path
 
 import pytest
-from plugin_helpers import NODE_GATEWAY, NODE_STREAM_TEST, wait_until
+from plugin_helpers import NODE_GATEWAY, NODE_STREAM_TEST
 
 from pytest_streamguard.services.app import PORT_DISCOVERY_S
-from pytest_streamguard.services.processes import ManagedProcess, listening_ports, listening_url
-
-# What each framework prints once it listens (their own words), and the URL the plugin dials.
-FRAMEWORK_LINES = [
-    ("gateway listening on http://127.0.0.1:8080", "http://127.0.0.1:8080"),
-    ('{"level":30,"msg":"Server listening at http://127.0.0.1:3000"}', "http://127.0.0.1:3000"),
-    (
-        "ready - started server on 0.0.0.0:3000, url: http://localhost:3000",
-        "http://localhost:3000",
-    ),
-    ("2026/12/04 12:00:00 Listening on :8080", "http://127.0.0.1:8080"),
-    ("Tomcat started on port 8080 (http) with context path ''", "http://127.0.0.1:8080"),
-    (
-        "INFO:     Uvicorn running on http://0.0.0.0:8000 (Press CTRL+C to quit)",
-        "http://127.0.0.1:8000",
-    ),
-    (" * Running on http://127.0.0.1:5000", "http://127.0.0.1:5000"),
-    ("serving on [::]:9000", "http://127.0.0.1:9000"),
-    (
-        '{"message": "streamguard target listening", "url": "http://127.0.0.1:5001"}',
-        "http://127.0.0.1:5001",
-    ),
-]
-# Lines that name a time, a progress figure or nothing to listen on.
-NOT_LISTENING = [
-    "Server started in 0:00:03",
-    "loading model 50% (12:30)",
-    "ready in 3.2s",
-    "connected to redis at 127.0.0.1:6379",
-]
-
 
 # Reads PORT, as most frameworks do, and prints nothing at all.
 SILENT_PORT_APP = """
+import json
 import os
 from http.server import BaseHTTPRequestHandler, HTTPServer
 
@@ -67,45 +36,17 @@ class Handler(BaseHTTPRequestHandler):
 HTTPServer(("127.0.0.1", int(os.environ["PORT"])), Handler).serve_forever()
 """
 
+# The same app, told its port by a flag: python app.py --port N.
+PORT_FLAG_APP = SILENT_PORT_APP.replace('int(os.environ["PORT"])', "int(sys.argv[2])").replace(
+    "import os", "import sys"
+)
+
 READY_ONLY_TEST = """
 import pytest
 
 def test_target_found(streamguard):
     assert streamguard.target.url.startswith("http://127.0.0.1:")
 """
-
-
-@pytest.mark.parametrize(("line", "url"), FRAMEWORK_LINES)
-def test_listening_lines_of_the_usual_frameworks(line: str, url: str) -> None:
-    assert listening_url(line) == url
-
-
-@pytest.mark.parametrize("line", NOT_LISTENING)
-def test_lines_that_do_not_listen(line: str) -> None:
-    assert listening_url(line) is None
-
-
-def test_listening_ports_of_a_process_group(tmp_path: Path) -> None:
-    port_file = tmp_path / "port"
-    code = (
-        "import socket, sys, time\n"
-        "s = socket.socket(); s.bind(('127.0.0.1', 0)); s.listen()\n"
-        f"open({str(port_file)!r}, 'w').write(str(s.getsockname()[1]))\n"
-        "time.sleep(60)\n"
-    )
-    process = ManagedProcess("listener", [sys.executable, "-c", code])
-    try:
-        wait_until(
-            lambda: port_file.exists() and bool(port_file.read_text()), 30, "the child's port"
-        )
-        assert listening_ports(process.pid) == [int(port_file.read_text())]
-    finally:
-        process.stop()
-    with socket.socket() as other:
-        other.bind(("127.0.0.1", 0))
-        other.listen()
-        # A socket of this process (another group) is not the child's.
-        assert other.getsockname()[1] not in listening_ports(process.pid)
 
 
 def node_or_fail() -> str:
@@ -139,22 +80,30 @@ def test_node_gateway_found_by_its_listening_line(
     assert time.monotonic() - started < PORT_DISCOVERY_S + 30
 
 
-def test_app_that_reads_port_and_logs_nothing(
-    pytester: pytest.Pytester, toxiproxy_url: str
-) -> None:
-    pytester.path.joinpath("app.py").write_text(SILENT_PORT_APP)
+def run_app(
+    pytester: pytest.Pytester, toxiproxy_url: str, app: str, cmd: str, *args: str
+) -> pytest.RunResult:
+    """Run READY_ONLY_TEST against ``app`` (saved as app.py) started as ``cmd``, ready at /."""
+    pytester.path.joinpath("app.py").write_text(app)
     pytester.makepyfile(READY_ONLY_TEST)
-    result = pytester.runpytest_subprocess(
+    return pytester.runpytest_subprocess(
         "--streamguard",
         "--streamguard-toxiproxy",
         toxiproxy_url,
         "--streamguard-target-cmd",
-        f"{sys.executable} app.py",
+        cmd,
         "--streamguard-ready-path",
         "/",
         "-p",
         "no:cacheprovider",
+        *args,
     )
+
+
+def test_app_that_reads_port_and_logs_nothing(
+    pytester: pytest.Pytester, toxiproxy_url: str
+) -> None:
+    result = run_app(pytester, toxiproxy_url, SILENT_PORT_APP, f"{sys.executable} app.py")
     result.assert_outcomes(passed=1)
 
 
@@ -248,3 +197,22 @@ def test_target_cwd_that_is_not_a_directory(pytester: pytest.Pytester) -> None:
     result.stderr.fnmatch_lines(
         ["*'no/such/dir' from --streamguard-target-cwd is not a valid streamguard_target_cwd:*"]
     )
+
+
+def test_the_summary_names_the_command_that_ran(
+    pytester: pytest.Pytester, toxiproxy_url: str
+) -> None:
+    # The header at the start shows the template ({port}); the summary, what ran on which port.
+    cmd = f"{sys.executable} app.py --port {{port}}"
+    result = run_app(
+        pytester, toxiproxy_url, PORT_FLAG_APP, cmd, "--streamguard-json", "report.json"
+    )
+    result.assert_outcomes(passed=1)
+    result.stdout.fnmatch_lines(["streamguard: target=command python app.py --port {port}, *"])
+    (line,) = [line for line in result.outlines if line.startswith("target: http://")]
+    port = line.split("127.0.0.1:", 1)[1].split(" ", 1)[0]
+    assert line.startswith(
+        f"target: http://127.0.0.1:{port} (started as python app.py --port {port}); "
+    )
+    report = json.loads(pytester.path.joinpath("report.json").read_text())
+    assert report["target_command"] == f"python app.py --port {port}"

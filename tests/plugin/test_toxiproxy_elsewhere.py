@@ -30,8 +30,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import _load_stream_app
-from served import serve_in_thread
+from served import load_stream_app, serve_in_thread
 
 from pytest_streamguard.faults.toxiproxy_client import ToxiproxyAPI, ToxiproxyServer
 from pytest_streamguard.services.processes import ManagedProcess, free_port
@@ -78,7 +77,7 @@ def container_toxiproxy() -> Iterator[tuple[str, str]]:
 def app_port() -> Iterator[int]:
     """The example app on one port of both 127.0.0.1 and 127.0.0.3; each request's local
     address is recorded in ``SERVED_ON``."""
-    app = _load_stream_app().app
+    app = load_stream_app().app
 
     async def recording(scope: dict[str, Any], receive: Any, send: Any) -> None:
         if scope["type"] == "http":

@@ -37,10 +37,12 @@ def nearest_rank(samples: list[float], q: float) -> float:
 
 
 def gaps_of(test: dict[str, Any]) -> list[float]:
-    """Every gap of a JSON test record, recomputed from the raw chunk stamps."""
+    """Every gap of a JSON test record, recomputed from the raw chunk stamps (each chunk a row
+    under the trace's chunk_fields)."""
     gaps = []
     for trace in test["traces"]:
-        stamps = [chunk["stamp_ns"] for chunk in trace["chunks"]]
+        stamp = trace["chunk_fields"].index("stamp_ns")
+        stamps = [chunk[stamp] for chunk in trace["chunks"]]
         gaps += [(b - a) / 1e9 for a, b in itertools.pairwise(stamps)]
     return gaps
 

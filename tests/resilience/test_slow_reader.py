@@ -20,7 +20,8 @@ from conftest import FAULT_KNOBS
 from resilience_helpers import assert_faults_fired, assert_no_findings, counter, findings, wait_for
 
 from pytest_streamguard import DeadlineViolation, StreamGuard, Target
-from pytest_streamguard.stream.client import ReadLimits, StreamRecorder, StreamRequest, aread_stream
+from pytest_streamguard.stream.client import StreamRecorder, aread_stream
+from pytest_streamguard.stream.request import ReadLimits, StreamRequest
 
 # A long answer of 1 KB events (2 MB in all): several times what the buffers between the target
 # and the throttled client hold, so the outcome does not hang on the exact buffer sizes.

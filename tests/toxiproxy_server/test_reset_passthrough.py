@@ -13,7 +13,8 @@ import httpx
 import pytest
 from toxiproxy_helpers import Upstream
 
-from pytest_streamguard.stream.client import StreamRecorder, StreamRequest, read_stream
+from pytest_streamguard.stream.client import StreamRecorder, read_stream
+from pytest_streamguard.stream.request import StreamRequest
 from pytest_streamguard.stream.trace import StreamTrace
 
 LINES = [b'{"token": "a"}\n', b'{"token": "b"}\n']

@@ -8,7 +8,9 @@ import json
 import pytest
 
 from pytest_streamguard.formats import Frame, Framer, NDJSONFormat, SSEFormat, resolve_format
-from pytest_streamguard.stream.client import EMPTY_HINT, ReadLimits, StreamRecorder, StreamRequest
+from pytest_streamguard.stream.client import StreamRecorder
+from pytest_streamguard.stream.endings import EMPTY_HINT
+from pytest_streamguard.stream.request import ReadLimits, StreamRequest
 
 
 def frames(framing: str, *reads: bytes) -> list[tuple[Frame | None, int, int, int]]:

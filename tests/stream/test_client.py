@@ -7,13 +7,8 @@ import statistics
 
 import pytest
 
-from pytest_streamguard.stream.client import (
-    ReadLimits,
-    StreamRecorder,
-    StreamRequest,
-    aread_stream,
-    read_stream,
-)
+from pytest_streamguard.stream.client import StreamRecorder, aread_stream, read_stream
+from pytest_streamguard.stream.request import ReadLimits, StreamRequest
 from pytest_streamguard.stream.trace import StreamTrace
 
 
@@ -138,7 +133,7 @@ def test_bad_format_is_rejected() -> None:
         match=(
             r"expected auto \(the default\), one of sse, openai, openai-responses, anthropic, "
             r"gemini, ollama, tgi, "
-            r"ndjson, raw or a pytest_streamguard\.formats\.StreamFormat"
+            r"ndjson, raw or a pytest_streamguard\.StreamFormat instance"
         ),
     ):
         StreamRequest("GET", "http://127.0.0.1:1/", format="xml")

@@ -4,7 +4,7 @@ one through httpx's own transport, which says its stamps are the client's.
 
 A one-connection server on a real socket records the client's port as it accepted it, so the
 trace's ``local`` is checked against what the server saw. ``benchmarks/wire.py --check``
-(tests/plugin/test_wire_check.py) checks the same stream's stamps against a packet capture.
+(tests/stream/test_wire_check.py) checks the same stream's stamps against a packet capture.
 """
 
 from __future__ import annotations
@@ -21,7 +21,8 @@ from pathlib import Path
 import pytest
 
 from pytest_streamguard.stream import client
-from pytest_streamguard.stream.client import StreamRecorder, StreamRequest, read_stream
+from pytest_streamguard.stream.client import StreamRecorder, read_stream
+from pytest_streamguard.stream.request import StreamRequest
 from pytest_streamguard.stream.trace import StreamTrace
 
 PIECES = [b"one ", b"two ", b"three"]
@@ -31,13 +32,17 @@ class OneShot:
     """Serves one request on 127.0.0.1 (TLS with ``context``): a close-delimited body of
     PIECES, 30 ms apart; ``peer`` is the client's port as accepted."""
 
-    def __init__(self, context: ssl.SSLContext | None = None, bulk: bytes = b"") -> None:
+    def __init__(
+        self, context: ssl.SSLContext | None = None, bulk: bytes = b"", together: bool = False
+    ) -> None:
         self.listener = socket.create_server(("127.0.0.1", 0))
         self.port = self.listener.getsockname()[1]
         self.context = context
         # ``bulk``: sent in one sendall instead of PIECES, through a small send buffer;
         # ``sent_ns`` is when that sendall returned (the kernel took the last byte).
         self.bulk = bulk
+        # ``together``: the response head and the first piece in one write (one segment).
+        self.together = together
         self.sent_ns: int | None = None
         self.peer: int | None = None
         self.error: BaseException | None = None
@@ -63,13 +68,15 @@ class OneShot:
                         length = int(value)
                 while len(body) < length:
                     body += conn.recv(65536)
-                conn.sendall(
-                    b"HTTP/1.1 200 OK\r\ncontent-type: text/plain\r\nconnection: close\r\n\r\n"
-                )
+                head = b"HTTP/1.1 200 OK\r\ncontent-type: text/plain\r\nconnection: close\r\n\r\n"
+                pieces = [] if self.bulk else PIECES
+                if self.together:
+                    head, pieces = head + pieces[0], pieces[1:]
+                conn.sendall(head)
                 if self.bulk:
                     conn.sendall(self.bulk)
                     self.sent_ns = time.perf_counter_ns()
-                for piece in [] if self.bulk else PIECES:
+                for piece in pieces:
                     time.sleep(0.03)  # the server's pacing, not a synchronisation
                     conn.sendall(piece)
         except BaseException as exc:
@@ -102,6 +109,25 @@ def test_plain_http_stream_names_its_connection_and_takes_the_kernels_stamps() -
     assert trace.queued_ns is not None
     assert trace.queued_ns <= trace.request_ns
     assert len(trace.read_delay_ns) >= len(PIECES)
+
+
+def test_a_head_and_first_chunk_in_one_segment_keep_their_order() -> None:
+    # The head is stamped by the read that completed it, as the chunk is: before, the head
+    # was stamped when the client got round to it, after the kernel's stamp of that same
+    # segment, and the timeline showed chunk 0 before the response headers.
+    server = OneShot(together=True)
+    try:
+        trace = read(f"http://127.0.0.1:{server.port}")
+    finally:
+        server.close()
+    assert server.error is None, server.error
+    assert trace.text == "one two three"
+    assert trace.response_ns is not None
+    assert trace.request_ns <= trace.response_ns <= trace.chunks[0].stamp_ns
+    lines = trace.timeline().splitlines()
+    head = next(i for i, line in enumerate(lines) if "response headers (200)" in line)
+    first = next(i for i, line in enumerate(lines) if "chunk 0 " in line)
+    assert head < first, lines
 
 
 def test_a_slow_readers_backpressure_reaches_the_server() -> None:

@@ -19,7 +19,8 @@ PROBE = textwrap.dedent(
     import json
     import sys
 
-    from pytest_streamguard.stream.client import StreamRecorder, StreamRequest
+    from pytest_streamguard.stream.client import StreamRecorder
+    from pytest_streamguard.stream.request import StreamRequest
     from pytest_streamguard.load import LoadPlan, run
 
     url = sys.argv[1]

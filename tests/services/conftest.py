@@ -1,4 +1,5 @@
-"""Fixture for the ingress tests: the SSE app (``sse_app.py``) under uvicorn."""
+"""Fixture for the ingress tests (``services/ingress.py``): the SSE app (``sse_app.py``) under
+uvicorn."""
 
 from __future__ import annotations
 

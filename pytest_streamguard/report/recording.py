@@ -1,0 +1,149 @@
+"""A test's record, built once its body has ended from every guard the test made.
+
+:func:`record_test` judges each guard's faults on that guard's own streams, checks the test's
+streams against its deadline, reads from a target the plugin started whether generation went
+on after a cut stream, and fills the test's :class:`~.records.TestRecord`: its violations and
+its verdict word (``pass``, ``FAIL``, ``caught``, ``error``); :func:`junit_properties` are the
+figures the JUnit XML shows for it. What the test raises is decided from what
+:func:`record_test` returns, by :func:`pytest_streamguard.verdict.judge.failure_of`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Sequence
+from dataclasses import dataclass
+
+from pytest_streamguard.guard import StreamGuard
+from pytest_streamguard.report.records import NOT_FIRED, TestRecord
+from pytest_streamguard.stream.trace import FaultRecord, StreamTrace
+from pytest_streamguard.verdict.deadlines import Deadline, Violation, check_traces
+from pytest_streamguard.verdict.findings import Finding, not_cancelled, target_gauges
+from pytest_streamguard.verdict.probe import Probed, merge
+
+__all__ = ["Recorded", "guard_traces", "junit_properties", "matrix_test", "record_test"]
+
+
+@dataclass(frozen=True)
+class Recorded:
+    """A test's record and what its verdict is made of."""
+
+    #: None when the test read no stream, ran under no profile and applied no fault.
+    record: TestRecord | None
+    #: Every stream the test read, in the order the requests were sent.
+    traces: list[StreamTrace]
+    #: How the streams broke the test's deadline (none without a deadline).
+    violations: list[Violation]
+    #: The findings the test's ``fail_on`` names.
+    gated: list[Finding]
+    #: The test's faults that never fired.
+    unfired: list[FaultRecord]
+    #: The samples of every probe the test's guards sent beside their streams (None: off).
+    probe: Probed | None = None
+
+
+def guard_traces(guards: Sequence[StreamGuard]) -> list[StreamTrace]:
+    """Every stream the test's guards read, in the order the requests were sent."""
+    traces = [trace for guard in guards for trace in guard.traces]
+    return sorted(traces, key=lambda trace: trace.request_ns) if len(guards) > 1 else traces
+
+
+def matrix_test(nodeid: str, profile: str) -> str:
+    """The test a matrix item belongs to: its node id without the profile's id part."""
+    if not nodeid.endswith("]") or "[" not in nodeid:
+        return nodeid
+    prefix, ids = nodeid[:-1].split("[", 1)
+    if ids == profile:
+        return prefix
+    if ids.startswith(profile + "-"):
+        return f"{prefix}[{ids[len(profile) + 1 :]}]"
+    if ids.endswith("-" + profile):
+        return f"{prefix}[{ids[: -len(profile) - 1]}]"
+    return nodeid
+
+
+def record_test(
+    nodeid: str,
+    guards: Sequence[StreamGuard],
+    *,
+    deadline: Deadline | None,
+    fail_on: Collection[str],
+    strict_faults: bool,
+    body_failed: bool,
+) -> Recorded:
+    """The record of the test ``nodeid`` from every guard it made (``guards``, in the order
+    made), judged against its ``deadline`` and the finding names of its ``fail_on``;
+    ``body_failed``: the body raised (its record's verdict is then ``FAIL`` or ``error``)."""
+    traces = guard_traces(guards)
+    faults = [record for guard in guards for record in guard.faults.records]
+    profile = next((g.profile for g in guards if g.profile is not None), None)
+    headroom = [found for guard in guards for found in guard.headrooms]
+    # A matrix item is kept even without streams (its cell says how it ended), and so is a
+    # test that applied faults (whether they fired is part of its verdict) or searched for
+    # its headroom.
+    if not traces and profile is None and not faults and not headroom:
+        return Recorded(record=None, traces=[], violations=[], gated=[], unfired=[])
+    # Each guard's faults act on its own proxy, so each is judged on its own streams.
+    unfired = [f for guard in guards for f in guard.faults.judge(guard.traces)]
+    probe = merge(guard.probe for guard in guards)
+    record = TestRecord(
+        nodeid=nodeid,
+        deadline=deadline,
+        traces=traces,
+        faults=faults,
+        headroom=headroom,
+        probe=probe,
+    )
+    # Generation that went on after a cut stream, on a target the plugin started (no other
+    # client uses it) that exports its engine's requests (the bundled one).
+    for guard in guards:
+        if guard.target.process is None:
+            continue
+        left = not_cancelled(guard.traces, target_gauges(guard.target.url))
+        if left is not None:
+            record.server_findings.append(left)
+    if profile is not None:
+        record.profile = profile.name
+        record.matrix_test = matrix_test(nodeid, profile.name)
+    violations: list[Violation] = []
+    caught = [headline for trace in traces for headline in trace.caught]
+    if deadline is not None:
+        violations = check_traces(traces, deadline)
+        record.violations = [v.headline() for v in violations]
+        record.verdict = "FAIL" if violations else "pass"
+    elif caught:
+        # No marker, but the test checked explicitly and the plugin found a violation:
+        # the test expected it (it went on) or failed on it (body_failed below).
+        record.violations = caught
+        record.verdict = "caught"
+    gated = [f for f in record.findings if f.name in fail_on]
+    if gated:
+        record.violations += [f"finding {f.describe()} (fail_on)" for f in gated]
+        record.verdict = "FAIL"
+    if unfired and strict_faults and not body_failed:
+        record.violations += [f"{NOT_FIRED}{f.describe()}: {f.evidence}" for f in unfired]
+        record.verdict = "FAIL"
+    if body_failed:
+        record.verdict = "FAIL" if caught or violations else "error"
+    return Recorded(
+        record=record,
+        traces=traces,
+        violations=violations,
+        gated=gated,
+        unfired=unfired,
+        probe=probe,
+    )
+
+
+def junit_properties(record: TestRecord) -> list[tuple[str, str]]:
+    """The test's JUnit XML properties: its worst TTFT and largest gap (seconds, when it read
+    any), its verdict, and its matrix profile (for a matrix item)."""
+    properties = []
+    ttft, max_gap = record.worst_ttft(), record.max_gap()
+    if ttft is not None:
+        properties.append(("streamguard_ttft_s", f"{ttft:.6f}"))
+    if max_gap is not None:
+        properties.append(("streamguard_max_gap_s", f"{max_gap:.6f}"))
+    properties.append(("streamguard_verdict", record.verdict))
+    if record.profile is not None:
+        properties.append(("streamguard_profile", record.profile))
+    return properties

@@ -1,0 +1,138 @@
+"""How a stream that failed ended, in words: the messages of its ``empty``, ``truncated`` and
+``timeout`` outcomes, of a connection cut after the protocol's end, and of a read that a pytest
+outcome stopped midway (pytest-timeout's ``signal`` method).
+
+Each message says what arrived (how many tokens, when the last one came), what was missing, and
+the limit or option involved, so a failed stream's trace explains itself without its bytes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import re
+import time
+
+from pytest_streamguard.common.display import counted
+from pytest_streamguard.formats import StreamFormat
+from pytest_streamguard.stream.request import ReadLimits
+from pytest_streamguard.stream.trace import StreamTrace
+
+_DONE = "[DONE]"
+# The failure pytest-timeout's signal method raises (its PYTEST_FAILURE_MESSAGE), from its
+# SIGALRM handler, wherever the test is: often in the middle of reading a stream.
+_PYTEST_TIMEOUT = re.compile(r"Timeout \(>(?P<limit>[^s]+)s\) from pytest-timeout")
+# The two usual causes of an empty answer: the test expects one, or the server dropped the
+# request for a newer one (llama-cpp-python's server does so by default).
+EMPTY_HINT = (
+    "pass allow_empty=True if an empty answer is expected; a server that cancels a request when "
+    "another arrives ends it empty too, as llama-cpp-python's server (python -m "
+    "llama_cpp.server) does unless started with --interrupt_requests False"
+)
+
+
+def empty_message(format_name: str, arrived: list[str], more: bool, looks_note: str) -> str:
+    """An ``empty`` stream's message: what ``arrived`` before the end instead of a token (the
+    labels of its frames, ``more`` when there were more than those), ``looks_note`` after."""
+    if arrived == [_DONE]:
+        what = "a bare [DONE] and nothing else"
+    elif arrived:
+        runs = [(seen, len(list(same))) for seen, same in itertools.groupby(arrived)]
+        shown = ", ".join(seen if n == 1 else f"{seen} (x{n})" for seen, n in runs)
+        what = "only " + shown + (", ..." if more else "")
+    else:
+        what = "nothing"
+    return (
+        f"the {format_name} stream ended before any token: it sent {what}"
+        f"{looks_note} ({EMPTY_HINT})"
+    )
+
+
+def truncated_message(
+    trace: StreamTrace, fmt: StreamFormat | None, require_done: bool, now_ns: int, looks_note: str
+) -> str:
+    """A ``truncated`` stream's message: the connection closed cleanly at ``now_ns`` before the
+    end of ``fmt`` (None: before a ``format="auto"`` stream's format was recognised)."""
+    if fmt is None:
+        seen = "an empty body" if trace.nbytes == 0 else "no data event"
+        if trace.heartbeats:
+            seen = f"only {counted(trace.heartbeats, 'heartbeat')}"
+        return (
+            f"the connection closed cleanly before any token, after {seen}: nothing to "
+            'recognise the stream\'s format by (format="auto")'
+        )
+    if trace.chunks:
+        last = trace.chunks[-1]
+        where = f"after {counted(len(trace.chunks), 'token')}, "
+        where += f"{(now_ns - last.stamp_ns) / 1e9:.3f} s "
+        where += f"after chunk {last.index}"
+    else:
+        where = "before any token"
+    end = f"end ({fmt.end_description})"
+    if require_done:
+        end = "terminal frame (require_done=True: a finish without it is not the end)"
+    return (
+        f"the connection closed cleanly {where}, without the {fmt.name} stream's {end}{looks_note}"
+    )
+
+
+def timeout_message(
+    trace: StreamTrace, limits: ReadLimits, now_ns: int, slow_reader_bps: float | None
+) -> str:
+    """A ``timeout`` stream's message at ``now_ns``: which of ``limits`` ran out, after how
+    long, and the reader's own rate when it read slowly."""
+    elapsed = (now_ns - trace.request_ns) / 1e9
+    if trace.chunks:
+        token_left = limits.gap - (now_ns - trace.chunks[-1].stamp_ns) / 1e9
+    else:
+        token_left = limits.first - elapsed
+    # The limit that ran out is the one with the least time left (a timer may fire a hair
+    # before the clock the limits are computed on says it is due).
+    if limits.total - elapsed <= token_left:
+        what = f"stream still open {elapsed:.3f} s after the request"
+        limit = f"{limits.total_reason} {limits.total:g} s"
+    elif trace.chunks:
+        last = trace.chunks[-1]
+        waited = (now_ns - last.stamp_ns) / 1e9
+        what = f"no token for {waited:.3f} s after chunk {last.index}"
+        limit = f"client read limit {limits.gap:.3f} s"
+    else:
+        what = f"no token {elapsed:.3f} s after the request"
+        limit = f"client read limit {limits.first:.3f} s"
+    rate = slow_reader_bps
+    if rate is not None:
+        # The reader's own pace is the first suspect: a rate meant as KB/s reads a 1 KB event
+        # in minutes.
+        limit += f"; the client read at slow_reader({rate:g}), {rate:g} bytes/s"
+    return f"{what} ({limit})"
+
+
+def cut_after_end_message(format_name: str, message: str) -> str:
+    """The message of a connection that broke (``message``) after the protocol's end but
+    before the body's."""
+    return (
+        f"the connection was cut after the {format_name} stream's end but before its "
+        f"body ended ({message}); an SDK client that reads to the body's end raises here"
+    )
+
+
+def stopped_mid_stream(stopped_by: BaseException, trace: StreamTrace) -> tuple[str, str] | None:
+    """How a stream ended whose read ``stopped_by`` (a pytest outcome) broke off: ``timeout``
+    when it is pytest-timeout's (its signal method fails the test from inside the read, so its
+    limit is what ran out), ``interrupted`` naming any other; None for Ctrl-C or a cancelled
+    task, which the recorder's ``finish()`` records as interrupted in its own words."""
+    if isinstance(stopped_by, KeyboardInterrupt | asyncio.CancelledError):
+        return None
+    end = trace.end_ns if trace.end_ns is not None else time.perf_counter_ns()
+    elapsed = (end - trace.request_ns) / 1e9
+    read = f"{counted(len(trace.chunks), 'chunk')} read in {elapsed:.3f} s"
+    match = _PYTEST_TIMEOUT.search(str(stopped_by))
+    if match is not None:
+        return "timeout", (
+            f"pytest-timeout's limit of {match['limit']} s for the whole test ran out while "
+            f"this stream was read ({read}); it stopped the test mid-stream"
+        )
+    return "interrupted", (
+        f"the test was stopped while this stream was read ({read}): "
+        f"{type(stopped_by).__name__}: {stopped_by}"
+    )

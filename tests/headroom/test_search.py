@@ -1,0 +1,99 @@
+"""The pure search (:mod:`pytest_streamguard.headroom.search`) on synthetic predicates."""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Callable
+
+import pytest
+
+from pytest_streamguard.headroom.search import Search, max_runs
+
+
+def run(levels: int, held: Callable[[int], bool]) -> Search:
+    search = Search(levels)
+    while (level := search.next_level()) is not None:
+        search.tell(held(level))
+    return search
+
+
+@pytest.mark.parametrize("levels", [1, 2, 3, 7, 16, 64, 100, 1000])
+def test_finds_every_boundary_of_a_monotone_predicate_within_the_bound(levels: int) -> None:
+    for capacity in range(levels + 1):
+        search = run(levels, lambda level, c=capacity: level <= c)
+        assert search.value == capacity
+        assert search.broke_at == (capacity + 1 if capacity < levels else None)
+        assert len(search.steps) <= max_runs(levels), (capacity, search.steps)
+
+
+def test_the_bound_is_log2_of_the_range_plus_three() -> None:
+    assert [max_runs(n) for n in (1, 2, 16, 64, 100)] == [3, 4, 7, 9, 9]
+
+
+def test_grows_exponentially_from_the_first_level_as_far_as_the_bound_allows() -> None:
+    # Unbounded doubling (1, 2, 4, 8, ...) would spend about twice log2 of the answer; the
+    # bound of log2(range) + 3 leaves room for two doublings, then the lowest level that keeps
+    # the rest within it.
+    search = run(1024, lambda level: level <= 3)
+    assert [s.level for s in search.steps][:3] == [1, 2, 513]
+    assert (search.value, search.broke_at) == (3, 4)
+    search = run(1024, lambda level: level <= 1)
+    assert [s.level for s in search.steps][:2] == [1, 2]
+
+
+def test_the_level_reported_as_held_ran_twice() -> None:
+    search = run(64, lambda level: level <= 20)
+    confirmations = [s for s in search.steps if s.confirming]
+    assert [(s.level, s.held) for s in confirmations] == [(20, True)]
+    assert [s.level for s in search.steps].count(20) == 2
+
+
+def test_nothing_held_needs_no_confirmation() -> None:
+    search = run(16, lambda level: False)
+    assert (search.value, search.broke_at) == (0, 1)
+    assert all(not s.confirming for s in search.steps)
+
+
+def test_a_lucky_run_above_the_boundary_is_not_believed() -> None:
+    # Level 9 is above the capacity of 8 but holds on its first run only (a lucky run).
+    lucky = {9: 1}
+
+    def held(level: int) -> bool:
+        if level in lucky and lucky[level] > 0:
+            lucky[level] -= 1
+            return True
+        return level <= 8
+
+    search = run(16, held)
+    assert (search.value, search.broke_at) == (8, 9)
+    assert [(s.level, s.held) for s in search.steps if s.level == 9] == [(9, True), (9, False)]
+
+
+def test_a_noisy_boundary_still_ends_on_a_level_that_held_every_time() -> None:
+    rng = random.Random(7)
+    for _ in range(200):
+        capacity = rng.randint(0, 64)
+
+        # Levels within 2 of the capacity break now and then; far from it they never flip.
+        def held(level: int, c: int = capacity) -> bool:
+            if abs(level - c) <= 2:
+                return level <= c and rng.random() > 0.3
+            return level <= c
+
+        search = run(64, held)
+        runs = [s for s in search.steps if s.level == search.value]
+        assert search.value == 0 or (len(runs) >= 2 and all(s.held for s in runs))
+        assert search.value <= capacity
+        assert (search.broke_at is not None and search.broke_at == search.value + 1) or (
+            search.broke_at is None
+        )
+        assert len(search.steps) <= 4 * max_runs(64)
+
+
+def test_a_search_needs_a_level_and_ends() -> None:
+    with pytest.raises(ValueError, match="at least one level"):
+        Search(0)
+    search = run(4, lambda level: True)
+    assert (search.value, search.broke_at, search.done) == (4, None, True)
+    with pytest.raises(RuntimeError, match="the search is over"):
+        search.tell(True)

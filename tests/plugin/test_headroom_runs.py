@@ -1,0 +1,181 @@
+"""``streamguard.headroom()`` end to end, against a server whose capacity is known exactly
+(``tests/headroom/capacity_app.py``: ``slots`` generation slots, answers of a fixed length)."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+
+CAPACITY_APP = Path(__file__).resolve().parents[1] / "headroom" / "capacity_app.py"
+SLOTS = 3
+# Answers of 12 tokens 50 ms apart (0.55 s): a stream over capacity waits that long for its
+# first token, against well under 0.1 s within it, on either side of a 0.3 s TTFT bound.
+ANSWER = "--tokens 12 --interval 0.05"
+
+
+def capacity_cmd(slots: int) -> str:
+    """A --streamguard-target-cmd for the capacity app with ``slots`` slots."""
+    return f"{sys.executable} {CAPACITY_APP} --port {{port}} --slots {slots} {ANSWER}"
+
+
+def run_with(pytester: pytest.Pytester, slots: int, *args: str) -> pytest.RunResult:
+    return pytester.runpytest_subprocess(
+        "--streamguard",
+        "--streamguard-target-cmd",
+        capacity_cmd(slots),
+        "--streamguard-ready-path",
+        "/health",
+        "--streamguard-seed",
+        "7",
+        "-p",
+        "no:cacheprovider",
+        *args,
+    )
+
+
+STREAMS_TEST = """
+import json
+
+import pytest
+
+
+@pytest.mark.token_deadline(ttft=0.3)
+def test_capacity(streamguard):
+    # A first stream outside the search: the target's cold start is not its capacity.
+    streamguard.stream("/generate")
+    found = streamguard.headroom(vary="streams", up_to=16)
+    print("HEADROOM", json.dumps(found.to_dict()))
+    assert found.value == SLOTS, found.describe()
+    assert found.broke_at == SLOTS + 1, found.describe()
+    assert "TTFT" in found.cause, found.cause
+    assert found.runs <= 7
+"""
+
+
+def test_streams_finds_the_known_capacity_and_why_the_next_level_broke(
+    pytester: pytest.Pytester,
+) -> None:
+    pytester.makepyfile(STREAMS_TEST.replace("SLOTS", str(SLOTS)))
+    result = run_with(pytester, SLOTS, "-s")
+    result.assert_outcomes(passed=1)
+    result.stdout.fnmatch_lines(
+        [f"*headroom streams: {SLOTS} ({SLOTS + 1} broke: TTFT max * s > 0.3 s*"]
+    )
+
+
+LATENCY_TEST = """
+import pytest
+
+
+@pytest.mark.token_deadline(ttft=0.3)
+def test_latency(streamguard):
+    streamguard.stream("/generate")
+    found = streamguard.headroom(vary="latency", up_to=1000)
+    # The TTFT is the added latency plus the target's own few milliseconds: the boundary is
+    # just under 300 ms, found to the 5 ms precision (generous room for a busy machine).
+    assert 230 <= found.value < 300, found.describe()
+    assert found.broke_at == found.value + 5, found.describe()
+    assert all(not level.held for level in found.levels if level.level > found.value)
+    # The levels' faults were the search's, undone and not among the test's.
+    assert streamguard.faults.records == []
+"""
+
+
+def test_latency_finds_what_a_ttft_bound_tolerates_within_the_precision(
+    pytester: pytest.Pytester,
+) -> None:
+    pytester.makepyfile(LATENCY_TEST)
+    result = run_with(pytester, 8)
+    result.assert_outcomes(passed=1)
+    result.stdout.fnmatch_lines(["*headroom latency: * ms (* ms broke: TTFT max *"])
+
+
+MARKER_TEST = """
+import pytest
+
+
+@pytest.mark.token_deadline(ttft=0.3)
+@pytest.mark.headroom(vary="streams", at_least=SLOTS)
+def test_enough(streamguard):
+    streamguard.stream("/generate")
+    streamguard.headroom(vary="streams", up_to=8)
+
+
+@pytest.mark.token_deadline(ttft=0.3)
+@pytest.mark.headroom(vary="streams", at_least=SLOTS + 1)
+def test_short(streamguard):
+    streamguard.stream("/generate")
+    streamguard.headroom(vary="streams", up_to=8)
+
+
+@pytest.mark.token_deadline(ttft=0.3)
+@pytest.mark.headroom(vary="latency", at_least=10)
+def test_unmeasured(streamguard):
+    streamguard.stream("/generate")
+
+
+@pytest.mark.headroom(vary="speed", at_least=1)
+def test_bad_marker(streamguard):
+    raise AssertionError("a bad marker stops the test at setup")
+"""
+
+
+def test_the_marker_fails_a_test_whose_headroom_is_below_its_bound(
+    pytester: pytest.Pytester,
+) -> None:
+    pytester.makepyfile(MARKER_TEST.replace("SLOTS", str(SLOTS)))
+    result = run_with(pytester, SLOTS, "-p", "no:randomly", "--strict-markers")
+    result.assert_outcomes(passed=1, failed=2, errors=1)
+    result.stdout.fnmatch_lines(
+        [
+            "*streamguard headroom short:",
+            f"*headroom streams: {SLOTS} ({SLOTS + 1} broke: TTFT max *): below at_least="
+            f"{SLOTS + 1} streams",
+        ]
+    )
+    result.stdout.fnmatch_lines(
+        ["*headroom(vary='latency', at_least=10): the test measured no headroom of latency*"]
+    )
+    result.stdout.fnmatch_lines(
+        ["*headroom(vary='speed') is not known. headroom accepts only keyword arguments vary*"]
+    )
+
+
+BASELINE_TEST = """
+import pytest
+
+
+@pytest.mark.token_deadline(ttft=0.3)
+def test_capacity(streamguard):
+    streamguard.stream("/generate")
+    streamguard.headroom(vary="streams", up_to=8)
+"""
+
+
+def test_a_baseline_compare_fails_when_the_capacity_is_halved(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(BASELINE_TEST)
+    saved = run_with(pytester, 4, "--streamguard-save", "base.json")
+    saved.assert_outcomes(passed=1)
+    saved.stdout.fnmatch_lines(["*headroom streams: 4 (5 broke: *"])
+    same = run_with(
+        pytester,
+        4,
+        *("--streamguard-compare", "base.json", "--streamguard-compare-fail", "headroom:20%"),
+    )
+    assert same.ret == 0
+    same.stdout.fnmatch_lines(["*headroom streams 4 -> 4 streams (+0%)*"])
+    halved = run_with(
+        pytester,
+        2,
+        *("--streamguard-compare", "base.json", "--streamguard-compare-fail", "headroom:20%"),
+    )
+    halved.assert_outcomes(passed=1)
+    assert halved.ret == pytest.ExitCode.TESTS_FAILED
+    halved.stdout.fnmatch_lines(
+        [
+            "1 regression over --streamguard-compare-fail:",
+            "*headroom streams 4 -> 2 streams (-50%) REGRESSION over headroom:20%",
+        ]
+    )

@@ -1,0 +1,117 @@
+"""What the plugin reads from a process it starts (``services/processes.py``): its output in the
+order written, its listening line even when a log line from another thread lands inside it, the
+listening lines of the usual frameworks, and the ports its process group listens on."""
+
+from __future__ import annotations
+
+import socket
+import sys
+from pathlib import Path
+
+import pytest
+from polling import wait_until
+
+from pytest_streamguard.errors import StartupError
+from pytest_streamguard.services.processes import ManagedProcess, listening_ports, listening_url
+
+# Forty lines alternating between stdout and stderr, flushed one by one, then a failed exit.
+ALTERNATING = (
+    "import sys\n"
+    "for i in range(40):\n"
+    "    stream = sys.stdout if i % 2 == 0 else sys.stderr\n"
+    "    stream.write(f'line {i} on {stream.name}\\n')\n"
+    "    stream.flush()\n"
+    "raise SystemExit(3)\n"
+)
+
+
+def test_output_tail_keeps_the_order_of_stdout_and_stderr() -> None:
+    process = ManagedProcess("child", [sys.executable, "-c", ALTERNATING])
+    try:
+        try:
+            process.wait_for_line(lambda line: None, timeout=30.0)
+        except StartupError as exc:
+            message = str(exc)
+        else:
+            raise AssertionError("the child exited without a listening line; expected an error")
+    finally:
+        process.stop()
+    tail = message.split("--- last output of child ---\n", 1)[1].splitlines()
+    # With two pipes read by two threads, lines of one stream could come before earlier lines
+    # of the other; the order must be exactly the order written.
+    assert tail == [f"line {i} on {'<stdout>' if i % 2 == 0 else '<stderr>'}" for i in range(40)]
+    assert "(exit code 3)" in message
+
+
+def test_listening_line_with_another_line_written_into_it() -> None:
+    # print() writes the JSON and its newline separately; a log line from another thread,
+    # through the shared pipe, can end up between the two.
+    line = '{"message": "streamguard target listening", "url": "http://127.0.0.1:5001"}INFO: up'
+    assert listening_url(line) == "http://127.0.0.1:5001"
+    assert listening_url('{"message": "no url here"}') is None
+    assert listening_url("{not json") is None
+
+
+# What each framework prints once it listens (their own words), and the URL the plugin dials.
+FRAMEWORK_LINES = [
+    ("gateway listening on http://127.0.0.1:8080", "http://127.0.0.1:8080"),
+    ('{"level":30,"msg":"Server listening at http://127.0.0.1:3000"}', "http://127.0.0.1:3000"),
+    (
+        "ready - started server on 0.0.0.0:3000, url: http://localhost:3000",
+        "http://localhost:3000",
+    ),
+    ("2026/12/04 12:00:00 Listening on :8080", "http://127.0.0.1:8080"),
+    ("Tomcat started on port 8080 (http) with context path ''", "http://127.0.0.1:8080"),
+    (
+        "INFO:     Uvicorn running on http://0.0.0.0:8000 (Press CTRL+C to quit)",
+        "http://127.0.0.1:8000",
+    ),
+    (" * Running on http://127.0.0.1:5000", "http://127.0.0.1:5000"),
+    ("serving on [::]:9000", "http://127.0.0.1:9000"),
+    (
+        '{"message": "streamguard target listening", "url": "http://127.0.0.1:5001"}',
+        "http://127.0.0.1:5001",
+    ),
+]
+
+
+# Lines that name a time, a progress figure or nothing to listen on.
+NOT_LISTENING = [
+    "Server started in 0:00:03",
+    "loading model 50% (12:30)",
+    "ready in 3.2s",
+    "connected to redis at 127.0.0.1:6379",
+]
+
+
+@pytest.mark.parametrize(("line", "url"), FRAMEWORK_LINES)
+def test_listening_lines_of_the_usual_frameworks(line: str, url: str) -> None:
+    assert listening_url(line) == url
+
+
+@pytest.mark.parametrize("line", NOT_LISTENING)
+def test_lines_that_do_not_listen(line: str) -> None:
+    assert listening_url(line) is None
+
+
+def test_listening_ports_of_a_process_group(tmp_path: Path) -> None:
+    port_file = tmp_path / "port"
+    code = (
+        "import socket, sys, time\n"
+        "s = socket.socket(); s.bind(('127.0.0.1', 0)); s.listen()\n"
+        f"open({str(port_file)!r}, 'w').write(str(s.getsockname()[1]))\n"
+        "time.sleep(60)\n"
+    )
+    process = ManagedProcess("listener", [sys.executable, "-c", code])
+    try:
+        wait_until(
+            lambda: port_file.exists() and bool(port_file.read_text()), 30, "the child's port"
+        )
+        assert listening_ports(process.pid) == [int(port_file.read_text())]
+    finally:
+        process.stop()
+    with socket.socket() as other:
+        other.bind(("127.0.0.1", 0))
+        other.listen()
+        # A socket of this process (another group) is not the child's.
+        assert other.getsockname()[1] not in listening_ports(process.pid)

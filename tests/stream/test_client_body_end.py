@@ -1,0 +1,90 @@
+"""After the protocol's end, the body must end too. The official clients read on to the end of
+the body (the ``openai`` client too after a ``finish_reason`` without ``[DONE]``; at ``[DONE]`` it
+stops), so a body held open makes them wait until their own timeout, and a connection cut before
+the body's end (an incomplete chunked body) makes them raise. The plugin's verdict is theirs: the
+example app, read by the plugin and by the ``openai`` client on the same route."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import openai
+import pytest
+
+from pytest_streamguard.stream.client import HELD_OPEN_S, StreamRecorder, StreamRequest, read_stream
+from pytest_streamguard.stream.trace import StreamTrace
+from pytest_streamguard.verdict.deadlines import Deadline, check_trace
+
+BODY: dict[str, Any] = {"max_new_tokens": 5, "interval_s": 0.01, "stream": True}
+
+
+def plugin_reads(app_url: str, **knobs: Any) -> StreamTrace:
+    request = StreamRequest("POST", app_url + "/v1/completions", {**BODY, **knobs}, format="openai")
+    return read_stream(StreamRecorder(request, "stream"))
+
+
+def sdk_reads(app_url: str, timeout: float, **knobs: Any) -> str:
+    """The text the openai client assembles, to the end of its stream."""
+    client = openai.OpenAI(base_url=app_url + "/v1", api_key="x", max_retries=0, timeout=timeout)
+    stream = client.completions.create(
+        model="x", prompt="hi", stream=True, extra_body={**BODY, **knobs}
+    )
+    # The example app puts its text in chat-style deltas, which the client keeps as extras.
+    return "".join(
+        (choice.model_extra or {}).get("delta", {}).get("content") or ""
+        for chunk in stream
+        for choice in chunk.choices
+    )
+
+
+def test_a_body_that_ends_with_its_stream_is_not_held_open(app_url: str) -> None:
+    trace = plugin_reads(app_url)
+    assert trace.completed, trace.error
+    assert trace.held_open_s is None
+    assert check_trace(trace, Deadline()) == []
+    assert sdk_reads(app_url, timeout=10) == trace.text
+
+
+def test_a_body_held_open_after_the_finish_is_a_violation_and_counts_in_total(
+    app_url: str,
+) -> None:
+    # After a finish_reason without [DONE] the openai client reads on until the body ends: it
+    # hangs there, then times out.
+    with pytest.raises(openai.APITimeoutError):
+        sdk_reads(app_url, timeout=1.5, drop_done=True, hold_open_s=4)
+    trace = plugin_reads(app_url, drop_done=True, hold_open_s=4)
+    assert trace.held_open_s is not None
+    assert trace.held_open_s >= HELD_OPEN_S
+    # total runs to where the client stopped waiting on the body, so a total deadline sees it.
+    assert trace.total is not None
+    assert trace.total >= HELD_OPEN_S
+    # Named as the incident too, with its evidence.
+    assert "held_open" in {finding.name for finding in trace.findings}
+    (violation,) = check_trace(trace, Deadline())
+    assert violation.bound == "held_open"
+    assert "body held open" in violation.headline()
+    assert "an SDK client that reads to the body's end waits there" in violation.headline()
+    assert StreamTrace.from_dict(trace.to_dict()).held_open_s == trace.held_open_s
+
+
+def test_after_done_the_openai_client_stops_and_so_does_the_plugin(app_url: str) -> None:
+    # At [DONE] the openai client stops (it closes the body): neither a body held open after
+    # it nor a cut after it changes what it returns.
+    for knobs in ({"hold_open_s": 4}, {"break_after_end": True}):
+        text = sdk_reads(app_url, timeout=1.5, **knobs)
+        trace = plugin_reads(app_url, **knobs)
+        assert trace.completed, (knobs, trace.error)
+        assert trace.held_open_s is None
+        assert trace.text == text
+        assert check_trace(trace, Deadline()) == []
+
+
+def test_a_connection_cut_after_the_finish_is_what_the_sdk_raises_on(app_url: str) -> None:
+    # The cut that removes only [DONE]: the client, reading on for it, raises.
+    with pytest.raises(openai.APIConnectionError):
+        sdk_reads(app_url, timeout=10, drop_done=True, break_after_end=True)
+    trace = plugin_reads(app_url, drop_done=True, break_after_end=True)
+    assert not trace.completed
+    assert trace.error_kind == "cut"
+    assert trace.error is not None
+    assert "cut after the openai stream's end but before its body ended" in trace.error
