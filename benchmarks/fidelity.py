@@ -21,6 +21,12 @@ write), the server's own lateness (receipt to the first ``sent_ns``) and deliver
 to the client's stamp). A ``first stream`` row reads ``load(n=1)`` four times in each of several
 fresh processes: the session's first stream against the later ones.
 
+``--probe`` also runs the plugin's load with its probe on (:mod:`pytest_streamguard.stream.probe`:
+``GET /v1/models`` every 50 ms beside the streams, the default ``--streamguard-probe`` sends the
+target's ready path the same way) in a fresh process of its own each round, alternating with the
+load without it, and says per count how far the median TTFT p50 moved (goal: at most 1 ms at
+100 streams). ``--aiperf none --streams 100 --rounds 6 --probe`` measures only that.
+
 AIPerf runs offline with the bundled target's tiny tokenizer (a local directory). Its path:
 ``--aiperf PATH`` (``--aiperf none`` skips it), else ``$STREAMGUARD_AIPERF``, else
 ``.venv-aiperf/bin/aiperf`` (``make bench`` creates it), else ``aiperf`` on PATH; without one
@@ -85,10 +91,17 @@ def run_aiperf(
     }
 
 
-def run_plugin(url: str, streams: int, duration: float) -> dict[str, Any]:
-    """One load in a fresh process (``--plugin-load``); its figures in ms."""
+PLUGIN = "streamguard load"
+PROBED = "streamguard load + probe"
+# What the probe asks for: the lean OpenAI server's one GET.
+PROBE_PATH = "/v1/models"
+
+
+def run_plugin(url: str, streams: int, duration: float, probe: bool = False) -> dict[str, Any]:
+    """One load in a fresh process (``--plugin-load``, with ``--with-probe``); its figures in
+    ms."""
     argv = [sys.executable, str(Path(__file__).resolve()), "--plugin-load", url]
-    argv += [str(streams), f"{duration:g}"]
+    argv += [str(streams), f"{duration:g}", *(["--with-probe"] if probe else [])]
     done = subprocess.run(argv, capture_output=True, text=True, check=False)
     if done.returncode != 0:
         raise RuntimeError(f"plugin load failed: {done.stderr[-2000:]}")
@@ -96,14 +109,17 @@ def run_plugin(url: str, streams: int, duration: float) -> dict[str, Any]:
     return figures
 
 
-def plugin_load(url: str, streams: int, duration: float) -> dict[str, Any]:
-    """The child's side: a closed loop of ``streams`` workers for ``duration`` seconds."""
+def plugin_load(url: str, streams: int, duration: float, probe: bool = False) -> dict[str, Any]:
+    """The child's side: a closed loop of ``streams`` workers for ``duration`` seconds (with the
+    probe beside them when ``probe``)."""
     from pytest_streamguard.load import LoadPlan
     from pytest_streamguard.load import run as run_load
+    from pytest_streamguard.stream.probe import ProbeSpec
     from pytest_streamguard.verdict.stats import percentile
 
     plan = LoadPlan(n=streams, duration=duration)
-    result = run_load(plan, chat_recorders(url, chat_body(TOKENS)))
+    spec = ProbeSpec.for_target(PROBE_PATH, url, PROBE_PATH, 0.05) if probe else None
+    result = run_load(plan, chat_recorders(url, chat_body(TOKENS)), probe=spec)
 
     def ms(values: list[float], q: float) -> float | None:
         value = percentile(values, q)
@@ -116,7 +132,8 @@ def plugin_load(url: str, streams: int, duration: float) -> dict[str, Any]:
     setup = [(data["received_ns"] - stamp) / 1e9 for stamp, data in firsts]
     late = [(d["sent_ns"] - d["received_ns"]) / 1e9 - FIRST_TOKEN_MS / 1e3 for _, d in firsts]
     return {
-        "tool": "streamguard load",
+        "tool": PROBED if probe else PLUGIN,
+        "probes": len(result.probe.samples) if result.probe is not None else 0,
         "streams": streams,
         "requests": len(result.traces),
         "completed": result.completed,
@@ -176,6 +193,7 @@ def compare(
     aiperf: str | None,
     reuse: str,
     first_processes: int,
+    probe: bool = False,
 ) -> tuple[list[dict[str, Any]], dict[str, Any], str]:
     """Every run, alternating tools per round; the first-stream row; a note."""
     argv = [sys.executable, str(HERE / "openai_server.py"), "--tokens", str(TOKENS)]
@@ -192,8 +210,14 @@ def compare(
             duration = duration_for(streams)
             for index in range(rounds):
                 order = ["aiperf", "plugin"] if index % 2 == 0 else ["plugin", "aiperf"]
+                if probe:
+                    order += ["probe"]
+                    if index % 2:
+                        order.reverse()
                 for tool in order:
-                    if tool == "plugin":
+                    if tool == "probe":
+                        runs.append(run_plugin(url, streams, duration, probe=True))
+                    elif tool == "plugin":
                         runs.append(run_plugin(url, streams, duration))
                     elif aiperf is not None:
                         runs.append(run_aiperf(aiperf, url, streams, duration, reuse, tokenizer))
@@ -211,12 +235,13 @@ def table(runs: list[dict[str, Any]], first: dict[str, Any], note: str) -> list[
     ]
     for run in runs:
         extra = run.get("note", "")
-        if run["tool"] == "streamguard load":
+        if run["tool"] in (PLUGIN, PROBED):
+            probes = f"; {run['probes']} probes" if run["tool"] == PROBED else ""
             extra = (
                 f"{run['completed']}/{run['requests']} completed; request stamp to server "
                 f"receipt p50/p99 {run['setup_p50']:.2f}/{run['setup_p99']:.2f} ms; server late "
                 f"p50 {run['server_late_p50']:.2f} ms; delivery p50/p99 "
-                f"{run['delivery_p50']:.2f}/{run['delivery_p99']:.2f} ms"
+                f"{run['delivery_p50']:.2f}/{run['delivery_p99']:.2f} ms{probes}"
             )
         lines.append(
             f"| {run['tool']} | {run['streams']} | {run['requests']} | {run['ttft_p50']:.2f} | "
@@ -243,8 +268,9 @@ def verdicts(runs: list[dict[str, Any]]) -> list[str]:
     """Per count: plugin vs AIPerf medians over rounds against the goals."""
     lines = []
     for streams in sorted({r["streams"] for r in runs}):
-        mine = [r for r in runs if r["streams"] == streams and r["tool"] == "streamguard load"]
-        peer = [r for r in runs if r["streams"] == streams and r["tool"] != "streamguard load"]
+        mine = [r for r in runs if r["streams"] == streams and r["tool"] == PLUGIN]
+        peer = [r for r in runs if r["streams"] == streams and r["tool"].startswith("AIPerf")]
+        probed = [r for r in runs if r["streams"] == streams and r["tool"] == PROBED]
         gap = statistics.median(r["gap_p50"] for r in mine)
         text = f"{streams} streams: plugin gap p50 {gap - INTERVAL_MS:+.3f} ms from 20 ms " + (
             "(within 0.5)" if abs(gap - INTERVAL_MS) <= 0.5 else "(OVER 0.5)"
@@ -256,6 +282,15 @@ def verdicts(runs: list[dict[str, Any]]) -> list[str]:
             verdict = "within" if abs(a - b) <= bound else "OVER"
             text += (
                 f"; {key} plugin {a:.2f} vs AIPerf {b:.2f} ({a - b:+.2f}, {verdict} {bound:.2f})"
+            )
+        if probed:
+            moved = statistics.median(r["ttft_p50"] for r in probed) - statistics.median(
+                r["ttft_p50"] for r in mine
+            )
+            text += (
+                f"; probe cost: TTFT p50 {moved:+.2f} ms with the probe on "
+                f"({'within' if abs(moved) <= 1.0 else 'OVER'} 1 ms; medians of "
+                f"{len(probed)} and {len(mine)} runs)"
             )
         lines.append(text)
     return lines
@@ -271,10 +306,14 @@ def main() -> int:
     parser.add_argument("--first-processes", type=int, default=5)
     parser.add_argument("--plugin-load", nargs=3, metavar=("URL", "STREAMS", "SECONDS"))
     parser.add_argument("--first-stream", metavar="URL")
+    parser.add_argument(
+        "--probe", action="store_true", help="also run the plugin's load with its probe on"
+    )
+    parser.add_argument("--with-probe", action="store_true", help=argparse.SUPPRESS)
     options = parser.parse_args()
     if options.plugin_load:
         url, streams, seconds = options.plugin_load
-        print(json.dumps(plugin_load(url, int(streams), float(seconds))))
+        print(json.dumps(plugin_load(url, int(streams), float(seconds), options.with_probe)))
         return 0
     if options.first_stream:
         print(json.dumps(first_stream_child(options.first_stream)))
@@ -282,7 +321,7 @@ def main() -> int:
     counts = [int(n) for n in options.streams.split(",")]
     aiperf = find_aiperf(options.aiperf, anywhere=True)
     runs, first, note = compare(
-        counts, options.rounds, aiperf, options.reuse, options.first_processes
+        counts, options.rounds, aiperf, options.reuse, options.first_processes, options.probe
     )
     print("\n".join(table(runs, first, note)))
     return 0

@@ -30,18 +30,23 @@ from pytest_streamguard.services.app import Target
 from pytest_streamguard.services.ingress import Ingress, IngressHop
 from pytest_streamguard.stream.client import StreamRecorder, aread_stream, read_stream
 from pytest_streamguard.stream.endings import stopped_mid_stream
+from pytest_streamguard.stream.probe import ProbeSpec, ProbeThread, probing
 from pytest_streamguard.stream.request import StreamRequest, read_limits, stream_url
 from pytest_streamguard.stream.trace import StreamTrace
 from pytest_streamguard.verdict.deadlines import Deadline
+from pytest_streamguard.verdict.probe import Probed, merge
 
 
 class _Streams:
     """The streams of one test, in the order they were opened: each named by its number, aimed
-    at by the faults on, and kept (in :attr:`traces`) with the faults active during it."""
+    at by the faults on, and kept (in :attr:`traces`) with the faults active during it; the
+    samples of the probe sent beside them are kept in :attr:`probe`."""
 
     def __init__(self, faults: Faults) -> None:
         self.faults = faults
         self.traces: list[StreamTrace] = []
+        #: The samples of the probe sent beside the test's streams and loads (None: it was off).
+        self.probe: Probed | None = None
         self._opened = 0
 
     def recorder(self, request: StreamRequest, path: str) -> StreamRecorder:
@@ -61,6 +66,33 @@ class _Streams:
         """The next stream's name: ``stream 3 (POST /generate)``."""
         self._opened += 1
         return f"stream {self._opened} ({request.method} {path})"
+
+    def read(self, recorder: StreamRecorder, probe: ProbeSpec | None) -> StreamTrace:
+        """Read one stream to its end with the ``probe`` beside it (a thread of its own) and
+        keep both; a read stopped by Ctrl-C or pytest-timeout keeps what was read so far."""
+        try:
+            with ProbeThread(probe) as probing_thread:
+                trace = read_stream(recorder)
+        except (KeyboardInterrupt, pytest.fail.Exception) as exc:
+            self.keep_interrupted(recorder, exc)
+            raise
+        self.keep_probe(probing_thread.probed)
+        return self.keep(trace)
+
+    async def aread(self, recorder: StreamRecorder, probe: ProbeSpec | None) -> StreamTrace:
+        """The async twin of :meth:`read`: the probe is a task on the running loop."""
+        try:
+            async with probing(probe) as probed:
+                trace = await aread_stream(recorder)
+        except (KeyboardInterrupt, asyncio.CancelledError, pytest.fail.Exception) as exc:
+            self.keep_interrupted(recorder, exc)
+            raise
+        self.keep_probe(probed)
+        return self.keep(trace)
+
+    def keep_probe(self, probed: Probed | None) -> None:
+        """Add a stream's or a load's probe samples to the test's."""
+        self.probe = merge([self.probe, probed])
 
     def keep(self, trace: StreamTrace) -> StreamTrace:
         """Keep a stream that ended, with the faults that were on while it was read."""
@@ -107,18 +139,23 @@ class _Streams:
             self.keep_interrupted(recorder, stopped_by)
 
     def keep_load(self, result: LoadResult) -> LoadResult:
-        """Keep every stream of a load that ended."""
+        """Keep every stream of a load that ended, and the probe's samples beside it."""
         for trace in result.traces:
             self.keep(trace)
+        self.keep_probe(result.probe)
         return result
 
-    def keep_sharded(self, request: StreamRequest, path: str, result: LoadResult) -> LoadResult:
-        """Keep every stream of a sharded load, named in this test's numbering."""
+    def keep_sharded(
+        self, request: StreamRequest, path: str, result: LoadResult, probed: Probed | None
+    ) -> LoadResult:
+        """Keep every stream of a sharded load, named in this test's numbering, with the
+        samples of the probe sent beside the shards (``probed``)."""
         # Shards name their streams on their own; the test's numbering goes by send order.
         for trace in result.traces:
             trace.name = self.name(request, path)
             # The proxy's chunk faults acted on the shards' streams: note which reached chunk N.
             self.faults.reached(trace)
+        result.probe = probed
         return self.keep_load(result)
 
 
@@ -226,7 +263,9 @@ class StreamGuard(_HeadroomSearches):
     ``target`` the app itself (direct URL, ``metrics()``), ``traces`` every stream of this
     test, ``faults`` the fault vocabulary, ``deadline`` the test's marker (None if unmarked),
     ``ingress()`` a real nginx hop between the proxy and the target, ``max_stream_seconds`` the
-    bound on a stream without a ``total`` deadline (``--streamguard-max-stream-seconds``).
+    bound on a stream without a ``total`` deadline (``--streamguard-max-stream-seconds``),
+    ``probe`` the samples of the probe sent to the target beside every stream and load of the
+    test (``probe_spec``, ``--streamguard-probe``; None when it is off).
     """
 
     def __init__(
@@ -241,8 +280,10 @@ class StreamGuard(_HeadroomSearches):
         upstream: str | None = None,
         ray: RayShards | None = None,
         seed: int | None = None,
+        probe_spec: ProbeSpec | None = None,
     ) -> None:
         self.api = api
+        self.probe_spec = probe_spec
         # --streamguard-seed: open-loop arrival times drawn with it unless a load gives its own.
         self.seed = seed
         # --streamguard-ray: loads are sharded over that Ray cluster.
@@ -277,6 +318,11 @@ class StreamGuard(_HeadroomSearches):
     @traces.setter
     def traces(self, traces: list[StreamTrace]) -> None:
         self._streams.traces = traces
+
+    @property
+    def probe(self) -> Probed | None:
+        """The samples of the probe sent beside this test's streams and loads (None: off)."""
+        return self._streams.probe
 
     def _request(
         self,
@@ -342,13 +388,7 @@ class StreamGuard(_HeadroomSearches):
         request = self._request(
             path, json, method, headers, format, read_timeout, allow_empty, require_done, expect
         )
-        recorder = self._streams.recorder(request, path)
-        try:
-            trace = read_stream(recorder)
-        except (KeyboardInterrupt, pytest.fail.Exception) as exc:
-            self._streams.keep_interrupted(recorder, exc)
-            raise
-        return self._streams.keep(trace)
+        return self._streams.read(self._streams.recorder(request, path), self.probe_spec)
 
     async def astream(
         self,
@@ -367,13 +407,7 @@ class StreamGuard(_HeadroomSearches):
         request = self._request(
             path, json, method, headers, format, read_timeout, allow_empty, require_done, expect
         )
-        recorder = self._streams.recorder(request, path)
-        try:
-            trace = await aread_stream(recorder)
-        except (KeyboardInterrupt, asyncio.CancelledError, pytest.fail.Exception) as exc:
-            self._streams.keep_interrupted(recorder, exc)
-            raise
-        return self._streams.keep(trace)
+        return await self._streams.aread(self._streams.recorder(request, path), self.probe_spec)
 
     def load(
         self,
@@ -422,12 +456,13 @@ class StreamGuard(_HeadroomSearches):
         )
         sharded = sharding(plan, processes, shards, self.ray, self.faults)
         if sharded is not None:
-            return self._streams.keep_sharded(request, path, sharded.run(plan, request))
+            with ProbeThread(self.probe_spec) as probe:
+                result = sharded.run(plan, request)
+            return self._streams.keep_sharded(request, path, result, probe.probed)
         started: list[StreamRecorder] = []
         try:
-            result = run(
-                plan, self._streams.tracking(request, path, started), request.socket_options()
-            )
+            make = self._streams.tracking(request, path, started)
+            result = run(plan, make, request.socket_options(), self.probe_spec)
         except (KeyboardInterrupt, pytest.fail.Exception) as exc:
             self._streams.keep_started(started, exc)
             raise
@@ -461,11 +496,13 @@ class StreamGuard(_HeadroomSearches):
         )
         sharded = sharding(plan, processes, shards, self.ray, self.faults)
         if sharded is not None:
-            return self._streams.keep_sharded(request, path, await sharded.arun(plan, request))
+            async with probing(self.probe_spec) as probed:
+                result = await sharded.arun(plan, request)
+            return self._streams.keep_sharded(request, path, result, probed)
         started: list[StreamRecorder] = []
         try:
             make = self._streams.tracking(request, path, started)
-            result = await arun(plan, make, request.socket_options())
+            result = await arun(plan, make, request.socket_options(), probe=self.probe_spec)
         except (KeyboardInterrupt, asyncio.CancelledError, pytest.fail.Exception) as exc:
             self._streams.keep_started(started, exc)
             raise

@@ -13,3 +13,6 @@ DEFAULT_TTFT = 0.5
 DEFAULT_CHUNK = 0.2
 DEFAULT_MAX_STREAM_SECONDS = 300.0
 DEFAULT_PROXY_HOST = "127.0.0.1"
+#: ``--streamguard-probe``: empty for the target's ready path (``off``, ``tcp`` or a path).
+DEFAULT_PROBE = ""
+DEFAULT_PROBE_INTERVAL = 0.05

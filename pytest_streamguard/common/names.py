@@ -59,12 +59,15 @@ FIXTURE_NAMES = frozenset(
 KNOWN: dict[str, str] = {
     "buffered": "most of the stream's chunks arrived in one or two reads at its end",
     "blocked_loop": "concurrent streams stalled in the same windows, or their heads or first "
-    "tokens arrived in a staircase, or all at once after a silence",
+    "tokens arrived in a staircase, or all at once after a silence (and the probe, when it "
+    "ran, waited with them)",
     "cold_start": "the first stream's TTFT was far above the later streams'",
     "idle_cut": "the stream was cut after a silence of a round length (a read timeout)",
     "held_open": "the body stayed open after the protocol's end",
     "backpressure": "the server's writes waited while a throttled client read slowly",
     "not_cancelled": "generation went on after the client was cut",
+    "queued": "streams waited for a slot of a full server while the probe's answers came at "
+    "once (capacity, not blame)",
 }
 
 

@@ -33,11 +33,13 @@ import httpx
 
 from pytest_streamguard.common.display import counted
 from pytest_streamguard.stream.client import StreamRecorder, aread_stream
+from pytest_streamguard.stream.probe import ProbeSpec, probing
 from pytest_streamguard.stream.request import CONNECT_TIMEOUT
 from pytest_streamguard.stream.trace import StreamTrace
 from pytest_streamguard.stream.transport import LoadTransport
 from pytest_streamguard.verdict.deadlines import Deadline, assert_traces, check_units
 from pytest_streamguard.verdict.findings import Finding, findings_of
+from pytest_streamguard.verdict.probe import Probed
 from pytest_streamguard.verdict.stats import percentile
 
 MAX_STREAMS = 5000
@@ -134,11 +136,13 @@ class LoadPlan:
 class LoadResult:
     """What a load measured: every stream's trace (in the order they were sent) and pooled
     statistics over them. Streams that errored or were cut stay in the statistics and count
-    as violations in :meth:`assert_deadline`."""
+    as violations in :meth:`assert_deadline`. ``probe``: the samples of the probe sent to the
+    target beside the streams (:mod:`pytest_streamguard.stream.probe`; None when it was off)."""
 
     plan: LoadPlan
     traces: list[StreamTrace] = field(default_factory=list)
     wall_s: float = 0.0
+    probe: Probed | None = None
 
     @property
     def ttft(self) -> list[float]:
@@ -200,8 +204,9 @@ class LoadResult:
     def findings(self) -> list[Finding]:
         """The named incidents the load's streams show, each stream's own (``buffered``,
         ``idle_cut``, ``held_open``) and those only seen across streams (``blocked_loop``,
-        ``cold_start``), with their evidence; see docs/findings.md."""
-        return findings_of(self.traces)
+        ``queued``, ``cold_start``; read with the probe's samples), with their evidence; see
+        docs/findings.md."""
+        return findings_of(self.traces, self.probe)
 
     def samples(self, metric: str = "gap") -> list[float]:
         """The pooled samples of ``metric``: gap, ttft, total or delivery (seconds)."""
@@ -239,7 +244,7 @@ class LoadResult:
         """
         deadline = Deadline(ttft=ttft, chunk=chunk, total=total, percentile=percentile)
         check_units(deadline, long=long, call="assert_deadline")
-        assert_traces(self.traces, deadline)
+        assert_traces(self.traces, deadline, self.probe)
 
     def summary(self) -> dict[str, Any]:
         """Counts and pooled percentiles, in seconds."""
@@ -266,13 +271,15 @@ async def arun(
     *,
     offsets: Sequence[float] | None = None,
     origin: Callable[[], Awaitable[int]] | None = None,
+    probe: ProbeSpec | None = None,
 ) -> LoadResult:
     """Run ``plan`` on the running event loop; ``make_recorder(i)`` prepares the i-th stream.
 
     A shard of a bigger load (:mod:`pytest_streamguard.load.shards`) passes ``origin``,
     awaited once the shard's client is ready, which returns the ``perf_counter_ns()`` at which
     the whole load starts (every shard waits for the same instant), and for an open loop its
-    own ``offsets`` out of the load's schedule.
+    own ``offsets`` out of the load's schedule. ``probe``: probe the target beside the streams,
+    as a task on the same loop, into ``result.probe``.
     """
     # A full collection over the heap of a big load's traces stalls the loop for tens of ms
     # (measured at 200 streams: p99 stamp error 87 ms with the collector on, 1 ms with it
@@ -280,7 +287,10 @@ async def arun(
     collecting = gc.isenabled()
     gc.disable()
     try:
-        return await _arun(plan, make_recorder, socket_options, offsets, origin)
+        async with probing(probe) as probed:
+            result = await _arun(plan, make_recorder, socket_options, offsets, origin)
+        result.probe = probed
+        return result
     finally:
         if collecting:
             gc.enable()
@@ -350,9 +360,11 @@ def run(
     plan: LoadPlan,
     make_recorder: Callable[[int], StreamRecorder],
     socket_options: list[tuple[int, int, int]] | None = None,
+    probe: ProbeSpec | None = None,
 ) -> LoadResult:
-    """Run ``plan`` to the end on a private event loop (for sync tests)."""
-    return run_private(lambda: arun(plan, make_recorder, socket_options))
+    """Run ``plan`` to the end on a private event loop (for sync tests); ``probe`` as in
+    :func:`arun`."""
+    return run_private(lambda: arun(plan, make_recorder, socket_options, probe=probe))
 
 
 def run_private(make: Callable[[], Coroutine[Any, Any, LoadResult]]) -> LoadResult:

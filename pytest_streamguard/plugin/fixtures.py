@@ -32,6 +32,7 @@ from pytest_streamguard.load.cluster import RayShards
 from pytest_streamguard.plugin.session import DEADLINE_KEY, GUARD_KEY, SESSION_KEY, SETTINGS_KEY
 from pytest_streamguard.plugin.settings import Settings
 from pytest_streamguard.services.app import Target, start_target
+from pytest_streamguard.stream.probe import ProbeSpec
 
 
 def _settings(config: pytest.Config) -> Settings:
@@ -39,6 +40,15 @@ def _settings(config: pytest.Config) -> Settings:
     if not settings.enabled:
         pytest.skip(SKIP_REASON)
     return settings
+
+
+def _probe_spec(settings: Settings, target: Target) -> ProbeSpec | None:
+    """The probe ``--streamguard-probe`` asks for, sent straight to ``target``."""
+    if settings.probe == "off":
+        return None
+    return ProbeSpec.for_target(
+        settings.probe, target.url, target.ready_path, settings.probe_interval
+    )
 
 
 @pytest.fixture(scope="session")
@@ -179,6 +189,7 @@ def make_streamguard(
             upstream=upstream,
             ray=ray,
             seed=settings.seed,
+            probe_spec=_probe_spec(settings, target),
         )
         guards = item.stash.setdefault(GUARD_KEY, [])
         # A second guard of the same test on the same proxy shares it: resetting it would undo

@@ -182,7 +182,11 @@ class StreamGuardSession:
         except Exception as exc:
             recorded = self._record(item, body_failed=True)
             note = body_failure_note(
-                exc, recorded.violations, traces=recorded.traces, report=self._reports_line()
+                exc,
+                recorded.violations,
+                traces=recorded.traces,
+                report=self._reports_line(),
+                probe=recorded.probe,
             )
             if note is not None:
                 exc.add_note(note)
@@ -200,6 +204,7 @@ class StreamGuardSession:
             strict_faults=self.settings.strict_faults,
             not_fired=faults_not_fired,
             report=self._reports_line(),
+            probe=recorded.probe,
         )
         if failure is not None:
             __tracebackhide__ = True

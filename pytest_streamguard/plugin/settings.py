@@ -24,6 +24,8 @@ from pytest_streamguard.common.defaults import (
     DEFAULT_CHUNK,
     DEFAULT_COMPARE_MIN_SAMPLES,
     DEFAULT_MAX_STREAM_SECONDS,
+    DEFAULT_PROBE,
+    DEFAULT_PROBE_INTERVAL,
     DEFAULT_PROXY_HOST,
     DEFAULT_READY_PATH,
     DEFAULT_STARTUP_TIMEOUT,
@@ -66,6 +68,14 @@ READY_PATH_HELP = (
     "Default: /readyz"
 )
 STARTUP_TIMEOUT_HELP = "Seconds to wait for a started process to be ready. Default: 120"
+PROBE_HELP = (
+    "A light request sent to the target every --streamguard-probe-interval beside the streams "
+    "of every test and load, straight to the target (never through the fault proxy), so the "
+    "findings can tell a blocked event loop (the probe waits) from a full server (it answers "
+    "at once): 'off', 'tcp' (a TCP connect; the kernel answers it, so it cannot see a blocked "
+    "loop) or a PATH to GET. Default: the target's ready path"
+)
+PROBE_INTERVAL_HELP = "Seconds between two probes. Default: 0.05"
 TOXIPROXY_HELP = (
     "URL of a running toxiproxy-server API (e.g. http://127.0.0.1:8474). "
     "Default: start the embedded one"
@@ -156,6 +166,8 @@ _VALUED_OPTIONS: dict[str, tuple[str, str]] = {
     "streamguard_seed": (SEED_HELP, ""),
     "streamguard_ready_path": (READY_PATH_HELP, DEFAULT_READY_PATH),
     "streamguard_startup_timeout": (STARTUP_TIMEOUT_HELP, str(DEFAULT_STARTUP_TIMEOUT)),
+    "streamguard_probe": (PROBE_HELP, DEFAULT_PROBE),
+    "streamguard_probe_interval": (PROBE_INTERVAL_HELP, str(DEFAULT_PROBE_INTERVAL)),
     "streamguard_toxiproxy": (TOXIPROXY_HELP, ""),
     "streamguard_proxy_host": (PROXY_HOST_HELP, DEFAULT_PROXY_HOST),
     "streamguard_proxy_ports": (PROXY_PORTS_HELP, ""),
@@ -208,6 +220,9 @@ class Settings:
     seed: int = 0
     fail_on: tuple[str, ...] = ()
     json_text: bool = False
+    #: ``off``, ``tcp``, a path, or empty for the target's ready path.
+    probe: str = DEFAULT_PROBE
+    probe_interval: float = DEFAULT_PROBE_INTERVAL
 
     @property
     def target_description(self) -> str:
@@ -477,13 +492,14 @@ def _split(raw: str, source: str, key: str, expected: str) -> tuple[str, ...]:
 def resolve_settings(config: pytest.Config) -> Settings:
     """Read and validate every option once; raise :class:`pytest.UsageError` on a bad value.
 
-    The options are checked in a fixed order (the target, its readiness, Toxiproxy, the
-    reports and the comparison, the proxies, Ray, the findings, then the rest), so a command
-    line with several bad values always names the same one first.
+    The options are checked in a fixed order (the target, its readiness, the probe, Toxiproxy,
+    the reports and the comparison, the proxies, Ray, the findings, then the rest), so a
+    command line with several bad values always names the same one first.
     """
     target_url, target_cmd = _target(config)
     target_args = _target_args(config, target_url)
     ready_path = _ready_path(config)
+    probe = _probe(config)
     toxiproxy_url = _toxiproxy_url(config)
     json_path = _optional_path(config, "streamguard_json")
     html_path = _html_path(config)
@@ -495,6 +511,8 @@ def resolve_settings(config: pytest.Config) -> Settings:
     ray_address = _ray_address(config)
     fail_on = _fail_on(config)
     return Settings(
+        probe=probe,
+        probe_interval=_positive_seconds(config, "streamguard_probe_interval"),
         fail_on=fail_on,
         ray_address=ray_address,
         proxy_host=proxy_host,
@@ -576,6 +594,21 @@ def _ready_path(config: pytest.Config) -> str:
             "expected a path starting with '/', such as /readyz",
         )
     return ready_path
+
+
+def _probe(config: pytest.Config) -> str:
+    """What the probe sent beside the streams asks: ``off``, ``tcp``, a path, or empty for the
+    target's ready path."""
+    probe_raw, probe_source = _raw(config, "streamguard_probe")
+    probe = probe_raw.strip()
+    if probe not in ("", "off", "tcp") and not probe.startswith("/"):
+        raise _invalid(
+            probe,
+            probe_source,
+            "streamguard_probe",
+            "expected 'off', 'tcp' or a path starting with '/', such as /readyz",
+        )
+    return probe
 
 
 def _toxiproxy_url(config: pytest.Config) -> str | None:

@@ -3,10 +3,11 @@
 The page holds the session summary (a table sortable by clicking its headers, each row linking to
 its test) and, per test, the verdict, the deadlines, the violations, the findings (named incidents
 with their evidence), the faults with their on/off times and whether they fired, the streams, a
-timeline of chunk arrivals and, for tests with many streams, a histogram of gaps. The plots are
-inline SVG (:mod:`.html_plots`) and the only script sorts the table, so the file is small and opens
-with no network. Every piece of text that came from a test (node ids, stream names, chunk text,
-error messages, fault arguments) is escaped.
+timeline of chunk arrivals, the probe sent beside them (where it waited), and, for tests with
+many streams, a histogram of gaps. The plots are inline SVG (:mod:`.html_plots`) and the only
+script sorts the table, so the file is small and opens with no network. Every piece of text
+that came from a test (node ids, stream names, chunk text, error messages, fault arguments) is
+escaped.
 
 Fields newer than the records (a fault's ``fired``, a trace's ``format_auto`` and ``node``) are
 read from the document's dicts with defaults, so an older report renders too. A stream whose
@@ -26,7 +27,13 @@ from typing import Any
 
 from pytest_streamguard.common.display import counted
 from pytest_streamguard.report.compact import texts_stored
-from pytest_streamguard.report.plots import fault_fired, gap_histogram_svg, gap_stats, timeline_svg
+from pytest_streamguard.report.plots import (
+    fault_fired,
+    gap_histogram_svg,
+    gap_stats,
+    probe_svg,
+    timeline_svg,
+)
 from pytest_streamguard.report.records import TestRecord, matrix
 from pytest_streamguard.stream.trace import FaultRecord, StreamTrace
 from pytest_streamguard.verdict.stats import percentile
@@ -408,11 +415,19 @@ def _plots(index: int, test: _Test) -> str:
         if deadline is not None and deadline.chunk is not None
         else ""
     )
+    probe = probe_svg(record)
+    if probe:
+        # Under the timeline, in its plot: the probe belongs to the same streams.
+        probe = (
+            '<p class="plot-title">The probe beside the streams, seconds since the first '
+            "request (red: it waited; see docs/findings.md)</p>"
+            f"{probe}"
+        )
     plots = (
         f'<div class="plot" id="timeline-{index}">'
         f'<p class="plot-title">Chunk arrivals per stream{chunk_note} '
         '<span class="muted">(hover a mark for details)</span></p>'
-        f"{timeline_svg(record, test.fired(), test.untexted())}</div>"
+        f"{timeline_svg(record, test.fired(), test.untexted())}{probe}</div>"
     )
     if len(record.traces) >= HISTOGRAM_MIN_STREAMS and record.gaps():
         plots += (

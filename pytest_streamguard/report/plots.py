@@ -1,5 +1,5 @@
-"""The HTML report's plots, drawn as inline SVG: a timeline of each test's streams and a
-histogram of its gaps.
+"""The HTML report's plots, drawn as inline SVG: a timeline of each test's streams, the probe
+sent beside them (where it waited), and a histogram of its gaps.
 
 No JavaScript library: every mark is an SVG shape whose ``<title>`` is its hover text, so a
 report of thousands of chunks stays small and opens offline. Marks that would land on the same
@@ -19,6 +19,7 @@ from pytest_streamguard.common.display import counted
 from pytest_streamguard.report.records import TestRecord
 from pytest_streamguard.stream.trace import FaultRecord, StreamTrace
 from pytest_streamguard.verdict.deadlines import Deadline
+from pytest_streamguard.verdict.probe import PROBE_WAIT_S
 from pytest_streamguard.verdict.stats import percentile
 
 # Drawing units of the viewBox; the SVG is scaled to the page's width.
@@ -554,6 +555,64 @@ def _ttft_line(deadline: Deadline, scale: _Scale, plot_bottom: float) -> str:
         f'<path d="M{tx} {_TOP - 6}V{_f(plot_bottom)}" stroke-dasharray="5 4"/>'
         + _line_label(scale(deadline.ttft), _TOP - 9, f"TTFT deadline {deadline.ttft * 1e3:.0f} ms")
         + f"<title>TTFT deadline {_ms(deadline.ttft)} after the request</title></g>"
+    )
+
+
+_PROBE_H = 70.0
+
+
+def probe_svg(record: TestRecord) -> str:
+    """The probe's samples under the streams' timeline (empty without any): one row, x in
+    seconds since the test's first request; a pale band over the time it ran, answered at
+    once, and in red each stretch in which it waited (an answer that took ``PROBE_WAIT_S`` or
+    more, or none, until the next probe). Stretches that touch are merged into one mark, so
+    the size follows the waits, not the samples."""
+    probe = record.probe
+    if probe is None or not probe.samples or not record.traces:
+        return ""
+    t0 = min(t.request_ns for t in record.traces)
+    ends = [stamp + (latency or 0) for stamp, latency in probe.samples]
+    x_max = max(_s(max(ends), t0), max(_s(t.end_ns or t.request_ns, t0) for t in record.traces))
+    scale = _Scale(x_max)
+    floor = int(PROBE_WAIT_S * 1e9)
+    waits: list[tuple[float, float]] = []
+    for k, (stamp, latency) in enumerate(probe.samples):
+        if latency is None:
+            nxt = probe.samples[k + 1][0] if k + 1 < len(probe.samples) else stamp
+            waits.append((_s(stamp, t0), _s(max(nxt, stamp), t0)))
+        elif latency >= floor:
+            waits.append((_s(stamp, t0), _s(stamp + latency, t0)))
+    y, band = _TOP + 14.0, 16.0
+    first, last = _s(probe.samples[0][0], t0), _s(max(ends), t0)
+    x0, x1 = scale.clamped(first), scale.clamped(last)
+    answered = _Layer("probe-ran", 'fill="rgba(44,160,44,0.22)"')
+    answered.add(
+        f'<rect x="{_f(x0)}" y="{_f(y - band / 2)}" width="{_f(max(x1 - x0, 2.0))}" '
+        f'height="{_f(band)}"',
+        f"{probe.what}: {counted(len(probe.samples), 'probe')} every "
+        f"{_ms(probe.interval_s)}, from {_ms(first)} to {_ms(last)}",
+    )
+    waited = _Layer("probe-waited", f'fill="{COLORS["over"]}"')
+    for start, end in _merge(waits):
+        wx0, wx1 = scale.clamped(start), scale.clamped(end)
+        waited.add(
+            f'<rect x="{_f(wx0)}" y="{_f(y - band / 2)}" width="{_f(max(wx1 - wx0, 2.0))}" '
+            f'height="{_f(band)}"',
+            f"{probe.what} waited {_ms(end - start)}, from {_ms(start)} to {_ms(end)}",
+        )
+    label = _short(f"probe: {probe.what}", _LABEL_CHARS)
+    ticks = "".join(
+        f'<text x="{_f(scale(tick))}" y="{_f(y + band + 14)}" text-anchor="middle">'
+        f"{_tick_label(tick)}</text>"
+        for tick in scale.ticks()
+    )
+    return (
+        f'<svg class="probe" viewBox="0 0 {WIDTH} {_f(_PROBE_H)}" role="img" '
+        f'aria-label="{_e(probe.what)} beside the streams">'
+        f'<text x="{_LABEL_W - 8}" y="{_f(y + 4)}" font-size="12" text-anchor="end" '
+        f'fill="#222"><title>{_e(probe.what)}</title>{_e(label)}</text>'
+        f'<g class="axis" font-size="11" fill="#444">{ticks}</g>'
+        f"{answered.svg()}{waited.svg()}</svg>"
     )
 
 

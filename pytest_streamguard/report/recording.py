@@ -18,6 +18,7 @@ from pytest_streamguard.report.records import NOT_FIRED, TestRecord
 from pytest_streamguard.stream.trace import FaultRecord, StreamTrace
 from pytest_streamguard.verdict.deadlines import Deadline, Violation, check_traces
 from pytest_streamguard.verdict.findings import Finding, not_cancelled, target_gauges
+from pytest_streamguard.verdict.probe import Probed, merge
 
 __all__ = ["Recorded", "guard_traces", "junit_properties", "matrix_test", "record_test"]
 
@@ -36,6 +37,8 @@ class Recorded:
     gated: list[Finding]
     #: The test's faults that never fired.
     unfired: list[FaultRecord]
+    #: The samples of every probe the test's guards sent beside their streams (None: off).
+    probe: Probed | None = None
 
 
 def guard_traces(guards: Sequence[StreamGuard]) -> list[StreamTrace]:
@@ -81,8 +84,14 @@ def record_test(
         return Recorded(record=None, traces=[], violations=[], gated=[], unfired=[])
     # Each guard's faults act on its own proxy, so each is judged on its own streams.
     unfired = [f for guard in guards for f in guard.faults.judge(guard.traces)]
+    probe = merge(guard.probe for guard in guards)
     record = TestRecord(
-        nodeid=nodeid, deadline=deadline, traces=traces, faults=faults, headroom=headroom
+        nodeid=nodeid,
+        deadline=deadline,
+        traces=traces,
+        faults=faults,
+        headroom=headroom,
+        probe=probe,
     )
     # Generation that went on after a cut stream, on a target the plugin started (no other
     # client uses it) that exports its engine's requests (the bundled one).
@@ -116,7 +125,12 @@ def record_test(
     if body_failed:
         record.verdict = "FAIL" if caught or violations else "error"
     return Recorded(
-        record=record, traces=traces, violations=violations, gated=gated, unfired=unfired
+        record=record,
+        traces=traces,
+        violations=violations,
+        gated=gated,
+        unfired=unfired,
+        probe=probe,
     )
 
 

@@ -20,6 +20,7 @@ from pytest_streamguard.report.compact import compact_test, dumps, expanded
 from pytest_streamguard.stream.trace import FaultRecord, StreamTrace
 from pytest_streamguard.verdict.deadlines import Deadline, likely_cause
 from pytest_streamguard.verdict.findings import KNOWN, SERVER_SIDE, Finding, findings_of
+from pytest_streamguard.verdict.probe import Probed
 from pytest_streamguard.verdict.stats import percentile
 
 JSON_FORMAT = "pytest-streamguard"
@@ -56,12 +57,14 @@ class TestRecord:
     earlier_attempts: list[TestRecord] = field(default_factory=list)
     # Every headroom search the test ran (``streamguard.headroom()``), in the order run.
     headroom: list[Headroom] = field(default_factory=list)
+    # The samples of the probe sent to the target beside the test's streams (None: off).
+    probe: Probed | None = None
 
     @property
     def findings(self) -> list[Finding]:
-        """The named incidents the test's streams show, and those the target showed after
-        them (see docs/findings.md)."""
-        found = findings_of(self.traces) + self.server_findings
+        """The named incidents the test's streams show (read with its probe's samples), and
+        those the target showed after them (see docs/findings.md)."""
+        found = findings_of(self.traces, self.probe) + self.server_findings
         return sorted(found, key=lambda f: list(KNOWN).index(f.name))
 
     def gaps(self) -> list[float]:
@@ -126,12 +129,14 @@ class TestRecord:
             "attempt": self.attempt,
             "earlier_attempts": [r.to_dict() for r in self.earlier_attempts],
             "headroom": [h.to_dict() for h in self.headroom],
+            "probe": self.probe.to_dict() if self.probe is not None else None,
         }
 
     @classmethod
     def from_dict(cls, raw: dict[str, Any]) -> TestRecord:
         """Inverse of :meth:`to_dict`."""
         deadline = raw.get("deadline")
+        probe = raw.get("probe")
         return cls(
             nodeid=str(raw["nodeid"]),
             deadline=Deadline.from_dict(deadline) if deadline is not None else None,
@@ -150,6 +155,7 @@ class TestRecord:
             attempt=int(raw.get("attempt", 1)),
             earlier_attempts=[cls.from_dict(r) for r in raw.get("earlier_attempts", [])],
             headroom=[Headroom.from_dict(h) for h in raw.get("headroom", [])],
+            probe=Probed.from_dict(probe) if probe is not None else None,
         )
 
 
@@ -275,7 +281,7 @@ def findings_lines(records: list[TestRecord]) -> list[str]:
     """One line per test whose streams show findings, naming them with their evidence."""
     lines = []
     for record in records:
-        cause = likely_cause(record.traces, server=record.server_findings)
+        cause = likely_cause(record.traces, server=record.server_findings, probe=record.probe)
         if cause:
             lines.append(f"  {record.nodeid}: {cause}")
     return ["findings (see docs/findings.md):", *lines] if lines else []

@@ -208,7 +208,13 @@ def start_target(settings: TargetSettings, extra_args: Sequence[str] = ()) -> Ta
                 "--streamguard-target-cmd"
             )
         _wait_url_ready(settings.target_url + settings.ready_path, settings.startup_timeout)
-        return Target(settings.target_url, "url", settings.target_description)
+        return Target(
+            settings.target_url,
+            "url",
+            settings.target_description,
+            ready_path=settings.ready_path,
+            startup_timeout=settings.startup_timeout,
+        )
     description = settings.target_description
     if extra_args:
         description += f" with {shlex.join(extra_args)}"

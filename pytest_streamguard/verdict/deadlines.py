@@ -13,6 +13,7 @@ from typing import Any, Protocol
 from pytest_streamguard.common.display import counted
 from pytest_streamguard.errors import DeadlineViolation
 from pytest_streamguard.verdict.findings import Finding, Observed, findings_of
+from pytest_streamguard.verdict.probe import Probed
 from pytest_streamguard.verdict.stats import ns_to_s, percentile
 
 
@@ -135,15 +136,17 @@ def deadline_violation(
     *,
     traces: Sequence[CheckedStream] | None = None,
     report: str | None = None,
+    probe: Probed | None = None,
 ) -> DeadlineViolation:
     """The :class:`~pytest_streamguard.errors.DeadlineViolation` to raise for ``violations``.
 
     ``traces`` (every stream checked) lets the message count the streams' outcomes; ``report``
     says where every stream's verdict and timeline can be read (the message shows only the
-    worst few).
+    worst few); ``probe``, the samples of the probe sent beside them, lets the findings name
+    their cause in words.
     """
     return DeadlineViolation(
-        format_violations(violations, traces=traces, report=report), violations
+        format_violations(violations, traces=traces, report=report, probe=probe), violations
     )
 
 
@@ -209,16 +212,23 @@ def format_violations(
     *,
     traces: Sequence[CheckedStream] | None = None,
     report: str | None = None,
+    probe: Probed | None = None,
 ) -> str:
     """The message: a header, the streams' outcomes and what they broke (when more than one
-    stream was checked), the worst streams' headlines and timelines, and where the rest is."""
+    stream was checked), the worst streams' headlines and timelines, and where the rest is.
+    Where a finding names its cause in words (the probe backed it), that cause is the first
+    line, above the header."""
     by_stream: dict[str, list[Violation]] = {}
     for violation in violations:
         by_stream.setdefault(violation.stream, []).append(violation)
     lines = [f"token deadline violated ({len(violations)} in {counted(len(by_stream), 'stream')}):"]
     # One line about the verdict as a whole goes here, right under the header.
-    cause = likely_cause(traces or ())
-    if cause:
+    cause = likely_cause(traces or (), probe=probe)
+    words = cause_in_words(traces or (), probe=probe)
+    if words:
+        lines.insert(0, f"likely cause: {words}")
+        lines.append(f"  findings: {cause}")
+    elif cause:
         lines.append(f"  likely cause: {cause}")
     if traces is not None and len(traces) > 1:
         outcomes: dict[str, int] = {}
@@ -259,16 +269,26 @@ def format_violations(
 CUT_KINDS = frozenset({"truncated", "cut", "reset", "network"})
 
 
-def likely_cause(traces: Sequence[object], server: Sequence[Finding] = ()) -> str:
-    """The findings of ``traces`` (and ``server``: those read from the target's side) in a line
-    (each name once, with its first evidence and how many streams showed it), or the empty
-    string when they show none."""
+def cause_in_words(traces: Sequence[object], probe: Probed | None = None) -> str:
+    """The cause the first finding of ``traces`` that has one names in a user's words (the
+    probe's samples back it: ``the event loop was blocked: ...``, ``the server was full:
+    ...``), or the empty string."""
+    observed = [t for t in traces if isinstance(t, Observed)]
+    return next((f.cause for f in findings_of(observed, probe) if f.cause), "")
+
+
+def likely_cause(
+    traces: Sequence[object], server: Sequence[Finding] = (), probe: Probed | None = None
+) -> str:
+    """The findings of ``traces`` (and ``server``: those read from the target's side; ``probe``:
+    the probe's samples beside them) in a line (each name once, with its first evidence and how
+    many streams showed it), or the empty string when they show none."""
     observed = [t for t in traces if isinstance(t, Observed)]
     if not observed:
         return ""
     first: dict[str, Finding] = {}
     streams: dict[str, set[str]] = {}
-    for finding in [*findings_of(observed), *server]:
+    for finding in [*findings_of(observed, probe), *server]:
         first.setdefault(finding.name, finding)
         streams.setdefault(finding.name, set()).update(finding.streams)
     parts = []
@@ -500,16 +520,19 @@ def check_traces(traces: Sequence[CheckedStream], deadline: Deadline) -> list[Vi
     return found
 
 
-def assert_traces(traces: Sequence[CheckedStream], deadline: Deadline) -> None:
+def assert_traces(
+    traces: Sequence[CheckedStream], deadline: Deadline, probe: Probed | None = None
+) -> None:
     """Raise :class:`DeadlineViolation` if ``traces`` break ``deadline`` (see
-    :func:`check_traces`). Each violation's headline is also kept on its stream's ``caught``,
-    so the reports show what the plugin found even when the test expects and catches it."""
+    :func:`check_traces`; ``probe``: the samples of the probe sent beside them). Each
+    violation's headline is also kept on its stream's ``caught``, so the reports show what the
+    plugin found even when the test expects and catches it."""
     violations = check_traces(traces, deadline)
     if violations:
         by_name = {trace.name: trace for trace in traces}
         for violation in violations:
             by_name.get(violation.stream, traces[0]).caught.append(violation.headline())
-        raise deadline_violation(violations, traces=traces)
+        raise deadline_violation(violations, traces=traces, probe=probe)
 
 
 #: A bound above this many seconds is refused unless the caller says ``long=True``: such a

@@ -6,8 +6,10 @@ and times, never a guess without them. Every threshold is a module constant, doc
 docs/findings.md; each is set so that the fixed variant of its incident shows no finding.
 
 :func:`trace_findings` reads one stream; :func:`group_findings` reads the streams of one test
-or load together (a blocked loop and a cold start show only across streams);
-:func:`findings_of` is both.
+or load together (a blocked loop, a full server and a cold start show only across streams);
+:func:`findings_of` is both. The group findings also read the samples of the probe sent to the
+target beside the streams (:mod:`pytest_streamguard.verdict.probe`): a blocked loop keeps the
+probe waiting, a full server (``queued``) answers it at once.
 """
 
 from __future__ import annotations
@@ -23,11 +25,13 @@ from typing import Any, Protocol, runtime_checkable
 from pytest_streamguard.common.display import counted
 from pytest_streamguard.common.names import KNOWN, parse_fail_on
 from pytest_streamguard.errors import FindingsFailed
+from pytest_streamguard.verdict.probe import Probed, ProbeWaits, waits
 
 __all__ = [
     "KNOWN",
     "Finding",
     "Observed",
+    "Probed",
     "findings_of",
     "group_findings",
     "not_cancelled",
@@ -99,6 +103,24 @@ QUEUED_MIN_WAIT_S = 0.5
 #: streams under way when the first answer ended, on a quiet 2-core machine: capacity, not a
 #: blocked loop).
 SERVED_AT_ONCE_MAX = 2
+
+#: blocked_loop with the probe's samples (``--streamguard-probe``, the target's ready path by
+#: default): whichever pattern above matched, the probe must have waited (answers that took
+#: ``PROBE_WAIT_S`` or more, see :mod:`pytest_streamguard.verdict.probe`, or none) for at least
+#: this share of the windows the pattern names (the shared stalls; the span from the requests to
+#: the last step, head or silence's end). A loop blocked 0.15 s kept the probe waiting from the
+#: probe after the block began, at most ``interval`` late, to its end: two thirds of the window
+#: or more; a server whose loop is free answers in milliseconds, a few per cent of it. Where
+#: the pattern's windows hold no sample (the probe off, a TCP probe, a target given by URL the
+#: probe could not reach), the pattern alone decides, as it did before the probe.
+PROBE_WAIT_SHARE = 0.25
+
+#: queued (capacity, not blame): of at least ``STAIR_MIN_STREAMS`` streams sent together, at
+#: least ``QUEUED_MIN_STREAMS`` got their first token only after another of them had received
+#: its whole answer (at least ``BUFFERED_MIN_CHUNKS`` chunks), ``QUEUED_MIN_WAIT_S`` or more
+#: after their own request, while the probe kept answering (it waited under
+#: ``PROBE_WAIT_SHARE`` of that span). The concurrency at which waiting began is how many of
+#: them had their first token before that first answer ended (the server's slots).
 
 #: cold_start: at least this many streams with a first token; the first stream's TTFT at least
 #: ``COLD_FACTOR`` times the median of the later ones and at least ``COLD_MIN_S`` above it.
@@ -179,13 +201,16 @@ class Finding:
     """One named incident and its evidence.
 
     ``evidence`` says in words what matched; ``data`` holds the same counts and times
-    (seconds) as numbers; ``streams`` names the streams it was seen on.
+    (seconds) as numbers; ``streams`` names the streams it was seen on; ``cause``, where the
+    probe's samples back the finding, says the cause in a user's words (``the event loop was
+    blocked: the ready path /readyz took 0.310 s while 8 streams stalled``).
     """
 
     name: str
     evidence: str
     streams: tuple[str, ...] = ()
     data: dict[str, Any] = field(default_factory=dict)
+    cause: str = ""
 
     def describe(self) -> str:
         """``name: evidence``, as the verdict and the summary show it."""
@@ -198,6 +223,7 @@ class Finding:
             "evidence": self.evidence,
             "streams": list(self.streams),
             "data": dict(self.data),
+            **({"cause": self.cause} if self.cause else {}),
         }
 
     @classmethod
@@ -208,6 +234,7 @@ class Finding:
             evidence=str(raw["evidence"]),
             streams=tuple(str(s) for s in raw.get("streams", [])),
             data=dict(raw.get("data", {})),
+            cause=str(raw.get("cause", "")),
         )
 
 
@@ -384,7 +411,12 @@ def _stalls(trace: Observed) -> list[tuple[int, int]]:
     return [(a, b) for a, b in itertools.pairwise(stamps) if b - a > floor]
 
 
-def _shared_stalls(traces: Sequence[Observed]) -> Finding | None:
+#: A blocked_loop pattern's finding and the windows (``(start_ns, end_ns)``) in which it says
+#: the loop was held, for the probe's samples to confirm.
+_Matched = tuple[Finding, list[tuple[int, int]]]
+
+
+def _shared_stalls(traces: Sequence[Observed]) -> _Matched | None:
     stalls = {t.name: _stalls(t) for t in traces}
     need = max(SHARED_MIN_STREAMS, (len(traces) + 1) // 2)
     if len(traces) < need:
@@ -413,7 +445,7 @@ def _shared_stalls(traces: Sequence[Observed]) -> Finding | None:
     longest = max(times, key=lambda w: w[1] - w[0])
     most = max(w[2] for w in times)
     stalled = sorted(name for name, windows in stalls.items() if windows)
-    return Finding(
+    found = Finding(
         "blocked_loop",
         f"up to {most} of {len(traces)} streams stalled together {len(times)} times; longest "
         f"{_s(longest[1] - longest[0]):.3f} s at {_s(longest[0] - t0):.3f} s",
@@ -426,9 +458,10 @@ def _shared_stalls(traces: Sequence[Observed]) -> Finding | None:
             "at_s": _s(longest[0] - t0),
         },
     )
+    return found, [(a, b) for a, b, _ in times]
 
 
-def _staircase(traces: Sequence[Observed], what: str) -> Finding | None:
+def _staircase(traces: Sequence[Observed], what: str) -> _Matched | None:
     if what == "heads":
         arrivals = [(t.response_ns, t) for t in traces if t.response_ns is not None]
     else:
@@ -449,7 +482,7 @@ def _staircase(traces: Sequence[Observed], what: str) -> Finding | None:
         return None
     t0 = min(t.request_ns for _, t in together)
     noun = "response heads" if what == "heads" else "first tokens"
-    return Finding(
+    found = Finding(
         "blocked_loop",
         f"{noun} of {len(together)} streams sent together arrived in a staircase of "
         f"{big + 1} steps: {_s(stamps[0] - t0):.3f} s to {_s(stamps[-1] - t0):.3f} s",
@@ -462,9 +495,10 @@ def _staircase(traces: Sequence[Observed], what: str) -> Finding | None:
             "staircase": what,
         },
     )
+    return found, [(t0, stamps[-1])]
 
 
-def _released_together(traces: Sequence[Observed]) -> Finding | None:
+def _released_together(traces: Sequence[Observed]) -> _Matched | None:
     done = [t for t in traces if t.completed and len(t.chunks) >= BUFFERED_MIN_CHUNKS]
     if len(done) < STAIR_MIN_STREAMS or any(t.response_ns is None for t in done):
         return None
@@ -483,16 +517,17 @@ def _released_together(traces: Sequence[Observed]) -> Finding | None:
     silent = _s(min(stamps) - sent)
     if window > RELEASE_WINDOW_S or silent < STAIR_RISE_S:
         return None
-    return Finding(
+    found = Finding(
         "blocked_loop",
         f"response heads and whole answers of {len(together)} streams sent together arrived "
         f"within {window:.3f} s, after {silent:.3f} s in which none of them got a byte",
         tuple(t.name for t in together),
         {"streams": len(together), "window_s": window, "silent_s": silent},
     )
+    return found, [(sent, min(stamps))]
 
 
-def _served_in_turn(traces: Sequence[Observed]) -> Finding | None:
+def _served_in_turn(traces: Sequence[Observed]) -> _Matched | None:
     heads = [t for t in traces if t.response_ns is not None]
     if len(heads) < STAIR_MIN_STREAMS:
         return None
@@ -519,7 +554,7 @@ def _served_in_turn(traces: Sequence[Observed]) -> Finding | None:
     if len(under_way) > SERVED_AT_ONCE_MAX:
         return None
     latest = max(t.response_ns for t in queued if t.response_ns is not None)
-    return Finding(
+    found = Finding(
         "blocked_loop",
         f"{len(queued)} of {len(together)} streams sent together got their response heads only "
         f"after another had its whole answer (the first of them by {_s(first_end - t0):.3f} s, "
@@ -532,6 +567,7 @@ def _served_in_turn(traces: Sequence[Observed]) -> Finding | None:
             "last_head_s": _s(latest - t0),
         },
     )
+    return found, [(t0, latest)]
 
 
 def _cold_start(traces: Sequence[Observed]) -> Finding | None:
@@ -552,30 +588,130 @@ def _cold_start(traces: Sequence[Observed]) -> Finding | None:
     )
 
 
-def group_findings(traces: Sequence[Observed]) -> list[Finding]:
+def _probe_words(seen: ProbeWaits, probe: Probed) -> str:
+    return (
+        f"{probe.what} took up to {seen.longest_s:.3f} s there, waiting "
+        f"{seen.share:.0%} of that time ({seen.waited} of {counted(seen.samples, 'probe')} "
+        "waited)"
+    )
+
+
+def _probe_data(seen: ProbeWaits) -> dict[str, Any]:
+    return {
+        "probe_samples": seen.samples,
+        "probe_waited": seen.waited,
+        "probe_longest_s": seen.longest_s,
+        "probe_share": seen.share,
+    }
+
+
+def _confirmed(matched: _Matched, probe: Probed | None) -> Finding | None:
+    """A blocked_loop pattern as the probe saw it: unchanged where it has no sample in the
+    pattern's windows; None where it kept answering there (the loop was free); else with the
+    probe's wait added to its evidence and its cause in words."""
+    finding, windows = matched
+    seen = waits(probe, windows)
+    if seen is None or probe is None:
+        return finding
+    if seen.share < PROBE_WAIT_SHARE:
+        return None
+    streams = counted(len(finding.streams), "stream")
+    return Finding(
+        finding.name,
+        f"{finding.evidence}; {_probe_words(seen, probe)}",
+        finding.streams,
+        {**finding.data, **_probe_data(seen)},
+        cause=(
+            f"the event loop was blocked: {probe.what} took {seen.longest_s:.2f} s while "
+            f"{streams} stalled"
+        ),
+    )
+
+
+def _blocked_loop(traces: Sequence[Observed], probe: Probed | None) -> Finding | None:
+    for matched in (
+        _shared_stalls(traces),
+        _staircase(traces, "heads"),
+        _staircase(traces, "tokens"),
+        _served_in_turn(traces),
+        _released_together(traces),
+    ):
+        if matched is None:
+            continue
+        found = _confirmed(matched, probe)
+        if found is not None:
+            return found
+    return None
+
+
+def _queued(traces: Sequence[Observed], probe: Probed | None) -> Finding | None:
+    firsts = [(t.chunks[0].stamp_ns, t) for t in traces if t.chunks]
+    if probe is None or len(firsts) < STAIR_MIN_STREAMS:
+        return None
+    first = min(stamp for stamp, _ in firsts)
+    together = sorted(
+        ((stamp, t) for stamp, t in firsts if t.request_ns <= first), key=lambda a: a[0]
+    )
+    ended = [
+        t.chunks[-1].stamp_ns
+        for _, t in together
+        if t.completed and len(t.chunks) >= BUFFERED_MIN_CHUNKS
+    ]
+    if len(together) < STAIR_MIN_STREAMS or not ended:
+        return None
+    first_end = min(ended)
+    waiting = [
+        (stamp, t)
+        for stamp, t in together
+        if stamp >= first_end and stamp - t.request_ns >= QUEUED_MIN_WAIT_S * 1e9
+    ]
+    if len(waiting) < QUEUED_MIN_STREAMS:
+        return None
+    start = min(t.request_ns for _, t in together)
+    last = max(stamp for stamp, _ in waiting)
+    seen = waits(probe, [(start, last)])
+    if seen is None or seen.share >= PROBE_WAIT_SHARE:
+        return None
+    slots = sum(1 for stamp, _ in together if stamp < first_end)
+    longest = max(_s(stamp - t.request_ns) for stamp, t in waiting)
+    return Finding(
+        "queued",
+        f"{len(waiting)} of {len(together)} streams sent together waited up to {longest:.3f} s "
+        f"for a slot: their first tokens came only after another stream's whole answer; "
+        f"waiting began at a concurrency of {slots} ({slots} served at once); "
+        f"{probe.what} answered meanwhile, in at most {seen.longest_s:.3f} s "
+        f"({counted(seen.samples, 'probe')})",
+        tuple(t.name for _, t in waiting),
+        {
+            "streams": len(together),
+            "waiting": len(waiting),
+            "concurrency": slots,
+            "longest_wait_s": longest,
+            "first_answer_s": _s(first_end - start),
+            **_probe_data(seen),
+        },
+        cause=(
+            f"the server was full: {len(waiting)} streams waited up to {longest:.2f} s for one "
+            f"of its {slots} slots while {probe.what} answered in {seen.longest_s:.3f} s"
+        ),
+    )
+
+
+def group_findings(traces: Sequence[Observed], probe: Probed | None = None) -> list[Finding]:
     """The findings only several streams of one test or load show: ``blocked_loop`` (shared
     stalls, else a staircase of heads, else of first tokens, else streams served in turn, else
-    every answer released at once) and ``cold_start``."""
-    found: list[Finding] = []
-    blocked = (
-        _shared_stalls(traces)
-        or _staircase(traces, "heads")
-        or _staircase(traces, "tokens")
-        or _served_in_turn(traces)
-        or _released_together(traces)
-    )
-    if blocked is not None:
-        found.append(blocked)
-    cold = _cold_start(traces)
-    if cold is not None:
-        found.append(cold)
-    return found
+    every answer released at once; where ``probe`` has samples in the pattern's windows, only
+    if it waited there too), ``queued`` (only with the probe's samples) and ``cold_start``."""
+    found = (_blocked_loop(traces, probe), _queued(traces, probe), _cold_start(traces))
+    return [f for f in found if f is not None]
 
 
-def findings_of(traces: Sequence[Observed]) -> list[Finding]:
+def findings_of(traces: Sequence[Observed], probe: Probed | None = None) -> list[Finding]:
     """Every finding of a test's or a load's streams, in :data:`KNOWN`'s order; a per-stream
-    finding seen on several streams is listed once per stream."""
-    found = [f for t in traces for f in trace_findings(t)] + group_findings(traces)
+    finding seen on several streams is listed once per stream. ``probe``: the samples of the
+    probe sent beside them (:mod:`pytest_streamguard.verdict.probe`), which ``blocked_loop``
+    and ``queued`` read."""
+    found = [f for t in traces for f in trace_findings(t)] + group_findings(traces, probe)
     order = list(KNOWN)
     return sorted(found, key=lambda f: order.index(f.name))
 
@@ -681,7 +817,9 @@ def findings_failed(gated: list[Finding]) -> FindingsFailed:
     """The :class:`~pytest_streamguard.errors.FindingsFailed` to raise for the findings a
     test's ``fail_on`` names (``gated``)."""
     names = ", ".join(dict.fromkeys(f.name for f in gated))
-    lines = [f"streamguard finding(s) this test fails on (fail_on): {names}"]
+    words = next((f.cause for f in gated if f.cause), "")
+    cause = f" (likely cause: {words})" if words else ""
+    lines = [f"streamguard finding(s) this test fails on (fail_on): {names}{cause}"]
     lines += [f"  {f.describe()}" for f in gated]
     lines.append("  the thresholds and what each finding means: docs/findings.md")
     return FindingsFailed("\n".join(lines), gated)

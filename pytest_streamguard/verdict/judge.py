@@ -32,6 +32,7 @@ from pytest_streamguard.verdict.deadlines import (
     format_violations,
 )
 from pytest_streamguard.verdict.findings import Finding, findings_failed
+from pytest_streamguard.verdict.probe import Probed
 
 __all__ = ["body_failure_note", "failure_of", "reports_line"]
 
@@ -48,6 +49,7 @@ def failure_of(
     strict_faults: bool,
     not_fired: Callable[[list[Fault]], StreamguardFailure],
     report: str | None,
+    probe: Probed | None = None,
 ) -> StreamguardFailure | None:
     """The failure a test whose body passed raises, or None when its streams pass.
 
@@ -55,10 +57,12 @@ def failure_of(
     (:func:`~.deadlines.check_traces`; the test's record keeps them too, so they are checked
     once); ``gated``: the findings its ``fail_on`` names; ``unfired``: its faults that never
     fired, failed only under ``strict_faults``, with the failure ``not_fired`` builds;
-    ``report``: where every stream's verdict is written (:func:`reports_line`).
+    ``report``: where every stream's verdict is written (:func:`reports_line`); ``probe``: the
+    samples of the probe sent beside the streams, with which the message names the cause in
+    words.
     """
     if violations:
-        return deadline_violation(list(violations), traces=traces, report=report)
+        return deadline_violation(list(violations), traces=traces, report=report, probe=probe)
     if gated:
         return findings_failed(list(gated))
     if unfired and strict_faults:
@@ -72,16 +76,18 @@ def body_failure_note(
     *,
     traces: Sequence[CheckedStream],
     report: str | None,
+    probe: Probed | None = None,
 ) -> str | None:
     """The note for the exception a test's body ``raised`` when its streams also broke the
-    deadline (``violations``); None when they did not, or when what the body raised is already
-    a :class:`~pytest_streamguard.errors.DeadlineViolation` (an explicit check's)."""
+    deadline (``violations``; ``probe`` as in :func:`failure_of`); None when they did not, or
+    when what the body raised is already a :class:`~pytest_streamguard.errors.DeadlineViolation`
+    (an explicit check's)."""
     if not violations or isinstance(raised, DeadlineViolation):
         return None
     return (
         "streamguard: this test's streams also broke its token deadline "
         "(checked after the body):\n"
-        + format_violations(list(violations), traces=traces, report=report)
+        + format_violations(list(violations), traces=traces, report=report, probe=probe)
     )
 
 

@@ -1,6 +1,7 @@
 """The JSON report's compact form (report/compact.py): what a passing stream keeps, what a
-failed one keeps, that findings and the HTML come back from it, that a version-1 report is
-still read, the file's layout, and the size of a passing 30-stream load of 40 chunks."""
+failed one keeps, that findings and the HTML come back from it, that the probe's samples ride
+on the record, that a version-1 report is still read, the file's layout, and the size of a
+passing 30-stream load of 40 chunks."""
 
 from __future__ import annotations
 
@@ -23,6 +24,7 @@ from pytest_streamguard.report.records import (
 from pytest_streamguard.stream.trace import Chunk, StreamTrace
 from pytest_streamguard.verdict.deadlines import Deadline
 from pytest_streamguard.verdict.findings import findings_of
+from pytest_streamguard.verdict.probe import Probed
 
 MS = 1_000_000
 KB = 1_000
@@ -164,6 +166,36 @@ def test_findings_come_back_from_the_send_stamps() -> None:
     for chunk in fast.chunks:
         chunk.data = None
     assert [f.streams for f in findings_of([fast]) if f.name == "buffered"] == [("fast",)]
+
+
+def test_the_probes_samples_ride_on_a_compact_record_and_its_earlier_attempts(
+    tmp_path: Path,
+) -> None:
+    start = 10**12
+    # Answered in 1 ms every 50 ms, one held 0.3 s and one without an answer.
+    samples: list[tuple[int, int | None]] = [(start + k * 50 * MS, MS) for k in range(6)]
+    samples[2] = (samples[2][0], 300 * MS)
+    samples[4] = (samples[4][0], None)
+    earlier = _record("t.py::test", [_trace("a", completed=False)], verdict="FAIL")
+    earlier.probe = Probed("http", "/readyz", 0.05, samples[:3])
+    record = _record("t.py::test", [_trace("a"), _trace("b", word="b")])
+    record.probe = Probed("http", "/readyz", 0.05, samples)
+    record.attempt, record.earlier_attempts = 2, [earlier]
+    path = tmp_path / "sg.json"
+    write_json(path, [record], {})
+    _, (back,) = load_json(path)
+    # The passing streams' texts were left out, the probe's samples were not.
+    assert not texts_stored(json.loads(path.read_text())["tests"][0]["traces"][0])
+    assert back.probe == record.probe
+    assert back.earlier_attempts[0].probe == earlier.probe
+    assert [f.to_dict() for f in back.findings] == [f.to_dict() for f in record.findings]
+    # One sample per line, as a chunk's row.
+    lines = [line.strip().rstrip(",") for line in path.read_text().splitlines()]
+    assert f"[{start + 100 * MS},{300 * MS}]" in lines
+    assert f"[{start + 200 * MS},null]" in lines
+    # A record without the probe (off, or an older report) reads as None.
+    (plain,) = _round_trip([_record("t.py::plain", [_trace("c")])], texts=False)
+    assert plain.probe is None
 
 
 def test_a_version_1_report_is_still_read(tmp_path: Path) -> None:

@@ -23,6 +23,7 @@ from pytest_streamguard.report.plots import BIN_UNITS, WIDTH
 from pytest_streamguard.report.records import JSON_FORMAT, JSON_VERSION, TestRecord
 from pytest_streamguard.stream.trace import Chunk, FaultRecord, StreamTrace
 from pytest_streamguard.verdict.deadlines import Deadline
+from pytest_streamguard.verdict.probe import Probed
 
 MB = 1_000_000
 LOAD_TIMEOUT = 60.0
@@ -317,3 +318,26 @@ def test_nothing_is_cut_off_and_names_stay_short(demo_page: tuple[Page, Path], w
     assert title == LONG_NAME
     assert page.problems() == []
     page.screenshot(workdir / f"demo-like-{width}.png")
+
+
+def test_the_probe_is_drawn_under_the_timeline_with_its_waits_merged() -> None:
+    traces = _streams("probed", 4, 20, 20)
+    record = TestRecord.from_dict(_test("test_probed", traces))
+    start = 10**12
+    # Answered in 1 ms every 50 ms, except three probes held 0.2 s each and one without an
+    # answer until the next probe: one stretch of 0.7 s, drawn as one mark.
+    samples: list[tuple[int, int | None]] = [(start + k * 50 * MS, MS) for k in range(4)]
+    samples += [(start + (200 + 200 * k) * MS, 200 * MS) for k in range(3)]
+    samples += [(start + 800 * MS, None), (start + 900 * MS, MS)]
+    record.probe = Probed("http", "/readyz", 0.05, samples)
+    plain = _test("test_plain", _streams("plain", 4, 20, 20))
+    page = render_html(_document([record.to_dict(), plain]))
+    section = _section(page, "test_probed")
+    assert section.count('<svg class="probe"') == 1
+    waited = re.findall(r'<g class="probe-waited".*?</g>', section)
+    assert len(waited) == 1
+    titles = re.findall(r"<title>([^<]*)</title>", waited[0])
+    assert titles == ["the ready path /readyz waited 700.0 ms, from 200.0 ms to 900.0 ms"]
+    assert "the ready path /readyz: 9 probes every 50.0 ms" in section
+    # A test without the probe's samples (off, or an older report) has no probe plot.
+    assert '<svg class="probe"' not in _section(page, "test_plain")

@@ -85,6 +85,10 @@ class TestNaiveTarget:
         assert loop_lags_over(streamguard.target, BLOCKED_LAG_S) > lags_before
         # ... and from outside, as the finding: the streams stalled together or queued up.
         assert "blocked_loop" in [f.name for f in findings_of(traces)], findings_of(traces)
+        # ... and the probe beside them (--streamguard-probe: the ready path) waited with them.
+        probed = [f for f in findings_of(traces, streamguard.probe) if f.name == "blocked_loop"]
+        assert [f.cause.split(":")[0] for f in probed] == ["the event loop was blocked"], probed
+        assert probed[0].data["probe_longest_s"] >= BLOCKED_LAG_S, probed
 
 
 @pytest.mark.token_deadline(ttft=TTFT, chunk=CHUNK)
@@ -94,6 +98,8 @@ async def test_normal_target_serves_eight_streams_in_time(streamguard: StreamGua
     assert all(t.completed for t in traces), [t.error for t in traces]
     assert all(len(t.chunks) == REQUEST["max_new_tokens"] for t in traces)
     assert findings_of(traces) == [], findings_of(traces)
+    # With the probe's samples too: no stream waited for a slot, and no blame.
+    assert findings_of(traces, streamguard.probe) == [], findings_of(traces, streamguard.probe)
 
 
 class TestFrozenTarget:

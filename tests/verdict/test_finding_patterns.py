@@ -6,18 +6,22 @@ from __future__ import annotations
 import http.server
 import threading
 import time
+from collections.abc import Sequence
 
 import pytest
 
 from pytest_streamguard.report.records import TestRecord
 from pytest_streamguard.stream.trace import Chunk, FaultRecord, StreamTrace
+from pytest_streamguard.verdict.deadlines import Deadline, check_traces, format_violations
 from pytest_streamguard.verdict.findings import (
     Finding,
+    findings_failed,
     findings_of,
     not_cancelled,
     parse_fail_on,
     target_gauges,
 )
+from pytest_streamguard.verdict.probe import Probed, merge, waits
 
 MS = 1_000_000
 
@@ -358,3 +362,159 @@ def test_the_gauge_reader_tries_again_when_the_target_answers_late() -> None:
     finally:
         server.shutdown()
         server.server_close()
+
+
+def probed(samples_ms: list[tuple[int, int | None]], kind: str = "http") -> Probed:
+    """A probe's samples: sent at the first figure, answered the second later (None: none)."""
+    return Probed(
+        kind,
+        "/readyz" if kind == "http" else "127.0.0.1:8000",
+        0.05,
+        [(sent * MS, None if took is None else took * MS) for sent, took in samples_ms],
+    )
+
+
+def every_50_ms(
+    until_ms: int, held: Sequence[tuple[int, int]] = ()
+) -> list[tuple[int, int | None]]:
+    """A probe sent every 50 ms that answers in 1 ms, except while one of ``held`` (start, end)
+    holds the loop: then it answers at the window's end, and the next goes out after it."""
+    samples: list[tuple[int, int | None]] = []
+    t = 0
+    while t < until_ms:
+        end = next((b for a, b in held if a <= t < b), None)
+        took = 1 if end is None else end - t
+        samples.append((t, took))
+        t = max(t + 50, t + took)
+    return samples
+
+
+def stalled_streams() -> list[StreamTrace]:
+    # The shared-stall streams above: 20 ms a token, the loop held 150 ms after every fourth.
+    def stamps(k: int) -> list[int]:
+        out, t = [], 2 * k
+        for i in range(16):
+            t += 20 + (150 if i in (4, 8, 12) else 0)
+            out.append(t)
+        return out
+
+    return [make(f"stream {k}", 0, stamps(k)) for k in range(10)]
+
+
+# The three windows in which every stream of stalled_streams() waits.
+HELD_MS = [(120, 270), (370, 520), (620, 770)]
+
+
+def test_blocked_loop_needs_the_probe_to_have_waited_in_the_stalls() -> None:
+    traces = stalled_streams()
+    probe = probed(every_50_ms(900, HELD_MS))
+    (finding,) = findings_of(traces, probe)
+    assert finding.name == "blocked_loop"
+    assert finding.evidence.startswith("up to 10 of 10 streams stalled together 3 times"), finding
+    # The probe's wait is the evidence, and the cause in words.
+    assert "; the ready path /readyz took up to 0.150 s there, waiting " in finding.evidence
+    assert finding.data["probe_longest_s"] == pytest.approx(0.150)
+    assert finding.data["probe_share"] > 0.6
+    assert finding.cause == (
+        "the event loop was blocked: the ready path /readyz took 0.15 s while 10 streams stalled"
+    )
+    assert Finding.from_dict(finding.to_dict()) == finding
+    # The same stalls while the probe kept answering in 1 ms: the loop was free; no blame.
+    assert findings_of(traces, probed(every_50_ms(900))) == []
+
+
+def test_without_probe_samples_blocked_loop_keeps_its_probe_less_rules() -> None:
+    traces = stalled_streams()
+    alone = findings_of(traces)
+    assert names(alone) == ["blocked_loop"]
+    assert alone[0].cause == ""
+    # A TCP connect is answered by the kernel, not the loop: it cannot clear the loop.
+    assert findings_of(traces, probed(every_50_ms(900), kind="tcp")) == alone
+    # A probe with no sample in the stalls' windows (it ran before them) says nothing.
+    assert findings_of(traces, probed([(0, 1), (50, 1)])) == alone
+    assert findings_of(traces, Probed("http", "/readyz", 0.05)) == alone
+
+
+def two_slot_streams(n: int = 10) -> list[StreamTrace]:
+    """A server with two slots: every head at once, the first tokens two at a time, each pair
+    after the previous pair's whole answer (16 tokens, 20 ms apart: 0.32 s a pair)."""
+    return [
+        make(f"stream {k}", 0, [320 * (k // 2) + 20 * i for i in range(1, 17)], head_ms=3)
+        for k in range(n)
+    ]
+
+
+def test_queued_finds_streams_waiting_for_a_slot_while_the_probe_answers() -> None:
+    traces = two_slot_streams()
+    # Without the probe the staircase of first tokens reads as a blocked loop (today's rule).
+    assert names(findings_of(traces)) == ["blocked_loop"]
+    (finding,) = findings_of(traces, probed(every_50_ms(1700)))
+    assert finding.name == "queued"
+    assert finding.describe() == (
+        "queued: 6 of 10 streams sent together waited up to 1.300 s for a slot: their first "
+        "tokens came only after another stream's whole answer; waiting began at a concurrency "
+        "of 2 (2 served at once); the ready path /readyz answered meanwhile, in at most "
+        "0.001 s (27 probes)"
+    )
+    assert finding.data["concurrency"] == 2
+    assert finding.data["waiting"] == 6
+    assert finding.streams == tuple(f"stream {k}" for k in range(4, 10))
+    assert finding.cause.startswith("the server was full: 6 streams waited up to 1.30 s for one")
+    # The same staircase while the probe waited with the streams: a blocked loop, not capacity.
+    held = probed(every_50_ms(1700, [(0, 1700)]))
+    (blocked,) = findings_of(traces, held)
+    assert blocked.name == "blocked_loop"
+    assert "first tokens of 10 streams sent together arrived in a staircase" in blocked.evidence
+    # Served side by side, or waits under 0.5 s: nothing to report.
+    side = [make(f"stream {k}", 0, [20 * i for i in range(1, 17)]) for k in range(10)]
+    assert findings_of(side, probed(every_50_ms(400))) == []
+    assert findings_of(two_slot_streams(4), probed(every_50_ms(700))) == []
+
+
+def test_queued_on_a_batch_server_records_its_batch_as_the_concurrency() -> None:
+    # The continuous-batching target's pattern of the served-in-turn test above: 10 under way,
+    # 20 heads and first tokens after the first answer.
+    batch = [make(f"stream {k}", 0, [9 + 18 * i for i in range(32)], head_ms=5) for k in range(10)]
+    late = [
+        make(f"stream {k}", 0, [640 + 5 * i for i in range(32)], head_ms=600 + 2 * k)
+        for k in range(10, 30)
+    ]
+    (finding,) = findings_of([*batch, *late], probed(every_50_ms(800)))
+    assert (finding.name, finding.data["concurrency"], finding.data["waiting"]) == (
+        "queued",
+        10,
+        20,
+    )
+
+
+def test_probe_samples_without_an_answer_wait_until_the_next_one() -> None:
+    probe = probed([(0, 1), (50, None), (400, 1)])
+    seen = waits(probe, [(100 * MS, 300 * MS)])
+    assert seen is not None
+    assert (seen.samples, seen.waited, seen.share) == (1, 1, 1.0)
+    assert seen.longest_s == pytest.approx(0.35)
+    assert Probed.from_dict(probe.to_dict()) == probe
+    assert merge([None, probed([(50, 1)]), probed([(0, 2)])]) == probed([(0, 2), (50, 1)])
+    assert merge([None]) is None
+
+
+def test_the_first_line_of_a_failure_names_the_cause_in_words() -> None:
+    traces = stalled_streams()
+    violations = check_traces(traces, Deadline(chunk=0.1))
+    message = format_violations(violations, traces=traces, probe=probed(every_50_ms(900, HELD_MS)))
+    first, header, findings = message.split("\n")[:3]
+    assert first == (
+        "likely cause: the event loop was blocked: the ready path /readyz took 0.15 s while 10 "
+        "streams stalled"
+    )
+    assert header == "token deadline violated (10 in 10 streams):"
+    assert findings.startswith("  findings: blocked_loop: up to 10 of 10 streams stalled")
+    # Without the probe, the header comes first and the finding's evidence under it.
+    plain = format_violations(violations, traces=traces).split("\n")
+    assert plain[0] == "token deadline violated (10 in 10 streams):"
+    assert plain[1].startswith("  likely cause: blocked_loop: up to 10 of 10 streams")
+    gated = findings_failed(findings_of(traces, probed(every_50_ms(900, HELD_MS))))
+    assert str(gated).split("\n")[0] == (
+        "streamguard finding(s) this test fails on (fail_on): blocked_loop (likely cause: the "
+        "event loop was blocked: the ready path /readyz took 0.15 s while 10 streams stalled)"
+    )

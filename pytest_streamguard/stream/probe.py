@@ -1,0 +1,176 @@
+"""The probe: a light request sent to the target every ``interval_s`` beside the streams.
+
+A threshold on the client's side cannot tell a blocked event loop from a full server; the
+server can. While a test's streams (or a load's) are read, the probe asks the target directly,
+never through the fault proxy: ``GET`` its ready path (``kind="http"``, over one kept-alive
+connection), or a TCP connect to its port (``kind="tcp"``). A blocked loop answers only after
+the block; a server whose slots are all taken answers at once. Each sample is ``(stamp_ns,
+latency_ns | None)`` on the streams' clock (:class:`~pytest_streamguard.verdict.probe.Probed`);
+the findings read them (:mod:`pytest_streamguard.verdict.findings`).
+
+One probe is in flight at a time: a late answer delays the next request instead of piling
+more onto a server that is already stuck. :func:`probing` runs it as a task on the running
+loop (beside a load, or an async stream); :class:`ProbeThread` runs it on a loop of its own in
+a thread (beside a sync stream, or a load read in other processes).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager, suppress
+from dataclasses import dataclass
+from types import TracebackType
+
+import httpx
+
+from pytest_streamguard.common.defaults import DEFAULT_PROBE_INTERVAL
+from pytest_streamguard.verdict.probe import PROBE_KINDS, Probed
+
+__all__ = ["DEFAULT_PROBE_INTERVAL", "ProbeSpec", "ProbeThread", "aprobe", "probing"]
+
+#: A probe without an answer after this many seconds is recorded as none (latency None): long
+#: enough for any stall a finding names, short enough that the next probe still goes out.
+PROBE_TIMEOUT_S = 2.0
+# How long stopping waits for the thread's loop to end (its request is cancelled at once).
+_STOP_S = 5.0
+
+
+@dataclass(frozen=True)
+class ProbeSpec:
+    """Where and how often to probe: ``kind`` ``http`` (``GET url``) or ``tcp`` (connect to
+    ``host``:``port`` of ``url``), ``target`` as shown (the ready path, or ``host:port``)."""
+
+    kind: str
+    url: str
+    target: str
+    interval_s: float = DEFAULT_PROBE_INTERVAL
+    timeout_s: float = PROBE_TIMEOUT_S
+
+    def __post_init__(self) -> None:
+        if self.kind not in PROBE_KINDS:
+            raise ValueError(
+                f"probe kind {self.kind!r} is not known: expected one of {', '.join(PROBE_KINDS)}"
+            )
+        if not self.interval_s > 0:
+            raise ValueError(f"probe interval {self.interval_s!r}: expected seconds > 0")
+
+    @classmethod
+    def for_target(cls, setting: str, url: str, ready_path: str, interval_s: float) -> ProbeSpec:
+        """The probe ``setting`` asks for (``tcp``, a path, or empty for ``ready_path``) on the
+        target at base ``url``; ``off`` is for the caller to handle (no probe)."""
+        if setting == "tcp":
+            address = url.split("://", 1)[-1].split("/", 1)[0]
+            return cls("tcp", url, address, interval_s)
+        path = setting or ready_path
+        return cls("http", url.rstrip("/") + path, path, interval_s)
+
+    def new(self) -> Probed:
+        """An empty :class:`Probed` for this probe's samples."""
+        return Probed(self.kind, self.target, self.interval_s)
+
+    @property
+    def host_port(self) -> tuple[str, int]:
+        """The target's host and port (for a TCP probe)."""
+        netloc = self.url.split("://", 1)[-1].split("/", 1)[0]
+        host, _, port = netloc.rpartition(":")
+        default = 443 if self.url.startswith("https") else 80
+        return host.strip("[]") or netloc, int(port) if port.isdigit() else default
+
+
+async def _connect(spec: ProbeSpec) -> None:
+    host, port = spec.host_port
+    _, writer = await asyncio.open_connection(host, port)
+    writer.close()
+    await writer.wait_closed()
+
+
+async def aprobe(spec: ProbeSpec, probed: Probed, stop: asyncio.Event) -> None:
+    """Probe every ``spec.interval_s`` until ``stop`` is set, appending each sample to
+    ``probed.samples``."""
+    async with httpx.AsyncClient(timeout=spec.timeout_s) as client:
+        while not stop.is_set():
+            sent = time.perf_counter_ns()
+            latency: int | None
+            try:
+                async with asyncio.timeout(spec.timeout_s):
+                    if spec.kind == "http":
+                        # Any status is an answer: the loop was free to give it.
+                        await client.get(spec.url)
+                    else:
+                        await _connect(spec)
+                latency = time.perf_counter_ns() - sent
+            except (httpx.HTTPError, OSError, TimeoutError):
+                latency = None
+            probed.samples.append((sent, latency))
+            wait = sent / 1e9 + spec.interval_s - time.perf_counter_ns() / 1e9
+            if wait > 0:
+                with suppress(TimeoutError):
+                    await asyncio.wait_for(stop.wait(), wait)
+
+
+@asynccontextmanager
+async def probing(
+    spec: ProbeSpec | None, into: Probed | None = None
+) -> AsyncIterator[Probed | None]:
+    """Probe on the running loop while the block runs; yields the samples (``into``, or a new
+    :class:`Probed`; None without a ``spec``). A probe still waiting when the block ends is
+    dropped: it measured nothing the streams saw."""
+    if spec is None:
+        yield None
+        return
+    probed = into if into is not None else spec.new()
+    stop = asyncio.Event()
+    task = asyncio.ensure_future(aprobe(spec, probed, stop))
+    try:
+        yield probed
+    finally:
+        stop.set()
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
+
+
+class ProbeThread:
+    """The probe on a loop of its own in a thread, for as long as the ``with`` block runs:
+    ``probed`` holds the samples (None without a ``spec``)."""
+
+    def __init__(self, spec: ProbeSpec | None) -> None:
+        self.spec = spec
+        self.probed: Probed | None = spec.new() if spec is not None else None
+        self._thread: threading.Thread | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._stop: asyncio.Event | None = None
+        self._ready = threading.Event()
+
+    def _run(self) -> None:
+        async def main() -> None:
+            assert self.spec is not None
+            assert self.probed is not None
+            self._loop = asyncio.get_running_loop()
+            self._stop = asyncio.Event()
+            self._ready.set()
+            async with probing(self.spec, self.probed):
+                await self._stop.wait()
+
+        asyncio.run(main())
+
+    def __enter__(self) -> ProbeThread:
+        if self.spec is not None:
+            self._thread = threading.Thread(target=self._run, name="streamguard-probe", daemon=True)
+            self._thread.start()
+            self._ready.wait(_STOP_S)
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        if self._thread is None:
+            return
+        if self._loop is not None and self._stop is not None:
+            self._loop.call_soon_threadsafe(self._stop.set)
+        self._thread.join(_STOP_S)

@@ -1,0 +1,146 @@
+"""What the probe saw: a light request sent to the target beside the streams, as plain data.
+
+The probe itself (:mod:`pytest_streamguard.stream.probe`) goes to the target directly, never
+through the fault proxy, every ``interval_s``: the target's ready path (``kind="http"``) or a
+TCP connect (``kind="tcp"``). Each sample is ``(stamp_ns, latency_ns)``: when it was sent
+(``time.perf_counter_ns()``, the streams' clock) and how long the answer took, or None when no
+answer came (an error, or the probe's own timeout).
+
+A blocked event loop cannot answer its ready path while it is blocked; a server whose slots are
+all taken answers at once. Findings read the samples through :func:`waits`. A TCP connect is
+answered by the kernel from the listening socket's backlog, with or without the app's loop, so
+it tells a stopped host or a closed port from a live one but never a blocked loop: findings use
+``http`` samples only (:attr:`Probed.sees_the_loop`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+__all__ = ["PROBE_KINDS", "PROBE_WAIT_S", "ProbeWaits", "Probed", "merge", "waits"]
+
+#: ``http``: a GET of the target's ready path; ``tcp``: a TCP connect to its port.
+PROBE_KINDS = ("http", "tcp")
+
+#: A sample waited when its answer took at least this many seconds (a stall's floor,
+#: ``STALL_MIN_S``: a ready path on loopback answers in about a millisecond, under 10 ms with
+#: 10 streams keeping a 2-core machine busy).
+PROBE_WAIT_S = 0.05
+
+
+@dataclass
+class Probed:
+    """A probe's samples: ``kind`` (``http`` or ``tcp``), ``target`` (the ready path, or
+    ``host:port``), ``interval_s`` and ``samples`` (``(stamp_ns, latency_ns | None)``, in the
+    order sent)."""
+
+    kind: str
+    target: str
+    interval_s: float
+    samples: list[tuple[int, int | None]] = field(default_factory=list)
+
+    @property
+    def what(self) -> str:
+        """The probe in words: ``the ready path /readyz`` or ``a TCP connect``."""
+        return f"the ready path {self.target}" if self.kind == "http" else "a TCP connect"
+
+    @property
+    def sees_the_loop(self) -> bool:
+        """Whether the app's own loop answers this probe (see the module docstring)."""
+        return self.kind == "http"
+
+    def merged(self, other: Probed) -> Probed:
+        """This probe's samples and ``other``'s, in the order sent (one test's several
+        streams and loads)."""
+        return Probed(
+            self.kind,
+            self.target,
+            self.interval_s,
+            sorted([*self.samples, *other.samples], key=lambda s: s[0]),
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        """Builtin-typed form (``samples`` as ``[stamp_ns, latency_ns or null]`` pairs)."""
+        return {
+            "kind": self.kind,
+            "target": self.target,
+            "interval_s": self.interval_s,
+            "samples": [[stamp, latency] for stamp, latency in self.samples],
+        }
+
+    @classmethod
+    def from_dict(cls, raw: dict[str, Any]) -> Probed:
+        """Inverse of :meth:`to_dict`."""
+        return cls(
+            kind=str(raw["kind"]),
+            target=str(raw["target"]),
+            interval_s=float(raw["interval_s"]),
+            samples=[
+                (int(stamp), None if latency is None else int(latency))
+                for stamp, latency in raw.get("samples", [])
+            ],
+        )
+
+
+def merge(probes: Iterable[Probed | None]) -> Probed | None:
+    """Every sample of ``probes`` in one :class:`Probed` (None when none has any)."""
+    found = [p for p in probes if p is not None]
+    if not found:
+        return None
+    out = Probed(found[0].kind, found[0].target, found[0].interval_s)
+    for probe in found:
+        out = out.merged(probe)
+    return out
+
+
+@dataclass(frozen=True)
+class ProbeWaits:
+    """How the probe fared over one span of time: ``samples`` sent or answered in it,
+    ``waited`` of them took ``PROBE_WAIT_S`` or more (or got no answer), ``longest_s`` the
+    longest wait and ``share`` of the span the probe spent waiting that long."""
+
+    samples: int
+    waited: int
+    longest_s: float
+    share: float
+
+
+def _spans(probe: Probed, end_ns: int) -> list[tuple[int, int, bool]]:
+    """Each sample as (sent, answered or given up, answered): a sample without an answer
+    waited until the next one was sent (or ``end_ns``)."""
+    spans = []
+    for k, (stamp, latency) in enumerate(probe.samples):
+        if latency is not None:
+            spans.append((stamp, stamp + latency, True))
+            continue
+        nxt = probe.samples[k + 1][0] if k + 1 < len(probe.samples) else max(end_ns, stamp)
+        spans.append((stamp, nxt, False))
+    return spans
+
+
+def waits(probe: Probed | None, windows: Sequence[tuple[int, int]]) -> ProbeWaits | None:
+    """How the probe fared within ``windows`` (``(start_ns, end_ns)`` pairs), or None when it
+    cannot tell (no probe, a TCP probe, or no sample in them)."""
+    if probe is None or not probe.sees_the_loop or not probe.samples or not windows:
+        return None
+    last = max(end for _, end in windows)
+    spans = _spans(probe, last)
+    floor = int(PROBE_WAIT_S * 1e9)
+    inside = [
+        (sent, done, answered)
+        for sent, done, answered in spans
+        if any(sent <= b and done >= a for a, b in windows)
+    ]
+    if not inside:
+        return None
+    slow = [(sent, done) for sent, done, answered in inside if done - sent >= floor or not answered]
+    covered = sum(max(0, min(done, b) - max(sent, a)) for sent, done in slow for a, b in windows)
+    length = sum(b - a for a, b in windows)
+    return ProbeWaits(
+        samples=len(inside),
+        waited=len(slow),
+        longest_s=max(done - sent for sent, done, _ in inside) / 1e9,
+        share=covered / length if length > 0 else 0.0,
+    )
