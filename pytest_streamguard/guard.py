@@ -20,6 +20,7 @@ from pytest_streamguard.faults.inject import Faults
 from pytest_streamguard.faults.profiles import Profile
 from pytest_streamguard.faults.toxiproxy_client import ToxiproxyAPI, proxy_url
 from pytest_streamguard.formats import StreamFormat
+from pytest_streamguard.judge import AUTO, check_client, judge_trace
 from pytest_streamguard.load import LoadPlan, LoadResult, arun, run
 from pytest_streamguard.load.cluster import RayShards
 from pytest_streamguard.load.sharding import sharding
@@ -35,8 +36,10 @@ class _Streams:
     """The streams of one test, in the order they were opened: each named by its number, aimed
     at by the faults on, and kept (in :attr:`traces`) with the faults active during it."""
 
-    def __init__(self, faults: Faults) -> None:
+    def __init__(self, faults: Faults, client: str = AUTO) -> None:
         self.faults = faults
+        # --streamguard-client: which client judges a stream whose call names none.
+        self.client = client
         self.traces: list[StreamTrace] = []
         self._opened = 0
 
@@ -57,6 +60,20 @@ class _Streams:
         """The next stream's name: ``stream 3 (POST /generate)``."""
         self._opened += 1
         return f"stream {self._opened} ({request.method} {path})"
+
+    def judged(self, trace: StreamTrace, client: str | None) -> StreamTrace:
+        """``trace`` judged by the client ``client`` names (None: the session's choice), after
+        the stream ended (:mod:`pytest_streamguard.judge`). Blocking: async callers use a thread."""
+        choice = self.client if client is None else check_client(client)
+        judge_trace(trace, choice)
+        return trace
+
+    def judged_load(self, result: LoadResult, client: str | None) -> LoadResult:
+        """Every stream of a local load judged, as :meth:`judged` judges one (a sharded load's
+        traces come without their recorded bytes and keep the reader's verdict)."""
+        for trace in result.traces:
+            self.judged(trace, client)
+        return result
 
     def keep(self, trace: StreamTrace) -> StreamTrace:
         """Keep a stream that ended, with the faults that were on while it was read."""
@@ -132,6 +149,7 @@ class StreamGuard:
         upstream: str | None = None,
         ray: RayShards | None = None,
         seed: int | None = None,
+        client: str = AUTO,
     ) -> None:
         self.api = api
         # --streamguard-seed: open-loop arrival times drawn with it unless a load gives its own.
@@ -153,7 +171,7 @@ class StreamGuard:
             seed=seed or 0,
             target=target if target.process is not None else None,
         )
-        self._streams = _Streams(self.faults)
+        self._streams = _Streams(self.faults, client)
         self._ingress: IngressHop | None = None
         # Under @pytest.mark.streamguard_matrix: the item's profile (name, toxics, faults),
         # applied by the plugin before the body; None otherwise.
@@ -209,6 +227,7 @@ class StreamGuard:
         allow_empty: bool = False,
         require_done: bool = False,
         expect: str | None = None,
+        client: str | None = None,
     ) -> StreamTrace:
         """Send a request through the proxy and read the streamed answer into a StreamTrace.
 
@@ -227,7 +246,8 @@ class StreamGuard:
         one. ``read_timeout`` overrides how long the client waits for each token (default:
         from the test's deadline, or 30 s); every stream ends within the ``total`` deadline's
         read limit or ``--streamguard-max-stream-seconds``. Never raises for a failed stream:
-        the outcome is on the trace (``completed``, or ``error_kind`` and ``error``).
+        the outcome is on the trace (``completed``, or ``error_kind`` and ``error``). ``client``:
+        who judges it once read (``auto``, a client's name, ``none``; see docs/protocols.md).
         """
         request = self._request(
             path, json, method, headers, format, read_timeout, allow_empty, require_done, expect
@@ -238,7 +258,7 @@ class StreamGuard:
         except KeyboardInterrupt:
             self._streams.keep_interrupted(recorder)
             raise
-        return self._streams.keep(trace)
+        return self._streams.keep(self._streams.judged(trace, client))
 
     async def astream(
         self,
@@ -252,6 +272,7 @@ class StreamGuard:
         allow_empty: bool = False,
         require_done: bool = False,
         expect: str | None = None,
+        client: str | None = None,
     ) -> StreamTrace:
         """The async twin of :meth:`stream`."""
         request = self._request(
@@ -263,6 +284,7 @@ class StreamGuard:
         except (KeyboardInterrupt, asyncio.CancelledError):
             self._streams.keep_interrupted(recorder)
             raise
+        trace = await asyncio.to_thread(self._streams.judged, trace, client)
         return self._streams.keep(trace)
 
     def load(
@@ -284,6 +306,7 @@ class StreamGuard:
         expect: str | None = None,
         processes: int | str | None = None,
         shards: int | None = None,
+        client: str | None = None,
     ) -> LoadResult:
         """Read many streams at once through the proxy and return a :class:`LoadResult`.
 
@@ -321,7 +344,7 @@ class StreamGuard:
         except KeyboardInterrupt:
             self._streams.keep_started(started)
             raise
-        return self._streams.keep_load(result)
+        return self._streams.keep_load(self._streams.judged_load(result, client))
 
     async def aload(
         self,
@@ -342,6 +365,7 @@ class StreamGuard:
         expect: str | None = None,
         processes: int | str | None = None,
         shards: int | None = None,
+        client: str | None = None,
     ) -> LoadResult:
         """The async twin of :meth:`load`, on the test's own event loop."""
         seed = self.seed if seed is None else seed
@@ -359,6 +383,7 @@ class StreamGuard:
         except (KeyboardInterrupt, asyncio.CancelledError):
             self._streams.keep_started(started)
             raise
+        result = await asyncio.to_thread(self._streams.judged_load, result, client)
         return self._streams.keep_load(result)
 
     def ingress(

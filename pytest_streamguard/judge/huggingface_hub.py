@@ -10,6 +10,8 @@ the module that keeps it).
 
 from __future__ import annotations
 
+import threading
+
 import httpx2
 import huggingface_hub
 from huggingface_hub.utils import _http
@@ -17,6 +19,9 @@ from huggingface_hub.utils import _http
 from pytest_streamguard.judge.base import REPLAY_TIMEOUT_S, Assembly, ClientJudge, Conclusion
 from pytest_streamguard.judge.replay import REPLAY_URL, Replay
 from pytest_streamguard.stream.recorded import Recorded
+
+# The factory is global: concurrent judgings (astream's, in threads) take turns.
+_FACTORY_LOCK = threading.Lock()
 
 
 class HuggingFaceHubJudge(ClientJudge):
@@ -30,14 +35,15 @@ class HuggingFaceHubJudge(ClientJudge):
         """Replay ``recorded`` into ``InferenceClient`` and assemble what it yields."""
         replay = Replay(recorded)
         got = Assembly(self.name, replay.stamp)
-        previous = _http._GLOBAL_CLIENT_FACTORY
-        huggingface_hub.set_client_factory(lambda: replay.client(httpx2))
-        try:
-            client = huggingface_hub.InferenceClient(model=REPLAY_URL, timeout=REPLAY_TIMEOUT_S)
-            with client:
-                return got.run(lambda: _read(client, got))
-        finally:
-            huggingface_hub.set_client_factory(previous)
+        with _FACTORY_LOCK:
+            previous = _http._GLOBAL_CLIENT_FACTORY
+            huggingface_hub.set_client_factory(lambda: replay.client(httpx2))
+            try:
+                client = huggingface_hub.InferenceClient(model=REPLAY_URL, timeout=REPLAY_TIMEOUT_S)
+                with client:
+                    return got.run(lambda: _read(client, got))
+            finally:
+                huggingface_hub.set_client_factory(previous)
 
 
 def _read(client: huggingface_hub.InferenceClient, got: Assembly) -> None:

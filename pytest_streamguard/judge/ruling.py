@@ -31,12 +31,18 @@ STRICTER: dict[str, str] = {
         "a clean close before the protocol's end is truncated; the clients (but the Responses "
         "API's) read it as a whole answer"
     ),
+    "protocol": (
+        "an answer that is not a stream (a whole JSON answer where a stream was asked) is "
+        "protocol, though a client may read it as a stream of one event"
+    ),
 }
 """The reader's failures kept where the client completed, by ``error_kind``: the documented
 rules where the plugin is stricter than the client (docs/protocols.md)."""
 
 # Streams the plugin itself stopped reading: the client's conclusion on a part is no verdict.
 _NOT_JUDGED = frozenset({"interrupted"})
+# How the reader says an answer is not a stream of its format (formats/base.py).
+_NOT_A_STREAM = "not a stream"
 
 
 def judge_trace(trace: StreamTrace, choice: str) -> None:
@@ -69,7 +75,7 @@ def rule(trace: StreamTrace, conclusion: Conclusion) -> None:
     trace.reader_agrees = agrees
     if agrees:
         return
-    stricter = conclusion.completed and trace.error_kind in STRICTER and parts == conclusion.parts
+    stricter = conclusion.completed and _stricter(trace, parts == conclusion.parts)
     trace.judged = {
         "reader": reader_line(trace),
         "client": conclusion.describe(),
@@ -89,6 +95,14 @@ def rule(trace: StreamTrace, conclusion: Conclusion) -> None:
     trace.end_reason = conclusion.end_reason
     if parts != conclusion.parts:
         trace.chunks = chunks_of(conclusion.outputs)
+
+
+def _stricter(trace: StreamTrace, same_text: bool) -> bool:
+    """Whether a rule of :data:`STRICTER` keeps the reader's failure of a stream the client
+    completed."""
+    if trace.error_kind == "truncated":
+        return same_text
+    return trace.error_kind == "protocol" and _NOT_A_STREAM in (trace.error or "")
 
 
 def chunks_of(outputs: list[Output]) -> list[Chunk]:

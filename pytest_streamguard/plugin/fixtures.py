@@ -179,6 +179,7 @@ def make_streamguard(
             upstream=upstream,
             ray=ray,
             seed=settings.seed,
+            client=settings.client,
         )
         guards = item.stash.setdefault(GUARD_KEY, [])
         # A second guard of the same test on the same proxy shares it: resetting it would undo

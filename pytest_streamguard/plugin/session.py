@@ -34,6 +34,7 @@ from pytest_streamguard.plugin.settings import SETTINGS_KEY, Settings
 # warns (pytest_streamguard._moved).
 from pytest_streamguard.report import timing
 from pytest_streamguard.report.baseline import Gate, compare
+from pytest_streamguard.report.disagreements import disagreement_lines
 from pytest_streamguard.report.html import write_html
 from pytest_streamguard.report.merge import Merger
 from pytest_streamguard.report.recording import Recorded, junit_properties, record_test
@@ -254,6 +255,7 @@ class StreamGuardSession:
                 *unfired_lines(self.records, strict=self.settings.strict_faults),
                 *timing.client_delay_lines(self.records),
                 *timing.stamp_source_lines(self.records),
+                *disagreement_lines(self.records),
             ]
             for line in lines:
                 out.write_line(line)

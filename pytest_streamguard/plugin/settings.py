@@ -31,6 +31,7 @@ from pytest_streamguard.common.defaults import (
 )
 from pytest_streamguard.common.display import shown_command
 from pytest_streamguard.common.names import KNOWN, parse_fail_on
+from pytest_streamguard.judge import AUTO, check_client
 from pytest_streamguard.report.bounds import Bound, parse_bounds
 
 ENABLE_HELP = (
@@ -60,6 +61,12 @@ SEED_HELP = (
     "toxicity, slicer sizes, open-loop arrival times), so a run can be repeated; shown in the "
     "header and stored in the JSON report. A real toxiproxy-server's draws are its own. "
     "Default: a new seed each run"
+)
+CLIENT_HELP = (
+    "Who judges each stream once it is read: auto (the official client library of the "
+    "stream's format where it is installed, the plugin's reader otherwise), a client's name "
+    "(openai, anthropic, google-genai, ollama, huggingface_hub, or one registered), or none "
+    "(the plugin's reader alone). A stream's client= overrides it. Default: auto"
 )
 READY_PATH_HELP = (
     "Path polled on the target until it answers 2xx (a 4xx for 3 s fails the start). "
@@ -147,6 +154,7 @@ _VALUED_OPTIONS: dict[str, tuple[str, str]] = {
     "streamguard_target_args": (TARGET_ARGS_HELP, ""),
     "streamguard_target_cwd": (TARGET_CWD_HELP, ""),
     "streamguard_seed": (SEED_HELP, ""),
+    "streamguard_client": (CLIENT_HELP, AUTO),
     "streamguard_ready_path": (READY_PATH_HELP, DEFAULT_READY_PATH),
     "streamguard_startup_timeout": (STARTUP_TIMEOUT_HELP, str(DEFAULT_STARTUP_TIMEOUT)),
     "streamguard_toxiproxy": (TOXIPROXY_HELP, ""),
@@ -200,6 +208,7 @@ class Settings:
     target_cwd: Path | None = None
     seed: int = 0
     fail_on: tuple[str, ...] = ()
+    client: str = AUTO
 
     @property
     def target_description(self) -> str:
@@ -437,6 +446,15 @@ def _port_range(config: pytest.Config, dest: str) -> range | None:
     return range(int(low), int(high) + 1)
 
 
+def _client(config: pytest.Config) -> str:
+    """``--streamguard-client``: auto, none, or an installed judge's name."""
+    raw, source = _raw(config, "streamguard_client")
+    try:
+        return check_client(raw.strip(), source)
+    except ValueError as exc:
+        raise _invalid(raw, source, "streamguard_client", str(exc).split(": ", 1)[1]) from None
+
+
 def _flag(config: pytest.Config, dest: str) -> bool:
     """A boolean setting: the CLI flag when given, else the ini key (default in the ini)."""
     value = config.getoption(dest)
@@ -488,6 +506,7 @@ def resolve_settings(config: pytest.Config) -> Settings:
         require=_flag(config, "streamguard_require"),
         target_cwd=_target_cwd(config, target_cmd is not None),
         seed=_seed(config),
+        client=_client(config),
         target_url=target_url,
         target_cmd=target_cmd,
         ready_path=ready_path,

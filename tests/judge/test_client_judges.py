@@ -205,3 +205,12 @@ def test_importing_the_plugin_imports_no_client_library() -> None:
         [sys.executable, "-c", code], capture_output=True, text=True, check=True
     ).stdout
     assert out.strip() == "[]"
+
+
+def test_an_answer_that_is_not_a_stream_stays_protocol_by_the_documented_rule() -> None:
+    trace = _trace(False, "protocol", "")
+    trace.error = "answered application/json, not a stream: did you send stream?"
+    rule(trace, _said("hi"))
+    assert trace.error_kind == "protocol"
+    assert trace.judged is not None
+    assert trace.judged["rule"] == "protocol"
