@@ -8,14 +8,21 @@ concludes is the stream's verdict (:mod:`.ruling`); the plugin's reader keeps ru
 and the trace says whether the two agree.
 
 Built-in judges (:data:`JUDGES`): ``openai`` (Chat Completions, Completions, Responses),
-``anthropic``, ``google-genai``, ``ollama`` and ``huggingface_hub``; :func:`register` adds any
-other client through the small :class:`ClientJudge` interface (docs/protocols.md shows one).
+``anthropic``, ``google-genai``, ``ollama`` and ``huggingface_hub``; :func:`register_judge` adds
+any other client through the small :class:`ClientJudge` interface (docs/protocols.md shows one).
 """
 
 from __future__ import annotations
 
 from pytest_streamguard.judge.base import Assembly, ClientJudge, Conclusion, Output
-from pytest_streamguard.judge.registry import AUTO, JUDGES, NONE, check_client, judge_for, register
+from pytest_streamguard.judge.registry import (
+    AUTO,
+    JUDGES,
+    NONE,
+    check_client,
+    judge_for,
+    register_judge,
+)
 from pytest_streamguard.judge.replay import REPLAY_URL, Replay
 from pytest_streamguard.judge.ruling import STRICTER, judge_trace, rule
 
@@ -33,6 +40,6 @@ __all__ = [
     "check_client",
     "judge_for",
     "judge_trace",
-    "register",
+    "register_judge",
     "rule",
 ]

@@ -5,8 +5,8 @@ one official client library, through that client's public streaming API, and rep
 client concluded: whether it read the stream to its end without raising, the exception it
 raised otherwise, every output it yielded (text of each kind, tool calls) with the arrival
 stamp of the read that let it yield, and the end reason it exposes. One module per client
-implements it (``openai.py``, ``anthropic.py``, ...); :func:`pytest_streamguard.judge.register`
-adds one of the user's own.
+implements it (``openai.py``, ``anthropic.py``, ...);
+:func:`pytest_streamguard.register_judge` adds one of the user's own.
 """
 
 from __future__ import annotations
@@ -42,7 +42,9 @@ class Conclusion:
     ``error`` is the exception the client raised (``Type: message``), None when it read the
     stream to its end; ``outputs`` what it yielded, in order; ``calls`` the tool calls it
     assembled (one with empty arguments is output too); ``end_reason`` why generation ended,
-    as the client exposes it (the last one the stream sent).
+    as the client exposes it (the last one the stream sent); ``allow_empty``: the request
+    expected that an answer may have no output (``allow_empty=True``), so one without output
+    that the client read to its end is completed.
     """
 
     client: str
@@ -50,6 +52,7 @@ class Conclusion:
     outputs: list[Output] = field(default_factory=list)
     calls: int = 0
     end_reason: str | None = None
+    allow_empty: bool = False
 
     @property
     def produced(self) -> bool:
@@ -58,8 +61,9 @@ class Conclusion:
 
     @property
     def completed(self) -> bool:
-        """The client read the stream to its end without raising, and it answered."""
-        return self.error is None and self.produced
+        """The client read the stream to its end without raising, and it answered (or an
+        empty answer was allowed)."""
+        return self.error is None and (self.produced or self.allow_empty)
 
     def text_of(self, kind: str) -> str:
         """Everything of ``kind`` the client yielded, joined."""

@@ -29,8 +29,10 @@ class _Builtin(ClientJudge):
         self.module = module
         self._adapter = adapter
 
-    @cached_property
     def _judge(self) -> ClientJudge:
+        # Looked up on each use, not kept: a process that drops and re-imports modules
+        # (pytester's in-process runs) would otherwise judge with the first run's client
+        # library against the classes the next run imported again.
         path, _, cls = self._adapter.rpartition(".")
         judge: ClientJudge = getattr(importlib.import_module(path), cls)()
         return judge
@@ -45,7 +47,7 @@ class _Builtin(ClientJudge):
 
     def judge(self, recorded: Recorded) -> Conclusion:
         """The adapter's conclusion (its module imported on first use)."""
-        return self._judge.judge(recorded)
+        return self._judge().judge(recorded)
 
 
 _HERE = __name__.rpartition(".")[0]
@@ -76,14 +78,14 @@ JUDGES: dict[str, ClientJudge] = {
         ),
     )
 }
-"""Every judge by name, the built-in ones first; :func:`register` adds to it."""
+"""Every judge by name, the built-in ones first; :func:`register_judge` adds to it."""
 
 
-def register(judge: ClientJudge) -> ClientJudge:
+def register_judge(judge: ClientJudge) -> ClientJudge:
     """Add ``judge`` (one of the user's own clients) under its name, replacing a judge of that
     name; ``auto`` picks it for its formats after the built-in judges. Returns it."""
     if not isinstance(judge, ClientJudge):
-        raise TypeError(f"register({judge!r}): expected a ClientJudge instance")
+        raise TypeError(f"register_judge({judge!r}): expected a ClientJudge instance")
     JUDGES.pop(judge.name, None)
     JUDGES[judge.name] = judge
     return judge

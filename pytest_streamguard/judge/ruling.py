@@ -53,7 +53,9 @@ def judge_trace(trace: StreamTrace, choice: str) -> None:
     if judge is None or recorded is None or trace.error_kind in _NOT_JUDGED:
         return
     recorded.format = trace.format
-    rule(trace, judge.judge(recorded))
+    conclusion = judge.judge(recorded)
+    conclusion.allow_empty = recorded.allow_empty
+    rule(trace, conclusion)
 
 
 def reader_line(trace: StreamTrace) -> str:

@@ -94,7 +94,9 @@ class StreamRecorder:
         )
         self._on_chunk = on_chunk
         # The response as it arrived, for a client judge to replay after the stream.
-        self.recorded = Recorded(request.method, request.url, request.json_body)
+        self.recorded = Recorded(
+            request.method, request.url, request.json_body, allow_empty=request.allow_empty
+        )
         self.trace.recorded = self.recorded
         # The body's framing and format, and what it looks like when it is not one.
         self._body = Recognizer(fmt, self.trace)

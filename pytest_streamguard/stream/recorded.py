@@ -23,7 +23,8 @@ class Recorded:
     came), every body read as ``(stamp_ns, bytes)`` in order, and ``ending`` (one of
     :data:`ENDINGS`, with the reader's ``message`` for a failure). ``method``, ``url`` and
     ``json_body`` are the request's, ``format`` the stream's format (as the reader named or
-    recognised it): a client judge calls the same API."""
+    recognised it): a client judge calls the same API; ``allow_empty`` the request's (an
+    answer without output is then a whole one, for the client too)."""
 
     method: str
     url: str
@@ -34,6 +35,7 @@ class Recorded:
     reads: list[tuple[int, bytes]] = field(default_factory=list)
     ending: str = "close"
     message: str = ""
+    allow_empty: bool = False
 
     def answered(self, status: int, headers: list[tuple[str, str]]) -> None:
         """Keep the response's status and headers."""

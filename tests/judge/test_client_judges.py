@@ -22,7 +22,7 @@ from pytest_streamguard.judge import (
     Replay,
     check_client,
     judge_for,
-    register,
+    register_judge,
     rule,
 )
 from pytest_streamguard.judge.base import Assembly, Output
@@ -184,7 +184,7 @@ def test_a_registered_judge_is_picked_for_its_format() -> None:
             return got.conclusion
 
     try:
-        register(Upper())
+        register_judge(Upper())
         assert check_client("upper") == "upper"
         judge = judge_for("auto", "ndjson")
         assert judge is not None
