@@ -162,7 +162,8 @@ class StreamTrace:
     (the format's end arrived; ``error_kind`` is None), or ``completed`` false with
     ``error_kind`` one of ``empty`` (the end arrived before any token), ``truncated``,
     ``protocol``, ``server``, ``http``, ``cut``, ``reset``, ``timeout``, ``connect``,
-    ``network``, ``interrupted`` and ``error`` saying what happened. A failed stream is kept,
+    ``network``, ``interrupted``, ``client`` (the judging client raised: see
+    :mod:`pytest_streamguard.judge`) and ``error`` saying what happened. A failed stream is kept,
     never dropped from the statistics.
 
     ``format`` is the name of the format the stream was read as: the one recognised when
