@@ -76,7 +76,8 @@ class Conclusion:
 
     def describe(self) -> str:
         """One line: ``completed`` or the exception, and how much of each kind it yielded."""
-        head = "completed" if self.completed else (self.error or "no output")
+        # The first line of the exception's message (pydantic's run to several).
+        head = "completed" if self.completed else (self.error or "no output").splitlines()[0]
         sizes = ", ".join(f"{kind} {len(text)} chars" for kind, text in self.parts.items() if text)
         calls = f", {self.calls} tool calls" if self.calls else ""
         return f"{head} ({sizes or 'no text'}{calls})"

@@ -1,8 +1,8 @@
 """The openai client as judge: Chat Completions, legacy Completions and the Responses API.
 
 Which API the recorded request used is read from its path (``.../completions`` without
-``/chat`` is the legacy API) and its format (``openai-responses``). Chat deltas'
-``reasoning_content``/``reasoning`` are extra fields the client keeps in ``model_extra``. The
+``/chat`` is the legacy API) and its format (``openai-responses``); chat chunks are read as
+:mod:`.chunks` reads every OpenAI-compatible client's. The
 Responses API's answer is the response that ``response.completed`` carries: without it the
 client's stream helper raises (``Didn't receive a `response.completed` event.``), and so does
 this judge; the client yields ``error`` and ``response.failed`` events instead of raising, and
@@ -10,8 +10,6 @@ they are the stream's failure.
 """
 
 from __future__ import annotations
-
-from typing import Any
 
 import httpx2
 import openai
@@ -22,6 +20,7 @@ from openai.types.responses import (
 )
 
 from pytest_streamguard.judge.base import REPLAY_TIMEOUT_S, Assembly, ClientJudge, Conclusion
+from pytest_streamguard.judge.chunks import read_chunks
 from pytest_streamguard.judge.replay import REPLAY_URL, Replay
 from pytest_streamguard.stream.recorded import Recorded
 
@@ -84,28 +83,12 @@ def _completions(client: openai.OpenAI, got: Assembly) -> None:
 
 
 def _chat(client: openai.OpenAI, got: Assembly) -> None:
-    stream = client.chat.completions.create(
-        model="m", messages=[{"role": "user", "content": "hi"}], stream=True
+    read_chunks(
+        client.chat.completions.create(
+            model="m", messages=[{"role": "user", "content": "hi"}], stream=True
+        ),
+        got,
     )
-    for chunk in stream:
-        for choice in chunk.choices:
-            delta = choice.delta
-            extra = delta.model_extra or {}
-            got.add("reasoning", extra.get("reasoning_content") or extra.get("reasoning"))
-            got.add("text", delta.content)
-            got.add("refusal", delta.refusal)
-            got.add("text", _transcript(extra.get("audio") or getattr(delta, "audio", None)))
-            for call in delta.tool_calls or []:
-                function = call.function
-                got.call(bool(function and function.name))
-                got.add("tool", function.arguments if function else None)
-            got.ended(choice.finish_reason)
-
-
-def _transcript(audio: Any) -> str | None:
-    """An audio delta's transcript (a dict in ``model_extra``, or the client's object)."""
-    fields = audio if isinstance(audio, dict) else getattr(audio, "__dict__", None)
-    return fields.get("transcript") if isinstance(fields, dict) else None
 
 
 def _responses(client: openai.OpenAI, got: Assembly) -> None:

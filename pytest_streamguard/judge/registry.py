@@ -76,6 +76,15 @@ JUDGES: dict[str, ClientJudge] = {
             "huggingface_hub",
             f"{_HERE}.huggingface_hub.HuggingFaceHubJudge",
         ),
+        # OpenAI-compatible vendors' own clients: judges of the openai format by name (auto
+        # picks openai's, listed first).
+        _Builtin(
+            "mistralai",
+            frozenset({"openai"}),
+            "mistralai.client",
+            f"{_HERE}.mistralai.MistralAIJudge",
+        ),
+        _Builtin("groq", frozenset({"openai"}), "groq", f"{_HERE}.groq.GroqJudge"),
     )
 }
 """Every judge by name, the built-in ones first; :func:`register_judge` adds to it."""

@@ -65,8 +65,9 @@ SEED_HELP = (
 CLIENT_HELP = (
     "Who judges each stream once it is read: auto (the official client library of the "
     "stream's format where it is installed, the plugin's reader otherwise), a client's name "
-    "(openai, anthropic, google-genai, ollama, huggingface_hub, or one registered), or none "
-    "(the plugin's reader alone). A stream's client= overrides it. Default: auto"
+    "(openai, anthropic, google-genai, ollama, huggingface_hub, mistralai, groq, or one "
+    "registered), or none (the plugin's reader alone). A stream's client= overrides it. "
+    "Default: auto"
 )
 READY_PATH_HELP = (
     "Path polled on the target until it answers 2xx (a 4xx for 3 s fails the start). "

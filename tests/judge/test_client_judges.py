@@ -198,7 +198,8 @@ def test_a_registered_judge_is_picked_for_its_format() -> None:
 def test_importing_the_plugin_imports_no_client_library() -> None:
     code = (
         "import sys, pytest_streamguard, pytest_streamguard.judge\n"
-        "sdks = {'openai', 'anthropic', 'google.genai', 'ollama', 'huggingface_hub', 'httpx2'}\n"
+        "sdks = {'openai', 'anthropic', 'google.genai', 'ollama', 'huggingface_hub', 'httpx2',"
+        " 'mistralai', 'groq'}\n"
         "print(sorted(sdks & set(sys.modules)))\n"
     )
     out = subprocess.run(
