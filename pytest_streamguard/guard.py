@@ -10,6 +10,7 @@ import asyncio
 import dataclasses
 import functools
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 from toxiproxy.proxy import Proxy
@@ -20,7 +21,7 @@ from pytest_streamguard.faults.inject import Faults
 from pytest_streamguard.faults.profiles import Profile
 from pytest_streamguard.faults.toxiproxy_client import ToxiproxyAPI, proxy_url
 from pytest_streamguard.formats import StreamFormat
-from pytest_streamguard.judge import AUTO, check_client, judge_trace
+from pytest_streamguard.judge import AUTO, check_client, judge_trace, save_disagreement
 from pytest_streamguard.load import LoadPlan, LoadResult, arun, run
 from pytest_streamguard.load.cluster import RayShards
 from pytest_streamguard.load.sharding import sharding
@@ -36,10 +37,12 @@ class _Streams:
     """The streams of one test, in the order they were opened: each named by its number, aimed
     at by the faults on, and kept (in :attr:`traces`) with the faults active during it."""
 
-    def __init__(self, faults: Faults, client: str = AUTO) -> None:
+    def __init__(self, faults: Faults, client: str = AUTO, transcripts: Path | None = None) -> None:
         self.faults = faults
         # --streamguard-client: which client judges a stream whose call names none.
         self.client = client
+        # --streamguard-transcripts: this test's folder for the bytes of disagreements.
+        self.transcripts = transcripts
         self.traces: list[StreamTrace] = []
         self._opened = 0
 
@@ -66,6 +69,8 @@ class _Streams:
         the stream ended (:mod:`pytest_streamguard.judge`). Blocking: async callers use a thread."""
         choice = self.client if client is None else check_client(client)
         judge_trace(trace, choice)
+        if self.transcripts is not None:
+            save_disagreement(trace, self.transcripts)
         return trace
 
     def judged_load(self, result: LoadResult, client: str | None) -> LoadResult:
@@ -150,6 +155,7 @@ class StreamGuard:
         ray: RayShards | None = None,
         seed: int | None = None,
         client: str = AUTO,
+        transcripts: Path | None = None,
     ) -> None:
         self.api = api
         # --streamguard-seed: open-loop arrival times drawn with it unless a load gives its own.
@@ -171,7 +177,7 @@ class StreamGuard:
             seed=seed or 0,
             target=target if target.process is not None else None,
         )
-        self._streams = _Streams(self.faults, client)
+        self._streams = _Streams(self.faults, client, transcripts)
         self._ingress: IngressHop | None = None
         # Under @pytest.mark.streamguard_matrix: the item's profile (name, toxics, faults),
         # applied by the plugin before the body; None otherwise.

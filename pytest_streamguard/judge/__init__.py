@@ -26,7 +26,7 @@ from pytest_streamguard.judge.registry import (
     register_judge,
 )
 from pytest_streamguard.judge.replay import REPLAY_URL, Replay
-from pytest_streamguard.judge.ruling import STRICTER, judge_trace, rule
+from pytest_streamguard.judge.ruling import STRICTER, judge_trace, rule, save_disagreement
 
 __all__ = [
     "AUTO",
@@ -44,4 +44,5 @@ __all__ = [
     "judge_trace",
     "register_judge",
     "rule",
+    "save_disagreement",
 ]

@@ -21,6 +21,9 @@ a difference no rule explains is a plugin bug to report.
 
 from __future__ import annotations
 
+import re
+from pathlib import Path
+
 from pytest_streamguard.formats import KINDS, TEXT
 from pytest_streamguard.judge.base import Conclusion, Output
 from pytest_streamguard.judge.registry import judge_for
@@ -56,6 +59,26 @@ def judge_trace(trace: StreamTrace, choice: str) -> None:
     conclusion = judge.judge(recorded)
     conclusion.allow_empty = recorded.allow_empty
     rule(trace, conclusion)
+
+
+def save_disagreement(trace: StreamTrace, folder: Path) -> Path | None:
+    """Save the recorded response of ``trace`` in ``folder`` (named for the stream) when its
+    reader and client disagree with no rule to explain it, and name the file in
+    ``trace.judged["transcript"]``; None (nothing saved) otherwise."""
+    judged = trace.judged
+    if trace.reader_agrees is not False or judged is None or judged["rule"] is not None:
+        return None
+    if trace.recorded is None:
+        return None
+    path = trace.recorded.save(folder / f"{file_name(trace.name)}.json")
+    judged["transcript"] = str(path)
+    return path
+
+
+def file_name(text: str) -> str:
+    """``text`` (a test's node id, a stream's name) as a file name: runs of anything but
+    ASCII letters, digits, ``_`` and ``.`` become one ``-``."""
+    return re.sub(r"[^A-Za-z0-9_.]+", "-", text).strip("-")
 
 
 def reader_line(trace: StreamTrace) -> str:

@@ -69,6 +69,12 @@ CLIENT_HELP = (
     "registered), or none (the plugin's reader alone). A stream's client= overrides it. "
     "Default: auto"
 )
+TRANSCRIPTS_HELP = (
+    "Save the recorded response of every stream whose reader and judging client disagree "
+    "(with no documented rule for it) as a transcript in this directory "
+    "(<test>/<stream>.json and .body; Recorded.load reads it back); the summary's line names "
+    "it. Default: none saved"
+)
 READY_PATH_HELP = (
     "Path polled on the target until it answers 2xx (a 4xx for 3 s fails the start). "
     "Default: /readyz"
@@ -156,6 +162,7 @@ _VALUED_OPTIONS: dict[str, tuple[str, str]] = {
     "streamguard_target_cwd": (TARGET_CWD_HELP, ""),
     "streamguard_seed": (SEED_HELP, ""),
     "streamguard_client": (CLIENT_HELP, AUTO),
+    "streamguard_transcripts": (TRANSCRIPTS_HELP, ""),
     "streamguard_ready_path": (READY_PATH_HELP, DEFAULT_READY_PATH),
     "streamguard_startup_timeout": (STARTUP_TIMEOUT_HELP, str(DEFAULT_STARTUP_TIMEOUT)),
     "streamguard_toxiproxy": (TOXIPROXY_HELP, ""),
@@ -210,6 +217,7 @@ class Settings:
     seed: int = 0
     fail_on: tuple[str, ...] = ()
     client: str = AUTO
+    transcripts: Path | None = None
 
     @property
     def target_description(self) -> str:
@@ -456,6 +464,16 @@ def _client(config: pytest.Config) -> str:
         raise _invalid(raw, source, "streamguard_client", str(exc).split(": ", 1)[1]) from None
 
 
+def _transcripts(config: pytest.Config) -> Path | None:
+    """Where disagreements' transcripts go: a directory, made when needed (None when empty)."""
+    raw, source = _raw(config, "streamguard_transcripts")
+    if raw and Path(raw).exists() and not Path(raw).is_dir():
+        raise _invalid(
+            raw, source, "streamguard_transcripts", "it is a file; expected a directory path"
+        )
+    return Path(raw) if raw else None
+
+
 def _flag(config: pytest.Config, dest: str) -> bool:
     """A boolean setting: the CLI flag when given, else the ini key (default in the ini)."""
     value = config.getoption(dest)
@@ -508,6 +526,7 @@ def resolve_settings(config: pytest.Config) -> Settings:
         target_cwd=_target_cwd(config, target_cmd is not None),
         seed=_seed(config),
         client=_client(config),
+        transcripts=_transcripts(config),
         target_url=target_url,
         target_cmd=target_cmd,
         ready_path=ready_path,

@@ -27,6 +27,8 @@ class Disagreement:
     client: str
     client_concluded: str
     reader_concluded: str
+    transcript: str | None = None
+    """The recorded response saved as a transcript (``--streamguard-transcripts``), if it was."""
 
     @property
     def reproduce(self) -> str:
@@ -50,6 +52,7 @@ def disagreements(records: list[TestRecord]) -> list[Disagreement]:
                     trace.client or "?",
                     judged["client"] or "",
                     judged["reader"] or "",
+                    judged.get("transcript"),
                 )
             )
     return found
@@ -72,6 +75,7 @@ def disagreement_lines(records: list[TestRecord]) -> list[str]:
     lines = [
         f"  {d.nodeid} {d.stream}: the {d.client} client concluded {d.client_concluded}; "
         f"the reader {d.reader_concluded}; reproduce: {d.reproduce}"
+        + (f"; bytes: {d.transcript}" if d.transcript else "")
         for d in found
     ]
     return [heading(len(found)), *lines]

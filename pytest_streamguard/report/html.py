@@ -498,7 +498,9 @@ def _disagreements(records: list[TestRecord]) -> str:
     rows = "".join(
         f"<tr><td>{_e(d.nodeid)}</td><td>{_e(d.stream)}</td><td>{_e(d.client)}: "
         f"{_e(d.client_concluded)}</td><td>{_e(d.reader_concluded)}</td>"
-        f"<td><code>{_e(d.reproduce)}</code></td></tr>"
+        f"<td><code>{_e(d.reproduce)}</code>"
+        + (f"<br>bytes: <code>{_e(d.transcript)}</code>" if d.transcript else "")
+        + "</td></tr>"
         for d in found
     )
     return (

@@ -1,7 +1,8 @@
 """A client of one's own judges streams end to end: registered in a conftest, picked by
 ``client=auto`` for its format (or named), its verdict stands, and where it differs from the
 reader the trace, the JSON report and the terminal summary say so, with the command that
-reproduces it; ``client="none"`` keeps the reader's verdict alone."""
+reproduces it and, with ``--streamguard-transcripts``, the file its bytes were saved in;
+``client="none"`` keeps the reader's verdict alone."""
 
 from __future__ import annotations
 
@@ -9,6 +10,8 @@ import json
 
 import pytest
 from plugin_helpers import streamguard_runner
+
+from pytest_streamguard import Recorded
 
 CONFTEST = """
 from pytest_streamguard import Assembly, ClientJudge, Recorded, Replay, register_judge
@@ -55,7 +58,7 @@ def test_a_registered_client_judges_and_its_disagreement_is_reported(
     pytester.makepyfile(TESTS)
     # In a subprocess: the registration must not outlive the run.
     run = streamguard_runner(pytester, toxiproxy_url, app_url, subprocess=True)
-    result = run("--streamguard-json", "out.json")
+    result = run("--streamguard-json", "out.json", "--streamguard-transcripts", "tx")
     result.assert_outcomes(passed=2)
     result.stdout.fnmatch_lines(
         [
@@ -64,9 +67,15 @@ def test_a_registered_client_judges_and_its_disagreement_is_reported(
             "  test_a_registered_client_judges*.py::test_judged stream 1 (POST /ndjson): the "
             "shouting client concluded completed (text * chars); the reader completed (text 10 "
             "chars); reproduce: pytest 'test_a_registered_client_judges*.py::test_judged' "
-            "--streamguard --streamguard-client shouting",
+            "--streamguard --streamguard-client shouting; bytes: "
+            "tx/test_a_registered_client_judges*.py-test_judged/stream-1-POST-ndjson.json",
         ]
     )
+    (saved,) = (pytester.path / "tx").glob("*/stream-1-POST-ndjson.json")
+    recorded = Recorded.load(saved)
+    assert (recorded.status, recorded.format, recorded.ending) == (200, "ndjson", "close")
+    assert recorded.body == b'{"index": 0, "text": "tok0 "}\n{"index": 1, "text": "tok1 "}\n'
+    assert len(list((pytester.path / "tx").rglob("*.json"))) == 1  # the agreeing one: none
     tests = json.loads((pytester.path / "out.json").read_text())["tests"]
     fields = {t["nodeid"].split("::")[1]: t["traces"][0] for t in tests}
     assert (fields["test_judged"]["client"], fields["test_judged"]["reader_agrees"]) == (
@@ -80,4 +89,20 @@ def test_a_registered_client_judges_and_its_disagreement_is_reported(
     ) == (
         None,
         None,
+    )
+
+
+def test_a_transcripts_path_that_is_a_file_is_a_usage_error(
+    pytester: pytest.Pytester, app_url: str, toxiproxy_url: str
+) -> None:
+    pytester.makepyfile("def test_nothing():\n    pass\n")
+    (pytester.path / "taken").write_text("")
+    run = streamguard_runner(pytester, toxiproxy_url, app_url)
+    result = run("--streamguard-transcripts", "taken")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(
+        [
+            "*'taken' from --streamguard-transcripts is not a valid streamguard_transcripts: "
+            "it is a file; expected a directory path"
+        ]
     )

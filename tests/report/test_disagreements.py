@@ -67,3 +67,13 @@ def test_the_html_report_lists_them_escaped() -> None:
     assert "<code>pytest &#x27;t.py::test_a&#x27; --streamguard --streamguard-client openai" in page
     agreeing = [TestRecord(nodeid="t.py::b", deadline=None, traces=_records()[0].traces[:2])]
     assert 'id="disagreements"' not in render_html(json_document(agreeing, {}))
+
+
+def test_a_saved_transcript_is_named_in_both() -> None:
+    records = _records()
+    judged = records[0].traces[2].judged
+    assert judged is not None
+    judged["transcript"] = "tx/t.py-test_a/stream-3.json"
+    assert disagreement_lines(records)[1].endswith("; bytes: tx/t.py-test_a/stream-3.json")
+    page = render_html(json_document(records, {}))
+    assert "<br>bytes: <code>tx/t.py-test_a/stream-3.json</code>" in page
