@@ -1,8 +1,9 @@
 """A small streaming app to try pytest-streamguard on: a fake LLM that streams numbered tokens.
 
-It stands in for "your app": Starlette on uvicorn, with an SSE endpoint, an OpenAI-style
-completions endpoint and an NDJSON endpoint. The request body sets the pace, so tests are
-deterministic::
+It stands in for "your app": Starlette on uvicorn, with an SSE endpoint, OpenAI-style
+completions and chat completions endpoints (each shaped as the official ``openai`` client reads
+it: ``choices[].text``, ``choices[].delta``) and an NDJSON endpoint. The request body sets the
+pace, so tests are deterministic::
 
     {"prompt": "hi", "max_new_tokens": 16, "interval_s": 0.02, "first_token_s": 0.0,
      "fail_after": null, "heartbeat_s": null, "pad": 0, "drop_end": false, "drop_done": false,
@@ -13,7 +14,8 @@ itself); ``drop_done`` closes an OpenAI-style stream after its ``finish_reason``
 ``data: [DONE]``; ``hold_open_s`` keeps the body open that long after the stream's end (a server
 that forgets to close it); ``break_after_end`` breaks the connection right after the end, before
 the body's own end (an incomplete chunked body); ``/v1/completions`` streams only with
-``"stream": true``, as OpenAI's API does, and answers one JSON object otherwise.
+``"stream": true``, as OpenAI's API does (and ``/v1/chat/completions``), and answers one JSON
+object otherwise.
 
 Run it with ``python stream_app.py --port 0``: it binds 127.0.0.1 and prints
 ``{"message": "streamguard target listening", "url": "http://127.0.0.1:<port>"}`` once bound.
@@ -26,7 +28,7 @@ import asyncio
 import json
 import socket
 import sys
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 import uvicorn
@@ -150,28 +152,58 @@ async def generate(request: Request) -> Response:
 
 
 async def completions(request: Request) -> Response:
-    """OpenAI-style completions. With ``"stream": true``: a role-only chunk, JSON deltas, a
-    chunk with the ``finish_reason``, then ``data: [DONE]``; otherwise one JSON object."""
+    """OpenAI-style legacy completions. With ``"stream": true``: ``text_completion`` chunks
+    (``choices[].text``), a chunk with the ``finish_reason``, then ``data: [DONE]``; otherwise
+    one JSON object."""
+    return await _openai(request, _completion_choice)
+
+
+async def chat(request: Request) -> Response:
+    """OpenAI-style chat completions. With ``"stream": true``: a role-only delta, content
+    deltas, a chunk with the ``finish_reason``, then ``data: [DONE]``; otherwise one JSON
+    object."""
+    return await _openai(request, _chat_choice)
+
+
+# Shapes one choice of an OpenAI-style API: (a token's text, or None; whether the answer is whole).
+Choice = Callable[[str | None, bool], dict[str, Any]]
+
+
+def _completion_choice(text: str | None, whole: bool) -> dict[str, Any]:
+    """A completions choice: its ``text`` (None: the empty one the finish_reason comes in)."""
+    return {"index": 0, "text": text or "", "logprobs": None}
+
+
+def _chat_choice(text: str | None, whole: bool) -> dict[str, Any]:
+    """A chat choice: the answer's ``message`` when whole, else a ``delta`` (None: the role
+    delta first, an empty one with the finish_reason last)."""
+    if whole:
+        return {"index": 0, "message": {"role": "assistant", "content": text}}
+    return {"index": 0, "delta": {} if text is None else {"content": text}}
+
+
+async def _openai(request: Request, choice: Choice) -> Response:
+    """The stream (or, without ``"stream": true``, the one JSON object) of an OpenAI-style
+    API whose choices ``choice(text, whole)`` shapes."""
     pace = await _body(request)
     if isinstance(pace, Response):
         return pace
     if not pace.stream:
         text = "".join([item[1] async for item in _tokens(pace) if item is not None])
-        choice = {"index": 0, "message": {"role": "assistant", "content": text}}
-        return JSONResponse({"choices": [{**choice, "finish_reason": "length"}]})
+        return JSONResponse({"choices": [{**choice(text, True), "finish_reason": "length"}]})
+
+    def event(part: dict[str, Any]) -> bytes:
+        return f"data: {json.dumps({'choices': [part]})}\n\n".encode()
 
     async def events() -> AsyncIterator[bytes]:
-        first = {"choices": [{"index": 0, "delta": {"role": "assistant"}}]}
-        yield f"data: {json.dumps(first)}\n\n".encode()
+        if choice is _chat_choice:
+            yield event({"index": 0, "delta": {"role": "assistant"}})
         async for item in _tokens(pace):
-            if item is None:
-                continue
-            chunk = {"choices": [{"index": 0, "delta": {"content": item[1]}}]}
-            yield f"data: {json.dumps(chunk)}\n\n".encode()
+            if item is not None:
+                yield event(choice(item[1], False))
         if pace.drop_end:
             return
-        last = {"choices": [{"index": 0, "delta": {}, "finish_reason": "length"}]}
-        yield f"data: {json.dumps(last)}\n\n".encode()
+        yield event({**choice(None, False), "finish_reason": "length"})
         if not pace.drop_done:
             yield b"data: [DONE]\n\n"
         await pace.after_end()
@@ -212,6 +244,7 @@ app = Starlette(
     routes=[
         Route("/generate", generate, methods=["POST"]),
         Route("/v1/completions", completions, methods=["POST"]),
+        Route("/v1/chat/completions", chat, methods=["POST"]),
         Route("/ndjson", ndjson, methods=["POST"]),
         Route("/", home),
         Route("/readyz", ready),

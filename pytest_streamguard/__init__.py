@@ -3,7 +3,8 @@
 Everything a test or a conftest types is importable from here, and only from here: the
 ``streamguard`` fixture's handle and what it returns (traces, loads, findings, faults, the
 ingress), the stream formats a test passes as ``format=`` and the types a format of its own
-uses, and every exception a test may catch (:class:`StreamguardError` and its hierarchy, in
+uses, the interface a client library of one's own implements to judge streams (``client=``),
+and every exception a test may catch (:class:`StreamguardError` and its hierarchy, in
 :mod:`pytest_streamguard.errors`). ``__all__`` lists them; ``tests/test_exported_members.py``
 pins the list. The pytest plugin itself is :mod:`pytest_streamguard.plugin` (entry point
 ``streamguard``); the embedded Toxiproxy-API server, a program of its own, is
@@ -51,10 +52,14 @@ if TYPE_CHECKING:
     from pytest_streamguard.formats.tgi import TGIFormat
     from pytest_streamguard.guard import StreamGuard
     from pytest_streamguard.headroom.result import Headroom, HeadroomLevel
+    from pytest_streamguard.judge.base import Assembly, ClientJudge, Conclusion, Output
+    from pytest_streamguard.judge.registry import register_judge
+    from pytest_streamguard.judge.replay import Replay
     from pytest_streamguard.load import LoadPlan, LoadResult
     from pytest_streamguard.report.records import TestRecord
     from pytest_streamguard.services.app import Target
     from pytest_streamguard.services.ingress import Ingress
+    from pytest_streamguard.stream.recorded import Recorded
     from pytest_streamguard.stream.trace import Chunk, FaultRecord, StreamTrace
     from pytest_streamguard.verdict.deadlines import Deadline, Violation
     from pytest_streamguard.verdict.findings import (
@@ -115,6 +120,15 @@ _PUBLIC = {
     "GeminiFormat": "formats.gemini",
     "OllamaFormat": "formats.ollama",
     "TGIFormat": "formats.tgi",
+    # the client judge: a stream's recorded response replayed into a client library, and the
+    # interface a client of one's own implements to judge (docs/protocols.md)
+    "ClientJudge": "judge.base",
+    "Conclusion": "judge.base",
+    "Output": "judge.base",
+    "Assembly": "judge.base",
+    "Recorded": "stream.recorded",
+    "Replay": "judge.replay",
+    "register_judge": "judge.registry",
     # a test's record in the reports
     "TestRecord": "report.records",
     # every exception a test may catch (the hierarchy is in errors.py's docstring)
@@ -137,7 +151,10 @@ _PUBLIC = {
 
 __all__ = [
     "AnthropicFormat",
+    "Assembly",
     "Chunk",
+    "ClientJudge",
+    "Conclusion",
     "Deadline",
     "DeadlineViolation",
     "FaultRecord",
@@ -157,12 +174,15 @@ __all__ = [
     "OllamaFormat",
     "OpenAIChatFormat",
     "OpenAIResponsesFormat",
+    "Output",
     "Piece",
     "ProfileError",
     "ProtocolError",
     "RawFormat",
     "Reading",
     "ReadyPathError",
+    "Recorded",
+    "Replay",
     "SSEFormat",
     "ServerError",
     "SetupError",
@@ -186,6 +206,7 @@ __all__ = [
     "group_findings",
     "not_cancelled",
     "percentile",
+    "register_judge",
     "target_gauges",
     "trace_findings",
 ]

@@ -10,6 +10,7 @@ import asyncio
 import dataclasses
 import functools
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -23,6 +24,7 @@ from pytest_streamguard.faults.toxiproxy_client import ToxiproxyAPI, proxy_url
 from pytest_streamguard.formats import StreamFormat
 from pytest_streamguard.headroom.measure import Measurement, ameasure, measure
 from pytest_streamguard.headroom.result import Headroom
+from pytest_streamguard.judge import AUTO, check_client, judge_trace, save_disagreement
 from pytest_streamguard.load import LoadPlan, LoadResult, arun, run
 from pytest_streamguard.load.cluster import RayShards
 from pytest_streamguard.load.sharding import sharding
@@ -42,8 +44,20 @@ class _Streams:
     at by the faults on, and kept (in :attr:`traces`) with the faults active during it; the
     samples of the probe sent beside them are kept in :attr:`probe`."""
 
-    def __init__(self, faults: Faults) -> None:
+    def __init__(
+        self,
+        faults: Faults,
+        client: str = AUTO,
+        transcripts: Path | None = None,
+        probe: ProbeSpec | None = None,
+    ) -> None:
         self.faults = faults
+        # --streamguard-probe: what is sent to the target beside each stream (None: nothing).
+        self.probe_spec = probe
+        # --streamguard-client: which client judges a stream whose call names none.
+        self.client = client
+        # --streamguard-transcripts: this test's folder for the bytes of disagreements.
+        self.transcripts = transcripts
         self.traces: list[StreamTrace] = []
         #: The samples of the probe sent beside the test's streams and loads (None: it was off).
         self.probe: Probed | None = None
@@ -67,32 +81,50 @@ class _Streams:
         self._opened += 1
         return f"stream {self._opened} ({request.method} {path})"
 
-    def read(self, recorder: StreamRecorder, probe: ProbeSpec | None) -> StreamTrace:
-        """Read one stream to its end with the ``probe`` beside it (a thread of its own) and
-        keep both; a read stopped by Ctrl-C or pytest-timeout keeps what was read so far."""
+    def read(self, recorder: StreamRecorder, client: str | None) -> StreamTrace:
+        """Read one stream to its end with the probe beside it (a thread of its own), have
+        ``client`` judge it (:meth:`judged`) and keep both; a read stopped by Ctrl-C or
+        pytest-timeout keeps what was read so far."""
         try:
-            with ProbeThread(probe) as probing_thread:
+            with ProbeThread(self.probe_spec) as probing_thread:
                 trace = read_stream(recorder)
         except (KeyboardInterrupt, pytest.fail.Exception) as exc:
             self.keep_interrupted(recorder, exc)
             raise
         self.keep_probe(probing_thread.probed)
-        return self.keep(trace)
+        return self.keep(self.judged(trace, client))
 
-    async def aread(self, recorder: StreamRecorder, probe: ProbeSpec | None) -> StreamTrace:
-        """The async twin of :meth:`read`: the probe is a task on the running loop."""
+    async def aread(self, recorder: StreamRecorder, client: str | None) -> StreamTrace:
+        """The async twin of :meth:`read`: the probe is a task on the running loop, and the
+        judging (blocking: an SDK reads the replay) runs in a thread."""
         try:
-            async with probing(probe) as probed:
+            async with probing(self.probe_spec) as probed:
                 trace = await aread_stream(recorder)
         except (KeyboardInterrupt, asyncio.CancelledError, pytest.fail.Exception) as exc:
             self.keep_interrupted(recorder, exc)
             raise
         self.keep_probe(probed)
-        return self.keep(trace)
+        return self.keep(await asyncio.to_thread(self.judged, trace, client))
 
     def keep_probe(self, probed: Probed | None) -> None:
         """Add a stream's or a load's probe samples to the test's."""
         self.probe = merge([self.probe, probed])
+
+    def judged(self, trace: StreamTrace, client: str | None) -> StreamTrace:
+        """``trace`` judged by the client ``client`` names (None: the session's choice), after
+        the stream ended (:mod:`pytest_streamguard.judge`). Blocking: async callers use a thread."""
+        choice = self.client if client is None else check_client(client)
+        judge_trace(trace, choice)
+        if self.transcripts is not None:
+            save_disagreement(trace, self.transcripts)
+        return trace
+
+    def judged_load(self, result: LoadResult, client: str | None) -> LoadResult:
+        """Every stream of a local load judged, as :meth:`judged` judges one (a sharded load's
+        traces come without their recorded bytes and keep the reader's verdict)."""
+        for trace in result.traces:
+            self.judged(trace, client)
+        return result
 
     def keep(self, trace: StreamTrace) -> StreamTrace:
         """Keep a stream that ended, with the faults that were on while it was read."""
@@ -281,6 +313,8 @@ class StreamGuard(_HeadroomSearches):
         ray: RayShards | None = None,
         seed: int | None = None,
         probe_spec: ProbeSpec | None = None,
+        client: str = AUTO,
+        transcripts: Path | None = None,
     ) -> None:
         self.api = api
         self.probe_spec = probe_spec
@@ -303,7 +337,7 @@ class StreamGuard(_HeadroomSearches):
             seed=seed or 0,
             target=target if target.process is not None else None,
         )
-        self._streams = _Streams(self.faults)
+        self._streams = _Streams(self.faults, client, transcripts, probe_spec)
         self.headrooms: list[Headroom] = []
         self._ingress: IngressHop | None = None
         # Under @pytest.mark.streamguard_matrix: the item's profile (name, toxics, faults),
@@ -365,6 +399,7 @@ class StreamGuard(_HeadroomSearches):
         allow_empty: bool = False,
         require_done: bool = False,
         expect: str | None = None,
+        client: str | None = None,
     ) -> StreamTrace:
         """Send a request through the proxy and read the streamed answer into a StreamTrace.
 
@@ -383,12 +418,13 @@ class StreamGuard(_HeadroomSearches):
         one. ``read_timeout`` overrides how long the client waits for each token (default:
         from the test's deadline, or 30 s); every stream ends within the ``total`` deadline's
         read limit or ``--streamguard-max-stream-seconds``. Never raises for a failed stream:
-        the outcome is on the trace (``completed``, or ``error_kind`` and ``error``).
+        the outcome is on the trace (``completed``, or ``error_kind`` and ``error``). ``client``:
+        who judges it once read (``auto``, a client's name, ``none``; see docs/protocols.md).
         """
         request = self._request(
             path, json, method, headers, format, read_timeout, allow_empty, require_done, expect
         )
-        return self._streams.read(self._streams.recorder(request, path), self.probe_spec)
+        return self._streams.read(self._streams.recorder(request, path), client)
 
     async def astream(
         self,
@@ -402,12 +438,13 @@ class StreamGuard(_HeadroomSearches):
         allow_empty: bool = False,
         require_done: bool = False,
         expect: str | None = None,
+        client: str | None = None,
     ) -> StreamTrace:
         """The async twin of :meth:`stream`."""
         request = self._request(
             path, json, method, headers, format, read_timeout, allow_empty, require_done, expect
         )
-        return await self._streams.aread(self._streams.recorder(request, path), self.probe_spec)
+        return await self._streams.aread(self._streams.recorder(request, path), client)
 
     def load(
         self,
@@ -428,6 +465,7 @@ class StreamGuard(_HeadroomSearches):
         expect: str | None = None,
         processes: int | str | None = None,
         shards: int | None = None,
+        client: str | None = None,
     ) -> LoadResult:
         """Read many streams at once through the proxy and return a :class:`LoadResult`.
 
@@ -466,7 +504,7 @@ class StreamGuard(_HeadroomSearches):
         except (KeyboardInterrupt, pytest.fail.Exception) as exc:
             self._streams.keep_started(started, exc)
             raise
-        return self._streams.keep_load(result)
+        return self._streams.keep_load(self._streams.judged_load(result, client))
 
     async def aload(
         self,
@@ -487,6 +525,7 @@ class StreamGuard(_HeadroomSearches):
         expect: str | None = None,
         processes: int | str | None = None,
         shards: int | None = None,
+        client: str | None = None,
     ) -> LoadResult:
         """The async twin of :meth:`load`, on the test's own event loop."""
         seed = self.seed if seed is None else seed
@@ -506,6 +545,7 @@ class StreamGuard(_HeadroomSearches):
         except (KeyboardInterrupt, asyncio.CancelledError, pytest.fail.Exception) as exc:
             self._streams.keep_started(started, exc)
             raise
+        result = await asyncio.to_thread(self._streams.judged_load, result, client)
         return self._streams.keep_load(result)
 
     def ingress(

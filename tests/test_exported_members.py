@@ -23,15 +23,15 @@ ROOT = Path(__file__).resolve().parent.parent
 
 # Written as words (the list of __all__ line for line would be a mirror of it, not a pin).
 EXPORTED = """
-    AnthropicFormat Chunk Deadline DeadlineViolation FaultRecord Faults FaultsNotFired
-    Finding FindingsFailed Frame GeminiFormat Headroom HeadroomLevel Ingress IngressError
-    LoadPlan LoadResult
-    NDJSONFormat OllamaFormat OpenAIChatFormat OpenAIResponsesFormat Piece ProfileError
-    ProtocolError RawFormat Reading ReadyPathError SSEFormat ServerError SetupError
-    ShardStartError StartupError StreamError StreamFormat StreamGuard StreamTrace
-    StreamguardError StreamguardFailure TGIFormat Target TestRecord ToxiproxyError
-    ToxiproxyServer Violation __version__ chosen findings_of group_findings not_cancelled
-    percentile target_gauges trace_findings
+    AnthropicFormat Assembly Chunk ClientJudge Conclusion Deadline DeadlineViolation
+    FaultRecord Faults FaultsNotFired Finding FindingsFailed Frame GeminiFormat Headroom
+    HeadroomLevel Ingress IngressError LoadPlan LoadResult NDJSONFormat OllamaFormat
+    OpenAIChatFormat OpenAIResponsesFormat Output Piece ProfileError ProtocolError RawFormat
+    Reading ReadyPathError Recorded Replay SSEFormat ServerError SetupError ShardStartError
+    StartupError StreamError StreamFormat StreamGuard StreamTrace StreamguardError
+    StreamguardFailure TGIFormat Target TestRecord ToxiproxyError ToxiproxyServer Violation
+    __version__ chosen findings_of group_findings not_cancelled percentile register_judge
+    target_gauges trace_findings
 """.split()  # noqa: SIM905
 # Every name but the version string is a class or a function defined in one of the modules.
 DEFINED = [name for name in EXPORTED if name != "__version__"]

@@ -200,6 +200,7 @@ LAYERS: tuple[frozenset[str], ...] = (
     frozenset({"_moved", "errors", "common"}),
     frozenset({"formats", "verdict"}),
     frozenset({"stream"}),
+    frozenset({"judge"}),
     frozenset({"load", "services"}),
     frozenset({"faults"}),
     frozenset({"headroom"}),

@@ -28,6 +28,7 @@ from pytest_streamguard.faults.toxiproxy_client import (
     with_host,
 )
 from pytest_streamguard.guard import StreamGuard
+from pytest_streamguard.judge.ruling import file_name
 from pytest_streamguard.load.cluster import RayShards
 from pytest_streamguard.plugin.session import DEADLINE_KEY, GUARD_KEY, SESSION_KEY, SETTINGS_KEY
 from pytest_streamguard.plugin.settings import Settings
@@ -190,6 +191,8 @@ def make_streamguard(
             ray=ray,
             seed=settings.seed,
             probe_spec=_probe_spec(settings, target),
+            client=settings.client,
+            transcripts=settings.transcripts and settings.transcripts / file_name(item.nodeid),
         )
         guards = item.stash.setdefault(GUARD_KEY, [])
         # A second guard of the same test on the same proxy shares it: resetting it would undo

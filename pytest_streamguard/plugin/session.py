@@ -42,9 +42,10 @@ from pytest_streamguard.plugin.settings import SETTINGS_KEY, Settings
 # warns (pytest_streamguard._moved).
 from pytest_streamguard.report import timing
 from pytest_streamguard.report.baseline import Gate, compare
+from pytest_streamguard.report.disagreements import disagreement_lines
 from pytest_streamguard.report.html import write_html
 from pytest_streamguard.report.merge import Merger
-from pytest_streamguard.report.recording import Recorded, junit_properties, record_test
+from pytest_streamguard.report.recording import RecordedTest, junit_properties, record_test
 from pytest_streamguard.report.records import (
     TestRecord,
     findings_lines,
@@ -212,7 +213,7 @@ class StreamGuardSession:
         self._check_headroom(item, recorded)
         return result
 
-    def _check_headroom(self, item: pytest.Item, recorded: Recorded) -> None:
+    def _check_headroom(self, item: pytest.Item, recorded: RecordedTest) -> None:
         """Fail a test whose headroom is short of its ``headroom`` markers' bounds."""
         record = recorded.record
         short = headroom_shortfalls(
@@ -231,7 +232,7 @@ class StreamGuardSession:
             json=None if json is None else self._shown(json),
         )
 
-    def _record(self, item: pytest.Item, *, body_failed: bool) -> Recorded:
+    def _record(self, item: pytest.Item, *, body_failed: bool) -> RecordedTest:
         """Keep the test's record and its JUnit properties."""
         guards: list[StreamGuard] = item.stash.get(GUARD_KEY, [])
         fail_on: tuple[str, ...] = item.stash.get(FAIL_ON_KEY, ())
@@ -288,6 +289,7 @@ class StreamGuardSession:
                 *attempt_lines(self.records),
                 *timing.client_delay_lines(self.records),
                 *timing.stamp_source_lines(self.records),
+                *disagreement_lines(self.records),
             ]
             for line in lines:
                 out.write_line(line)

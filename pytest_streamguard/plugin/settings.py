@@ -33,6 +33,7 @@ from pytest_streamguard.common.defaults import (
 )
 from pytest_streamguard.common.display import shown_command
 from pytest_streamguard.common.names import KNOWN, parse_fail_on
+from pytest_streamguard.judge import AUTO, check_client
 from pytest_streamguard.report.bounds import Bound, parse_bounds
 
 ENABLE_HELP = (
@@ -62,6 +63,19 @@ SEED_HELP = (
     "toxicity, slicer sizes, open-loop arrival times), so a run can be repeated; shown in the "
     "header and stored in the JSON report. A real toxiproxy-server's draws are its own. "
     "Default: a new seed each run"
+)
+CLIENT_HELP = (
+    "Who judges each stream once it is read: auto (the official client library of the "
+    "stream's format where it is installed, the plugin's reader otherwise), a client's name "
+    "(openai, anthropic, google-genai, ollama, huggingface_hub, mistralai, groq, or one "
+    "registered), or none (the plugin's reader alone). A stream's client= overrides it. "
+    "Default: auto"
+)
+TRANSCRIPTS_HELP = (
+    "Save the recorded response of every stream whose reader and judging client disagree "
+    "(with no documented rule for it) as a transcript in this directory "
+    "(<test>/<stream>.json and .body; Recorded.load reads it back); the summary's line names "
+    "it. Default: none saved"
 )
 READY_PATH_HELP = (
     "Path polled on the target until it answers 2xx (a 4xx for 3 s fails the start). "
@@ -164,6 +178,8 @@ _VALUED_OPTIONS: dict[str, tuple[str, str]] = {
     "streamguard_target_args": (TARGET_ARGS_HELP, ""),
     "streamguard_target_cwd": (TARGET_CWD_HELP, ""),
     "streamguard_seed": (SEED_HELP, ""),
+    "streamguard_client": (CLIENT_HELP, AUTO),
+    "streamguard_transcripts": (TRANSCRIPTS_HELP, ""),
     "streamguard_ready_path": (READY_PATH_HELP, DEFAULT_READY_PATH),
     "streamguard_startup_timeout": (STARTUP_TIMEOUT_HELP, str(DEFAULT_STARTUP_TIMEOUT)),
     "streamguard_probe": (PROBE_HELP, DEFAULT_PROBE),
@@ -223,6 +239,8 @@ class Settings:
     #: ``off``, ``tcp``, a path, or empty for the target's ready path.
     probe: str = DEFAULT_PROBE
     probe_interval: float = DEFAULT_PROBE_INTERVAL
+    client: str = AUTO
+    transcripts: Path | None = None
 
     @property
     def target_description(self) -> str:
@@ -468,6 +486,25 @@ def _port_range(config: pytest.Config, dest: str) -> range | None:
     return range(int(low), int(high) + 1)
 
 
+def _client(config: pytest.Config) -> str:
+    """``--streamguard-client``: auto, none, or an installed judge's name."""
+    raw, source = _raw(config, "streamguard_client")
+    try:
+        return check_client(raw.strip(), source)
+    except ValueError as exc:
+        raise _invalid(raw, source, "streamguard_client", str(exc).split(": ", 1)[1]) from None
+
+
+def _transcripts(config: pytest.Config) -> Path | None:
+    """Where disagreements' transcripts go: a directory, made when needed (None when empty)."""
+    raw, source = _raw(config, "streamguard_transcripts")
+    if raw and Path(raw).exists() and not Path(raw).is_dir():
+        raise _invalid(
+            raw, source, "streamguard_transcripts", "it is a file; expected a directory path"
+        )
+    return Path(raw) if raw else None
+
+
 def _flag(config: pytest.Config, dest: str) -> bool:
     """A boolean setting: the CLI flag when given, else the ini key (default in the ini)."""
     value = config.getoption(dest)
@@ -528,6 +565,8 @@ def resolve_settings(config: pytest.Config) -> Settings:
         json_text=_flag(config, "streamguard_json_text"),
         target_cwd=_target_cwd(config, target_cmd is not None),
         seed=_seed(config),
+        client=_client(config),
+        transcripts=_transcripts(config),
         target_url=target_url,
         target_cmd=target_cmd,
         ready_path=ready_path,

@@ -4,10 +4,11 @@ The page holds the session summary (a table sortable by clicking its headers, ea
 its test) and, per test, the verdict, the deadlines, the violations, the findings (named incidents
 with their evidence), the faults with their on/off times and whether they fired, the streams, a
 timeline of chunk arrivals, the probe sent beside them (where it waited), and, for tests with
-many streams, a histogram of gaps. The plots are inline SVG (:mod:`.html_plots`) and the only
-script sorts the table, so the file is small and opens with no network. Every piece of text
-that came from a test (node ids, stream names, chunk text, error messages, fault arguments) is
-escaped.
+many streams, a histogram of gaps. Below the summary, the streams where the plugin's reader
+and the judging client disagree are listed as plugin bugs to report (:mod:`.disagreements`).
+The plots are inline SVG (:mod:`.html_plots`) and the only script sorts the table, so the file
+is small and opens with no network. Every piece of text that came from a test (node ids, stream
+names, chunk text, error messages, fault arguments) is escaped.
 
 Fields newer than the records (a fault's ``fired``, a trace's ``format_auto`` and ``node``) are
 read from the document's dicts with defaults, so an older report renders too. A stream whose
@@ -27,6 +28,7 @@ from typing import Any
 
 from pytest_streamguard.common.display import counted
 from pytest_streamguard.report.compact import texts_stored
+from pytest_streamguard.report.disagreements import disagreements, heading
 from pytest_streamguard.report.plots import (
     fault_fired,
     gap_histogram_svg,
@@ -508,6 +510,30 @@ def _workers(meta: dict[str, Any]) -> str:
     )
 
 
+def _disagreements(records: list[TestRecord]) -> str:
+    """The streams where the reader and the judging client disagree, as plugin bugs to report
+    (nothing when there are none)."""
+    found = disagreements(records)
+    if not found:
+        return ""
+    rows = "".join(
+        f"<tr><td>{_e(d.nodeid)}</td><td>{_e(d.stream)}</td><td>{_e(d.client)}: "
+        f"{_e(d.client_concluded)}</td><td>{_e(d.reader_concluded)}</td>"
+        f"<td><code>{_e(d.reproduce)}</code>"
+        + (f"<br>bytes: <code>{_e(d.transcript)}</code>" if d.transcript else "")
+        + "</td></tr>"
+        for d in found
+    )
+    return (
+        f'<section id="disagreements"><h3>{_e(heading(len(found)))}</h3>'
+        + _table(
+            "<table><tr><th>test</th><th>stream</th><th>the client concluded</th>"
+            f"<th>the reader concluded</th><th>reproduce</th></tr>{rows}</table>"
+        )
+        + "</section>"
+    )
+
+
 def render_html(document: dict[str, Any]) -> str:
     """The whole page for a JSON report document (as ``--streamguard-json`` writes it)."""
     meta = {k: v for k, v in document.items() if k != "tests"}
@@ -525,6 +551,7 @@ def render_html(document: dict[str, Any]) -> str:
                 "test name for its full id.</p>"
             )
             + _matrix_table(records)
+            + _disagreements(records)
         )
     else:
         summary = '<p class="muted">No test read a stream.</p>'

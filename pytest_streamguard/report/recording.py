@@ -20,11 +20,11 @@ from pytest_streamguard.verdict.deadlines import Deadline, Violation, check_trac
 from pytest_streamguard.verdict.findings import Finding, not_cancelled, target_gauges
 from pytest_streamguard.verdict.probe import Probed, merge
 
-__all__ = ["Recorded", "guard_traces", "junit_properties", "matrix_test", "record_test"]
+__all__ = ["RecordedTest", "guard_traces", "junit_properties", "matrix_test", "record_test"]
 
 
 @dataclass(frozen=True)
-class Recorded:
+class RecordedTest:
     """A test's record and what its verdict is made of."""
 
     #: None when the test read no stream, ran under no profile and applied no fault.
@@ -69,7 +69,7 @@ def record_test(
     fail_on: Collection[str],
     strict_faults: bool,
     body_failed: bool,
-) -> Recorded:
+) -> RecordedTest:
     """The record of the test ``nodeid`` from every guard it made (``guards``, in the order
     made), judged against its ``deadline`` and the finding names of its ``fail_on``;
     ``body_failed``: the body raised (its record's verdict is then ``FAIL`` or ``error``)."""
@@ -81,7 +81,7 @@ def record_test(
     # test that applied faults (whether they fired is part of its verdict) or searched for
     # its headroom.
     if not traces and profile is None and not faults and not headroom:
-        return Recorded(record=None, traces=[], violations=[], gated=[], unfired=[])
+        return RecordedTest(record=None, traces=[], violations=[], gated=[], unfired=[])
     # Each guard's faults act on its own proxy, so each is judged on its own streams.
     unfired = [f for guard in guards for f in guard.faults.judge(guard.traces)]
     probe = merge(guard.probe for guard in guards)
@@ -124,7 +124,7 @@ def record_test(
         record.verdict = "FAIL"
     if body_failed:
         record.verdict = "FAIL" if caught or violations else "error"
-    return Recorded(
+    return RecordedTest(
         record=record,
         traces=traces,
         violations=violations,

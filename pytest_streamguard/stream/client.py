@@ -48,6 +48,7 @@ from pytest_streamguard.stream.endings import (
     truncated_message,
 )
 from pytest_streamguard.stream.recognize import ERROR_BODY_LIMIT, Recognizer
+from pytest_streamguard.stream.recorded import Recorded
 from pytest_streamguard.stream.request import CONNECT_TIMEOUT, ReadLimits, StreamRequest
 from pytest_streamguard.stream.trace import Chunk, StreamTrace
 from pytest_streamguard.stream.transport import LoadTransport
@@ -92,6 +93,11 @@ class StreamRecorder:
             expect=request.expect,
         )
         self._on_chunk = on_chunk
+        # The response as it arrived, for a client judge to replay after the stream.
+        self.recorded = Recorded(
+            request.method, request.url, request.json_body, allow_empty=request.allow_empty
+        )
+        self.trace.recorded = self.recorded
         # The body's framing and format, and what it looks like when it is not one.
         self._body = Recognizer(fmt, self.trace)
         # What arrived before the first token, for the message of an empty stream.
@@ -130,12 +136,18 @@ class StreamRecorder:
         self.trace.request_ns = time.perf_counter_ns()
 
     def response(
-        self, status_code: int, content_type: str | None = None, stamp_ns: int | None = None
+        self,
+        status_code: int,
+        content_type: str | None = None,
+        stamp_ns: int | None = None,
+        headers: list[tuple[str, str]] | None = None,
     ) -> None:
         """Record the response headers' arrival (``stamp_ns``: the stamp of the read that
-        completed them, where the transport knows it, else now); a non-2xx answer, or a 200
-        that is not a stream of this format, stops the stream (see :meth:`add_body`)."""
+        completed them, where the transport knows it, else now; ``headers``: all of them, kept
+        for a replay); a non-2xx answer, or a 200 that is not a stream of this format, stops
+        the stream (see :meth:`add_body`)."""
         self.trace.response_ns = stamp_ns or time.perf_counter_ns()
+        self.recorded.answered(status_code, headers or [])
         self.trace.status_code = status_code
         self._body.answered(content_type)
         if not 200 <= status_code < 300:
@@ -148,6 +160,8 @@ class StreamRecorder:
     def add_body(self, body: bytes) -> None:
         """Append the start of a rejected answer's body to its error message (and, for an
         answer that is not a stream of the format, what it looks like)."""
+        if body:
+            self.recorded.keep(body, time.perf_counter_ns())
         snippet = body[:ERROR_BODY_LIMIT].decode("utf-8", "replace").strip()
         if self.trace.error is None:
             return
@@ -173,6 +187,7 @@ class StreamRecorder:
                 else:
                     self.cut_after_end(kind, message)
             return
+        self.recorded.broke(kind, message)
         self.trace.error = message
         self.trace.error_kind = kind
         self.trace.completed = False
@@ -192,6 +207,7 @@ class StreamRecorder:
         """The connection broke after the protocol's end but before the body's: the official
         SDK clients, which read on to the body's end, raise there, so the stream is not
         completed."""
+        self.recorded.broke(kind, message)
         self.trace.completed = False
         self.trace.error_kind = kind
         self.trace.error = cut_after_end_message(self.trace.format, message)
@@ -267,6 +283,7 @@ class StreamRecorder:
         """Account for one network read that returned ``data`` at ``stamp_ns``."""
         if not data or self.stopped:
             return
+        self.recorded.keep(data, stamp_ns)
         self.trace.reads.append((stamp_ns, len(data)))
         if self._body.started:
             self._frame(data, stamp_ns)
@@ -484,6 +501,7 @@ async def _to_body_end(
     try:
         async with asyncio.timeout(grace):
             async for data in body:
+                recorder.recorded.keep(data, getattr(data, "stamp_ns", 0) or time.perf_counter_ns())
                 if marker is not None:
                     seen = seen[-len(marker) :] + data
                     if marker in seen:
@@ -526,6 +544,7 @@ async def _aread(client: httpx.AsyncClient, recorder: StreamRecorder) -> StreamT
                         response.status_code,
                         response.headers.get("content-type"),
                         response.extensions.get("streamguard_head_ns"),
+                        response.headers.multi_items(),
                     )
                     if recorder.stopped:
                         recorder.add_body(await _read_some(response))

@@ -11,6 +11,7 @@ import itertools
 from dataclasses import dataclass, field
 from typing import Any
 
+from pytest_streamguard.stream.recorded import Recorded
 from pytest_streamguard.verdict.deadlines import Deadline, assert_traces, check_units
 from pytest_streamguard.verdict.findings import Finding, trace_findings
 from pytest_streamguard.verdict.stats import ns_to_s, percentile
@@ -161,7 +162,8 @@ class StreamTrace:
     (the format's end arrived; ``error_kind`` is None), or ``completed`` false with
     ``error_kind`` one of ``empty`` (the end arrived before any token), ``truncated``,
     ``protocol``, ``server``, ``http``, ``cut``, ``reset``, ``timeout``, ``connect``,
-    ``network``, ``interrupted`` and ``error`` saying what happened. A failed stream is kept,
+    ``network``, ``interrupted``, ``client`` (the judging client raised: see
+    :mod:`pytest_streamguard.judge`) and ``error`` saying what happened. A failed stream is kept,
     never dropped from the statistics.
 
     ``format`` is the name of the format the stream was read as: the one recognised when
@@ -225,6 +227,15 @@ class StreamTrace:
     elsewhere (a shared client of the caller's)."""
     read_delay_ns: list[int] = field(default_factory=list)
     """The client's own delay on each socket read: the kernel's receive stamp to the read."""
+    client: str | None = None
+    """The client library that judged this stream (:mod:`pytest_streamguard.judge`), or None."""
+    reader_agrees: bool | None = None
+    """Whether the plugin's reader concluded what the client did; None where none judged."""
+    judged: dict[str, str | None] | None = None
+    """Where reader and client differ: what each concluded (``reader``, ``client``) and the
+    documented stricter ``rule`` keeping the reader's failure (None: a plugin bug to report)."""
+    recorded: Recorded | None = field(default=None, repr=False, compare=False)
+    """The response as it arrived, for a client judge; None once read back from a report."""
 
     @property
     def client_delay(self) -> dict[str, float | None]:
@@ -400,6 +411,9 @@ class StreamTrace:
             "local": self.local,
             "stamps": self.stamps,
             "read_delay_ns": list(self.read_delay_ns),
+            "client": self.client,
+            "reader_agrees": self.reader_agrees,
+            "judged": None if self.judged is None else dict(self.judged),
             "client_delay_s": self.client_delay,
             "stats": self.summary(),
             "findings": [f.to_dict() for f in self.findings],
@@ -435,4 +449,7 @@ class StreamTrace:
             local=raw.get("local"),
             stamps=raw.get("stamps"),
             read_delay_ns=[int(d) for d in raw.get("read_delay_ns", [])],
+            client=raw.get("client"),
+            reader_agrees=raw.get("reader_agrees"),
+            judged=None if raw.get("judged") is None else dict(raw["judged"]),
         )

@@ -1,7 +1,9 @@
 """The differential harness: generated streams read by the plugin and by the official clients.
 
-Each transcript from ``streamgen`` is read by the plugin's reader (``aread_stream``, with the
-protocol's format and with ``format="auto"``) and by the protocol's official Python client
+Each transcript from ``streamgen`` is read by the plugin (``aread_stream``, with the protocol's
+format and with ``format="auto"``, then judged as the product judges a stream: ``client=auto``,
+the installed official client's conclusion ruled on by ``pytest_streamguard.judge``; with
+``--client none``, the reader alone) and by the protocol's official Python client
 (``oracles.py``), both over httpx from one transport that serves the transcript's exact bytes
 (gzip-encoded when drawn so; the connection reset or cut in its chunked body when drawn so):
 the readers run the same code as against a server, without the sockets. A sample is also
@@ -10,9 +12,11 @@ served over loopback by a real socket server, and through the embedded Toxiproxy
 The two agree when the plugin's ``completed`` equals "the client read to its end without
 raising and produced output", and the text of every kind the plugin counts equals the
 client's. Where they differ on purpose, :data:`DIVERGENCES` names the reason (the table in
-docs/protocols.md); anything else is an undocumented disagreement.
+docs/protocols.md: the rules where the plugin is stricter than the client); the reader alone
+also differs by :data:`READER_DIVERGENCES` (where the judge defers to the client); anything
+else is an undocumented disagreement.
 
-    python tests/formats/differential.py --n 1000 --seed 1
+    python tests/formats/differential.py --n 1000 --seed 1 [--client none]
 
 prints one line per undocumented disagreement (with its seed and transcript, to replay it),
 and as its last line ``streams=<n> disagreements=<k> undocumented=<u>``; exit status 1 when
@@ -311,13 +315,18 @@ def _read_tgi(url: str, transport: ReplayTransport | None) -> Any:
         huggingface_hub.set_client_factory(httpx.Client)
 
 
-async def plugin_verdict(url: str, fmt: str, client: httpx.AsyncClient | None) -> Verdict:
-    """The plugin's reading of the stream at ``url`` with ``format=fmt``."""
+async def plugin_verdict(
+    url: str, fmt: str, client: httpx.AsyncClient | None, judge: str = "auto"
+) -> Verdict:
+    """The plugin's verdict on the stream at ``url`` with ``format=fmt``: read, then judged by
+    the client ``judge`` names, as ``stream(client=judge)`` does (``none``: the reader alone)."""
+    from pytest_streamguard.judge import judge_trace
     from pytest_streamguard.stream.client import StreamRecorder, aread_stream
     from pytest_streamguard.stream.request import StreamRequest
 
     request = StreamRequest("POST", url, json_body={"stream": True}, format=fmt)
     trace = await aread_stream(StreamRecorder(request, "fuzz"), client)
+    judge_trace(trace, judge)
     parts = {kind: trace.text_of(kind) for kind in KINDS}
     why = f"{trace.error_kind}: {trace.error}" if trace.error else "completed"
     return Verdict(trace.completed, parts, why, trace.end_reason)
@@ -346,6 +355,22 @@ DIVERGENCES: dict[str, Rule] = {
         and not _client_failed(o)
         and o.ours.parts == o.theirs.parts
     ),
+    # format="auto" on a Gemini or TGI body whose only event ends without its blank line:
+    # google-genai and huggingface_hub read it (and so do format="gemini" and "tgi"), but no
+    # whole event arrived to recognise the format by, so no client judges it.
+    "last-event-unterminated": lambda o: (
+        o.transcript.protocol in ("gemini", "tgi")
+        and not o.transcript.body.endswith((b"\n\n", b"\r\r", b"\r\n\r\n"))
+        and o.how.endswith("format=auto")
+        and o.ours.why.startswith("truncated")
+        and not _client_failed(o)
+    ),
+}
+"""Each deliberate difference of the plugin's verdict (a stream judged by its client, as
+``client=auto`` judges it) from the client's: the rules where the plugin is stricter
+(docs/protocols.md, "Where the plugin differs from the official clients")."""
+
+READER_DIVERGENCES: dict[str, Rule] = {
     # A raw U+2028, U+2029 (or another character str.splitlines() ends a line at) inside a
     # JSON string: the clients that split lines with str.splitlines() cut the event in two
     # and fail to parse it; the event-stream and NDJSON rules end lines only at CR and LF.
@@ -372,34 +397,25 @@ DIVERGENCES: dict[str, Rule] = {
         and bool({"retry", "id"} & _notes(o))
         and "Expecting value: line 1 column 1 (char 0)" in o.theirs.why
     ),
-    # response.incomplete (max_output_tokens, content filter): the plugin completes the stream,
-    # as it does a chat stream's finish_reason "length"; the openai stream helper raises for want
-    # of response.completed.
+    # response.incomplete (max_output_tokens, content filter): the reader completes the
+    # stream, as it does a chat stream's finish_reason "length"; the openai stream helper
+    # raises for want of response.completed.
     "responses-incomplete": lambda o: (
         o.transcript.protocol == "openai-responses"
         and "end=incomplete" in o.transcript.notes
         and o.ours.completed
         and "response.completed" in o.theirs.why
     ),
-    # A body that ends inside an event (no blank line after it). format="auto" on a Gemini or
-    # TGI body whose only event is so: google-genai and huggingface_hub read it (and so do
-    # format="gemini" and "tgi"), but no whole event arrived to recognise the format by. A
-    # Gemini body cut inside an event's JSON after the answer's end: google-genai raises on
-    # the cut JSON; the plugin drops the unfinished event and the answer is whole.
-    "last-event-unterminated": lambda o: (
+    # A Gemini body cut inside an event's JSON after the answer's end: google-genai raises on
+    # the cut JSON; the reader drops the unfinished event and the answer is whole.
+    "cut-json-after-end": lambda o: (
         o.transcript.protocol in ("gemini", "tgi")
         and not o.transcript.body.endswith((b"\n\n", b"\r\r", b"\r\n\r\n"))
-        and (
-            (
-                o.how.endswith("format=auto")
-                and o.ours.why.startswith("truncated")
-                and not _client_failed(o)
-            )
-            or (o.ours.completed and "Failed to parse response as JSON. Raw" in o.theirs.why)
-        )
+        and o.ours.completed
+        and "Failed to parse response as JSON. Raw" in o.theirs.why
     ),
     # An error after the protocol's final event (TGI's generated_text, the Responses API's
-    # response.completed): the plugin stops at the end; huggingface_hub and the openai client
+    # response.completed): the reader stops at the end; huggingface_hub and the openai client
     # read on and raise.
     "error-after-end": lambda o: (
         o.ours.completed
@@ -408,15 +424,18 @@ DIVERGENCES: dict[str, Rule] = {
         and bool({"error", "error-as-data", "plain-text-error", "raw-json-error"} & _notes(o))
     ),
 }
-"""Each deliberate difference (docs/protocols.md, "Where the plugin differs from the official
-clients"), as a rule that recognises it."""
+"""Where the plugin's reader alone (``client=none``, or a format whose client is not installed)
+also differs from the client: each is more lenient than the client, so the judge defers to the
+client there (docs/protocols.md, "The reader alone")."""
 
 
-def classify(outcome: Outcome) -> None:
-    """Name the documented divergence that explains a disagreement (None: undocumented)."""
+def classify(outcome: Outcome, judge: str = "auto") -> None:
+    """Name the documented divergence that explains a disagreement (None: undocumented): one of
+    :data:`DIVERGENCES`, or with the reader alone (``judge`` none) :data:`READER_DIVERGENCES`."""
     if outcome.agree:
         return
-    for name, rule in DIVERGENCES.items():
+    rules = DIVERGENCES if judge != "none" else {**DIVERGENCES, **READER_DIVERGENCES}
+    for name, rule in rules.items():
         if rule(outcome):
             outcome.divergence = name
             return
@@ -429,13 +448,14 @@ def classify(outcome: Outcome) -> None:
 class Tally:
     """Counts of one run."""
 
+    judge: str = "auto"
     streams: int = 0
     disagreements: int = 0
     undocumented: list[Outcome] = field(default_factory=list)
     by_divergence: Counter[str] = field(default_factory=Counter)
 
     def add(self, outcome: Outcome) -> None:
-        classify(outcome)
+        classify(outcome, self.judge)
         if outcome.agree:
             return
         self.disagreements += 1
@@ -473,10 +493,12 @@ def run(
     served: int = 0,
     proxied: int = 0,
     toxiproxy_url: str | None = None,
+    judge: str = "auto",
 ) -> Tally:
     """Read ``n`` streams per protocol in-process; ``served`` of them each also over a loopback
-    socket, and ``proxied`` through the Toxiproxy at ``toxiproxy_url``."""
-    tally = Tally()
+    socket, and ``proxied`` through the Toxiproxy at ``toxiproxy_url``; the plugin's verdict
+    judged by the client ``judge`` names (``none``: the reader alone)."""
+    tally = Tally(judge)
     transport = ReplayTransport()
     server = SocketServer(transport) if served or proxied else None
     proxy_port = None
@@ -500,7 +522,7 @@ def run(
                     base = f"{origin}/t/{protocol}-{t.index}"
                     theirs = _safely(client_verdict, t, base, transport if local else None)
                     for fmt in (protocol, "auto"):
-                        ours = _safely(_read_plugin, base + t.suffix, fmt, transport, local)
+                        ours = _safely(_read_plugin, base + t.suffix, fmt, transport, local, judge)
                         tally.add(Outcome(t, f"{way} format={fmt}", ours, theirs))
             transport.transcripts.clear()
     finally:
@@ -518,15 +540,19 @@ def _safely(read: Callable[..., Verdict], *args: Any) -> Verdict:
         return Verdict(False, {}, f"the reader crashed: {exc!r}")
 
 
-def _read_plugin(url: str, fmt: str, transport: ReplayTransport, local: bool) -> Verdict:
-    return asyncio.run(_plugin(url, fmt, transport, local))
+def _read_plugin(
+    url: str, fmt: str, transport: ReplayTransport, local: bool, judge: str
+) -> Verdict:
+    return asyncio.run(_plugin(url, fmt, transport, local, judge))
 
 
-async def _plugin(url: str, fmt: str, transport: ReplayTransport, local: bool) -> Verdict:
+async def _plugin(
+    url: str, fmt: str, transport: ReplayTransport, local: bool, judge: str
+) -> Verdict:
     if not local:
-        return await plugin_verdict(url, fmt, None)
+        return await plugin_verdict(url, fmt, None, judge)
     async with httpx.AsyncClient(transport=transport.of(httpx)) as client:
-        return await plugin_verdict(url, fmt, client)
+        return await plugin_verdict(url, fmt, client, judge)
 
 
 def _make_proxy(toxiproxy_url: str, upstream_port: int) -> int:
@@ -550,6 +576,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--served", type=int, default=20, help="per protocol, over a socket")
     parser.add_argument("--proxied", type=int, default=10, help="per protocol, via Toxiproxy")
     parser.add_argument("--show", type=int, default=20, help="undocumented ones to print")
+    parser.add_argument(
+        "--client",
+        choices=("auto", "none"),
+        default="auto",
+        help="the plugin's verdict judged by the official client (auto), or the reader alone",
+    )
     args = parser.parse_args(argv)
     protocols = tuple(p for p in args.protocols.split(",") if p)
     unknown = [p for p in protocols if p not in PROTOCOLS]
@@ -575,6 +607,7 @@ def main(argv: list[str] | None = None) -> int:
             served=args.served,
             proxied=args.proxied,
             toxiproxy_url=toxiproxy.url if toxiproxy else None,
+            judge=args.client,
         )
     except GeneratorFailure as exc:
         print(exc)
@@ -587,7 +620,10 @@ def main(argv: list[str] | None = None) -> int:
         print(outcome.describe())
     for name, count in sorted(tally.by_divergence.items()):
         print(f"documented divergence {name}: {count}")
-    print(f"seed={args.seed} n={args.n} seconds={time.perf_counter() - started:.1f}")
+    print(
+        f"seed={args.seed} n={args.n} client={args.client} "
+        f"seconds={time.perf_counter() - started:.1f}"
+    )
     print(tally.line())
     return 1 if tally.undocumented else 0
 

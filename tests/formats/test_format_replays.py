@@ -162,7 +162,9 @@ def test_format_reads_its_transcripts(
     builtin = not fmt.startswith("custom")
     auto = [pair for pair, case in zip(pairs, cases, strict=True) if builtin and case.auto]
     pytester.makepyfile(INNER.format(cases=json.dumps(pairs), auto_cases=json.dumps(auto), fmt=fmt))
-    result = run()
+    # The reader's reading of each transcript, alone: the client judges' reading of the same
+    # bytes is compared with the oracles in tests/judge.
+    result = run("--streamguard-client", "none")
     result.assert_outcomes(passed=3)
     seen = json.loads((pytester.path / "seen.json").read_text())
     seen_async = json.loads((pytester.path / "seen_async.json").read_text())

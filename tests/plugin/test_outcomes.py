@@ -54,7 +54,7 @@ def test_openai_without_a_format_is_recognised(streamguard):
 
 def test_answer_without_tokens_is_empty_unless_allowed(streamguard):
     body = {**BODY, "max_new_tokens": 0, "stream": True}
-    trace = streamguard.stream("/v1/completions", json=body)
+    trace = streamguard.stream("/v1/chat/completions", json=body)
     assert (trace.completed, trace.error_kind) == (False, "empty")
     assert trace.error.startswith(
         "the openai stream ended before any token: it sent only role chunk, "

@@ -61,7 +61,7 @@ def test_heartbeats_are_not_tokens(app_url: str) -> None:
 def test_openai_format_skips_role_only_delta(app_url: str) -> None:
     trace = run(
         app_url,
-        "/v1/completions",
+        "/v1/chat/completions",
         {"max_new_tokens": 3, "interval_s": 0.01, "stream": True},
         fmt="openai",
     )

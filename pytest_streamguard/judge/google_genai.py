@@ -1,0 +1,78 @@
+"""The google-genai client as judge: ``models.generate_content_stream``.
+
+Each response's candidates' parts are the outputs: ``thought`` parts are reasoning, a
+``function_call`` part is a tool call (its arguments as compact JSON, as the reader counts
+them); a candidate's ``finish_reason`` (or, with no candidate finished, the prompt feedback's
+``block_reason``) is the end reason.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import ssl
+
+import httpx
+from google import genai
+from google.genai import types
+
+from pytest_streamguard.judge.base import REPLAY_TIMEOUT_S, Assembly, ClientJudge, Conclusion
+from pytest_streamguard.judge.replay import REPLAY_URL, Replay
+from pytest_streamguard.stream.recorded import Recorded
+
+
+@functools.cache
+def _ssl_context() -> ssl.SSLContext:
+    """One context for every replay: the client builds two per instance otherwise (loading
+    the CA bundle, tens of milliseconds each), though a replay never uses them."""
+    return ssl.create_default_context()
+
+
+class GoogleGenAIJudge(ClientJudge):
+    """``google-genai``: ``generate_content_stream`` on a ``genai.Client``."""
+
+    name = "google-genai"
+    formats = frozenset({"gemini"})
+    module = "google.genai"
+
+    def judge(self, recorded: Recorded) -> Conclusion:
+        """Replay ``recorded`` into ``genai.Client`` and assemble what it yields."""
+        replay = Replay(recorded)
+        got = Assembly(self.name, replay.stamp)
+        context = _ssl_context()
+        client = genai.Client(
+            api_key="replay",
+            http_options=types.HttpOptions(
+                base_url=REPLAY_URL + "/",
+                api_version="v1beta",
+                timeout=int(REPLAY_TIMEOUT_S * 1000),
+                httpx_client=replay.client(httpx),
+                client_args={"verify": context},
+                async_client_args={"verify": context, "ssl": context},
+            ),
+        )
+        with client:
+            return got.run(lambda: _read(client, got))
+
+
+def _read(client: genai.Client, got: Assembly) -> None:
+    for response in client.models.generate_content_stream(model="gemini", contents="hi"):
+        candidates = response.candidates or []
+        for candidate in candidates:
+            for part in (candidate.content.parts if candidate.content else None) or []:
+                if part.function_call is not None:
+                    got.call()
+                    args = part.function_call.args or {}
+                    got.add("tool", json.dumps(args, separators=(",", ":")))
+                else:
+                    got.add("reasoning" if part.thought else "text", part.text)
+            reason = getattr(candidate.finish_reason, "value", candidate.finish_reason)
+            if reason != "FINISH_REASON_UNSPECIFIED":
+                got.ended(reason)
+        feedback = response.prompt_feedback
+        if (
+            feedback is not None
+            and feedback.block_reason is not None
+            and not any(candidate.finish_reason for candidate in candidates)
+        ):
+            got.ended(feedback.block_reason)

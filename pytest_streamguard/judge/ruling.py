@@ -1,0 +1,147 @@
+"""The client's conclusion becomes the trace's verdict, but where a documented rule is stricter.
+
+After a stream ends, :func:`judge_trace` replays its recorded response into the client that
+``client=`` names and rules on the trace:
+
+* The client completed (read to its end without raising, and yielded output): the stream is
+  completed, its text of every kind is the client's, and where the reader's tokens differ
+  from the client's outputs the chunks become those outputs (each stamped by the read that let
+  the client yield it), so TTFT and gaps are what the client saw. Stricter than the client
+  only by :data:`STRICTER`: a reader's ``truncated`` (a clean close before the protocol's end,
+  which no client but the Responses API's raises on) stays.
+* The client raised (or yielded nothing): the stream is not completed. A reader's own failure
+  keeps its kind and message (they say more than the client's exception); where the reader
+  saw none, the kind is ``client`` and the message the client's exception.
+
+The reader keeps running: ``trace.client`` names the judge, ``trace.reader_agrees`` says
+whether the reader concluded the same (completed, the text of every kind and the end reason),
+and where not, ``trace.judged`` says what each concluded and which rule, if any, explains it;
+a difference no rule explains is a plugin bug to report.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from pytest_streamguard.formats import KINDS, TEXT
+from pytest_streamguard.judge.base import Conclusion, Output
+from pytest_streamguard.judge.registry import judge_for
+from pytest_streamguard.stream.trace import Chunk, StreamTrace
+
+STRICTER: dict[str, str] = {
+    "truncated": (
+        "a clean close before the protocol's end is truncated; the clients (but the Responses "
+        "API's) read it as a whole answer"
+    ),
+    "protocol": (
+        "an answer that is not a stream (a whole JSON answer where a stream was asked) is "
+        "protocol, though a client may read it as a stream of one event"
+    ),
+}
+"""The reader's failures kept where the client completed, by ``error_kind``: the documented
+rules where the plugin is stricter than the client (docs/protocols.md)."""
+
+# Streams the plugin itself stopped reading: the client's conclusion on a part is no verdict.
+_NOT_JUDGED = frozenset({"interrupted"})
+# How the reader says an answer is not a stream of its format (formats/base.py).
+_NOT_A_STREAM = "not a stream"
+
+
+def judge_trace(trace: StreamTrace, choice: str) -> None:
+    """Judge ``trace`` by the client ``choice`` names for its format (see
+    :func:`~pytest_streamguard.judge.registry.judge_for`), and rule on it."""
+    recorded = trace.recorded
+    judge = judge_for(choice, trace.format)
+    if judge is None or recorded is None or trace.error_kind in _NOT_JUDGED:
+        return
+    recorded.format = trace.format
+    conclusion = judge.judge(recorded)
+    conclusion.allow_empty = recorded.allow_empty
+    rule(trace, conclusion)
+
+
+def save_disagreement(trace: StreamTrace, folder: Path) -> Path | None:
+    """Save the recorded response of ``trace`` in ``folder`` (named for the stream) when its
+    reader and client disagree with no rule to explain it, and name the file in
+    ``trace.judged["transcript"]``; None (nothing saved) otherwise."""
+    judged = trace.judged
+    if trace.reader_agrees is not False or judged is None or judged["rule"] is not None:
+        return None
+    if trace.recorded is None:
+        return None
+    path = trace.recorded.save(folder / f"{file_name(trace.name)}.json")
+    judged["transcript"] = str(path)
+    return path
+
+
+def file_name(text: str) -> str:
+    """``text`` (a test's node id, a stream's name) as a file name: runs of anything but
+    ASCII letters, digits, ``_`` and ``.`` become one ``-``."""
+    return re.sub(r"[^A-Za-z0-9_.]+", "-", text).strip("-")
+
+
+def reader_line(trace: StreamTrace) -> str:
+    """What the reader concluded, in one line."""
+    head = "completed" if trace.completed else f"{trace.error_kind}: {trace.error}"
+    sizes = ", ".join(
+        f"{kind} {len(text)} chars" for kind in KINDS if (text := trace.text_of(kind))
+    )
+    return f"{head} ({sizes or 'no text'})"
+
+
+def rule(trace: StreamTrace, conclusion: Conclusion) -> None:
+    """Make ``conclusion`` the verdict of ``trace`` (but where :data:`STRICTER` keeps the
+    reader's), and record whether the reader agreed."""
+    parts = {kind: trace.text_of(kind) for kind in KINDS}
+    same_text = parts == conclusion.parts and trace.end_reason == conclusion.end_reason
+    agrees = trace.completed == conclusion.completed and (conclusion.error is not None or same_text)
+    trace.client = conclusion.client
+    trace.reader_agrees = agrees
+    if agrees:
+        return
+    stricter = conclusion.completed and _stricter(trace, parts == conclusion.parts)
+    trace.judged = {
+        "reader": reader_line(trace),
+        "client": conclusion.describe(),
+        "rule": trace.error_kind if stricter and trace.error_kind is not None else None,
+    }
+    if stricter:
+        return
+    if conclusion.completed:
+        trace.completed = True
+        trace.error = None
+        trace.error_kind = None
+    else:
+        trace.completed = False
+        if trace.error_kind is None:
+            trace.error_kind = "client"
+            trace.error = f"the {conclusion.client} client: {conclusion.error or 'no output'}"
+    trace.end_reason = conclusion.end_reason
+    if parts != conclusion.parts:
+        trace.chunks = chunks_of(conclusion.outputs)
+
+
+def _stricter(trace: StreamTrace, same_text: bool) -> bool:
+    """Whether a rule of :data:`STRICTER` keeps the reader's failure of a stream the client
+    completed."""
+    if trace.error_kind == "truncated":
+        return same_text
+    return trace.error_kind == "protocol" and _NOT_A_STREAM in (trace.error or "")
+
+
+def chunks_of(outputs: list[Output]) -> list[Chunk]:
+    """The client's outputs as the trace's chunks: the outputs yielded at one read's stamp
+    make one chunk (one event may carry several kinds)."""
+    chunks: list[Chunk] = []
+    for output in outputs:
+        if not chunks or chunks[-1].stamp_ns != output.stamp_ns:
+            chunks.append(Chunk(len(chunks), output.stamp_ns, output.stamp_ns, 0, "", parts={}))
+        chunk = chunks[-1]
+        chunk.text += output.text
+        assert chunk.parts is not None
+        chunk.parts[output.kind] = chunk.parts.get(output.kind, "") + output.text
+    for chunk in chunks:
+        if chunk.parts is not None and set(chunk.parts) == {TEXT}:
+            chunk.parts = None
+    return chunks

@@ -1,0 +1,81 @@
+"""The streams where the plugin's reader and the judging client differ, for the summary and the
+HTML report.
+
+A client judge (:mod:`pytest_streamguard.judge`) decides a stream's verdict; the reader runs
+beside it. A difference that no documented stricter rule explains is a bug of the plugin's
+reader: the summary (:func:`disagreement_lines`) and the HTML report list each one
+(:func:`disagreements`), what each side concluded, and the command that runs the test again,
+to report it with.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from pytest_streamguard.common.display import counted
+from pytest_streamguard.report.records import TestRecord
+
+__all__ = ["Disagreement", "disagreement_lines", "disagreements", "heading"]
+
+
+@dataclass(frozen=True)
+class Disagreement:
+    """One stream whose reader and client concluded differently, with no rule to explain it."""
+
+    nodeid: str
+    stream: str
+    client: str
+    client_concluded: str
+    reader_concluded: str
+    transcript: str | None = None
+    """The recorded response saved as a transcript (``--streamguard-transcripts``), if it was."""
+
+    @property
+    def reproduce(self) -> str:
+        """The command that runs the test again, judged by the same client."""
+        return f"pytest '{self.nodeid}' --streamguard --streamguard-client {self.client}"
+
+
+def disagreements(records: list[TestRecord]) -> list[Disagreement]:
+    """Every stream of ``records`` whose reader and client disagree without a documented rule
+    (a difference a rule explains is the plugin being stricter on purpose)."""
+    found = []
+    for record in records:
+        for trace in record.traces:
+            judged = trace.judged
+            if trace.reader_agrees is not False or judged is None or judged["rule"] is not None:
+                continue
+            found.append(
+                Disagreement(
+                    record.nodeid,
+                    trace.name,
+                    trace.client or "?",
+                    judged["client"] or "",
+                    judged["reader"] or "",
+                    judged.get("transcript"),
+                )
+            )
+    return found
+
+
+def heading(count: int) -> str:
+    """What a list of ``count`` disagreements is, and what to do with it."""
+    return (
+        f"plugin bug: the reader and the judging client disagree on {counted(count, 'stream')} "
+        "(the client's verdict stands; please report these to pytest-streamguard):"
+    )
+
+
+def disagreement_lines(records: list[TestRecord]) -> list[str]:
+    """One line per stream whose reader and client disagree without a documented rule, under
+    a heading; nothing when every judged stream agreed (or a rule explains the difference)."""
+    found = disagreements(records)
+    if not found:
+        return []
+    lines = [
+        f"  {d.nodeid} {d.stream}: the {d.client} client concluded {d.client_concluded}; "
+        f"the reader {d.reader_concluded}; reproduce: {d.reproduce}"
+        + (f"; bytes: {d.transcript}" if d.transcript else "")
+        for d in found
+    ]
+    return [heading(len(found)), *lines]
