@@ -1,5 +1,6 @@
 """No function of the package is over :data:`FUNCTION_LIMIT` lines and no class over
-:data:`CLASS_LIMIT`: a longer one is split into named steps.
+:data:`CLASS_LIMIT` (a longer one is split into named steps), and no two modules define a class
+of one name.
 
 Every module of ``pytest_streamguard`` is parsed with :mod:`ast`, never imported. A definition's
 length runs from its ``def``/``class`` line to its last line (``end_lineno - lineno + 1``):
@@ -119,3 +120,29 @@ def test_no_function_is_over_the_limit() -> None:
 def test_no_class_is_over_the_limit() -> None:
     offenders = over_limit("class", CLASS_LIMIT)
     assert not offenders, f"classes over {CLASS_LIMIT} lines: split them\n" + "\n".join(offenders)
+
+
+def shared_class_names(root: Path = ROOT) -> list[str]:
+    """``Name: path, path`` for each top-level class name that two modules of the package
+    define: one name, one class, wherever a reader or a traceback meets it."""
+    where: dict[str, list[str]] = {}
+    for path in sorted((root / PACKAGE).rglob("*.py")):
+        for node in ast.parse(path.read_text()).body:
+            if isinstance(node, ast.ClassDef):
+                where.setdefault(node.name, []).append(path.relative_to(root).as_posix())
+    return [
+        f"{name}: {', '.join(paths)}" for name, paths in sorted(where.items()) if len(paths) > 1
+    ]
+
+
+def test_shared_class_names_finds_a_name_two_modules_define(tmp_path: Path) -> None:
+    package = tmp_path / PACKAGE
+    package.mkdir()
+    (package / "a.py").write_text("class Settings:\n    pass\n\nclass Only:\n    pass\n")
+    (package / "b.py").write_text("class Settings:\n    pass\n")
+    assert shared_class_names(tmp_path) == [f"Settings: {PACKAGE}/a.py, {PACKAGE}/b.py"]
+
+
+def test_no_two_classes_of_the_package_share_a_name() -> None:
+    shared = shared_class_names()
+    assert not shared, "classes of one name in two modules: rename one\n" + "\n".join(shared)
