@@ -16,3 +16,5 @@ DEFAULT_PROXY_HOST = "127.0.0.1"
 #: ``--streamguard-probe``: empty for the target's ready path (``off``, ``tcp`` or a path).
 DEFAULT_PROBE = ""
 DEFAULT_PROBE_INTERVAL = 0.05
+#: ``--streamguard-client``: the official client of each stream's format, where installed.
+DEFAULT_CLIENT = "auto"

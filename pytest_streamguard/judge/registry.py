@@ -13,10 +13,11 @@ from __future__ import annotations
 import importlib
 from functools import cached_property
 
+from pytest_streamguard.common.defaults import DEFAULT_CLIENT
 from pytest_streamguard.judge.base import ClientJudge, Conclusion
 from pytest_streamguard.stream.recorded import Recorded
 
-AUTO = "auto"
+AUTO = DEFAULT_CLIENT
 NONE = "none"
 
 

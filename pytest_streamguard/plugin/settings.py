@@ -22,6 +22,7 @@ import pytest
 
 from pytest_streamguard.common.defaults import (
     DEFAULT_CHUNK,
+    DEFAULT_CLIENT,
     DEFAULT_COMPARE_MIN_SAMPLES,
     DEFAULT_MAX_STREAM_SECONDS,
     DEFAULT_PROBE,
@@ -33,7 +34,6 @@ from pytest_streamguard.common.defaults import (
 )
 from pytest_streamguard.common.display import shown_command
 from pytest_streamguard.common.names import KNOWN, parse_fail_on
-from pytest_streamguard.judge import AUTO, check_client
 from pytest_streamguard.report.bounds import Bound, parse_bounds
 
 ENABLE_HELP = (
@@ -178,7 +178,7 @@ _VALUED_OPTIONS: dict[str, tuple[str, str]] = {
     "streamguard_target_args": (TARGET_ARGS_HELP, ""),
     "streamguard_target_cwd": (TARGET_CWD_HELP, ""),
     "streamguard_seed": (SEED_HELP, ""),
-    "streamguard_client": (CLIENT_HELP, AUTO),
+    "streamguard_client": (CLIENT_HELP, DEFAULT_CLIENT),
     "streamguard_transcripts": (TRANSCRIPTS_HELP, ""),
     "streamguard_ready_path": (READY_PATH_HELP, DEFAULT_READY_PATH),
     "streamguard_startup_timeout": (STARTUP_TIMEOUT_HELP, str(DEFAULT_STARTUP_TIMEOUT)),
@@ -239,7 +239,7 @@ class Settings:
     #: ``off``, ``tcp``, a path, or empty for the target's ready path.
     probe: str = DEFAULT_PROBE
     probe_interval: float = DEFAULT_PROBE_INTERVAL
-    client: str = AUTO
+    client: str = DEFAULT_CLIENT
     transcripts: Path | None = None
 
     @property
@@ -486,9 +486,16 @@ def _port_range(config: pytest.Config, dest: str) -> range | None:
     return range(int(low), int(high) + 1)
 
 
-def _client(config: pytest.Config) -> str:
-    """``--streamguard-client``: auto, none, or an installed judge's name."""
+def _client(config: pytest.Config, enabled: bool) -> str:
+    """``--streamguard-client``: auto, none, or an installed judge's name. Checked only while
+    the plugin is on: nothing is judged while it is off, and the judges' registry (and what it
+    imports) must not load on every ``pytest`` start."""
     raw, source = _raw(config, "streamguard_client")
+    if not enabled:
+        return raw.strip()
+    # Imported here, not at the top: see the docstring (the plugin's off path stays light).
+    from pytest_streamguard.judge.registry import check_client
+
     try:
         return check_client(raw.strip(), source)
     except ValueError as exc:
@@ -565,7 +572,7 @@ def resolve_settings(config: pytest.Config) -> Settings:
         json_text=_flag(config, "streamguard_json_text"),
         target_cwd=_target_cwd(config, target_cmd is not None),
         seed=_seed(config),
-        client=_client(config),
+        client=_client(config, _flag(config, "streamguard")),
         transcripts=_transcripts(config),
         target_url=target_url,
         target_cmd=target_cmd,
