@@ -123,8 +123,11 @@ _INLINE_CODE = re.compile(r"`([^`]+)`")
 
 
 def user_pages() -> list[Path]:
-    """README.md, every page of docs/ and every file of examples/."""
-    examples = sorted(p for p in (ROOT / "examples").rglob("*") if p.is_file())
+    """README.md, every page of docs/ and every file of examples/ (not the bytecode Python
+    leaves there once the examples have run)."""
+    examples = sorted(
+        p for p in (ROOT / "examples").rglob("*") if p.is_file() and "__pycache__" not in p.parts
+    )
     return [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md")), *examples]
 
 
