@@ -171,6 +171,12 @@ REQUIRE_HELP = (
 )
 
 
+# The flags beside --streamguard: ini key (== CLI dest) -> help; each defaults to off.
+_FLAG_OPTIONS: dict[str, str] = {
+    "streamguard_strict_faults": STRICT_FAULTS_HELP,
+    "streamguard_require": REQUIRE_HELP,
+    "streamguard_json_text": JSON_TEXT_HELP,
+}
 # ini key (== CLI dest) -> (help, default as the ini string)
 _VALUED_OPTIONS: dict[str, tuple[str, str]] = {
     "streamguard_target_url": (TARGET_URL_HELP, ""),
@@ -274,30 +280,10 @@ def add_options(parser: pytest.Parser) -> None:
     group = parser.getgroup("streamguard", "token-stream deadlines under network faults")
     group.addoption("--streamguard", action="store_true", default=None, help=ENABLE_HELP)
     parser.addini("streamguard", ENABLE_HELP, type="bool", default=False)
-    group.addoption(
-        "--streamguard-strict-faults",
-        dest="streamguard_strict_faults",
-        action="store_true",
-        default=None,
-        help=STRICT_FAULTS_HELP,
-    )
-    parser.addini("streamguard_strict_faults", STRICT_FAULTS_HELP, type="bool", default=False)
-    group.addoption(
-        "--streamguard-require",
-        dest="streamguard_require",
-        action="store_true",
-        default=None,
-        help=REQUIRE_HELP,
-    )
-    parser.addini("streamguard_require", REQUIRE_HELP, type="bool", default=False)
-    group.addoption(
-        "--streamguard-json-text",
-        dest="streamguard_json_text",
-        action="store_true",
-        default=None,
-        help=JSON_TEXT_HELP,
-    )
-    parser.addini("streamguard_json_text", JSON_TEXT_HELP, type="bool", default=False)
+    for dest, help_text in _FLAG_OPTIONS.items():
+        flag = "--" + dest.replace("_", "-")
+        group.addoption(flag, dest=dest, action="store_true", default=None, help=help_text)
+        parser.addini(dest, help_text, type="bool", default=False)
     for dest, (help_text, default) in _VALUED_OPTIONS.items():
         flag = "--" + dest.replace("_", "-")
         # argparse %-formats option help (a '%' in an example must be doubled), ini help not.
