@@ -17,7 +17,8 @@ import pytest
 from toxiproxy.proxy import Proxy
 
 from pytest_streamguard.common.defaults import DEFAULT_MAX_STREAM_SECONDS, DEFAULT_PROXY_HOST
-from pytest_streamguard.errors import IngressError
+from pytest_streamguard.errors import IngressError, ToxiproxyError
+from pytest_streamguard.faults.hops import AllHops, Hop, HopFaults, StackHops
 from pytest_streamguard.faults.inject import Faults
 from pytest_streamguard.faults.profiles import Profile
 from pytest_streamguard.faults.toxiproxy_client import ToxiproxyAPI, proxy_url
@@ -46,7 +47,7 @@ class _Streams:
 
     def __init__(
         self,
-        faults: Faults,
+        faults: AllHops,
         client: str = AUTO,
         transcripts: Path | None = None,
         probe: ProbeSpec | None = None,
@@ -288,7 +289,106 @@ class _HeadroomSearches:
         return found
 
 
-class StreamGuard(_HeadroomSearches):
+class _Hops:
+    """The hops between the client and the app of :class:`StreamGuard` (a class of their own
+    to keep StreamGuard's size in bounds): :meth:`ingress`, a real nginx put in for the test,
+    and :meth:`hop`, a stack's services (``--streamguard-service``), each inner one behind a
+    proxy of its own with faults of its own (:mod:`pytest_streamguard.faults.hops`)."""
+
+    api: ToxiproxyAPI
+    proxy: Proxy
+    target: Target
+    faults: Faults
+    upstream: str
+    _ingress: IngressHop | None
+    #: The stack's hops by service name, the entry's last (none without a stack).
+    hops: dict[str, Hop]
+    #: The inner hops' faults, in start order (the streams pass their chunks to them too).
+    _hop_faults: list[Faults]
+
+    def _stack_hops(self, stack: StackHops | None, seed: int) -> None:
+        """Make this test's handle of every hop of ``stack`` (each inner proxy cleared of what
+        a test that crashed left on it)."""
+        self.hops = {}
+        self._hop_faults = []
+        if stack is None:
+            return
+        for name, (proxy, target, address) in stack.inner.items():
+            faults = HopFaults(self.api, proxy, hop=name, target=target, seed=seed)
+            faults.reset_proxy()
+            self.hops[name] = Hop(name, faults, target, proxy, address)
+            self._hop_faults.append(faults)
+        entry_address = str(self.proxy.listen)
+        self.hops[stack.entry] = Hop(
+            stack.entry, self.faults, self.target, self.proxy, entry_address
+        )
+
+    def hop(self, name: str) -> Hop:
+        """The hop of the stack's service ``name`` for this test: its ``faults`` act on the
+        proxy in front of that service (the entry's are ``streamguard.faults``), its ``target``
+        is the service itself. A ValueError names the hops there are."""
+        found = self.hops.get(name)
+        if found is None:
+            if not self.hops:
+                raise ValueError(
+                    f"streamguard.hop({name!r}): this session has no stack, so no hop but the "
+                    "client's own (streamguard.faults); a stack is started from "
+                    "--streamguard-service NAME=COMMAND (ini streamguard_services)"
+                )
+            raise ValueError(
+                f"streamguard.hop({name!r}): no such service; the stack's services are "
+                f"{', '.join(self.hops)}"
+            )
+        return found
+
+    @property
+    def all_faults(self) -> list[Faults]:
+        """The faults of every hop of the test: the client's own (``faults``) first."""
+        return [self.faults, *self._hop_faults]
+
+    def ingress(
+        self,
+        read_timeout: float = 60.0,
+        buffering: bool = False,
+        gzip: bool = False,
+        send_timeout: float = 60.0,
+    ) -> Ingress:
+        """Put a real nginx between the proxy and the target until the test ends.
+
+        Starts :class:`~pytest_streamguard.services.ingress.Ingress` (``proxy_read_timeout``,
+        ``proxy_buffering``, ``gzip`` for event streams, ``send_timeout``; seconds) in front of
+        the target and points the Toxiproxy proxy's upstream at it, so every stream and fault
+        of the test goes client → proxy → nginx → target. Recorded like a fault (on/off stamps,
+        shown in verdicts and reports). Raises IngressError when nginx is missing or fails.
+        """
+        if self._ingress is not None:
+            raise IngressError(
+                f"streamguard.ingress() is already on for this test ({self._ingress.ingress!r})"
+            )
+        hop = IngressHop(
+            self.target.address,
+            functools.partial(self.api.set_upstream, self.proxy),
+            read_timeout=read_timeout,
+            buffering=buffering,
+            gzip=gzip,
+            send_timeout=send_timeout,
+        ).start()
+        self.faults.records.append(hop.record)
+        self._ingress = hop
+        return hop.ingress
+
+    def close(self) -> None:
+        """Undo this test's faults on every hop and its ingress (proxy pointed back at the
+        target, nginx stopped)."""
+        try:
+            _clear_all(self.all_faults)
+        finally:
+            if self._ingress is not None:
+                hop, self._ingress = self._ingress, None
+                hop.remove(self.upstream)
+
+
+class StreamGuard(_HeadroomSearches, _Hops):
     """Per-test handle: open streams through the proxy, add faults, read traces.
 
     ``url`` is the base URL through the proxy, ``proxy`` the toxiproxy-python ``Proxy``,
@@ -315,6 +415,7 @@ class StreamGuard(_HeadroomSearches):
         probe_spec: ProbeSpec | None = None,
         client: str = AUTO,
         transcripts: Path | None = None,
+        stack: StackHops | None = None,
     ) -> None:
         self.api = api
         self.probe_spec = probe_spec
@@ -337,7 +438,10 @@ class StreamGuard(_HeadroomSearches):
             seed=seed or 0,
             target=target if target.process is not None else None,
         )
-        self._streams = _Streams(self.faults, client, transcripts, probe_spec)
+        self._stack_hops(stack, seed or 0)
+        self._streams = _Streams(
+            AllHops(self.faults, self._hop_faults), client, transcripts, probe_spec
+        )
         self.headrooms: list[Headroom] = []
         self._ingress: IngressHop | None = None
         # Under @pytest.mark.streamguard_matrix: the item's profile (name, toxics, faults),
@@ -548,43 +652,15 @@ class StreamGuard(_HeadroomSearches):
         result = await asyncio.to_thread(self._streams.judged_load, result, client)
         return self._streams.keep_load(result)
 
-    def ingress(
-        self,
-        read_timeout: float = 60.0,
-        buffering: bool = False,
-        gzip: bool = False,
-        send_timeout: float = 60.0,
-    ) -> Ingress:
-        """Put a real nginx between the proxy and the target until the test ends.
 
-        Starts :class:`~pytest_streamguard.services.ingress.Ingress` (``proxy_read_timeout``,
-        ``proxy_buffering``, ``gzip`` for event streams, ``send_timeout``; seconds) in front of
-        the target and points the Toxiproxy proxy's upstream at it, so every stream and fault
-        of the test goes client → proxy → nginx → target. Recorded like a fault (on/off stamps,
-        shown in verdicts and reports). Raises IngressError when nginx is missing or fails.
-        """
-        if self._ingress is not None:
-            raise IngressError(
-                f"streamguard.ingress() is already on for this test ({self._ingress.ingress!r})"
-            )
-        hop = IngressHop(
-            self.target.address,
-            functools.partial(self.api.set_upstream, self.proxy),
-            read_timeout=read_timeout,
-            buffering=buffering,
-            gzip=gzip,
-            send_timeout=send_timeout,
-        ).start()
-        self.faults.records.append(hop.record)
-        self._ingress = hop
-        return hop.ingress
-
-    def close(self) -> None:
-        """Undo this test's faults and ingress (proxy pointed back at the target, nginx
-        stopped)."""
+def _clear_all(every: list[Faults]) -> None:
+    """Undo the faults of every hop, each whatever the others raised (the first error is
+    raised once all were tried)."""
+    errors: list[ToxiproxyError] = []
+    for faults in every:
         try:
-            self.faults.clear()
-        finally:
-            if self._ingress is not None:
-                hop, self._ingress = self._ingress, None
-                hop.remove(self.upstream)
+            faults.clear()
+        except ToxiproxyError as exc:
+            errors.append(exc)
+    if errors:
+        raise errors[0]

@@ -48,6 +48,7 @@ FIXTURE_NAMES = frozenset(
         "streamguard",
         "toxiproxy",
         "streamguard_target",
+        "streamguard_stack",
         "streamguard_toxiproxy_server",
         "make_streamguard",
         "make_streamguard_target",

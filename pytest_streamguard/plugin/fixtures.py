@@ -20,10 +20,13 @@ from toxiproxy.server import Toxiproxy
 from pytest_streamguard.common.display import shown_command
 from pytest_streamguard.common.names import SKIP_REASON
 from pytest_streamguard.errors import StartupError, ToxiproxyError
+from pytest_streamguard.faults.hops import StackHops
 from pytest_streamguard.faults.toxiproxy_client import (
+    ToxiproxyAPI,
     ToxiproxyServer,
     _Binding,
     proxy_name,
+    proxy_url,
     remove_stale_proxies,
     with_host,
 )
@@ -33,7 +36,11 @@ from pytest_streamguard.load.cluster import RayShards
 from pytest_streamguard.plugin.session import DEADLINE_KEY, GUARD_KEY, SESSION_KEY, SETTINGS_KEY
 from pytest_streamguard.plugin.settings import Settings
 from pytest_streamguard.services.app import Target, start_target
+from pytest_streamguard.services.stack import Stack, start_stack
 from pytest_streamguard.stream.probe import ProbeSpec
+
+#: The session's started stack, for the guards of its entry (``streamguard.hop()``).
+STACK_KEY = pytest.StashKey[StackHops]()
 
 
 def _settings(config: pytest.Config) -> Settings:
@@ -53,7 +60,65 @@ def _probe_spec(settings: Settings, target: Target) -> ProbeSpec | None:
 
 
 @pytest.fixture(scope="session")
-def make_streamguard_target(pytestconfig: pytest.Config) -> Iterator[Callable[..., Target]]:
+def streamguard_stack(
+    pytestconfig: pytest.Config, streamguard_toxiproxy_server: ToxiproxyServer
+) -> Iterator[Stack]:
+    """The stack of ``--streamguard-service`` (session scope): its services started in order,
+    each but the entry behind a Toxiproxy proxy of its own (``{NAME}`` in a later command is
+    that proxy's address); stopped at session end, the entry first, after their proxies are
+    deleted. ``make_streamguard_target()`` returns its entry."""
+    settings = _settings(pytestconfig)
+    api = streamguard_toxiproxy_server.api()
+    proxies: dict[str, tuple[Proxy, Target, str]] = {}
+
+    def front(name: str, target: Target) -> str:
+        upstream = with_host(target.address, settings.upstream_host)
+        proxy = api.create_proxy(proxy_name(), upstream, settings.proxy_host, settings.proxy_ports)
+        address = proxy_url(str(proxy.listen), settings.proxy_host, api.host).split("://")[1]
+        proxies[name] = (proxy, target, address)
+        return address
+
+    error = None
+    try:
+        stack = start_stack(
+            settings.services,
+            shared_ready_path=settings.ready_path,
+            startup_timeout=settings.startup_timeout,
+            cwd=settings.target_cwd,
+            front=front,
+        )
+    except (StartupError, ToxiproxyError) as exc:
+        error = f"streamguard stack failed to start: {exc}"
+    if error is not None:
+        _destroy(api, [proxy for proxy, _, _ in proxies.values()])
+        api.close()
+        pytest.fail(error, pytrace=False)
+    pytestconfig.stash[STACK_KEY] = StackHops(stack.entry_name, proxies, stack.entry)
+    meta = pytestconfig.stash[SESSION_KEY].meta
+    meta["services"] = {
+        name: shown_command(target.command, pytestconfig.rootpath)
+        for name, target in stack.services.items()
+    }
+    try:
+        yield stack
+    finally:
+        del pytestconfig.stash[STACK_KEY]
+        _destroy(api, [proxy for proxy, _, _ in proxies.values()])
+        api.close()
+        stack.stop()
+
+
+def _destroy(api: ToxiproxyAPI, proxies: Sequence[Proxy]) -> None:
+    """Delete ``proxies`` (a server that died with the session leaves none to delete)."""
+    for proxy in proxies:
+        with contextlib.suppress(ToxiproxyError):
+            api.destroy_proxy(proxy)
+
+
+@pytest.fixture(scope="session")
+def make_streamguard_target(
+    pytestconfig: pytest.Config, request: pytest.FixtureRequest
+) -> Iterator[Callable[..., Target]]:
     """Factory (session scope): ``make_streamguard_target(args=["--naive"])`` starts the
     session's target with extra command-line flags (after ``--streamguard-target-args``) and
     returns its :class:`~pytest_streamguard.Target`. Each distinct ``args`` starts one
@@ -70,6 +135,16 @@ def make_streamguard_target(pytestconfig: pytest.Config) -> Iterator[Callable[..
                 "such as ['--heartbeat', '0.5']"
             )
         key = tuple(args)
+        if settings.services:
+            if key:
+                raise ValueError(
+                    f"make_streamguard_target(args={list(key)!r}): the session's target is a "
+                    "stack (--streamguard-service), which takes no extra flags; put them in "
+                    "the service's command"
+                )
+            # Started once, by its own fixture (it needs the Toxiproxy server for its hops).
+            stack: Stack = request.getfixturevalue("streamguard_stack")
+            return stack.entry
         if key in failed:
             # The full error and the app's output were shown once, for the first test.
             pytest.fail(failed[key], pytrace=False)
@@ -193,6 +268,7 @@ def make_streamguard(
             probe_spec=_probe_spec(settings, target),
             client=settings.client,
             transcripts=settings.transcripts and settings.transcripts / file_name(item.nodeid),
+            stack=_stack_of(pytestconfig, target),
         )
         guards = item.stash.setdefault(GUARD_KEY, [])
         # A second guard of the same test on the same proxy shares it: resetting it would undo
@@ -216,6 +292,13 @@ def make_streamguard(
             with contextlib.suppress(ToxiproxyError):
                 api.destroy_proxy(proxy)
         api.close()
+
+
+def _stack_of(config: pytest.Config, target: Target) -> StackHops | None:
+    """The session's stack when ``target`` is its entry (a guard of another target has no
+    hops)."""
+    stack = config.stash.get(STACK_KEY, None)
+    return stack if stack is not None and stack.target is target else None
 
 
 @pytest.fixture

@@ -100,6 +100,12 @@ def streamguard_target() -> None:
 
 
 @pytest.fixture(scope="session")
+def streamguard_stack() -> None:
+    """The stack of ``--streamguard-service`` (needs ``--streamguard``; skips while off)."""
+    _skip()
+
+
+@pytest.fixture(scope="session")
 def streamguard_toxiproxy_server() -> None:
     """The session's Toxiproxy server (needs ``--streamguard``; skips while off)."""
     _skip()

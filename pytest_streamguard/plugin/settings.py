@@ -35,6 +35,7 @@ from pytest_streamguard.common.defaults import (
 from pytest_streamguard.common.display import shown_command
 from pytest_streamguard.common.names import KNOWN, parse_fail_on
 from pytest_streamguard.report.bounds import Bound, parse_bounds
+from pytest_streamguard.services.stack_spec import ServiceSpec, parse_ready_paths, parse_services
 
 ENABLE_HELP = (
     "Turn pytest-streamguard on: start the target behind Toxiproxy and check stream deadlines"
@@ -54,9 +55,22 @@ TARGET_ARGS_HELP = (
     "needs the = form: --streamguard-target-args=-v"
 )
 TARGET_CWD_HELP = (
-    "Working directory of --streamguard-target-cmd (a relative command path such as "
-    "'node server.js' is found there); the option is relative to the directory pytest runs "
-    "in, the ini key to the ini file's directory. Default: the directory pytest runs in"
+    "Working directory of --streamguard-target-cmd and of the --streamguard-service commands "
+    "(a relative command path such as 'node server.js' is found there); the option is "
+    "relative to the directory pytest runs in, the ini key to the ini file's directory. "
+    "Default: the directory pytest runs in"
+)
+SERVICES_HELP = (
+    "A service of a stack, NAME=COMMAND, repeatable, in start order (ini streamguard_services: "
+    "one 'NAME = COMMAND' per line); in COMMAND '{port}' is the service's own port (as for "
+    "--streamguard-target-cmd) and '{NAME}' an earlier service's host:port through the proxy "
+    "the plugin puts in front of it, so streamguard.hop(NAME).faults act on that hop. The last "
+    "service is the entry clients reach. Not with --streamguard-target-url/-cmd/-args. "
+    "Default: no stack"
+)
+SERVICE_READY_HELP = (
+    "A service's own ready path, NAME=PATH, repeatable (ini streamguard_service_ready: one "
+    "'NAME = PATH' per line). Default: --streamguard-ready-path"
 )
 SEED_HELP = (
     "Seed of every random draw the plugin and its embedded Toxiproxy make (latency jitter, "
@@ -177,6 +191,11 @@ _FLAG_OPTIONS: dict[str, str] = {
     "streamguard_require": REQUIRE_HELP,
     "streamguard_json_text": JSON_TEXT_HELP,
 }
+# Repeatable options (each use adds a line; the ini key has one per line): ini key -> help.
+_LIST_OPTIONS: dict[str, tuple[str, str]] = {
+    "streamguard_services": ("--streamguard-service", SERVICES_HELP),
+    "streamguard_service_ready": ("--streamguard-service-ready", SERVICE_READY_HELP),
+}
 # ini key (== CLI dest) -> (help, default as the ini string)
 _VALUED_OPTIONS: dict[str, tuple[str, str]] = {
     "streamguard_target_url": (TARGET_URL_HELP, ""),
@@ -247,10 +266,15 @@ class Settings:
     probe_interval: float = DEFAULT_PROBE_INTERVAL
     client: str = DEFAULT_CLIENT
     transcripts: Path | None = None
+    #: A stack's services in start order (``--streamguard-service``); empty: one target.
+    services: tuple[ServiceSpec, ...] = ()
 
     @property
     def target_description(self) -> str:
         """A short human description of where the target comes from."""
+        if self.services:
+            names = " -> ".join(spec.name for spec in reversed(self.services))
+            return f"stack {names} (entry {self.services[-1].name})"
         if self.target_url is not None:
             return f"url {self.target_url}"
         if self.target_cmd is not None:
@@ -289,6 +313,9 @@ def add_options(parser: pytest.Parser) -> None:
         # argparse %-formats option help (a '%' in an example must be doubled), ini help not.
         group.addoption(flag, dest=dest, default=None, help=help_text.replace("%", "%%"))
         parser.addini(dest, help_text, default=default)
+    for dest, (flag, help_text) in _LIST_OPTIONS.items():
+        group.addoption(flag, dest=dest, action="append", default=None, help=help_text)
+        parser.addini(dest, help_text, type="linelist", default=[])
     _take_lone_flag_values(parser, FLAG_VALUED_OPTIONS)
 
 
@@ -528,6 +555,7 @@ def resolve_settings(config: pytest.Config) -> Settings:
     """
     target_url, target_cmd = _target(config)
     target_args = _target_args(config, target_url)
+    services = _services(config, target_url, target_cmd, target_args)
     ready_path = _ready_path(config)
     probe = _probe(config)
     toxiproxy_url = _toxiproxy_url(config)
@@ -556,7 +584,8 @@ def resolve_settings(config: pytest.Config) -> Settings:
         strict_faults=_flag(config, "streamguard_strict_faults"),
         require=_flag(config, "streamguard_require"),
         json_text=_flag(config, "streamguard_json_text"),
-        target_cwd=_target_cwd(config, target_cmd is not None),
+        target_cwd=_target_cwd(config, target_cmd is not None or bool(services)),
+        services=services,
         seed=_seed(config),
         client=_client(config, _flag(config, "streamguard")),
         transcripts=_transcripts(config),
@@ -595,6 +624,45 @@ def _target(config: pytest.Config) -> tuple[str | None, tuple[str, ...] | None]:
             "are both set: give one of them (or neither, for the bundled target)"
         )
     return target_url, target_cmd
+
+
+def _lines(config: pytest.Config, dest: str) -> tuple[list[str], str]:
+    """A repeatable setting's lines and where they came from (every use of the CLI option
+    replaces the ini key's lines)."""
+    given = config.getoption(dest)
+    if given:
+        return [str(line) for line in given], _LIST_OPTIONS[dest][0]
+    return [str(line) for line in config.getini(dest)], f"ini key {dest}"
+
+
+def _services(
+    config: pytest.Config,
+    target_url: str | None,
+    target_cmd: tuple[str, ...] | None,
+    target_args: tuple[str, ...],
+) -> tuple[ServiceSpec, ...]:
+    """A stack's services, with their ready paths; none beside a single target's options."""
+    raw, source = _lines(config, "streamguard_services")
+    ready_raw, ready_source = _lines(config, "streamguard_service_ready")
+    try:
+        services = parse_services(raw, source)
+        services = parse_ready_paths(ready_raw, ready_source, services)
+    except ValueError as exc:
+        raise pytest.UsageError(f"{exc}") from None
+    single = [
+        f"streamguard_{key} ({_raw(config, 'streamguard_' + key)[1]})"
+        for key, value in (("target_url", target_url), ("target_cmd", target_cmd))
+        if value is not None
+    ]
+    if target_args:
+        single.append(f"streamguard_target_args ({_raw(config, 'streamguard_target_args')[1]})")
+    if services and single:
+        raise pytest.UsageError(
+            f"streamguard_services ({source}) and {', '.join(single)} are both set: a stack's "
+            "services replace the single target (its last service is the entry clients reach); "
+            "give the services, or one target"
+        )
+    return services
 
 
 def _target_args(config: pytest.Config, target_url: str | None) -> tuple[str, ...]:

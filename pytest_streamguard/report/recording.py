@@ -74,7 +74,8 @@ def record_test(
     made), judged against its ``deadline`` and the finding names of its ``fail_on``;
     ``body_failed``: the body raised (its record's verdict is then ``FAIL`` or ``error``)."""
     traces = guard_traces(guards)
-    faults = [record for guard in guards for record in guard.faults.records]
+    # Every hop's faults: the client's own, then a stack's inner hops' (streamguard.hop()).
+    faults = [r for guard in guards for hop in guard.all_faults for r in hop.records]
     profile = next((g.profile for g in guards if g.profile is not None), None)
     headroom = [found for guard in guards for found in guard.headrooms]
     # A matrix item is kept even without streams (its cell says how it ended), and so is a
@@ -82,8 +83,9 @@ def record_test(
     # its headroom.
     if not traces and profile is None and not faults and not headroom:
         return RecordedTest(record=None, traces=[], violations=[], gated=[], unfired=[])
-    # Each guard's faults act on its own proxy, so each is judged on its own streams.
-    unfired = [f for guard in guards for f in guard.faults.judge(guard.traces)]
+    # Each guard's faults act on its own proxy, so each is judged on its own streams; an inner
+    # hop's on the streams of the guard whose client crossed it (pytest_streamguard.faults.hops).
+    unfired = [f for g in guards for hop in g.all_faults for f in hop.judge(g.traces)]
     probe = merge(guard.probe for guard in guards)
     record = TestRecord(
         nodeid=nodeid,

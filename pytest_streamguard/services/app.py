@@ -193,11 +193,14 @@ class TargetSettings(Protocol):
     def target_description(self) -> str: ...
 
 
-def start_target(settings: TargetSettings, extra_args: Sequence[str] = ()) -> Target:
+def start_target(
+    settings: TargetSettings, extra_args: Sequence[str] = (), *, name: str = "target"
+) -> Target:
     """Point at, or start, the target the settings name, and wait until it is ready.
 
     A target the plugin starts gets ``--streamguard-target-args`` and then ``extra_args``
     appended to its command line; a target given by URL cannot take flags (ValueError).
+    ``name`` is what its errors call a started command (a stack's ``service model``).
     """
     flags = [*settings.target_args, *extra_args]
     if settings.target_url is not None:
@@ -229,7 +232,7 @@ def start_target(settings: TargetSettings, extra_args: Sequence[str] = ()) -> Ta
         # PORT is what most frameworks read (Node, Express, Next.js, Go and Ruby apps, Heroku's
         # and Cloud Run's convention), so an app that reads it binds the port chosen here.
         process = ManagedProcess(
-            "target", [*argv, *flags], env={"PORT": str(port)}, cwd=settings.target_cwd
+            name, [*argv, *flags], env={"PORT": str(port)}, cwd=settings.target_cwd
         )
         kind = "command"
         if fixed_url is None:

@@ -106,11 +106,15 @@ class FaultRecord:
     evidence: str = ""
     applied_by: str = "proxy"
     streams: list[int] | None = None
+    #: The inner hop of a stack it was put on (``streamguard.hop(NAME).faults``); None for the
+    #: session's own proxy, in front of the target or a stack's entry.
+    hop: str | None = None
 
     def describe(self) -> str:
-        """``kind(arg=value, ...)`` as a test would have written it."""
+        """``kind(arg=value, ...)`` as a test would have written it (``... at NAME`` for a
+        fault on a stack's inner hop)."""
         args = ", ".join(f"{k}={v!r}" for k, v in self.params.items())
-        return f"{self.kind}({args})"
+        return f"{self.kind}({args})" + ("" if self.hop is None else f" at {self.hop}")
 
     def active_during(self, start_ns: int, end_ns: int) -> bool:
         """Whether this fault was on (or armed) at any time in ``[start_ns, end_ns]``."""
@@ -132,6 +136,7 @@ class FaultRecord:
             "evidence": self.evidence,
             "applied_by": self.applied_by,
             "streams": None if self.streams is None else list(self.streams),
+            **({} if self.hop is None else {"hop": self.hop}),
         }
 
     @classmethod
@@ -149,6 +154,7 @@ class FaultRecord:
             evidence=str(raw.get("evidence", "")),
             applied_by=str(raw.get("applied_by", "proxy")),
             streams=None if raw.get("streams") is None else [int(i) for i in raw["streams"]],
+            hop=None if raw.get("hop") is None else str(raw["hop"]),
         )
 
 

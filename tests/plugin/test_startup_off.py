@@ -67,6 +67,8 @@ def test_plugin_off_imports_no_heavy_module(pytester: pytest.Pytester) -> None:
         "pytest_streamguard.plugin.settings",
         "pytest_streamguard.report",
         "pytest_streamguard.report.bounds",
+        "pytest_streamguard.services",
+        "pytest_streamguard.services.stack_spec",
     ]
 
 

@@ -1,0 +1,150 @@
+"""Faults on a stack's inner hops: ``streamguard.hop(NAME).faults``.
+
+A stack (``--streamguard-service``) puts a proxy in front of every service but the entry, and
+a service reaches an earlier one through it (``{NAME}`` in its command). :class:`Hop` is one
+such hop of a test: the service (``target``, its direct URL), the proxy in front of it, and
+``faults``, the same vocabulary as ``streamguard.faults`` (:class:`HopFaults`) acting on that
+proxy, or on that service's process for ``freeze`` and ``restart``.
+
+Judging: the client's streams are the ones that cross every hop (a gateway opens its upstream
+connection for a client's request), so a hop's faults hear the client's chunks (a ``freeze`` or
+``restart`` with ``after_chunks=N`` is set off by the client's chunk N) and are judged on the
+client's streams they were active on: an inner cut that cut the client's stream fired. A chunk
+fault (``stall``, ``cut``/``reset`` with ``after_chunks``) is counted by the embedded proxy on
+that hop's own connection, in that hop's own events; the client notes which of its streams
+reached chunk N, which is the same N when the gateway passes the model's events on one for
+one. :class:`AllHops` passes the client's streams to the faults of every hop, and gives each
+stream the faults of every hop that were on while it was read, so a violation names them all
+(a hop's fault is described ``cut(after_bytes=0) at model``).
+
+Not on a hop: ``slow_reader`` (the hop's reader is the gateway, not the plugin's client; use
+``bandwidth``) and ``apply_profile`` of a matrix (profiles apply to the entry).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from toxiproxy.proxy import Proxy
+
+from pytest_streamguard.faults.chunks import AIM_HEADER
+from pytest_streamguard.faults.inject import Faults
+from pytest_streamguard.faults.mechanism import Mechanism
+from pytest_streamguard.faults.toxiproxy_client import ToxiproxyAPI
+from pytest_streamguard.services.app import Target
+from pytest_streamguard.stream.trace import FaultRecord, StreamTrace
+
+__all__ = ["AllHops", "Hop", "HopFaults", "StackHops"]
+
+
+class HopFaults(Faults):
+    """The fault vocabulary on one inner hop of a stack: each fault's record names the hop."""
+
+    def __init__(
+        self, api: ToxiproxyAPI, proxy: Proxy, *, hop: str, target: Target, seed: int = 0
+    ) -> None:
+        super().__init__(api, proxy, target_pid=target.pid, seed=seed, target=target)
+        self.hop = hop
+
+    def _register(self, mechanism: Mechanism) -> FaultRecord:
+        mechanism.record.hop = self.hop
+        return super()._register(mechanism)
+
+    def slow_reader(self, bytes_per_second: float, *, tiny: bool = False) -> FaultRecord:
+        """Refused: the reader of an inner hop is the service in front of it, which the plugin
+        cannot make read slowly (a ValueError says what to use)."""
+        raise ValueError(
+            f"hop({self.hop!r}).faults.slow_reader({bytes_per_second!r}): a slow reader is the "
+            "plugin's client reading slowly, and the reader of an inner hop is the service in "
+            f"front of {self.hop}; use streamguard.faults.slow_reader() for the client's hop, "
+            f"or hop({self.hop!r}).faults.bandwidth(KB_PER_SECOND) to throttle this one"
+        )
+
+
+@dataclass
+class Hop:
+    """One hop of a stack for one test: ``name`` (the service's), ``faults`` (on the proxy in
+    front of it), ``target`` (the service itself, its direct URL), ``proxy`` and ``address``
+    (``host:port`` of that proxy, what ``{NAME}`` became in later commands). The entry's hop
+    is the test's own: its ``faults`` are ``streamguard.faults``."""
+
+    name: str
+    faults: Faults
+    target: Target
+    proxy: Proxy
+    address: str
+
+
+@dataclass(frozen=True)
+class StackHops:
+    """A started stack as a test's guard needs it: the entry's service name, for each
+    inner service (in start order) the proxy in front of it, the service, and that proxy's
+    ``host:port``, and the entry service."""
+
+    entry: str
+    inner: dict[str, tuple[Proxy, Target, str]]
+    #: The entry service itself (the guards of this target get the hops).
+    target: Target
+
+
+class AllHops:
+    """The faults of every hop of a test, as the test's streams meet them: the entry's
+    (``streamguard.faults``) and each inner hop's, in that order."""
+
+    def __init__(self, entry: Faults, hops: list[Faults]) -> None:
+        self.entry = entry
+        #: The inner hops' faults (a list the guard fills; read on every call).
+        self.hops = hops
+
+    @property
+    def every(self) -> list[Faults]:
+        """The entry's faults, then each inner hop's."""
+        return [self.entry, *self.hops]
+
+    @property
+    def records(self) -> list[FaultRecord]:
+        """Every fault of every hop, the entry's first."""
+        return [record for faults in self.every for record in faults.records]
+
+    def before_stream(self) -> None:
+        """A stream is about to open (a restart under way on any hop is waited for)."""
+        for faults in self.every:
+            faults.before_stream()
+
+    def aim_headers(self, index: int) -> dict[str, str]:
+        """The aim header of the stream at ``index``, naming the aimed chunk toxics of every
+        hop (an inner hop sees it when the services forward the header)."""
+        names = [
+            name
+            for faults in self.every
+            for header in faults.aim_headers(index).values()
+            for name in header.split(", ")
+        ]
+        return {AIM_HEADER: ", ".join(names)} if names else {}
+
+    def opened(self, trace: StreamTrace, index: int) -> None:
+        """The stream at ``index`` was opened as ``trace``."""
+        for faults in self.every:
+            faults.opened(trace, index)
+
+    def on_chunk(self, trace: StreamTrace) -> None:
+        """The client read a data event of ``trace``."""
+        for faults in self.every:
+            faults.on_chunk(trace)
+
+    def on_end(self, trace: StreamTrace) -> None:
+        """``trace`` has ended."""
+        for faults in self.every:
+            faults.on_end(trace)
+
+    def reached(self, trace: StreamTrace) -> None:
+        """A stream read elsewhere (a shard) has ended."""
+        for faults in self.every:
+            faults.reached(trace)
+
+    def aims_at(self, record: FaultRecord, trace: StreamTrace) -> bool:
+        """Whether ``record`` (of any hop) could act on ``trace``."""
+        for faults in self.every:
+            if any(r is record for r in faults.records):
+                return faults.aims_at(record, trace)
+        return True

@@ -1,0 +1,207 @@
+"""A stack: a gateway in front of a model server, both started by the plugin from the ini, with
+faults on the inner hop (``streamguard.hop("model").faults``) that land, fire, name their hop
+in every violation, and are gone by the next test; and the errors a bad stack gets."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import sys
+
+import pytest
+from plugin_helpers import error_section
+from served import EXAMPLES, STREAM_APP
+
+GATEWAY = EXAMPLES / "stack" / "gateway.py"
+
+
+def stack_ini(*, buffer: bool = False, extra: str = "") -> str:
+    """An ini that starts the example model server, then the example gateway in front of it."""
+    flag = " --buffer" if buffer else ""
+    return (
+        "[pytest]\n"
+        "asyncio_default_fixture_loop_scope = function\n"
+        "streamguard_ready_path = /readyz\n"
+        "streamguard_services =\n"
+        f"    model = {sys.executable} {STREAM_APP} --port {{port}}\n"
+        f"    gateway = {sys.executable} {GATEWAY} --port {{port}} --upstream {{model}}{flag}\n"
+        f"{extra}"
+    )
+
+
+def run_stack(pytester: pytest.Pytester, toxiproxy_url: str, *args: str) -> pytest.RunResult:
+    return pytester.runpytest(
+        "--streamguard",
+        "--streamguard-toxiproxy",
+        toxiproxy_url,
+        "-p",
+        "no:cacheprovider",
+        "-p",
+        "no:randomly",
+        *args,
+    )
+
+
+CHAT = '{"messages": [{"role": "user", "content": "hi"}], "stream": True, "max_new_tokens": 8}'
+
+
+def test_the_example_stack_runs_from_its_ini(pytester: pytest.Pytester, toxiproxy_url: str) -> None:
+    """examples/stack as a user's project: its pytest.ini starts both services, and its inner
+    cut lands, fires (under --streamguard-strict-faults) and is gone by the next test."""
+    shutil.copy(STREAM_APP, pytester.path / "stream_app.py")
+    shutil.copytree(EXAMPLES / "stack", pytester.path / "stack", ignore=_bytecode)
+    report = pytester.path / "report.json"
+    result = run_stack(
+        pytester,
+        toxiproxy_url,
+        "-c",
+        "stack/pytest.ini",
+        "--rootdir",
+        "stack",
+        "--streamguard-strict-faults",
+        f"--streamguard-json={report}",
+        "stack/test_stack.py",
+    )
+    result.assert_outcomes(passed=3)
+    result.stdout.fnmatch_lines(
+        [
+            "streamguard: target=stack gateway -> model (entry gateway)*",
+            "*test_model_cut_reaches_the_client * 3 * cut(after_chunks=3) at model",
+            "*test_next_test_streams_whole * 8 * -",
+        ]
+    )
+    tests = {t["nodeid"].rsplit("::", 1)[1]: t for t in json.loads(report.read_text())["tests"]}
+    [cut] = tests["test_model_cut_reaches_the_client"]["faults"]
+    assert (cut["kind"], cut["hop"], cut["fired"]) == ("cut", "model", True)
+    assert "ended" in cut["evidence"]
+    assert tests["test_next_test_streams_whole"]["faults"] == []
+
+
+def _bytecode(folder: str, names: list[str]) -> list[str]:
+    return [name for name in names if name == "__pycache__"]
+
+
+def test_inner_faults_count_and_every_violation_names_them(
+    pytester: pytest.Pytester, toxiproxy_url: str
+) -> None:
+    """An inner latency breaks the client's TTFT deadline: the violation names it with its hop
+    beside the entry's; a freeze of the model after chunk 2 is set off by the client's chunk
+    and fires; a cut on the inner hop by bytes fires too (strict faults fail none of them)."""
+    pytester.makeini(stack_ini())
+    pytester.makepyfile(
+        f"""
+        import pytest
+
+        CHAT = {CHAT}
+
+        @pytest.mark.token_deadline(ttft=0.3, chunk=5.0)
+        def test_inner_latency(streamguard):
+            streamguard.hop("model").faults.latency(400)
+            streamguard.faults.latency(1)
+            streamguard.stream("/v1/chat/completions", json=CHAT, format="openai")
+
+        def test_inner_freeze(streamguard):
+            frozen = streamguard.hop("model").faults.freeze(0.6, after_chunks=2)
+            trace = streamguard.stream("/v1/chat/completions", json=CHAT, format="openai")
+            assert trace.completed, trace.error
+            assert max(trace.gaps) >= 0.5
+            assert frozen.hop == "model"
+
+        def test_inner_cut_by_bytes(streamguard):
+            streamguard.hop("model").faults.cut(after_bytes=300)
+            trace = streamguard.stream("/v1/chat/completions", json=CHAT, format="openai")
+            assert not trace.completed
+
+        def test_entry_hop_is_the_clients_own(streamguard):
+            assert streamguard.hop("gateway").faults is streamguard.faults
+            assert streamguard.hop("model").target.url != streamguard.target.url
+        """
+    )
+    result = run_stack(pytester, toxiproxy_url, "--streamguard-strict-faults", "-v")
+    result.assert_outcomes(passed=3, failed=1)
+    failure = "\n".join(error_section(result.outlines, "test_inner_latency"))
+    assert "active faults: latency(ms=1, jitter=0, stream='downstream'), " in failure, failure
+    assert "latency(ms=400, jitter=0, stream='downstream') at model" in failure, failure
+    assert "never fired" not in result.stdout.str()
+    result.stdout.fnmatch_lines(["*test_inner_freeze*PASSED*", "*test_inner_cut_by_bytes*PASSED*"])
+
+
+def test_bad_stacks_get_clear_errors(pytester: pytest.Pytester, toxiproxy_url: str) -> None:
+    """A stack beside a single target's option is a usage error; a bad service entry names
+    itself; a service that fails to start is named; an unknown hop names the stack's hops."""
+    pytester.makeini(stack_ini())
+    pytester.makepyfile("def test_nothing(streamguard):\n    pass\n")
+    both = run_stack(pytester, toxiproxy_url, "--streamguard-target-url", "http://127.0.0.1:9")
+    assert both.ret == pytest.ExitCode.USAGE_ERROR
+    both.stderr.fnmatch_lines(
+        [
+            "*streamguard_services (ini key streamguard_services) and streamguard_target_url "
+            "(--streamguard-target-url) are both set*"
+        ]
+    )
+    bad = run_stack(pytester, toxiproxy_url, "--streamguard-service", "gateway=gw {model}")
+    assert bad.ret == pytest.ExitCode.USAGE_ERROR
+    bad.stderr.fnmatch_lines(
+        ["*'gateway=gw {model}' from --streamguard-service: {model} names no service started*"]
+    )
+
+    pytester.makeini(
+        "[pytest]\nasyncio_default_fixture_loop_scope = function\nstreamguard_services =\n"
+        f"    model = {sys.executable} -c 'import sys; print(\"no model here\"); sys.exit(3)'\n"
+        f"    gateway = {sys.executable} {GATEWAY} --port {{port}} --upstream {{model}}\n"
+    )
+    failed = run_stack(pytester, toxiproxy_url)
+    failed.assert_outcomes(errors=1)
+    failed.stdout.fnmatch_lines(
+        [
+            "*streamguard stack failed to start: service model failed to start: service model "
+            "exited*",
+            "*no model here*",
+        ]
+    )
+
+    pytester.makeini(stack_ini())
+    pytester.makepyfile(
+        """
+        def test_unknown_hop(streamguard):
+            streamguard.hop("modle")
+        """
+    )
+    unknown = run_stack(pytester, toxiproxy_url)
+    unknown.assert_outcomes(failed=1)
+    unknown.stdout.fnmatch_lines(
+        ["*streamguard.hop('modle'): no such service; the stack's services are model, gateway*"]
+    )
+
+
+def test_hop_without_a_stack_says_how_to_start_one(
+    pytester: pytest.Pytester, toxiproxy_url: str, app_url: str
+) -> None:
+    pytester.makepyfile(
+        """
+        def test_hop(streamguard):
+            streamguard.hop("model")
+        """
+    )
+    result = run_stack(pytester, toxiproxy_url, "--streamguard-target-url", app_url)
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(
+        ["*streamguard.hop('model'): this session has no stack*--streamguard-service NAME=COMMAND*"]
+    )
+
+
+def test_slow_reader_is_refused_on_an_inner_hop(
+    pytester: pytest.Pytester, toxiproxy_url: str
+) -> None:
+    pytester.makeini(stack_ini())
+    pytester.makepyfile(
+        """
+        def test_slow(streamguard):
+            streamguard.hop("model").faults.slow_reader(2000)
+        """
+    )
+    result = run_stack(pytester, toxiproxy_url)
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(
+        ["*hop('model').faults.slow_reader(2000)*bandwidth(KB_PER_SECOND)*"]
+    )
