@@ -394,7 +394,8 @@ class StreamGuard(_HeadroomSearches, _Hops):
     ``url`` is the base URL through the proxy, ``proxy`` the toxiproxy-python ``Proxy``,
     ``target`` the app itself (direct URL, ``metrics()``), ``traces`` every stream of this
     test, ``faults`` the fault vocabulary, ``deadline`` the test's marker (None if unmarked),
-    ``ingress()`` a real nginx hop between the proxy and the target, ``max_stream_seconds`` the
+    ``ingress()`` a real nginx hop between the proxy and the target, ``hop(NAME)`` a stack's
+    service and the faults on the hop in front of it, ``max_stream_seconds`` the
     bound on a stream without a ``total`` deadline (``--streamguard-max-stream-seconds``),
     ``probe`` the samples of the probe sent to the target beside every stream and load of the
     test (``probe_spec``, ``--streamguard-probe``; None when it is off).

@@ -205,3 +205,17 @@ def test_slow_reader_is_refused_on_an_inner_hop(
     result.stdout.fnmatch_lines(
         ["*hop('model').faults.slow_reader(2000)*bandwidth(KB_PER_SECOND)*"]
     )
+
+
+def test_the_stacks_page_shows_the_example_files_unchanged() -> None:
+    """docs/stacks.md's ini and test blocks are examples/stack's files (which the test above
+    runs), so what the page shows is what runs."""
+    page = (EXAMPLES.parent / "docs" / "stacks.md").read_text()
+    ini = "\n".join(
+        line
+        for line in (EXAMPLES / "stack" / "pytest.ini").read_text().splitlines()
+        if not line.startswith("#")
+    )
+    assert f"```ini\n{ini.strip()}\n```" in page
+    test_file = (EXAMPLES / "stack" / "test_stack.py").read_text().strip()
+    assert f"```python\n{test_file}\n```" in page
