@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import functools
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -35,7 +36,7 @@ from pytest_streamguard.stream.client import StreamRecorder, aread_stream, read_
 from pytest_streamguard.stream.endings import stopped_mid_stream
 from pytest_streamguard.stream.probe import ProbeSpec, ProbeThread, probing
 from pytest_streamguard.stream.request import StreamRequest, read_limits, stream_url
-from pytest_streamguard.stream.trace import StreamTrace
+from pytest_streamguard.stream.trace import StackStamps, StreamTrace
 from pytest_streamguard.verdict.deadlines import Deadline
 from pytest_streamguard.verdict.probe import Probed, merge
 
@@ -63,6 +64,10 @@ class _Streams:
         #: The samples of the probe sent beside the test's streams and loads (None: it was off).
         self.probe: Probed | None = None
         self._opened = 0
+        # Streams opened and not kept yet, and (under a stack) what pairs a kept stream with
+        # the inner hops' stamps, given how many other streams were open beside it.
+        self._open = 0
+        self.pair: Callable[[StreamTrace, int], None] | None = None
 
     def recorder(self, request: StreamRequest, path: str) -> StreamRecorder:
         """A recorder for one stream, numbered in the order streams are opened (concurrent
@@ -75,6 +80,7 @@ class _Streams:
             request = dataclasses.replace(request, headers={**request.headers, **aim})
         recorder = StreamRecorder(request, self.name(request, path), on_chunk=self.faults.on_chunk)
         self.faults.opened(recorder.trace, index)
+        self._open += 1
         return recorder
 
     def name(self, request: StreamRequest, path: str) -> str:
@@ -136,6 +142,10 @@ class _Streams:
             for f in self.faults.records
             if f.active_during(trace.request_ns, end) and self.faults.aims_at(f, trace)
         ]
+        self._open = max(self._open - 1, 0)
+        if self.pair is not None:
+            beside = [t for t in self.traces if (t.end_ns or t.request_ns) >= trace.request_ns]
+            self.pair(trace, self._open + len(beside))
         self.traces.append(trace)
         return trace
 
@@ -189,6 +199,8 @@ class _Streams:
             # The proxy's chunk faults acted on the shards' streams: note which reached chunk N.
             self.faults.reached(trace)
         result.probe = probed
+        # Opened in the shards, not by this process's recorders: open together all the same.
+        self._open += len(result.traces)
         return self.keep_load(result)
 
 
@@ -305,18 +317,21 @@ class _Hops:
     hops: dict[str, Hop]
     #: The inner hops' faults, in start order (the streams pass their chunks to them too).
     _hop_faults: list[Faults]
+    _stack: StackHops | None
 
     def _stack_hops(self, stack: StackHops | None, seed: int) -> None:
         """Make this test's handle of every hop of ``stack`` (each inner proxy cleared of what
         a test that crashed left on it)."""
         self.hops = {}
         self._hop_faults = []
+        self._stack = None
         if stack is None:
             return
-        for name, (proxy, target, address) in stack.inner.items():
-            faults = HopFaults(self.api, proxy, hop=name, target=target, seed=seed)
+        self._stack = stack
+        for name, inner in stack.inner.items():
+            faults = HopFaults(self.api, inner.proxy, hop=name, target=inner.target, seed=seed)
             faults.reset_proxy()
-            self.hops[name] = Hop(name, faults, target, proxy, address)
+            self.hops[name] = Hop(name, faults, inner.target, inner.proxy, inner.address)
             self._hop_faults.append(faults)
         entry_address = str(self.proxy.listen)
         self.hops[stack.entry] = Hop(
@@ -340,6 +355,29 @@ class _Hops:
                 f"{', '.join(self.hops)}"
             )
         return found
+
+    def pair_trace(self, trace: StreamTrace, beside: int) -> None:
+        """Under a stack (the streams call it as each is kept): name the entry on ``trace``,
+        and give it the inner hops' stamps of its window (the taps') when no other stream was
+        open beside it (``beside``: how many were); else a note saying why it has none."""
+        if self._stack is None:
+            return
+        if beside:
+            trace.stack = StackStamps(
+                self._stack.entry,
+                note=(
+                    f"not paired with the inner hops: {beside + 1} streams were open at once, "
+                    "and which inner answer was whose is not known (a stream read while no "
+                    "other is open is paired)"
+                ),
+            )
+            return
+        end = trace.end_ns if trace.end_ns is not None else trace.request_ns
+        inner = {
+            name: hop.tap.reads_between(trace.request_ns, end)
+            for name, hop in self._stack.inner.items()
+        }
+        trace.stack = StackStamps(self._stack.entry, inner)
 
     @property
     def all_faults(self) -> list[Faults]:
@@ -380,6 +418,10 @@ class _Hops:
     def close(self) -> None:
         """Undo this test's faults on every hop and its ingress (proxy pointed back at the
         target, nginx stopped)."""
+        if self._stack is not None:
+            # Paired already (the record is made before): later tests need none of them.
+            for inner in self._stack.inner.values():
+                inner.tap.forget_before(time.perf_counter_ns())
         try:
             _clear_all(self.all_faults)
         finally:
@@ -443,6 +485,8 @@ class StreamGuard(_HeadroomSearches, _Hops):
         self._streams = _Streams(
             AllHops(self.faults, self._hop_faults), client, transcripts, probe_spec
         )
+        if stack is not None:
+            self._streams.pair = self.pair_trace
         self.headrooms: list[Headroom] = []
         self._ingress: IngressHop | None = None
         # Under @pytest.mark.streamguard_matrix: the item's profile (name, toxics, faults),

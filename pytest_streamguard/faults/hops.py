@@ -32,9 +32,10 @@ from pytest_streamguard.faults.inject import Faults
 from pytest_streamguard.faults.mechanism import Mechanism
 from pytest_streamguard.faults.toxiproxy_client import ToxiproxyAPI
 from pytest_streamguard.services.app import Target
+from pytest_streamguard.services.tap import Tap
 from pytest_streamguard.stream.trace import FaultRecord, StreamTrace
 
-__all__ = ["AllHops", "Hop", "HopFaults", "StackHops"]
+__all__ = ["AllHops", "Hop", "HopFaults", "InnerHop", "StackHops"]
 
 
 class HopFaults(Faults):
@@ -64,8 +65,9 @@ class HopFaults(Faults):
 @dataclass
 class Hop:
     """One hop of a stack for one test: ``name`` (the service's), ``faults`` (on the proxy in
-    front of it), ``target`` (the service itself, its direct URL), ``proxy`` and ``address``
-    (``host:port`` of that proxy, what ``{NAME}`` became in later commands). The entry's hop
+    front of it), ``target`` (the service itself, its direct URL), ``proxy`` (in front of it)
+    and ``address`` (``host:port`` the service in front dials, what ``{NAME}`` became in later
+    commands: a tap that stamps the answers, then the proxy). The entry's hop
     is the test's own: its ``faults`` are ``streamguard.faults``."""
 
     name: str
@@ -76,13 +78,28 @@ class Hop:
 
 
 @dataclass(frozen=True)
+class InnerHop:
+    """An inner service of a started stack: the proxy in front of it, the service itself, and
+    the tap between that proxy and the service in front (:mod:`~pytest_streamguard.services.tap`),
+    whose address is what ``{NAME}`` became in later commands."""
+
+    proxy: Proxy
+    target: Target
+    tap: Tap
+
+    @property
+    def address(self) -> str:
+        """``host:port`` the service in front dials (the tap's)."""
+        return self.tap.address
+
+
+@dataclass(frozen=True)
 class StackHops:
-    """A started stack as a test's guard needs it: the entry's service name, for each
-    inner service (in start order) the proxy in front of it, the service, and that proxy's
-    ``host:port``, and the entry service."""
+    """A started stack as a test's guard needs it: the entry's service name, each inner
+    service by name (in start order), and the entry service."""
 
     entry: str
-    inner: dict[str, tuple[Proxy, Target, str]]
+    inner: dict[str, InnerHop]
     #: The entry service itself (the guards of this target get the hops).
     target: Target
 

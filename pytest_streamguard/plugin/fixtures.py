@@ -20,7 +20,7 @@ from toxiproxy.server import Toxiproxy
 from pytest_streamguard.common.display import shown_command
 from pytest_streamguard.common.names import SKIP_REASON
 from pytest_streamguard.errors import StartupError, ToxiproxyError
-from pytest_streamguard.faults.hops import StackHops
+from pytest_streamguard.faults.hops import InnerHop, StackHops
 from pytest_streamguard.faults.toxiproxy_client import (
     ToxiproxyAPI,
     ToxiproxyServer,
@@ -37,6 +37,7 @@ from pytest_streamguard.plugin.session import DEADLINE_KEY, GUARD_KEY, SESSION_K
 from pytest_streamguard.plugin.settings import Settings
 from pytest_streamguard.services.app import Target, start_target
 from pytest_streamguard.services.stack import Stack, start_stack
+from pytest_streamguard.services.tap import Tap
 from pytest_streamguard.stream.probe import ProbeSpec
 
 #: The session's started stack, for the guards of its entry (``streamguard.hop()``).
@@ -69,14 +70,21 @@ def streamguard_stack(
     deleted. ``make_streamguard_target()`` returns its entry."""
     settings = _settings(pytestconfig)
     api = streamguard_toxiproxy_server.api()
-    proxies: dict[str, tuple[Proxy, Target, str]] = {}
+    inner: dict[str, InnerHop] = {}
 
     def front(name: str, target: Target) -> str:
         upstream = with_host(target.address, settings.upstream_host)
         proxy = api.create_proxy(proxy_name(), upstream, settings.proxy_host, settings.proxy_ports)
         address = proxy_url(str(proxy.listen), settings.proxy_host, api.host).split("://")[1]
-        proxies[name] = (proxy, target, address)
-        return address
+        # The service in front dials a tap that stamps the answers, then this proxy.
+        inner[name] = InnerHop(proxy, target, Tap(address))
+        return inner[name].address
+
+    def close_hops() -> None:
+        _destroy(api, [hop.proxy for hop in inner.values()])
+        for hop in inner.values():
+            hop.tap.close()
+        api.close()
 
     error = None
     try:
@@ -87,13 +95,13 @@ def streamguard_stack(
             cwd=settings.target_cwd,
             front=front,
         )
-    except (StartupError, ToxiproxyError) as exc:
+    except (StartupError, ToxiproxyError, OSError) as exc:
+        # OSError: a tap that could not listen on 127.0.0.1.
         error = f"streamguard stack failed to start: {exc}"
     if error is not None:
-        _destroy(api, [proxy for proxy, _, _ in proxies.values()])
-        api.close()
+        close_hops()
         pytest.fail(error, pytrace=False)
-    pytestconfig.stash[STACK_KEY] = StackHops(stack.entry_name, proxies, stack.entry)
+    pytestconfig.stash[STACK_KEY] = StackHops(stack.entry_name, inner, stack.entry)
     meta = pytestconfig.stash[SESSION_KEY].meta
     meta["services"] = {
         name: shown_command(target.command, pytestconfig.rootpath)
@@ -103,8 +111,7 @@ def streamguard_stack(
         yield stack
     finally:
         del pytestconfig.stash[STACK_KEY]
-        _destroy(api, [proxy for proxy, _, _ in proxies.values()])
-        api.close()
+        close_hops()
         stack.stop()
 
 

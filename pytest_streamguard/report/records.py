@@ -20,6 +20,7 @@ from pytest_streamguard.report.compact import compact_test, dumps, expanded
 from pytest_streamguard.stream.trace import FaultRecord, StreamTrace
 from pytest_streamguard.verdict.deadlines import Deadline, likely_cause
 from pytest_streamguard.verdict.findings import KNOWN, SERVER_SIDE, Finding, findings_of
+from pytest_streamguard.verdict.hops import at_hops
 from pytest_streamguard.verdict.probe import Probed
 from pytest_streamguard.verdict.stats import percentile
 
@@ -64,7 +65,7 @@ class TestRecord:
     def findings(self) -> list[Finding]:
         """The named incidents the test's streams show (read with its probe's samples), and
         those the target showed after them (see docs/findings.md)."""
-        found = findings_of(self.traces, self.probe) + self.server_findings
+        found = at_hops(findings_of(self.traces, self.probe), self.traces) + self.server_findings
         return sorted(found, key=lambda f: list(KNOWN).index(f.name))
 
     def gaps(self) -> list[float]:

@@ -14,6 +14,7 @@ from typing import Any
 from pytest_streamguard.stream.recorded import Recorded
 from pytest_streamguard.verdict.deadlines import Deadline, assert_traces, check_units
 from pytest_streamguard.verdict.findings import Finding, trace_findings
+from pytest_streamguard.verdict.hops import at_hops
 from pytest_streamguard.verdict.stats import ns_to_s, percentile
 
 # Chunks shown at each end of the timeline and around each offending chunk.
@@ -158,6 +159,53 @@ class FaultRecord:
         )
 
 
+def _client_delay(
+    request_ns: int, queued_ns: int | None, read_delay_ns: list[int]
+) -> dict[str, float | None]:
+    write = None if queued_ns is None else ns_to_s(request_ns - queued_ns)
+    reads = [ns_to_s(d) for d in read_delay_ns]
+    return {
+        "write": write,
+        "read_p99": percentile(reads, 99),
+        "read_max": max(reads) if reads else None,
+    }
+
+
+@dataclass
+class StackStamps:
+    """A stream's place in a stack (``--streamguard-service``): ``entry``, the service the
+    client read from; ``inner``, for a stream read while no other was open, each inner hop's
+    reads of the answers as ``(stamp_ns, bytes)`` as the service in front received them, by
+    the name of the service the hop reaches, in start order (empty when not paired); ``note``,
+    why it could not be paired (None: paired)."""
+
+    entry: str
+    inner: dict[str, list[tuple[int, int]]] = field(default_factory=dict)
+    note: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        """Builtin-typed form."""
+        return {
+            "entry": self.entry,
+            "inner": {
+                name: [[stamp, n] for stamp, n in reads] for name, reads in self.inner.items()
+            },
+            "note": self.note,
+        }
+
+    @classmethod
+    def from_dict(cls, raw: dict[str, Any]) -> StackStamps:
+        """Inverse of :meth:`to_dict`."""
+        return cls(
+            entry=str(raw["entry"]),
+            inner={
+                str(name): [(int(stamp), int(n)) for stamp, n in reads]
+                for name, reads in (raw.get("inner") or {}).items()
+            },
+            note=raw.get("note"),
+        )
+
+
 @dataclass
 class StreamTrace:
     """The record of one stream read through the plugin.
@@ -240,6 +288,8 @@ class StreamTrace:
     judged: dict[str, str | None] | None = None
     """Where reader and client differ: what each concluded (``reader``, ``client``) and the
     documented stricter ``rule`` keeping the reader's failure (None: a plugin bug to report)."""
+    stack: StackStamps | None = None
+    """Under a stack (``--streamguard-service``): its entry and inner hops' stamps."""
     recorded: Recorded | None = field(default=None, repr=False, compare=False)
     """The response as it arrived, for a client judge; None once read back from a report."""
 
@@ -247,13 +297,7 @@ class StreamTrace:
     def client_delay(self) -> dict[str, float | None]:
         """The client's own delays in seconds: ``write`` (request queued to request written,
         connect included) and ``read_p99``/``read_max`` (bytes arrived to bytes read)."""
-        write = None if self.queued_ns is None else ns_to_s(self.request_ns - self.queued_ns)
-        reads = [ns_to_s(d) for d in self.read_delay_ns]
-        return {
-            "write": write,
-            "read_p99": percentile(reads, 99),
-            "read_max": max(reads) if reads else None,
-        }
+        return _client_delay(self.request_ns, self.queued_ns, self.read_delay_ns)
 
     @property
     def ttft(self) -> float | None:
@@ -368,8 +412,9 @@ class StreamTrace:
     @property
     def findings(self) -> list[Finding]:
         """The named incidents this stream shows by itself (``buffered``, ``idle_cut``,
-        ``held_open``), with their evidence; see :mod:`.findings` and docs/findings.md."""
-        return trace_findings(self)
+        ``held_open``), with their evidence and, under a stack, the hop each was seen at; see
+        :mod:`.findings` and docs/findings.md."""
+        return at_hops(trace_findings(self), [self])
 
     def summary(self) -> dict[str, Any]:
         """The derived statistics, in seconds."""
@@ -423,6 +468,7 @@ class StreamTrace:
             "client_delay_s": self.client_delay,
             "stats": self.summary(),
             "findings": [f.to_dict() for f in self.findings],
+            **({} if self.stack is None else {"stack": self.stack.to_dict()}),
         }
 
     @classmethod
@@ -458,4 +504,5 @@ class StreamTrace:
             client=raw.get("client"),
             reader_agrees=raw.get("reader_agrees"),
             judged=None if raw.get("judged") is None else dict(raw["judged"]),
+            stack=None if raw.get("stack") is None else StackStamps.from_dict(raw["stack"]),
         )

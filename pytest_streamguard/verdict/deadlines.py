@@ -13,6 +13,7 @@ from typing import Any, Protocol
 from pytest_streamguard.common.display import counted
 from pytest_streamguard.errors import DeadlineViolation
 from pytest_streamguard.verdict.findings import Finding, Observed, findings_of
+from pytest_streamguard.verdict.hops import at_hops
 from pytest_streamguard.verdict.probe import Probed
 from pytest_streamguard.verdict.stats import ns_to_s, percentile
 
@@ -288,7 +289,7 @@ def likely_cause(
         return ""
     first: dict[str, Finding] = {}
     streams: dict[str, set[str]] = {}
-    for finding in [*findings_of(observed, probe), *server]:
+    for finding in [*at_hops(findings_of(observed, probe), observed), *server]:
         first.setdefault(finding.name, finding)
         streams.setdefault(finding.name, set()).update(finding.streams)
     parts = []

@@ -211,10 +211,15 @@ class Finding:
     streams: tuple[str, ...] = ()
     data: dict[str, Any] = field(default_factory=dict)
     cause: str = ""
+    #: Under a stack: the service it was seen at (``buffered`` at ``gateway``; see
+    #: :mod:`pytest_streamguard.verdict.hops`); None without a stack.
+    hop: str | None = None
 
     def describe(self) -> str:
-        """``name: evidence``, as the verdict and the summary show it."""
-        return f"{self.name}: {self.evidence}"
+        """``name: evidence`` (``name at HOP: evidence`` under a stack), as the verdict and the
+        summary show it."""
+        at = "" if self.hop is None else f" at {self.hop}"
+        return f"{self.name}{at}: {self.evidence}"
 
     def to_dict(self) -> dict[str, Any]:
         """Builtin-typed form."""
@@ -224,6 +229,7 @@ class Finding:
             "streams": list(self.streams),
             "data": dict(self.data),
             **({"cause": self.cause} if self.cause else {}),
+            **({"hop": self.hop} if self.hop is not None else {}),
         }
 
     @classmethod
@@ -235,6 +241,7 @@ class Finding:
             streams=tuple(str(s) for s in raw.get("streams", [])),
             data=dict(raw.get("data", {})),
             cause=str(raw.get("cause", "")),
+            hop=None if raw.get("hop") is None else str(raw["hop"]),
         )
 
 

@@ -219,3 +219,35 @@ def test_the_stacks_page_shows_the_example_files_unchanged() -> None:
     assert f"```ini\n{ini.strip()}\n```" in page
     test_file = (EXAMPLES / "stack" / "test_stack.py").read_text().strip()
     assert f"```python\n{test_file}\n```" in page
+
+
+def test_a_buffering_gateway_is_named_by_hop(pytester: pytest.Pytester, toxiproxy_url: str) -> None:
+    """A gateway that sends each answer whole: the client's stream is ``buffered`` at
+    ``gateway``, since the model's answer reached the gateway spread over time (the inner
+    hop's stamps, paired with the one stream open); streams read at once are not paired, and
+    their traces say so."""
+    pytester.makeini(stack_ini(buffer=True))
+    pytester.makepyfile(
+        """
+        SLOW = {"messages": [{"role": "user", "content": "hi"}], "stream": True,
+                "max_new_tokens": 16, "interval_s": 0.05}
+
+        def test_buffered(streamguard):
+            trace = streamguard.stream("/v1/chat/completions", json=SLOW, format="openai")
+            assert trace.completed, trace.error
+            [found] = [f for f in trace.findings if f.name == "buffered"]
+            assert found.hop == "gateway", found
+            assert trace.stack.entry == "gateway" and trace.stack.note is None
+            model = trace.stack.inner["model"]
+            assert (model[-1][0] - model[0][0]) / 1e9 >= 0.5, model
+
+        def test_two_at_once(streamguard):
+            result = streamguard.load(2, path="/v1/chat/completions", json=SLOW, format="openai")
+            for trace in result.traces:
+                assert trace.stack.inner == {}
+                assert trace.stack.note.startswith("not paired with the inner hops: 2 streams")
+        """
+    )
+    result = run_stack(pytester, toxiproxy_url, "-v")
+    result.assert_outcomes(passed=2)
+    result.stdout.fnmatch_lines(["*test_buffered: buffered at gateway: 16 of 16 chunks*"])
