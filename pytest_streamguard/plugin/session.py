@@ -277,6 +277,12 @@ class StreamGuardSession:
                 f"toxiproxy: {self.meta['toxiproxy']} "
                 f"{self.meta.get('toxiproxy_version', '')}".rstrip()
             )
+            services = self.meta.get("services")
+            if services:
+                # A stack: every service's command as it ran, in start order.
+                out.write_line(
+                    "stack: " + ", ".join(f"{name} ({cmd})" for name, cmd in services.items())
+                )
         if not self.records:
             out.write_line("no test read a stream")
         else:

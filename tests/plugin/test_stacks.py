@@ -9,7 +9,7 @@ import shutil
 import sys
 
 import pytest
-from plugin_helpers import error_section
+from plugin_helpers import error_section, pid_alive
 from served import EXAMPLES, STREAM_APP
 
 GATEWAY = EXAMPLES / "stack" / "gateway.py"
@@ -66,6 +66,8 @@ def test_the_example_stack_runs_from_its_ini(pytester: pytest.Pytester, toxiprox
     result.stdout.fnmatch_lines(
         [
             "streamguard: target=stack gateway -> model (entry gateway)*",
+            "stack: model (python ../stream_app.py --port *), gateway (python gateway.py --port "
+            "* --upstream 127.0.0.1:*)",
             "*test_model_cut_reaches_the_client * 3 * cut(after_chunks=3) at model",
             "*test_next_test_streams_whole * 8 * -",
         ]
@@ -112,18 +114,38 @@ def test_inner_faults_count_and_every_violation_names_them(
             trace = streamguard.stream("/v1/chat/completions", json=CHAT, format="openai")
             assert not trace.completed
 
+        def test_inner_restart(streamguard):
+            restart = streamguard.hop("model").faults.restart(after_chunks=2)
+            cut = streamguard.stream("/v1/chat/completions", json=CHAT, format="openai")
+            assert not cut.completed
+            again = streamguard.stream("/v1/chat/completions", json=CHAT, format="openai")
+            assert again.completed, again.error
+            assert restart.hop == "model"
+
         def test_entry_hop_is_the_clients_own(streamguard):
             assert streamguard.hop("gateway").faults is streamguard.faults
             assert streamguard.hop("model").target.url != streamguard.target.url
+            with open("pids.txt", "w") as pids:
+                print(streamguard.target.pid, streamguard.hop("model").target.pid, file=pids)
         """
     )
     result = run_stack(pytester, toxiproxy_url, "--streamguard-strict-faults", "-v")
-    result.assert_outcomes(passed=3, failed=1)
+    result.assert_outcomes(passed=4, failed=1)
+    # Both services were stopped at the session's end.
+    pids = [int(pid) for pid in (pytester.path / "pids.txt").read_text().split()]
+    assert len(pids) == 2
+    assert not any(pid_alive(pid) for pid in pids)
     failure = "\n".join(error_section(result.outlines, "test_inner_latency"))
     assert "active faults: latency(ms=1, jitter=0, stream='downstream'), " in failure, failure
     assert "latency(ms=400, jitter=0, stream='downstream') at model" in failure, failure
     assert "never fired" not in result.stdout.str()
-    result.stdout.fnmatch_lines(["*test_inner_freeze*PASSED*", "*test_inner_cut_by_bytes*PASSED*"])
+    result.stdout.fnmatch_lines(
+        [
+            "*test_inner_freeze*PASSED*",
+            "*test_inner_cut_by_bytes*PASSED*",
+            "*test_inner_restart*PASSED*",
+        ]
+    )
 
 
 def test_bad_stacks_get_clear_errors(pytester: pytest.Pytester, toxiproxy_url: str) -> None:
@@ -157,6 +179,17 @@ def test_bad_stacks_get_clear_errors(pytester: pytest.Pytester, toxiproxy_url: s
             "*streamguard stack failed to start: service model failed to start: service model "
             "exited*",
             "*no model here*",
+        ]
+    )
+
+    pytester.makeini(stack_ini(extra="streamguard_service_ready =\n    model = /nope\n"))
+    not_ready = run_stack(pytester, toxiproxy_url)
+    not_ready.assert_outcomes(errors=1)
+    not_ready.stdout.fnmatch_lines(
+        [
+            "*streamguard stack failed to start: service model failed to start: *"
+            "answered HTTP 404*",
+            "*hint: a service's ready path is --streamguard-service-ready model=PATH*(/nope here)",
         ]
     )
 
