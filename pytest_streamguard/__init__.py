@@ -41,6 +41,7 @@ if TYPE_CHECKING:
         ToxiproxyError,
     )
     from pytest_streamguard.faults.chunks import chosen
+    from pytest_streamguard.faults.hops import Hop
     from pytest_streamguard.faults.inject import Faults
     from pytest_streamguard.faults.toxiproxy_client import ToxiproxyServer
     from pytest_streamguard.formats.anthropic import AnthropicFormat
@@ -60,7 +61,7 @@ if TYPE_CHECKING:
     from pytest_streamguard.services.app import Target
     from pytest_streamguard.services.ingress import Ingress
     from pytest_streamguard.stream.recorded import Recorded
-    from pytest_streamguard.stream.trace import Chunk, FaultRecord, StreamTrace
+    from pytest_streamguard.stream.trace import Chunk, FaultRecord, StackStamps, StreamTrace
     from pytest_streamguard.verdict.deadlines import Deadline, Violation
     from pytest_streamguard.verdict.findings import (
         Finding,
@@ -81,6 +82,9 @@ _PUBLIC = {
     # the test's handle, and the app under test it streams from
     "StreamGuard": "guard",
     "Target": "services.app",
+    # a stack's hop (streamguard.hop(NAME)), and a stream's stamps at each hop
+    "Hop": "faults.hops",
+    "StackStamps": "stream.trace",
     # what one stream looked like
     "Chunk": "stream.trace",
     "FaultRecord": "stream.trace",
@@ -166,6 +170,7 @@ __all__ = [
     "GeminiFormat",
     "Headroom",
     "HeadroomLevel",
+    "Hop",
     "Ingress",
     "IngressError",
     "LoadPlan",
@@ -187,6 +192,7 @@ __all__ = [
     "ServerError",
     "SetupError",
     "ShardStartError",
+    "StackStamps",
     "StartupError",
     "StreamError",
     "StreamFormat",
