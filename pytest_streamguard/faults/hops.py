@@ -29,11 +29,16 @@ from toxiproxy.proxy import Proxy
 
 from pytest_streamguard.faults.chunks import AIM_HEADER
 from pytest_streamguard.faults.inject import Faults
-from pytest_streamguard.faults.mechanism import Mechanism
+from pytest_streamguard.faults.mechanism import Mechanism, active_on
 from pytest_streamguard.faults.toxiproxy_client import ToxiproxyAPI
 from pytest_streamguard.services.app import Target
 from pytest_streamguard.services.tap import Tap
 from pytest_streamguard.stream.trace import FaultRecord, StreamTrace
+
+#: Faults that end the streams they act on, and how a client stream ends when the service in
+#: front of the hop answers the broken upstream instead of passing the break on.
+_ENDS_STREAMS = frozenset({"cut", "reset", "down", "blackhole", "restart"})
+_PASSED_ON = frozenset({"http", "server", "protocol", "empty"})
 
 __all__ = ["AllHops", "Hop", "HopFaults", "InnerHop", "StackHops"]
 
@@ -50,6 +55,29 @@ class HopFaults(Faults):
     def _register(self, mechanism: Mechanism) -> FaultRecord:
         mechanism.record.hop = self.hop
         return super()._register(mechanism)
+
+    def judge(self, traces: list[StreamTrace]) -> list[FaultRecord]:
+        """Judge each fault as on the client's hop (:mod:`~pytest_streamguard.faults.fired`);
+        a fault that ends streams (a cut, a reset, ``down``, ``blackhole``, a ``restart``) also
+        fired when a client stream it was active on ended in an error answer (``http``,
+        ``server``, ``protocol``, ``empty``) after it was on: the service in front turned the
+        broken upstream into that answer. Return the faults that never fired."""
+        super().judge(traces)
+        for record in self.records:
+            if record.fired or record.kind not in _ENDS_STREAMS:
+                continue
+            since = record.on_ns if record.on_ns is not None else 0
+            for trace in active_on(record, traces):
+                if trace.completed or trace.error_kind not in _PASSED_ON:
+                    continue
+                if trace.end_ns is not None and trace.end_ns >= since:
+                    record.fired = True
+                    record.evidence = (
+                        f"{trace.name} ended {trace.error_kind} after {trace.nbytes:,} bytes: "
+                        f"the service in front of {self.hop} answered the broken upstream so"
+                    )
+                    break
+        return [r for r in self.records if not r.fired]
 
     def slow_reader(self, bytes_per_second: float, *, tiny: bool = False) -> FaultRecord:
         """Refused: the reader of an inner hop is the service in front of it, which the plugin

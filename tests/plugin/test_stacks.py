@@ -114,6 +114,15 @@ def test_inner_faults_count_and_every_violation_names_them(
             trace = streamguard.stream("/v1/chat/completions", json=CHAT, format="openai")
             assert not trace.completed
 
+        def test_inner_down(streamguard):
+            streamguard.hop("model").faults.down()
+            trace = streamguard.stream(
+                "/v1/chat/completions", json=CHAT, format="openai", allow_empty=True
+            )
+            assert not trace.completed
+            # The example gateway answers a refused upstream with a 500: the fault still fired.
+            assert trace.error_kind == "http", trace.error
+
         def test_inner_restart(streamguard):
             restart = streamguard.hop("model").faults.restart(after_chunks=2)
             cut = streamguard.stream("/v1/chat/completions", json=CHAT, format="openai")
@@ -130,7 +139,7 @@ def test_inner_faults_count_and_every_violation_names_them(
         """
     )
     result = run_stack(pytester, toxiproxy_url, "--streamguard-strict-faults", "-v")
-    result.assert_outcomes(passed=4, failed=1)
+    result.assert_outcomes(passed=5, failed=1)
     # Both services were stopped at the session's end.
     pids = [int(pid) for pid in (pytester.path / "pids.txt").read_text().split()]
     assert len(pids) == 2
@@ -143,6 +152,7 @@ def test_inner_faults_count_and_every_violation_names_them(
         [
             "*test_inner_freeze*PASSED*",
             "*test_inner_cut_by_bytes*PASSED*",
+            "*test_inner_down*PASSED*",
             "*test_inner_restart*PASSED*",
         ]
     )
