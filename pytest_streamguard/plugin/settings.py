@@ -64,7 +64,8 @@ SERVICES_HELP = (
     "A service of a stack, NAME=COMMAND, repeatable, in start order (ini streamguard_services: "
     "one 'NAME = COMMAND' per line); in COMMAND '{port}' is the service's own port (as for "
     "--streamguard-target-cmd) and '{NAME}' an earlier service's host:port through the proxy "
-    "the plugin puts in front of it, so streamguard.hop(NAME).faults act on that hop. The last "
+    "the plugin puts in front of it (and a tap that stamps the answers), so "
+    "streamguard.hop(NAME).faults act on that hop. The last "
     "service is the entry clients reach. Not with --streamguard-target-url/-cmd/-args. "
     "Default: no stack"
 )
