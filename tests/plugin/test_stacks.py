@@ -236,32 +236,31 @@ def test_hop_without_a_stack_says_how_to_start_one(
 def test_slow_reader_is_refused_on_an_inner_hop(
     pytester: pytest.Pytester, toxiproxy_url: str
 ) -> None:
-    pytester.makeini(stack_ini())
+    """The stack given on the command line (no ini), each service's ready path its own."""
     pytester.makepyfile(
         """
         def test_slow(streamguard):
+            assert streamguard.hop("model").target.ready_path == "/healthz"
+            assert streamguard.target.ready_path == "/readyz"
             streamguard.hop("model").faults.slow_reader(2000)
         """
     )
-    result = run_stack(pytester, toxiproxy_url)
+    result = run_stack(
+        pytester,
+        toxiproxy_url,
+        "--streamguard-service",
+        f"model={sys.executable} {STREAM_APP} --port {{port}}",
+        "--streamguard-service",
+        f"gateway={sys.executable} {GATEWAY} --port {{port}} --upstream {{model}}",
+        "--streamguard-service-ready",
+        "model=/healthz",
+        "--streamguard-service-ready",
+        "gateway=/readyz",
+    )
     result.assert_outcomes(failed=1)
     result.stdout.fnmatch_lines(
         ["*hop('model').faults.slow_reader(2000)*bandwidth(KB_PER_SECOND)*"]
     )
-
-
-def test_the_stacks_page_shows_the_example_files_unchanged() -> None:
-    """docs/stacks.md's ini and test blocks are examples/stack's files (which the test above
-    runs), so what the page shows is what runs."""
-    page = (EXAMPLES.parent / "docs" / "stacks.md").read_text()
-    ini = "\n".join(
-        line
-        for line in (EXAMPLES / "stack" / "pytest.ini").read_text().splitlines()
-        if not line.startswith("#")
-    )
-    assert f"```ini\n{ini.strip()}\n```" in page
-    test_file = (EXAMPLES / "stack" / "test_stack.py").read_text().strip()
-    assert f"```python\n{test_file}\n```" in page
 
 
 def test_a_buffering_gateway_is_named_by_hop(pytester: pytest.Pytester, toxiproxy_url: str) -> None:
@@ -294,3 +293,17 @@ def test_a_buffering_gateway_is_named_by_hop(pytester: pytest.Pytester, toxiprox
     result = run_stack(pytester, toxiproxy_url, "-v")
     result.assert_outcomes(passed=2)
     result.stdout.fnmatch_lines(["*test_buffered: buffered at gateway: 16 of 16 chunks*"])
+
+
+def test_the_stacks_page_shows_the_example_files_unchanged() -> None:
+    """docs/stacks.md's ini and test blocks are examples/stack's files (which the test above
+    runs), so what the page shows is what runs."""
+    page = (EXAMPLES.parent / "docs" / "stacks.md").read_text()
+    ini = "\n".join(
+        line
+        for line in (EXAMPLES / "stack" / "pytest.ini").read_text().splitlines()
+        if not line.startswith("#")
+    )
+    assert f"```ini\n{ini.strip()}\n```" in page
+    test_file = (EXAMPLES / "stack" / "test_stack.py").read_text().strip()
+    assert f"```python\n{test_file}\n```" in page
