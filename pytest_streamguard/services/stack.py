@@ -109,12 +109,15 @@ def start_stack(
             try:
                 target = start_target(settings, name=f"service {spec.name}")
             except StartupError as exc:
-                raise StartupError(
-                    f"service {spec.name} failed to start: {exc}\nhint: a service's ready path "
-                    f"is --streamguard-service-ready {spec.name}=PATH (ini "
-                    f"streamguard_service_ready), else --streamguard-ready-path ({ready_path} "
-                    "here)"
-                ) from None
+                # A service that never became ready (not one that crashed) gets the hint.
+                hint = (
+                    f"\nhint: a service's ready path is --streamguard-service-ready "
+                    f"{spec.name}=PATH (ini streamguard_service_ready), else "
+                    f"--streamguard-ready-path ({ready_path} here)"
+                    if "2xx" in str(exc)
+                    else ""
+                )
+                raise StartupError(f"service {spec.name} failed to start: {exc}{hint}") from None
             target.kind = "service"
             stack.services[spec.name] = target
             if spec is not specs[-1]:

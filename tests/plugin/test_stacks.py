@@ -191,6 +191,8 @@ def test_bad_stacks_get_clear_errors(pytester: pytest.Pytester, toxiproxy_url: s
             "*no model here*",
         ]
     )
+    # A crash is not a wrong ready path: no hint about one.
+    assert "--streamguard-service-ready" not in failed.stdout.str()
 
     pytester.makeini(stack_ini(extra="streamguard_service_ready =\n    model = /nope\n"))
     not_ready = run_stack(pytester, toxiproxy_url)
