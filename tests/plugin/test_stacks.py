@@ -5,11 +5,15 @@ in every violation, and are gone by the next test; and the errors a bad stack ge
 from __future__ import annotations
 
 import json
+import os
 import shutil
+import signal
+import subprocess
 import sys
 
 import pytest
 from plugin_helpers import error_section, pid_alive
+from polling import wait_until
 from served import EXAMPLES, STREAM_APP
 
 GATEWAY = EXAMPLES / "stack" / "gateway.py"
@@ -309,3 +313,45 @@ def test_the_stacks_page_shows_the_example_files_unchanged() -> None:
     assert f"```ini\n{ini.strip()}\n```" in page
     test_file = (EXAMPLES / "stack" / "test_stack.py").read_text().strip()
     assert f"```python\n{test_file}\n```" in page
+
+
+def test_every_service_dies_when_pytest_is_killed_hard(
+    pytester: pytest.Pytester, toxiproxy_url: str
+) -> None:
+    """The reaper covers a stack's services as it covers a single target: SIGKILL pytest, and
+    the gateway and the model are gone."""
+    pytester.makeini(stack_ini())
+    pytester.makepyfile(
+        """
+        import json, os, threading
+
+        def test_started(streamguard):
+            pids = [streamguard.target.pid, streamguard.hop("model").target.pid]
+            with open("pids.json.tmp", "w") as f:
+                json.dump(pids, f)
+            os.replace("pids.json.tmp", "pids.json")
+            threading.Event().wait(120)
+        """
+    )
+    process = subprocess.Popen(
+        [
+            *(sys.executable, "-m", "pytest", "--streamguard"),
+            *("--streamguard-toxiproxy", toxiproxy_url, "-p", "no:cacheprovider"),
+        ],
+        cwd=pytester.path,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        wait_until(lambda: (pytester.path / "pids.json").exists(), 60, "the inner test to start")
+        pids = json.loads((pytester.path / "pids.json").read_text())
+        assert len(pids) == 2
+        assert all(pid_alive(pid) for pid in pids)
+        os.kill(process.pid, signal.SIGKILL)
+        process.wait(10)
+        for pid in pids:
+            wait_until(lambda pid=pid: not pid_alive(pid), 10, f"service {pid} to die with pytest")
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait(10)
