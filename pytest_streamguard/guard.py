@@ -195,9 +195,12 @@ class _HeadroomSearches:
     """:meth:`headroom` and :meth:`aheadroom` of :class:`StreamGuard` (a class of their own to
     keep StreamGuard's size in bounds): each level is a load read through the proxy like
     :meth:`StreamGuard.load`'s, but its streams are the search's, not the test's (they are
-    judged level by level, so the loads above the boundary do not fail the test's deadline)."""
+    judged level by level, so the loads above the boundary do not fail the test's deadline).
+    The probe (``probe_spec``) is sent beside each level's load, as beside :meth:`StreamGuard.load`,
+    and its samples go to the level's findings, not to the test's."""
 
     deadline: Deadline | None
+    probe_spec: ProbeSpec | None
     faults: Faults
     seed: int | None
     _streams: _Streams
@@ -251,7 +254,7 @@ class _HeadroomSearches:
         def load(n: int, rate: float | None) -> LoadResult:
             plan = LoadPlan(n=n, rate=rate, seed=self.seed)
             make = self._streams.tracking(request, path, [])
-            return run(plan, make, request.socket_options())
+            return run(plan, make, request.socket_options(), self.probe_spec)
 
         found = measure(measurement, load)
         self.headrooms.append(found)
@@ -281,7 +284,7 @@ class _HeadroomSearches:
         async def load(n: int, rate: float | None) -> LoadResult:
             plan = LoadPlan(n=n, rate=rate, seed=self.seed)
             make = self._streams.tracking(request, path, [])
-            return await arun(plan, make, request.socket_options())
+            return await arun(plan, make, request.socket_options(), probe=self.probe_spec)
 
         found = await ameasure(measurement, load)
         self.headrooms.append(found)

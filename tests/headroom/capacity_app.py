@@ -1,7 +1,8 @@
 """A server whose capacity is known exactly, for the headroom tests: real Starlette on uvicorn.
 
-``POST /generate`` answers with ``--tokens`` SSE data events (``{"index", "text"}``, then
-``event: done``, as the example app sends) ``--interval`` seconds apart,
+``POST /generate`` answers with ``--tokens`` SSE data events (``{"index", "text", "sent_ns"}``,
+then ``event: done``, as the bundled target sends: ``sent_ns`` is ``time.perf_counter_ns()``
+just before the event is handed to the server's write) ``--interval`` seconds apart,
 each request holding one of ``--slots`` generation slots (an ``asyncio.Semaphore``) for its
 whole answer: ``slots`` streams at once get their first token at once, the next one waits a
 whole answer for a free slot. Its pauses are the answer's pace, not synchronisation.
@@ -14,6 +15,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import time
 from collections.abc import AsyncIterator
 
 import uvicorn
@@ -36,7 +38,11 @@ def make_app(slots: int, tokens: int, interval: float) -> Starlette:
                 for index in range(tokens):
                     if index:
                         await asyncio.sleep(interval)
-                    payload = {"index": index, "text": f"t{index} "}
+                    payload = {
+                        "index": index,
+                        "text": f"t{index} ",
+                        "sent_ns": time.perf_counter_ns(),
+                    }
                     yield f"data: {json.dumps(payload)}\n\n".encode()
                 yield f"event: done\ndata: {json.dumps({'tokens': tokens})}\n\n".encode()
             finally:

@@ -51,6 +51,14 @@ def test_capacity(streamguard):
     assert found.broke_at == SLOTS + 1, found.describe()
     assert "TTFT" in found.cause, found.cause
     assert found.runs <= 7
+    for level in found.levels:
+        # The hop's delay, from the app's send stamps to the kernel's receipt at the client:
+        # well under the TTFT bound (a generous ceiling: the search's loads share a busy machine).
+        assert level.figures["forwarding_events"] == 12 * level.figures["streams"], level
+        assert 0 < level.figures["forwarding_p99_s"] < 0.2, level.forwarding
+        assert level.forwarding.endswith("(send stamp to kernel receipt)"), level.forwarding
+        # The probe went beside every level's load.
+        assert level.figures["probe_samples"] > 0, level.figures
 """
 
 
@@ -61,7 +69,45 @@ def test_streams_finds_the_known_capacity_and_why_the_next_level_broke(
     result = run_with(pytester, SLOTS, "-s")
     result.assert_outcomes(passed=1)
     result.stdout.fnmatch_lines(
-        [f"*headroom streams: {SLOTS} ({SLOTS + 1} broke: TTFT max * s > 0.3 s*"]
+        [
+            f"*headroom streams: {SLOTS} ({SLOTS + 1} broke: TTFT max * s > 0.3 s*; "
+            f"forwarding p99 * ms at {SLOTS + 1} streams)"
+        ]
+    )
+
+
+QUEUED_TEST = """
+import pytest
+
+
+@pytest.mark.token_deadline(ttft=0.3, chunk=1.0, percentile=50)
+def test_capacity(streamguard):
+    streamguard.stream("/generate")
+    found = streamguard.headroom(vary="streams", up_to=16)
+    # 3 slots: at 7 streams 4 wait a whole answer, more than half (at 6, 3 of 6 wait: the p50
+    # is still one that did not).
+    assert (found.value, found.broke_at) == (6, 7), found.describe()
+    broke = [level for level in found.levels if level.level == 7][-1]
+    assert "queued" in broke.findings and "blocked_loop" not in broke.findings, broke.findings
+    assert broke.figures["probe_unanswered"] == 0, broke.figures
+    assert broke.figures["probe_longest_s"] < 0.25, broke.figures
+"""
+
+
+def test_the_level_that_broke_names_a_full_server_by_the_probes_evidence(
+    pytester: pytest.Pytester,
+) -> None:
+    # The probe beside each level's load answered at once while streams waited for a slot:
+    # the server was full (queued), its loop was not blocked.
+    pytester.makepyfile(QUEUED_TEST)
+    result = run_with(pytester, SLOTS)
+    result.assert_outcomes(passed=1)
+    result.stdout.fnmatch_lines(
+        [
+            "*headroom streams: 6 (7 broke: TTFT p50 * s > 0.3 s; likely cause: queued: 4 of 7 "
+            "streams sent together waited up to * s for a slot*the ready path /health answered "
+            "meanwhile*"
+        ]
     )
 
 
