@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+import json
+import re
 import sys
 from pathlib import Path
 
@@ -100,8 +102,22 @@ def test_the_level_that_broke_names_a_full_server_by_the_probes_evidence(
     # The probe beside each level's load answered at once while streams waited for a slot:
     # the server was full (queued), its loop was not blocked.
     pytester.makepyfile(QUEUED_TEST)
-    result = run_with(pytester, SLOTS)
+    result = run_with(
+        pytester, SLOTS, "--streamguard-json", "out.json", "--streamguard-html", "out.html"
+    )
     result.assert_outcomes(passed=1)
+    # The JSON keeps each level with its forwarding and probe figures; the HTML plots them.
+    (record,) = json.loads((pytester.path / "out.json").read_text())["tests"]
+    (found,) = record["headroom"]
+    assert all(level["figures"]["forwarding_events"] > 0 for level in found["levels"])
+    assert all(level["figures"]["probe_samples"] > 0 for level in found["levels"])
+    page = (pytester.path / "out.html").read_text()
+    ttft_plot = re.search(r'<svg class="headroom" [^>]*aria-label="TTFT p50.*?</svg>', page)
+    assert ttft_plot is not None
+    drawn = re.findall(r'<g class="(held|broke)"[^>]*>(.*?)</g>', ttft_plot.group(0))
+    marks = sum(len(re.findall(r"<(?:circle|path) ", inner)) for _, inner in drawn)
+    assert marks == found["runs"]
+    assert page.count('<table class="headroom-levels">') == 1
     result.stdout.fnmatch_lines(
         [
             "*headroom streams: 6 (7 broke: TTFT p50 * s > 0.3 s; likely cause: queued: 4 of 7 "
