@@ -154,6 +154,31 @@ def test_latency_finds_what_a_ttft_bound_tolerates_within_the_precision(
     result.stdout.fnmatch_lines(["*headroom latency: * ms (* ms broke: TTFT max *"])
 
 
+PROCESSES_TEST = """
+import pytest
+
+
+@pytest.mark.token_deadline(ttft=0.3)
+def test_capacity(streamguard):
+    streamguard.stream("/generate")
+    found = streamguard.headroom(vary="streams", up_to=8, processes=2)
+    assert (found.value, found.broke_at) == (SLOTS, SLOTS + 1), found.describe()
+    # Read in two shard processes on this machine: the stamps are still this clock's.
+    assert all(level.figures["forwarding_events"] > 0 for level in found.levels)
+    assert all(level.figures["probe_samples"] > 0 for level in found.levels)
+    # The levels' streams are the search's, not the test's (its one stream above).
+    assert len(streamguard.traces) == 1
+    with pytest.raises(ValueError, match="processes"):
+        streamguard.headroom(vary="streams", up_to=8, processes=0)
+"""
+
+
+def test_each_level_is_read_in_the_load_processes_asked_for(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(PROCESSES_TEST.replace("SLOTS", str(SLOTS)))
+    result = run_with(pytester, SLOTS)
+    result.assert_outcomes(passed=1)
+
+
 MARKER_TEST = """
 import pytest
 
