@@ -118,6 +118,13 @@ def test_each_bounded_figure_is_plotted_against_the_level_with_its_deadline() ->
     assert "<&>" not in page
 
 
+def test_a_test_that_only_searched_has_no_empty_timeline() -> None:
+    # The record has no stream of the test's own (the levels' are the search's).
+    page = render_html(document())
+    assert '<svg class="timeline"' not in page
+    assert 'id="timeline-1"' not in page
+
+
 def test_a_test_without_headroom_has_no_headroom_part() -> None:
     raw = document()
     raw["tests"][0]["headroom"] = []
