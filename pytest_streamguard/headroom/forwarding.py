@@ -12,8 +12,10 @@ kernel's receive stamps (``trace.stamps == "kernel"``, Linux) the client's own l
 of it, and what is left is the target's write, two loopback hops and the proxy's forwarding
 (its read, its toxics' pipeline, its write), the proxy's part being nearly all of it: an upper
 bound on the proxy's share, with no help from the proxy, so it reads the same through the
-embedded server and a real Toxiproxy. Under a ``latency`` or ``jitter`` level the delay holds
-the toxic's own, as it should: that is the level.
+embedded server and a real Toxiproxy. A ``latency`` level's toxic holds every event by the
+level's milliseconds, which are taken off (what is left is the proxy's own share, its timer's
+lateness included); a ``jitter`` or ``bandwidth`` level's toxic delays each event by a
+different amount, so its figures keep the toxic in them and say so.
 
 Not measured (and said so, with why) where no event carries ``sent_ns`` (any other target),
 where a stream was read on another machine (a Ray shard's clock is its node's), or where a
@@ -50,8 +52,13 @@ def _ms(seconds: float) -> str:
     return f"{seconds * 1e3:.3g} ms"
 
 
-def forwarding(traces: Sequence[StreamTrace]) -> Forwarding:
-    """The forwarding delay of a level's streams (see the module docstring)."""
+def forwarding(
+    traces: Sequence[StreamTrace], toxic_s: float | None = None, toxic: str = ""
+) -> Forwarding:
+    """The forwarding delay of a level's streams (see the module docstring). ``toxic``: the
+    level's own toxic on the hop, in words; ``toxic_s``: the fixed delay it adds to every
+    event (a ``latency`` level), taken off each event's delay, or None where it cannot be
+    (``jitter``, ``bandwidth``: their figures say the toxic is in them)."""
     if any(t.node is not None for t in traces):
         return Forwarding(f"{NOT_MEASURED}: streams read on other machines (their own clocks)")
     delays: list[float] = []
@@ -70,9 +77,14 @@ def forwarding(traces: Sequence[StreamTrace]) -> Forwarding:
         return Forwarding(
             f"{NOT_MEASURED}: the events' sent_ns is not on this machine's monotonic clock"
         )
+    if toxic_s is not None:
+        delays = [delay - toxic_s for delay in delays]
     p50, p99 = percentile(delays, 50) or 0.0, percentile(delays, 99) or 0.0
     high = max(delays)
     stamp = "kernel receipt" if kernel else "client stamp"
+    if toxic:
+        how = "less" if toxic_s is not None else "with"
+        stamp += f", {how} the level's {toxic}"
     return Forwarding(
         f"p50 {_ms(p50)}, p99 {_ms(p99)}, max {_ms(high)} over {len(delays)} events "
         f"(send stamp to {stamp})",

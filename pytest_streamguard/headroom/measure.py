@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from pytest_streamguard.faults.inject import Faults
-from pytest_streamguard.headroom.forwarding import forwarding
+from pytest_streamguard.headroom.forwarding import Forwarding, forwarding
 from pytest_streamguard.headroom.levels import RATE_WINDOW_S, Scale, judge, resolve_axis
 from pytest_streamguard.headroom.result import Headroom, HeadroomLevel
 from pytest_streamguard.headroom.search import Search
@@ -93,11 +93,22 @@ class Measurement:
         fault = self.scale.axis.fault
         return None if fault is None else fault(self.faults, level)
 
+    def forwarding_at(self, level: float, result: LoadResult) -> Forwarding:
+        """The hop's forwarding delay at ``level`` (:mod:`~.forwarding`), the level's own
+        latency taken off, or its jitter or bandwidth toxic named in it."""
+        vary = self.scale.axis.vary
+        if vary == "latency":
+            return forwarding(result.traces, level / 1e3, f"{level:g} ms latency toxic")
+        if vary in ("jitter", "bandwidth"):
+            unit = self.scale.axis.unit
+            return forwarding(result.traces, None, f"{level:g} {unit} {vary} toxic")
+        return forwarding(result.traces)
+
     def keep(self, level: float, result: LoadResult) -> bool:
         """Judge a level's load and keep it; whether it held."""
         judged = judge(result, self.deadline)
         confirming = any(kept.level == level for kept in self.levels)
-        delay = forwarding(result.traces)
+        delay = self.forwarding_at(level, result)
         self.levels.append(
             HeadroomLevel(
                 level=level,

@@ -4,6 +4,8 @@ on traces built with known stamps; the plugin's runs measure it on a real proxy
 
 from __future__ import annotations
 
+import pytest
+
 from pytest_streamguard.headroom.forwarding import NOT_MEASURED, forwarding
 from pytest_streamguard.headroom.result import Headroom, HeadroomLevel
 from pytest_streamguard.stream.trace import Chunk, StreamTrace
@@ -85,3 +87,20 @@ def test_the_summary_line_gives_the_forwarding_at_the_level_that_broke() -> None
     assert headroom([held], None).describe().endswith("; forwarding p99 1.2 ms at 3 streams)")
     unmeasured = HeadroomLevel(4, False, {}, ("TTFT max 0.6 s > 0.3 s",))
     assert headroom([unmeasured], 4).describe().endswith("; forwarding not measured)")
+
+
+def test_a_latency_levels_own_delay_is_taken_off_and_said() -> None:
+    found = forwarding([trace([251.0, 250.5, 252.0])], 0.25, "250 ms latency toxic")
+    assert found.figures["forwarding_p50_s"] == pytest.approx(0.001)
+    assert found.figures["forwarding_max_s"] == pytest.approx(0.002)
+    assert found.line.endswith(
+        "(send stamp to kernel receipt, less the level's 250 ms latency toxic)"
+    )
+
+
+def test_a_jitter_levels_toxic_stays_in_the_figures_and_is_said() -> None:
+    found = forwarding([trace([40.0, 2.0])], None, "50 ms jitter toxic")
+    assert found.figures["forwarding_max_s"] == 0.04
+    assert found.line.endswith(
+        "(send stamp to kernel receipt, with the level's 50 ms jitter toxic)"
+    )

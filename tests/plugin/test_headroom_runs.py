@@ -142,6 +142,11 @@ def test_latency(streamguard):
     assert all(not level.held for level in found.levels if level.level > found.value)
     # The levels' faults were the search's, undone and not among the test's.
     assert streamguard.faults.records == []
+    for level in found.levels:
+        # The proxy's own share, the level's latency taken off: a few ms, under a generous
+        # ceiling far below the levels' hundreds of ms (a busy machine's scheduling included).
+        assert -0.005 < level.figures["forwarding_p50_s"] < 0.1, level.forwarding
+        assert f"less the level's {level.level:g} ms latency toxic" in level.forwarding
 """
 
 
