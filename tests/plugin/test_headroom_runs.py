@@ -17,16 +17,19 @@ SLOTS = 3
 ANSWER = "--tokens 12 --interval 0.05"
 
 
-def capacity_cmd(slots: int) -> str:
-    """A --streamguard-target-cmd for the capacity app with ``slots`` slots."""
-    return f"{sys.executable} {CAPACITY_APP} --port {{port}} --slots {slots} {ANSWER}"
+def capacity_cmd(slots: int, extra: str = "") -> str:
+    """A --streamguard-target-cmd for the capacity app with ``slots`` slots (``extra``: more of
+    its flags)."""
+    return f"{sys.executable} {CAPACITY_APP} --port {{port}} --slots {slots} {ANSWER} {extra}"
 
 
-def run_with(pytester: pytest.Pytester, slots: int, *args: str) -> pytest.RunResult:
+def run_with(
+    pytester: pytest.Pytester, slots: int, *args: str, extra: str = ""
+) -> pytest.RunResult:
     return pytester.runpytest_subprocess(
         "--streamguard",
         "--streamguard-target-cmd",
-        capacity_cmd(slots),
+        capacity_cmd(slots, extra),
         "--streamguard-ready-path",
         "/health",
         "--streamguard-seed",
@@ -102,8 +105,13 @@ def test_the_level_that_broke_names_a_full_server_by_the_probes_evidence(
     # The probe beside each level's load answered at once while streams waited for a slot:
     # the server was full (queued), its loop was not blocked.
     pytester.makepyfile(QUEUED_TEST)
+    # A 0.1 s prefill: every stream of a level is sent before the first token arrives, so the
+    # findings read them all as sent together however busy the machine.
     result = run_with(
-        pytester, SLOTS, "--streamguard-json", "out.json", "--streamguard-html", "out.html"
+        pytester,
+        SLOTS,
+        *("--streamguard-json", "out.json", "--streamguard-html", "out.html"),
+        extra="--first-token 0.1",
     )
     result.assert_outcomes(passed=1)
     # The JSON keeps each level with its forwarding and probe figures; the HTML plots them.
@@ -157,6 +165,46 @@ def test_latency_finds_what_a_ttft_bound_tolerates_within_the_precision(
     result = run_with(pytester, 8)
     result.assert_outcomes(passed=1)
     result.stdout.fnmatch_lines(["*headroom latency: * ms (* ms broke: TTFT max *"])
+
+
+BLOCKED_TEST = """
+import pytest
+
+
+@pytest.mark.token_deadline(ttft=2.0)
+def test_capacity(streamguard):
+    streamguard.stream("/generate")
+    # Served one whole answer (0.55 s) after another: the k-th stream's first token comes
+    # after k - 1 answers, so 4 streams hold 2 s and 5 do not (enough streams sent together
+    # for the findings to read a pattern).
+    found = streamguard.headroom(vary="streams", up_to=8)
+    assert (found.value, found.broke_at) == (4, 5), found.describe()
+    broke = [level for level in found.levels if level.level == found.broke_at][-1]
+    assert "blocked_loop" in broke.findings and "queued" not in broke.findings, broke.findings
+    assert broke.figures["probe_longest_s"] >= 0.04, broke.figures
+"""
+
+
+def test_the_level_that_broke_names_a_blocked_loop_by_the_probes_evidence(
+    pytester: pytest.Pytester,
+) -> None:
+    # The same slots, but each pause blocks the server's loop: the probe waited with the
+    # streams, so the level that broke names a blocked loop, not a full server.
+    pytester.makepyfile(BLOCKED_TEST)
+    result = pytester.runpytest_subprocess(
+        "--streamguard",
+        "--streamguard-target-cmd",
+        capacity_cmd(16, "--blocking"),
+        "--streamguard-ready-path",
+        "/health",
+        "-p",
+        "no:cacheprovider",
+        "-s",
+    )
+    result.assert_outcomes(passed=1)
+    result.stdout.fnmatch_lines(
+        ["*headroom streams: * broke: TTFT max *; likely cause: blocked_loop*"]
+    )
 
 
 PROCESSES_TEST = """
