@@ -208,9 +208,13 @@ class _HeadroomSearches:
     """:meth:`headroom` and :meth:`aheadroom` of :class:`StreamGuard` (a class of their own to
     keep StreamGuard's size in bounds): each level is a load read through the proxy like
     :meth:`StreamGuard.load`'s, but its streams are the search's, not the test's (they are
-    judged level by level, so the loads above the boundary do not fail the test's deadline)."""
+    judged level by level, so the loads above the boundary do not fail the test's deadline).
+    The probe (``probe_spec``) is sent beside each level's load, as beside :meth:`StreamGuard.load`,
+    and its samples go to the level's findings, not to the test's."""
 
     deadline: Deadline | None
+    probe_spec: ProbeSpec | None
+    ray: RayShards | None
     faults: Faults
     seed: int | None
     _streams: _Streams
@@ -241,6 +245,8 @@ class _HeadroomSearches:
         method: str = "POST",
         headers: dict[str, str] | None = None,
         read_timeout: float | None = None,
+        processes: int | str | None = None,
+        shards: int | None = None,
     ) -> Headroom:
         """How far this stream is from breaking the test's ``token_deadline``: the largest
         level of ``vary`` that still holds it (at the deadline's ``percentile``), found by a
@@ -250,8 +256,11 @@ class _HeadroomSearches:
         ``latency`` or ``jitter`` (ms added by the proxy), ``bandwidth`` (KB/s, searched down
         from ``up_to``) or ``freeze`` (seconds the target is stopped). ``up_to`` and
         ``precision`` default per ``vary`` (streams: 64 by 1; latency: 2000 ms by 5 ms).
-        ``streams``: each level's concurrent streams when ``vary`` is not ``streams``. The
-        rest is as in :meth:`StreamGuard.stream`. Returns a
+        ``streams``: each level's concurrent streams when ``vary`` is not ``streams``.
+        ``processes`` and ``shards``: each level's load is read as :meth:`StreamGuard.load`
+        reads it with them (local shard processes, or Ray tasks under ``--streamguard-ray``),
+        for levels beyond what one process's client reads on time. The rest is as in
+        :meth:`StreamGuard.stream`. Returns a
         :class:`~pytest_streamguard.headroom.result.Headroom`, also kept in :attr:`headrooms`
         for the reports and the ``headroom`` marker.
         """
@@ -263,8 +272,14 @@ class _HeadroomSearches:
 
         def load(n: int, rate: float | None) -> LoadResult:
             plan = LoadPlan(n=n, rate=rate, seed=self.seed)
+            sharded = sharding(plan, processes, shards, self.ray, self.faults)
+            if sharded is not None:
+                with ProbeThread(self.probe_spec) as probe:
+                    result = sharded.run(plan, request)
+                result.probe = probe.probed
+                return result
             make = self._streams.tracking(request, path, [])
-            return run(plan, make, request.socket_options())
+            return run(plan, make, request.socket_options(), self.probe_spec)
 
         found = measure(measurement, load)
         self.headrooms.append(found)
@@ -283,6 +298,8 @@ class _HeadroomSearches:
         method: str = "POST",
         headers: dict[str, str] | None = None,
         read_timeout: float | None = None,
+        processes: int | str | None = None,
+        shards: int | None = None,
     ) -> Headroom:
         """The async twin of :meth:`headroom`, on the test's own event loop."""
         options = dict(vary=vary, up_to=up_to, precision=precision, streams=streams)
@@ -293,8 +310,14 @@ class _HeadroomSearches:
 
         async def load(n: int, rate: float | None) -> LoadResult:
             plan = LoadPlan(n=n, rate=rate, seed=self.seed)
+            sharded = sharding(plan, processes, shards, self.ray, self.faults)
+            if sharded is not None:
+                async with probing(self.probe_spec) as probed:
+                    result = await sharded.arun(plan, request)
+                result.probe = probed
+                return result
             make = self._streams.tracking(request, path, [])
-            return await arun(plan, make, request.socket_options())
+            return await arun(plan, make, request.socket_options(), probe=self.probe_spec)
 
         found = await ameasure(measurement, load)
         self.headrooms.append(found)

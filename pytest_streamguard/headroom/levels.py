@@ -18,7 +18,10 @@ freeze      s           ``faults.freeze(s)`` right before the load (the target's
 A level is judged by the test's ``token_deadline`` at its ``percentile``: the percentile
 (every stream without one) of the load's TTFTs, of its gaps pooled, and of its totals must be
 within the bounds that are set. A stream that did not complete counts as infinitely slow, so a
-level holds only while the streams that failed stay within the percentile's tail.
+level holds only while the streams that failed stay within the percentile's tail. Its findings
+read the probe sent to the target beside the level's load (``--streamguard-probe``), so the
+level that broke names a blocked loop (the probe waited) apart from a full server (``queued``:
+it answered at once); the probe's own figures are kept with the level's.
 """
 
 from __future__ import annotations
@@ -33,9 +36,19 @@ from pytest_streamguard.faults.inject import Faults
 from pytest_streamguard.load import LoadResult
 from pytest_streamguard.stream.trace import FaultRecord
 from pytest_streamguard.verdict.deadlines import Deadline, likely_cause
+from pytest_streamguard.verdict.probe import Probed
 from pytest_streamguard.verdict.stats import percentile
 
-__all__ = ["AXES", "RATE_WINDOW_S", "VARY", "Axis", "Judged", "judge", "resolve_axis"]
+__all__ = [
+    "AXES",
+    "RATE_WINDOW_S",
+    "VARY",
+    "Axis",
+    "Judged",
+    "judge",
+    "probe_figures",
+    "resolve_axis",
+]
 
 #: An open-loop level of ``vary="rate"`` sends requests for about this long.
 RATE_WINDOW_S = 2.0
@@ -145,6 +158,20 @@ class Judged:
     findings: str
 
 
+def probe_figures(probe: Probed | None) -> dict[str, Any]:
+    """What the probe beside a level's load saw: how many probes, how many got no answer, the
+    longest answer (seconds); empty when the probe was off."""
+    if probe is None:
+        return {}
+    answers = [latency for _, latency in probe.samples if latency is not None]
+    return {
+        "probe": probe.what,
+        "probe_samples": len(probe.samples),
+        "probe_unanswered": len(probe.samples) - len(answers),
+        "probe_longest_s": max(answers) / 1e9 if answers else None,
+    }
+
+
 def judge(result: LoadResult, deadline: Deadline) -> Judged:
     """Judge a level's load by ``deadline`` at its percentile (see the module docstring)."""
     at = deadline.percentile if deadline.percentile is not None else 100.0
@@ -157,6 +184,7 @@ def judge(result: LoadResult, deadline: Deadline) -> Judged:
         "completed": result.completed,
         "outcomes": result.outcomes,
         "percentile": at,
+        **probe_figures(result.probe),
     }
     violations: list[str] = []
     for label, key, samples, bound in (
@@ -181,5 +209,5 @@ def judge(result: LoadResult, deadline: Deadline) -> Judged:
         held=not violations,
         figures=figures,
         violations=tuple(violations),
-        findings=likely_cause(traces),
+        findings=likely_cause(traces, probe=result.probe),
     )

@@ -1,5 +1,6 @@
 """A headroom search driven to its end: each level the search asks for is run as a load under
-its fault, judged by the test's deadline, and kept as a :class:`~.result.HeadroomLevel`.
+its fault, judged by the test's deadline, and kept as a :class:`~.result.HeadroomLevel` with
+the hop's forwarding delay its streams show (:mod:`~.forwarding`).
 
 The guard passes the load to run (``n`` streams, at ``rate`` or closed loop) as a function, so
 this family sits below it (``LAYERS`` in ``tests/test_import_cycles.py``); :func:`measure` and
@@ -14,6 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from pytest_streamguard.faults.inject import Faults
+from pytest_streamguard.headroom.forwarding import Forwarding, forwarding
 from pytest_streamguard.headroom.levels import RATE_WINDOW_S, Scale, judge, resolve_axis
 from pytest_streamguard.headroom.result import Headroom, HeadroomLevel
 from pytest_streamguard.headroom.search import Search
@@ -91,18 +93,31 @@ class Measurement:
         fault = self.scale.axis.fault
         return None if fault is None else fault(self.faults, level)
 
+    def forwarding_at(self, level: float, result: LoadResult) -> Forwarding:
+        """The hop's forwarding delay at ``level`` (:mod:`~.forwarding`), the level's own
+        latency taken off, or its jitter or bandwidth toxic named in it."""
+        vary = self.scale.axis.vary
+        if vary == "latency":
+            return forwarding(result.traces, level / 1e3, f"{level:g} ms latency toxic")
+        if vary in ("jitter", "bandwidth"):
+            unit = self.scale.axis.unit
+            return forwarding(result.traces, None, f"{level:g} {unit} {vary} toxic")
+        return forwarding(result.traces)
+
     def keep(self, level: float, result: LoadResult) -> bool:
         """Judge a level's load and keep it; whether it held."""
         judged = judge(result, self.deadline)
         confirming = any(kept.level == level for kept in self.levels)
+        delay = self.forwarding_at(level, result)
         self.levels.append(
             HeadroomLevel(
                 level=level,
                 held=judged.held,
-                figures=judged.figures,
+                figures={**judged.figures, **delay.figures},
                 violations=judged.violations,
                 findings=judged.findings,
                 confirming=confirming,
+                forwarding=delay.line,
             )
         )
         return judged.held

@@ -4,8 +4,10 @@ The page holds the session summary (a table sortable by clicking its headers, ea
 its test) and, per test, the verdict, the deadlines, the violations, the findings (named incidents
 with their evidence), the faults with their on/off times and whether they fired, the streams, a
 timeline of chunk arrivals, the probe sent beside them (where it waited), and, for tests with
-many streams, a histogram of gaps. Below the summary, the streams where the plugin's reader
-and the judging client disagree are listed as plugin bugs to report (:mod:`.disagreements`).
+many streams, a histogram of gaps; a test's headroom searches each with a plot of its figures
+against the level and a table of its levels (:mod:`.headroom_view`). Below the summary, the
+streams where the plugin's reader and the judging client disagree are listed as plugin bugs to
+report (:mod:`.disagreements`).
 The plots are inline SVG (:mod:`.html_plots`) and the only script sorts the table, so the file
 is small and opens with no network. Every piece of text that came from a test (node ids, stream
 names, chunk text, error messages, fault arguments) is escaped.
@@ -29,6 +31,7 @@ from typing import Any
 from pytest_streamguard.common.display import counted
 from pytest_streamguard.report.compact import texts_stored
 from pytest_streamguard.report.disagreements import disagreements, heading
+from pytest_streamguard.report.headroom_view import headroom_html
 from pytest_streamguard.report.plots import (
     fault_fired,
     gap_histogram_svg,
@@ -89,8 +92,8 @@ dl.meta dt { font-weight: 600; } dl.meta dd { margin: 0; overflow-wrap: anywhere
 .muted { color: #666; }
 li.missing { color: #a00; font-weight: 600; }
 .plot { border: 1px solid #eee; margin: 8px 0; padding: 6px 8px; }
-.plot svg.timeline, .plot svg.histogram { display: block; width: 100%; height: auto;
-  font-family: system-ui, sans-serif; }
+.plot svg.timeline, .plot svg.histogram, .plot svg.headroom { display: block; width: 100%;
+  height: auto; font-family: system-ui, sans-serif; }
 .plot-title { font-weight: 600; margin: 0 0 4px; }
 .legend { display: flex; flex-wrap: wrap; gap: 2px 14px; font-size: 12px; color: #444; }
 .legend .key { display: inline-flex; align-items: center; gap: 4px; }
@@ -411,6 +414,10 @@ def _wire_cells(trace: StreamTrace) -> str:
 
 def _plots(index: int, test: _Test) -> str:
     record = test.record
+    if not record.traces:
+        # A test that only searched its headroom: the levels' streams are the search's, shown
+        # under Headroom; an empty timeline would say nothing.
+        return ""
     deadline = record.deadline
     chunk_note = (
         f"; chunk deadline {deadline.chunk * 1e3:.0f} ms after each chunk"
@@ -440,6 +447,17 @@ def _plots(index: int, test: _Test) -> str:
     return plots
 
 
+def _headroom(index: int, test: _Test) -> str:
+    """The test's headroom searches, each with its plots and levels (:mod:`.headroom_view`)."""
+    found = test.record.headroom
+    if not found:
+        return ""
+    parts = "".join(
+        headroom_html(search, f"headroom-{index}-{k}") for k, search in enumerate(found, start=1)
+    )
+    return f"<h3>Headroom</h3>{parts}"
+
+
 def _test_section(index: int, test: _Test) -> str:
     record = test.record
     anchor = _test_anchor(index)
@@ -465,7 +483,7 @@ def _test_section(index: int, test: _Test) -> str:
         f'<p class="nodeid"><code>{_e(record.nodeid)}</code></p>'
         f"{deadline}{worker}</p>"
         f"{violations}{findings}<h3>Faults</h3>{_faults_table(test)}"
-        f"<h3>Streams</h3>{_streams_table(test)}{_plots(index, test)}"
+        f"<h3>Streams</h3>{_streams_table(test)}{_plots(index, test)}{_headroom(index, test)}"
         '<p><a href="#summary">back to the summary</a></p></section>'
     )
 

@@ -74,6 +74,9 @@ def test_a_load_sharded_over_two_nodes_keeps_every_trace(
     pytester.makepyfile(
         """
 import json
+
+import pytest
+
 from pytest_streamguard.verdict.stats import percentile
 
 BODY = {"max_new_tokens": 6, "interval_s": 0.02}
@@ -104,10 +107,20 @@ def test_latency_fault_in_every_shard(streamguard):
     assert len(by_node) == 2
     # The toxic is on the one proxy every shard dials: 300 ms before each shard's first token.
     assert all(min(ttfts) >= 0.3 for ttfts in by_node.values()), by_node
+
+@pytest.mark.token_deadline(ttft=5.0)
+def test_headroom_levels_over_ray(streamguard):
+    found = streamguard.headroom(json=BODY, vary="streams", up_to=4, shards=2)
+    assert found.value == 4, found.describe()
+    for level in found.levels:
+        # Each level's streams were read on the Ray nodes, on their own clocks.
+        assert level.forwarding.startswith("not measured: streams read on other machines")
+    # The levels' streams are the search's, not the test's.
+    assert streamguard.traces == []
 """
     )
     result = run("--streamguard-ray", ray_cluster.address, "--streamguard-json", "r.json")
-    result.assert_outcomes(passed=2)
+    result.assert_outcomes(passed=3)
     alive = {n["NodeID"] for n in ray_cluster.global_state.node_table() if n["Alive"]}
     assert set(json.loads((pytester.path / "nodes.json").read_text())) == alive
     report = json.loads((pytester.path / "r.json").read_text())

@@ -1,0 +1,51 @@
+"""The bundled target's capacity on this machine, on its GPU where one is present: how many
+concurrent streams hold the concurrency incident's deadlines (``test_concurrent_streams.py``),
+found by ``streamguard.headroom``. ``make demo`` prints it in the summary's headroom line, the
+test's id naming the device (``[cpu]`` or ``[cuda]``), and the HTML report plots each level.
+
+The search goes up to the suite's target's own ``--max-concurrency`` (64, its default): above
+that the target refuses streams by design, which is its limit, not its capacity. On a quiet
+2-core machine every level up to 64 holds (the line says so); a slower machine shows where it
+breaks and why.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import httpx
+import pytest
+
+from pytest_streamguard import StreamGuard
+
+REQUEST = {"prompt": "how many users", "max_new_tokens": 32}
+UP_TO = 64
+# The device the bundled target picks (--device auto): CUDA where torch sees a GPU, which
+# needs the NVIDIA driver (its per-GPU entries here); known before the target starts, so the
+# test's id can name it.
+_NVIDIA_GPUS = Path("/proc/driver/nvidia/gpus")
+DEVICE = "cuda" if _NVIDIA_GPUS.is_dir() and any(_NVIDIA_GPUS.iterdir()) else "cpu"
+
+
+@pytest.mark.parametrize("device", [DEVICE])
+@pytest.mark.token_deadline(ttft=0.5, chunk=0.2, percentile=95)
+def test_the_bundled_targets_capacity(
+    streamguard: StreamGuard, device: str, record_property: pytest.RecordProperty
+) -> None:
+    ready = httpx.get(streamguard.target.url + "/readyz", timeout=10).json()
+    assert ready["device"] == device, (
+        f"the bundled target runs on {ready['device']}, but this machine has "
+        f"{'an NVIDIA GPU' if device == 'cuda' else 'no NVIDIA GPU'} (torch without CUDA?)"
+    )
+    record_property("device", ready["device"])
+    found = streamguard.headroom(json=REQUEST, vary="streams", up_to=UP_TO)
+    assert found.value >= 1, found.describe()
+    # The level reported held every time it ran, twice at least; every level above it broke a
+    # bound.
+    runs = [lv.held for lv in found.levels if lv.level == found.value]
+    assert len(runs) >= 2, found.describe()
+    assert all(runs), found.describe()
+    assert all(lv.violations for lv in found.levels if lv.level > found.value)
+    # The bundled target stamps its events: every level says how much of its delay was the hop.
+    for level in found.levels:
+        assert level.figures["forwarding_events"] > 0, level.forwarding
