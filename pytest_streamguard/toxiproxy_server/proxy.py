@@ -148,8 +148,11 @@ class Side(asyncio.BufferedProtocol):
         transport = cast(asyncio.Transport, transport)
         self.transport = transport
         # TCP_NODELAY is on already: uvloop and asyncio set it on every TCP transport.
-        if self._on_made is not None:
-            self._on_made(self)
+        # Called once, then dropped: the upstream side's callback holds its connection, and a
+        # reference cycle would leave the connection to the garbage collector (see _done).
+        on_made, self._on_made = self._on_made, None
+        if on_made is not None:
+            on_made(self)
 
     def get_buffer(self, sizehint: int) -> memoryview:
         """Reads land in one 32 KiB buffer shared by every socket: the loop reads into it
@@ -345,6 +348,10 @@ class Connection:
                 link.received,
                 link.sink.sent,
             )
+            # Without its reference cycles the connection is freed as soon as its sockets
+            # are: the collector, which would otherwise free hundreds of connections at once,
+            # stops the loop (and every stream through it) for milliseconds.
+            link.release()
 
 
 class Proxy:
