@@ -6,9 +6,12 @@ with a note when Debian's libnginx-mod-stream is absent) and, with ``--toxiproxy
 real one beside them; then, per proxy, ``--rounds`` times: opens ``--connections`` TCP
 connections at once (non-blocking connects from one process), sends one streaming chat request
 on each as soon as it connects (``connection: close``), and reads each to its close. Printed
-per proxy: the streams that got ``[DONE]``, the wall time of a round, and the proxy's CPU (user
-+ system, from ``/proc/PID/stat``; nginx's master and worker) per connection: accept, dial,
-both links, the answer and the close.
+per path (no proxy as well, "direct"; the rounds go round the paths): the streams that got
+``[DONE]``, the wall time of a round, each request's send to the server's ``received_ns`` in its
+answer (one clock: p50 and p99 over the burst; through a proxy it holds the proxy's accept, its
+dial of the upstream and the request's forwarding, all of the burst's connections served one
+after another), and the proxy's CPU (user + system, from ``/proc/PID/stat``; nginx's master and
+worker) per connection: accept, dial, both links, the answer and the close.
 Linux only (``/proc``).
 
 ``python benchmarks/proxy_burst.py [--connections 500] [--rounds 5] [--tokens 2]
@@ -19,6 +22,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
 import selectors
 import socket
 import subprocess
@@ -28,6 +32,7 @@ from typing import Any
 
 from common import (
     HERE,
+    cell,
     command_line,
     cpu_s,
     descendants,
@@ -40,6 +45,10 @@ from common import (
     start_real_toxiproxy,
     stop,
 )
+
+from pytest_streamguard.verdict.stats import percentile as pct
+
+RECEIVED = re.compile(rb'"received_ns": (\d+)')
 
 
 def request(tokens: int) -> bytes:
@@ -54,12 +63,16 @@ def request(tokens: int) -> bytes:
     )
 
 
-def burst(port: int, count: int, tokens: int = 2, timeout_s: float = 60.0) -> int:
+def burst(
+    port: int, count: int, tokens: int = 2, timeout_s: float = 60.0
+) -> tuple[int, list[float]]:
     """Open ``count`` connections at once, one request each (for ``tokens`` chunks); the
-    number answered to [DONE]."""
+    number answered to [DONE], and per answered request the ms from its send to the server's
+    ``received_ns`` (both ``CLOCK_MONOTONIC``)."""
     sent = request(tokens)
     selector = selectors.DefaultSelector()
     received: list[bytes] = [b""] * count
+    sent_ns = [0] * count
     for index in range(count):
         sock = socket.socket()
         sock.setblocking(False)
@@ -73,6 +86,7 @@ def burst(port: int, count: int, tokens: int = 2, timeout_s: float = 60.0) -> in
             assert isinstance(conn, socket.socket)
             if events & selectors.EVENT_WRITE:
                 conn.send(sent)
+                sent_ns[key.data] = time.perf_counter_ns()
                 selector.modify(conn, selectors.EVENT_READ, key.data)
                 continue
             try:
@@ -86,7 +100,11 @@ def burst(port: int, count: int, tokens: int = 2, timeout_s: float = 60.0) -> in
                 open_count -= 1
     for key in list(selector.get_map().values()):
         key.fileobj.close()  # type: ignore[union-attr]
-    return sum(b"[DONE]" in answer for answer in received)
+    delays = []
+    for index, answer in enumerate(received):
+        if (found := RECEIVED.search(answer)) is not None:
+            delays.append((int(found.group(1)) - sent_ns[index]) / 1e6)
+    return sum(b"[DONE]" in answer for answer in received), delays
 
 
 def main() -> int:
@@ -119,7 +137,10 @@ def main() -> int:
         embedded, api_port = start_embedded_proxy()
         helpers.append(embedded)
         api = f"http://127.0.0.1:{api_port}"
-        proxies = [("embedded", [embedded.pid], make_proxy(api, upstream, "burst"))]
+        proxies: list[tuple[str, list[int] | None, int]] = [
+            ("direct", None, upstream),
+            ("embedded", [embedded.pid], make_proxy(api, upstream, "burst")),
+        ]
         absent = nginx_stream_absent()
         if absent is None:
             nginx, port, prefix = start_nginx_stream(upstream)
@@ -132,12 +153,15 @@ def main() -> int:
             real, real_api = start_real_toxiproxy(options.toxiproxy_server)
             helpers.append(real)
             proxies.append(("toxiproxy", [real.pid], make_proxy(real_api, upstream, "burst")))
-        for name, pids, port in proxies:
-            for _ in range(options.rounds):
-                cpu, wall = sum(map(cpu_s, pids)), time.monotonic()
-                done = burst(port, options.connections, options.tokens)
-                wall, cpu = time.monotonic() - wall, sum(map(cpu_s, pids)) - cpu
-                rows.append((name, done, wall, cpu * 1e6 / options.connections))
+        # Round by round, every path in turn: a proxy's rows and the others' share the moment.
+        for _ in range(options.rounds):
+            for name, pids, port in proxies:
+                cpu, wall = sum(map(cpu_s, pids or [])), time.monotonic()
+                done, delays = burst(port, options.connections, options.tokens)
+                wall, cpu = time.monotonic() - wall, sum(map(cpu_s, pids or [])) - cpu
+                per = "-" if pids is None else f"{cpu * 1e6 / options.connections:.0f}"
+                request_ms = f"{cell(pct(delays, 50))} / {cell(pct(delays, 99))}"
+                rows.append((name, done, wall, request_ms, per))
     finally:
         for helper in helpers:
             stop(helper)
@@ -147,11 +171,14 @@ def main() -> int:
             prefix.cleanup()
     print(f"# {started}; {os.cpu_count()} cores; {load_line(before)}")
     print(command_line("proxy_burst.py"))
-    print("| proxy | connections | tokens | completed | round s | proxy CPU us/connection |")
-    print("| --- | ---: | ---: | ---: | ---: | ---: |")
-    for name, done, wall, per in rows:
+    print(
+        "| proxy | connections | tokens | completed | round s | request to server p50/p99 ms "
+        "| proxy CPU us/connection |"
+    )
+    print("| --- | ---: | ---: | ---: | ---: | --- | ---: |")
+    for name, done, wall, request_ms, per in sorted(rows, key=lambda row: row[0]):
         counts = f"{options.connections} | {options.tokens} | {done}"
-        print(f"| {name} | {counts} | {wall:.2f} | {per:.0f} |")
+        print(f"| {name} | {counts} | {wall:.2f} | {request_ms} | {per} |")
     print("\n".join(notes))
     return 0
 
