@@ -36,6 +36,26 @@ def _ignore(link: Link) -> None:
 class Link:
     """Copies one socket into another through the toxics of one direction."""
 
+    __slots__ = (
+        "__weakref__",
+        "_on_finished",
+        "_rng",
+        "_seed",
+        "direction",
+        "eof",
+        "finished",
+        "head",
+        "order",
+        "paused",
+        "received",
+        "requests",
+        "sink",
+        "source",
+        "source_reset",
+        "stages",
+        "states",
+    )
+
     def __init__(
         self,
         direction: Direction,
