@@ -102,7 +102,7 @@ class Link:
         head = self.head
         if head is self.sink:
             # The direct path: no stage wants the chunk's stamp.
-            head.write(data)
+            self.sink.write(data)
         else:
             head.push((data, time.monotonic_ns()))
         if not self.paused and not head.writable():

@@ -47,20 +47,17 @@ GC_CHECK_S: Final = 1.0
 """How often :func:`collect_garbage` looks whether a collection is due."""
 GC_LONGEST_S: Final = 60.0
 """The longest time between two collections, connections open or not."""
-GC_YOUNG: Final = 700
-"""New objects that make a collection due once the proxies are idle (the collector's own
-default threshold)."""
 
 
 async def collect_garbage(collection: Collection) -> None:
     """Run the garbage collector while no proxy has a connection open (when objects were made
-    since the last run), and at least every :data:`GC_LONGEST_S`; until cancelled."""
+    and kept since the last run), and at least every :data:`GC_LONGEST_S`; until cancelled."""
     last = time.monotonic()
     while True:
         await asyncio.sleep(GC_CHECK_S)
         now = time.monotonic()
         idle = not any(proxy.connections for proxy in collection.proxies.values())
-        if (idle and gc.get_count()[0] >= GC_YOUNG) or now - last >= GC_LONGEST_S:
+        if (idle and gc.get_count()[0] > 0) or now - last >= GC_LONGEST_S:
             gc.collect()
             last = now
 
