@@ -13,7 +13,9 @@ each other. In it:
 - **Process readers** (Linux ``/proc``): :func:`rss_kib`, :func:`rss_mib`, :func:`cpu_s`,
   :func:`descendants`, :func:`cmdline`, :func:`alive` and :class:`RssSampler`.
 - **Helper processes**: :func:`start_json` (a script that prints one JSON line when it
-  listens), :func:`start_embedded_proxy`, :func:`start_real_toxiproxy`, :func:`start_target`
+  listens), :func:`start_embedded_proxy`, :func:`start_real_toxiproxy`,
+  :func:`start_nginx_stream` (a C proxy: nginx's ``stream`` module) and
+  :func:`nginx_stream_absent`, :func:`start_target`
   (the bundled target, once ready), :func:`make_proxy` and :func:`stop`.
 - **Lean servers**: :class:`Streamer` and :class:`PacedStreamer` (an asyncio protocol that
   streams to one connection), :func:`serve_until_signal` and :func:`run_loop` (uvloop when
@@ -35,6 +37,7 @@ import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from collections.abc import Callable, Coroutine, Sequence
@@ -202,6 +205,80 @@ def start_real_toxiproxy(path: str) -> tuple[subprocess.Popen[bytes], str]:
             process.kill()
             raise RuntimeError(f"{path} did not answer on {url} within {START_TIMEOUT_S:g} s")
         time.sleep(0.05)
+
+
+NGINX_STREAM_MODULE = "/usr/lib/nginx/modules/ngx_stream_module.so"
+NGINX_STREAM_MISSING = (
+    "the C proxy (nginx's stream module) is absent: install Debian's libnginx-mod-stream "
+    "(apt-get install libnginx-mod-stream, the same version as nginx-light) or pass "
+    "--nginx-stream-module PATH"
+)
+
+
+def nginx_stream_absent(module: str = NGINX_STREAM_MODULE) -> str | None:
+    """Why nginx's ``stream`` proxy cannot run here, or None when it can."""
+    if shutil.which("nginx") is None and not os.access("/usr/sbin/nginx", os.X_OK):
+        return "nginx is absent: install Debian's nginx-light and libnginx-mod-stream"
+    if not os.path.isfile(module):
+        return f"{NGINX_STREAM_MISSING} (no file at {module})"
+    return None
+
+
+def start_nginx_stream(
+    upstream_port: int, module: str = NGINX_STREAM_MODULE, workers: int = 1
+) -> tuple[subprocess.Popen[bytes], int, tempfile.TemporaryDirectory[str]]:
+    """nginx's ``stream`` module as a plain TCP proxy (a C proxy: no toxic, one worker by
+    default, like the embedded proxy's one process) from a free loopback port to
+    ``upstream_port``; the process (its own group: stop it with ``stop(p, group=True)``), its
+    listen port and its prefix directory (remove it after the stop).
+
+    The port is picked by binding port 0 and closing it (nginx takes no port 0 it could
+    report); a lost race shows as nginx exiting on start (the benchmark fails)."""
+    binary = shutil.which("nginx") or "/usr/sbin/nginx"
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    prefix = tempfile.TemporaryDirectory(prefix="bench-nginx-stream-")
+    root = Path(prefix.name)
+    root.chmod(0o711)
+    user = "user nobody nogroup;" if os.geteuid() == 0 else ""
+    conf = root / "nginx.conf"
+    conf.write_text(
+        f"""load_module {module};
+daemon off;
+master_process on;
+worker_processes {workers};
+{user}
+pid {root / "nginx.pid"};
+error_log {root / "error.log"} warn;
+events {{ worker_connections 8192; }}
+stream {{
+    server {{
+        listen 127.0.0.1:{port} backlog=4096;
+        proxy_pass 127.0.0.1:{upstream_port};
+        proxy_buffer_size 32k;
+        tcp_nodelay on;
+    }}
+}}
+"""
+    )
+    process = subprocess.Popen(
+        [binary, "-p", f"{root}/", "-c", str(conf), "-e", str(root / "error.log")],
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
+    deadline = time.monotonic() + START_TIMEOUT_S
+    while not (root / "nginx.pid").exists():
+        if process.poll() is not None or time.monotonic() > deadline:
+            log = (root / "error.log").read_text() if (root / "error.log").exists() else ""
+            stop(process, group=True)
+            prefix.cleanup()
+            raise SystemExit(f"nginx (stream) did not start on 127.0.0.1:{port}: {log[-500:]}")
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            process.wait(timeout=0.01)
+    return process, port, prefix
 
 
 def start_target(args: list[str]) -> tuple[subprocess.Popen[str], str]:

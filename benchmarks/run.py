@@ -32,7 +32,8 @@ Rows, in the order they run:
 
 7. **streamguard vs the wire** (``wire.py``): the load's TTFT and gap error against a tcpdump
    capture on ``lo`` at 1, 10, 100 and 500 streams (``--wire-streams``), direct, through the
-   embedded proxy and (with ``--toxiproxy-server``) the real one, the load in
+   embedded proxy, through nginx's ``stream`` module (a C proxy; a note when Debian's
+   libnginx-mod-stream is absent) and (with ``--toxiproxy-server``) the real one, the load in
    ``processes="auto"``; one ``stream()``; and AIPerf (as found for part 5) direct on the same
    server and capture rules; needs root and tcpdump, else says it was skipped.
 
@@ -418,13 +419,14 @@ def main() -> int:
             sections += ["", "## streamguard vs the wire", "", "skipped: needs tcpdump and root"]
         else:
             counts = [int(n) for n in options.wire_streams.split(",")]
-            modes = ["direct", "proxy"] + (["toxiproxy"] if options.toxiproxy_server else [])
+            modes = ["direct", "proxy", "nginx"]
+            modes += ["toxiproxy"] if options.toxiproxy_server else []
             # The plugin's load on every core, one stream() and AIPerf on the same captures.
             wire.PROCESSES, wire.SINGLE = "auto", True
             wire.AIPERF = find_aiperf(options.aiperf, anywhere=True)
             captured = wire.measure(counts, modes, options.toxiproxy_server)
             sections += ["", "## streamguard vs the wire (tool minus tcpdump on lo, ms)", ""]
-            sections += wire.table(captured)
+            sections += wire.table(captured) + wire.NOTES
     if "faults" in parts:
         counts = [int(n) for n in options.fault_streams.split(",")]
         landed = fault_precision.measure(counts, options.toxiproxy_server)

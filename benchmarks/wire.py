@@ -4,7 +4,12 @@ tcpdump captures the loopback traffic (``-i lo``, nanosecond stamps with
 ``--time-stamp-precision=nano``; the stamp type is the one the device offers: on Linux ``lo``
 only ``host``, the kernel's receive/transmit stamp) while the plugin's load reads N concurrent
 streams (``streamguard.load``'s code, a fresh process per run) from ``openai_server.py`` (first
-token 200 ms after the request, then one every 20 ms), direct and through the embedded proxy.
+token 200 ms after the request, then one every 20 ms), direct, through the embedded proxy,
+through the real Toxiproxy (``--toxiproxy-server``) and through nginx's ``stream`` module (a C
+proxy, one worker, no toxic: the limit to compare the embedded proxy with; Debian's
+libnginx-mod-stream, and a ``# --modes nginx: no rows, ...`` line says so when it is absent).
+The counts run one after the other, each on every path before the next count, so the paths'
+rows of one count share the machine's moment.
 
 From the capture, per TCP connection: **wire TTFT** is the packet that holds the request's last
 byte to the first packet that holds a content token (``"content": " baba"``); **wire gaps** are
@@ -15,9 +20,13 @@ client port is the stream's: a stream is matched to its connection by the client
 never by order. Errors are tool minus wire, per stream (TTFT) and per event (gaps, event i of
 the trace against event i of the wire).
 
-Through the proxy the plugin's connection is the one to the proxy's port; the proxy's
-forwarding is the client's request on the wire to the upstream request on the wire, paired in
-order of arrival (the proxy's upstream connection does not name its client).
+Through a proxy the plugin's connection is the one to the proxy's port. What the proxy added,
+from the same capture: "proxy fwd request" is the client's request on the wire to the proxy's
+upstream request on the wire (per stream; it holds the proxy's accept and its dial of the
+upstream), "proxy fwd chunk" each token event on the upstream connection to the same event on
+the client's connection (per event). The client's connection is paired with its upstream
+connection by the server's ``received_ns`` in both responses, an event with its copy by the
+``sent_ns`` in it.
 
 The packets the kernel dropped come from tcpdump's own count at exit: a run with any is void
 and says so.
@@ -38,9 +47,9 @@ events read); the plugin's from its process (and its shard processes), AIPerf's 
 process of the ``aiperf profile`` run (waited children), start-up included: a run of 1 stream
 shows the fixed cost, and the difference of two rows the cost per stream.
 
-``python benchmarks/wire.py [--streams 1,10,100,500] [--modes direct,proxy] [--processes
-auto] [--single]`` (as root: tcpdump needs it); ``--check`` runs 10 direct streams and one
-``stream()`` and exits non-zero unless every request stamp is after its connection's SYN and
+``python benchmarks/wire.py [--streams 1,10,100,500] [--modes direct,proxy,toxiproxy,nginx]
+[--processes auto] [--single]`` (as root: tcpdump needs it); ``--check`` runs 10 direct streams
+and one ``stream()`` and exits non-zero unless every request stamp is after its connection's SYN and
 within 20 ms of its request on the wire.
 """
 
@@ -50,6 +59,7 @@ import argparse
 import itertools
 import json
 import os
+import re
 import resource
 import shutil
 import signal
@@ -65,6 +75,7 @@ from typing import Any
 
 from common import (
     MODEL,
+    NGINX_STREAM_MODULE,
     cell,
     chat_body,
     chat_recorders,
@@ -72,8 +83,10 @@ from common import (
     find_aiperf,
     load_line,
     make_proxy,
+    nginx_stream_absent,
     start_embedded_proxy,
     start_json,
+    start_nginx_stream,
     start_real_toxiproxy,
     stop,
     tokenizer_dir,
@@ -83,6 +96,8 @@ from pytest_streamguard.verdict.stats import percentile as pct
 
 HERE = Path(__file__).resolve().parent
 TOKEN = b'"content": " baba"'
+RECEIVED = re.compile(rb'"received_ns": (\d+)')
+SENT = re.compile(rb'"sent_ns": (\d+)')
 TOKENS = 20
 PROCESSES: int | str = 1  # --processes: load processes (streamguard.load's processes=)
 SINGLE = False  # --single: one stream() row as well
@@ -107,16 +122,29 @@ class Connection:
 
     def token_ns(self) -> list[int]:
         """When each content token arrived: the packet that holds the end of its event."""
-        times = []
+        return list(self.token_events().values())
+
+    def token_events(self) -> dict[int, int]:
+        """Each content token's event by the server's ``sent_ns`` in it (unique per event)
+        to the time of the packet that holds the event's end, in stream order."""
+        times: dict[int, int] = {}
         start = 0
         data = bytes(self.response)
         while (at := data.find(TOKEN, start)) >= 0:
             end = data.find(b"\n\n", at)
             if end < 0:
                 break
-            times.append(self._packet_at(end + 1))
+            sent = SENT.search(data, at, end)
+            times[int(sent.group(1)) if sent else -at] = self._packet_at(end + 1)
             start = end
         return times
+
+    def received_ns(self) -> int | None:
+        """The server's stamp of this connection's request (``received_ns`` in its first
+        content event): the same bytes on the client's and on the proxy's upstream connection,
+        so it pairs the two exactly."""
+        found = RECEIVED.search(self.response)
+        return None if found is None else int(found.group(1))
 
     def _packet_at(self, offset: int) -> int:
         for end, stamp in self.marks:
@@ -167,6 +195,36 @@ def connections(path: Path, server_ports: set[int]) -> dict[tuple[int, int], Con
             conn.response += payload
             conn.marks.append((len(conn.response), stamp))
     return found
+
+
+def forwarding(
+    found: dict[tuple[int, int], Connection], proxy: int, server_port: int
+) -> tuple[list[float], list[float]]:
+    """What the proxy added, ms: per stream, the client's request on the wire to the proxy's
+    upstream request on the wire, and per token event, the event on the upstream connection
+    to the same event on the client's connection. Each client connection is paired with its
+    upstream connection by the server's ``received_ns`` in both responses, each event with
+    its copy by the server's ``sent_ns`` in it (so an event one capture lacks shifts none)."""
+    upstream = {
+        stamp: conn
+        for key, conn in found.items()
+        if key[1] == server_port and (stamp := conn.received_ns()) is not None
+    }
+    requests: list[float] = []
+    chunks: list[float] = []
+    for key, client in found.items():
+        stamp = client.received_ns()
+        if key[1] != proxy or stamp is None or stamp not in upstream:
+            continue
+        server = upstream[stamp]
+        client_out, server_out = client.request_out_ns(), server.request_out_ns()
+        if client_out is not None and server_out is not None:
+            requests.append((server_out - client_out) / 1e6)
+        into = server.token_events()
+        chunks += [
+            (out - into[sent]) / 1e6 for sent, out in client.token_events().items() if sent in into
+        ]
+    return requests, chunks
 
 
 class Capture:
@@ -295,15 +353,9 @@ def run(
         if conn.syn_ns is not None:
             after_syn.append((stamp_wall - conn.syn_ns) / 1e6)
         after_out.append((stamp_wall - out) / 1e6)
-    forwarding: list[float] = []
+    forwarded: tuple[list[float], list[float]] = ([], [])
     if proxy is not None:
-        client_out = sorted(
-            c.request_out_ns() or 0 for k, c in found.items() if k[1] == proxy and c.request
-        )
-        upstream_out = sorted(
-            c.request_out_ns() or 0 for k, c in found.items() if k[1] == server_port and c.request
-        )
-        forwarding = [(u - c) / 1e6 for c, u in zip(client_out, upstream_out, strict=False)]
+        forwarded = forwarding(found, proxy, server_port)
     stamps = {t["stamps"] for t in figures["traces"]}
     shards = int(figures.get("processes", 1))
     if single:
@@ -327,7 +379,8 @@ def run(
         "read": read,
         "after_syn": after_syn,
         "after_out": after_out,
-        "forwarding": forwarding,
+        "forwarding": forwarded[0],
+        "chunk_forwarding": forwarded[1],
         "cpu_ms_per_stream": figures["cpu_s"] * 1e3 / max(streams, 1),
     }
 
@@ -404,6 +457,7 @@ def run_aiperf(streams: int, server_port: int) -> dict[str, Any]:
         "after_syn": after_syn,
         "after_out": after_out,
         "forwarding": [],
+        "chunk_forwarding": [],
         "cpu_ms_per_stream": cpu * 1e3 / max(streams, 1),
         "cpu_us_per_event": cpu * 1e6 / max(events, 1),
     }
@@ -424,10 +478,11 @@ def table(rows: list[dict[str, Any]]) -> list[str]:
     """The markdown table of the runs."""
     lines = [
         "| tool | path | streams | matched | TTFT err p50/p99/max ms | gap err p50/p99/max ms "
-        "| client write p99 ms | client read p99 ms | proxy fwd p50/p99 ms | dropped | load "
-        "| CPU ms/stream | CPU us/event | stamps |",
-        "| --- | --- | ---: | ---: | --- | --- | ---: | ---: | --- | ---: | ---: | ---: | ---: "
-        "| --- |",
+        "| client write p99 ms | client read p99 ms | proxy fwd request p50/p99 ms "
+        "| proxy fwd chunk p50/p99/max ms | dropped | load | CPU ms/stream | CPU us/event "
+        "| stamps |",
+        "| --- | --- | ---: | ---: | --- | --- | ---: | ---: | --- | --- | ---: | ---: | ---: "
+        "| ---: | --- |",
     ]
     for r in rows:
 
@@ -438,21 +493,31 @@ def table(rows: list[dict[str, Any]]) -> list[str]:
         fwd = "-" if not r["forwarding"] else (
             f"{signed(pct(r['forwarding'], 50))} / {signed(pct(r['forwarding'], 99))}"
         )  # fmt: skip
+        chunk_fwd = three(r["chunk_forwarding"]) if r["chunk_forwarding"] else "-"
         dropped = r["dropped"]
         void = "" if dropped == 0 else " VOID: the kernel dropped packets"
         lines.append(
             f"| {r['tool']} | {r['mode']} | {r['streams']} | {r['matched']} | "
             f"{three(r['ttft_err'])} | {three(r['gap_err'])} | {signed(pct(r['write'], 99))} | "
-            f"{signed(pct(r['read'], 99))} | {fwd} | {dropped}{void} | {r['load']:.2f} | "
+            f"{signed(pct(r['read'], 99))} | {fwd} | {chunk_fwd} | {dropped}{void} | "
+            f"{r['load']:.2f} | "
             f"{r['cpu_ms_per_stream']:.2f} | {event_cpu(r)} | {r['stamps']} |"
         )
     return lines
+
+
+MODES = ("direct", "proxy", "toxiproxy", "nginx")
+"""``--modes``: no proxy, the embedded one, the real Toxiproxy, nginx's ``stream`` (a C proxy)."""
+NOTES: list[str] = []  # why a mode asked for has no rows (printed under the table)
+NGINX_MODULE = NGINX_STREAM_MODULE  # --nginx-stream-module
 
 
 def measure(counts: list[int], modes: list[str], toxiproxy: str | None) -> list[dict[str, Any]]:
     """Every (mode, count) run against one server (and proxy)."""
     server, ready = start_json([sys.executable, str(HERE / "openai_server.py"), "--tokens", "20"])
     helpers: list[subprocess.Popen[Any]] = [server]
+    groups: list[subprocess.Popen[Any]] = []
+    prefixes: list[tempfile.TemporaryDirectory[str]] = []
     rows = []
     try:
         server_port = int(ready["url"].rsplit(":", 1)[1])
@@ -465,10 +530,22 @@ def measure(counts: list[int], modes: list[str], toxiproxy: str | None) -> list[
             real, real_api = start_real_toxiproxy(toxiproxy)
             helpers.append(real)
             proxies["toxiproxy"] = make_proxy(real_api, server_port, "wire_real")
-        for mode in modes:
-            if mode not in proxies:
-                continue
-            for count in counts:
+        elif "toxiproxy" in modes:
+            absent("toxiproxy", "no --toxiproxy-server (or STREAMGUARD_TOXIPROXY_SERVER) given")
+        if "nginx" in modes:
+            why = nginx_stream_absent(NGINX_MODULE)
+            if why is None:
+                nginx, proxies["nginx"], prefix = start_nginx_stream(server_port, NGINX_MODULE)
+                groups.append(nginx)
+                prefixes.append(prefix)
+            else:
+                absent("nginx", why)
+        # Interleaved: each count runs on every path before the next count, so a path's rows
+        # and the C proxy's share the machine's moment (its load swings minute to minute).
+        for count in counts:
+            for mode in modes:
+                if mode not in proxies:
+                    continue
                 rows.append(run(mode, count, server_port, proxies[mode]))
                 print("\n".join(table(rows[-1:])[2:]), file=sys.stderr, flush=True)
         if SINGLE and "direct" in modes:
@@ -481,7 +558,18 @@ def measure(counts: list[int], modes: list[str], toxiproxy: str | None) -> list[
     finally:
         for helper in helpers:
             stop(helper)
+        for group in groups:
+            stop(group, group=True)
+        for prefix in prefixes:
+            prefix.cleanup()
     return rows
+
+
+def absent(mode: str, why: str) -> None:
+    """Say, now and under the table, that ``mode`` has no rows and why."""
+    note = f"# --modes {mode}: no rows, {why}"
+    NOTES.append(note)
+    print(note, file=sys.stderr, flush=True)
 
 
 def check() -> int:
@@ -522,7 +610,16 @@ def main() -> int:
     """Run the captures and print the table."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--streams", default="1,10,100,500")
-    parser.add_argument("--modes", default="direct,proxy,toxiproxy")
+    parser.add_argument(
+        "--modes",
+        default="direct,proxy,toxiproxy,nginx",
+        help=f"comma-separated, of {', '.join(MODES)} (nginx: its stream module, a C proxy)",
+    )
+    parser.add_argument(
+        "--nginx-stream-module",
+        default=NGINX_STREAM_MODULE,
+        help="nginx's stream module (Debian's libnginx-mod-stream installs it there)",
+    )
     parser.add_argument(
         "--toxiproxy-server", default=os.environ.get("STREAMGUARD_TOXIPROXY_SERVER")
     )
@@ -536,8 +633,14 @@ def main() -> int:
     )
     parser.add_argument("--child", nargs=2, metavar=("URL", "STREAMS"), help=argparse.SUPPRESS)
     options = parser.parse_args()
-    global PROCESSES
+    global PROCESSES, NGINX_MODULE
     global SINGLE, AIPERF
+    NGINX_MODULE = options.nginx_stream_module
+    modes = options.modes.split(",")
+    if unknown := [mode for mode in modes if mode not in MODES]:
+        parser.error(
+            f"--modes {options.modes}: unknown {', '.join(unknown)}; use {', '.join(MODES)}"
+        )
     PROCESSES = options.processes if options.processes == "auto" else int(options.processes)
     SINGLE = options.single
     if options.child:
@@ -548,15 +651,12 @@ def main() -> int:
     AIPERF = find_aiperf(options.aiperf, anywhere=False)
     started = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
     before = os.getloadavg()
-    rows = measure(
-        [int(n) for n in options.streams.split(",")],
-        options.modes.split(","),
-        options.toxiproxy_server,
-    )
+    rows = measure([int(n) for n in options.streams.split(",")], modes, options.toxiproxy_server)
     print(f"# {started}; {os.cpu_count()} cores; {load_line(before[0])}")
     print(command_line("wire.py"))
     print("# error = tool minus wire; streams matched to connections by client local port")
     print("\n".join(table(rows)))
+    print("\n".join(NOTES))
     if any(r["dropped"] != 0 for r in rows):
         print("# VOID rows: the kernel dropped packets during their capture")
     return 0

@@ -20,6 +20,10 @@ EOF: Final[Item] = (b"", -1)
 """The end-of-stream marker; compared by identity."""
 
 
+def _nothing() -> None:
+    """A released sink's end of stream: nothing left to finish."""
+
+
 def _wake(waiter: asyncio.Future[None] | None) -> None:
     if waiter is not None and not waiter.done():
         waiter.set_result(None)
@@ -125,9 +129,18 @@ class Sink:
         if item is EOF:
             self._on_eof()
             return
+        self.write(item[0])
+
+    def write(self, data: bytes) -> None:
+        """Write bytes to the socket (unless it is closing)."""
         if not self.transport.is_closing():
-            self.transport.write(item[0])
-            self.sent += len(item[0])
+            self.transport.write(data)
+            self.sent += len(data)
+
+    def detach(self) -> None:
+        """Forget the link's callbacks (it is released): an EOF pushed later is dropped."""
+        self._on_eof = _nothing
+        self.on_space = None
 
     def pause(self) -> None:
         """Called by the protocol's ``pause_writing``."""

@@ -1,5 +1,12 @@
 """One direction of a proxied connection: source socket, chain of toxic stages, sink socket.
 
+While the chain is empty (no toxic, or none active on this link) a read is written to the
+destination socket in the same callback, unstamped and without a hop through a channel: the
+direct path, where the proxy's own delay is the event loop's alone. Only the connection's
+request heads are parsed on it (an aimed chunk toxic added later needs the latest one); the
+downstream bytes are decoded only by a chunk toxic's stage, which counts from where it was
+added, so nothing is counted while no chunk toxic exists.
+
 Re-wiring (a toxic added, updated or removed) is synchronous: every stage task is cancelled,
 every in-flight chunk is collected from where it sits and re-fed at the same place in the new
 chain, and the new stage tasks start. So when the API call that triggered it returns, every
@@ -22,8 +29,32 @@ from .stages import STAGES, Stage, ToxicState
 from .toxics import Direction, ProxyToxic
 
 
+def _ignore(link: Link) -> None:
+    """What a released link calls when it ends: nothing."""
+
+
 class Link:
     """Copies one socket into another through the toxics of one direction."""
+
+    __slots__ = (
+        "__weakref__",
+        "_on_finished",
+        "_rng",
+        "_seed",
+        "direction",
+        "eof",
+        "finished",
+        "head",
+        "order",
+        "paused",
+        "received",
+        "requests",
+        "sink",
+        "source",
+        "source_reset",
+        "stages",
+        "states",
+    )
 
     def __init__(
         self,
@@ -69,7 +100,11 @@ class Link:
         if self.requests is not None and self.direction is Direction.UPSTREAM:
             self.requests.feed(data)
         head = self.head
-        head.push((data, time.monotonic_ns()))
+        if head is self.sink:
+            # The direct path: no stage wants the chunk's stamp.
+            self.sink.write(data)
+        else:
+            head.push((data, time.monotonic_ns()))
         if not self.paused and not head.writable():
             self.paused = True
             self.source.pause_reading()
@@ -106,6 +141,14 @@ class Link:
         for stage in self.stages:
             stage.stop()
         self.stages = []
+
+    def release(self) -> None:
+        """Drop the callbacks that point back at this link and its connection, once it is
+        stopped: late socket events find nothing to call."""
+        self._on_finished = _ignore
+        self.states = {}
+        self.head.on_space = None
+        self.sink.detach()
 
     def configure(self, toxics: Sequence[ProxyToxic], redraw: str | None = None) -> None:
         """Re-wire for ``toxics`` (this direction's, in order); ``redraw`` was added or updated."""

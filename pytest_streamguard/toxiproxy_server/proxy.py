@@ -129,6 +129,19 @@ async def bind_listener(listen: str) -> socket.socket:
 class Side(asyncio.BufferedProtocol):
     """One socket of a proxied connection: the source of one link and the sink of the other."""
 
+    # Slots: a burst of connections makes two of these per connection, one after the other.
+    __slots__ = (
+        "_on_made",
+        "early",
+        "early_bytes",
+        "early_eof",
+        "lost",
+        "reader",
+        "reset",
+        "sink",
+        "transport",
+    )
+
     def __init__(self, on_made: Callable[[Side], None] | None = None) -> None:
         self._on_made = on_made
         self.transport: asyncio.Transport | None = None
@@ -148,8 +161,11 @@ class Side(asyncio.BufferedProtocol):
         transport = cast(asyncio.Transport, transport)
         self.transport = transport
         # TCP_NODELAY is on already: uvloop and asyncio set it on every TCP transport.
-        if self._on_made is not None:
-            self._on_made(self)
+        # Called once, then dropped: the upstream side's callback holds its connection, and a
+        # reference cycle would leave the connection to the garbage collector (see _done).
+        on_made, self._on_made = self._on_made, None
+        if on_made is not None:
+            on_made(self)
 
     def get_buffer(self, sizehint: int) -> memoryview:
         """Reads land in one 32 KiB buffer shared by every socket: the loop reads into it
@@ -201,6 +217,8 @@ class Side(asyncio.BufferedProtocol):
 
 class Connection:
     """A client connection and its upstream connection, joined by two links."""
+
+    __slots__ = ("__weakref__", "client", "closed", "links", "proxy", "seed", "upstream")
 
     def __init__(self, proxy: Proxy, client: Side) -> None:
         self.proxy = proxy
@@ -268,7 +286,8 @@ class Connection:
         client_t, upstream_t = self.client.transport, upstream.transport
         assert client_t is not None
         assert upstream_t is not None
-        if any(toxic.type.name == "reset_peer" for toxic in proxy.toxics):
+        toxics = proxy.toxics
+        if toxics and any(toxic.type.name == "reset_peer" for toxic in toxics):
             # Like Toxiproxy's ToxicLink.Start: linger 0 on both sockets when a reset_peer
             # toxic exists at connect time, so every close of this connection is an RST.
             for transport in (client_t, upstream_t):
@@ -295,8 +314,9 @@ class Connection:
         self.links = {Direction.UPSTREAM: up, Direction.DOWNSTREAM: down}
         self.client.reader, self.client.sink = up, down.sink
         upstream.reader, upstream.sink = down, up.sink
-        for link in (up, down):
-            link.configure(proxy.toxics_for(link.direction))
+        if toxics:
+            for link in (up, down):
+                link.configure(proxy.toxics_for(link.direction))
         side = self.client
         for data in side.early:
             up.feed(data)
@@ -345,6 +365,10 @@ class Connection:
                 link.received,
                 link.sink.sent,
             )
+            # Without its reference cycles the connection is freed as soon as its sockets
+            # are: the collector, which would otherwise free hundreds of connections at once,
+            # stops the loop (and every stream through it) for milliseconds.
+            link.release()
 
 
 class Proxy:

@@ -1,4 +1,12 @@
-"""Runs the API server and every proxy in one asyncio loop until SIGTERM or SIGINT."""
+"""Runs the API server and every proxy in one asyncio loop until SIGTERM or SIGINT.
+
+The garbage collector does not run on its own here: a collection stops the loop, and with it
+every stream through every proxy, for as long as it walks the live objects (up to 1.5 ms of
+CPU with 500 connections open, measured). The data path leaves no reference cycles (a
+connection is freed by reference counting as its sockets close), so only the API and toxic
+re-wiring leave garbage for the collector, and :func:`collect_garbage` runs it while no
+connection is open, or once a minute at the latest.
+"""
 
 from __future__ import annotations
 
@@ -8,9 +16,11 @@ import gc
 import random
 import signal
 import socket
+import time
 from collections.abc import Generator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Final
 
 import uvicorn
 
@@ -31,6 +41,25 @@ class ServerSettings:
     config: Path | None = None
     seed: int | None = None
     runtime_metrics: bool = False
+
+
+GC_CHECK_S: Final = 1.0
+"""How often :func:`collect_garbage` looks whether a collection is due."""
+GC_LONGEST_S: Final = 60.0
+"""The longest time between two collections, connections open or not."""
+
+
+async def collect_garbage(collection: Collection) -> None:
+    """Run the garbage collector while no proxy has a connection open (when objects were made
+    and kept since the last run), and at least every :data:`GC_LONGEST_S`; until cancelled."""
+    last = time.monotonic()
+    while True:
+        await asyncio.sleep(GC_CHECK_S)
+        now = time.monotonic()
+        idle = not any(proxy.connections for proxy in collection.proxies.values())
+        if (idle and gc.get_count()[0] > 0) or now - last >= GC_LONGEST_S:
+            gc.collect()
+            last = now
 
 
 class CannotServe(Exception):
@@ -125,9 +154,13 @@ async def serve(settings: ServerSettings) -> None:
     # tens of milliseconds (a full collection walked 79,000 objects) under many connections.
     gc.collect()
     gc.freeze()
+    gc.disable()
+    collector = loop.create_task(collect_garbage(collection))
     try:
         await server.serve(sockets=[sock])
     finally:
+        collector.cancel()
+        gc.enable()
         collection.close()
         sock.close()
         for signum in (signal.SIGTERM, signal.SIGINT):

@@ -58,9 +58,11 @@ class Stage:
         self.task = asyncio.get_running_loop().create_task(self._run())
 
     def stop(self) -> None:
-        """Cancel the stage's task; in-flight data stays in ``pending`` and ``inp``."""
-        if self.task is not None:
-            self.task.cancel()
+        """Cancel the stage's task; in-flight data stays in ``pending`` and ``inp``. The task
+        is dropped: its frames hold the stage, and a cycle would wait for the collector."""
+        task, self.task = self.task, None
+        if task is not None:
+            task.cancel()
 
     async def _run(self) -> None:
         if self.state.closed:
