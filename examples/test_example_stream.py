@@ -58,6 +58,8 @@ def test_a_stream_that_stops_without_its_end_is_truncated(streamguard: StreamGua
 def test_a_mid_stream_stall_is_caught(streamguard: StreamGuard) -> None:
     # The stall starts once the proxy holds the stream, a few ms after the 5th token; tokens
     # already on their way still arrive, so the long gap comes right after token 5 or so.
+    # A real toxiproxy-server (--streamguard-toxiproxy URL) cannot stall at a chunk: there the
+    # plugin skips this test, naming the embedded server it needs.
     streamguard.faults.stall(after_chunks=5, seconds=0.5)
     trace = streamguard.stream("/generate", json=PROMPT)
     with pytest.raises(

@@ -14,6 +14,7 @@ The hierarchy::
     │   ├── ShardStartError             a load shard's process failed before it was ready
     │   └── ToxiproxyError              a Toxiproxy API call failed or timed out
     ├── ProfileError                    a fault profile that cannot be used (a ValueError)
+├── NeedsEmbeddedToxiproxy          a fault this Toxiproxy cannot apply (the test is skipped)
     └── StreamError                     a frame that ends a stream as a failure
         ├── ServerError                 the server said, inside the stream, that it failed
         └── ProtocolError               what arrived is not a stream of that protocol
@@ -35,6 +36,7 @@ __all__ = [
     "FaultsNotFired",
     "FindingsFailed",
     "IngressError",
+    "NeedsEmbeddedToxiproxy",
     "ProfileError",
     "ProtocolError",
     "ReadyPathError",
@@ -115,6 +117,14 @@ class ToxiproxyError(SetupError):
 
 class ProfileError(StreamguardError, ValueError):
     """A profile file or name that cannot be used; the message names it and what is accepted."""
+
+
+class NeedsEmbeddedToxiproxy(StreamguardError, ValueError):
+    """A fault that only the embedded Toxiproxy server applies (a chunk fault:
+    ``stall``, ``cut``/``reset`` with ``after_chunks``), asked of a Toxiproxy that has no such
+    toxic (a real ``toxiproxy-server``). Raised when the fault is called, before any stream is
+    read; the plugin reports the test as skipped with this message as the reason, in the body
+    or from a matrix profile (a ``ValueError``, as the refusal it was before)."""
 
 
 class StreamError(StreamguardError):

@@ -25,10 +25,11 @@ ROOT = Path(__file__).resolve().parent.parent
 EXPORTED = """
     AnthropicFormat Assembly Chunk ClientJudge Conclusion Deadline DeadlineViolation
     FaultRecord Faults FaultsNotFired Finding FindingsFailed Frame GeminiFormat Headroom
-    HeadroomLevel Hop Ingress IngressError LoadPlan LoadResult NDJSONFormat OllamaFormat
-    OpenAIChatFormat OpenAIResponsesFormat Output Piece ProfileError ProtocolError RawFormat
-    Reading ReadyPathError Recorded Replay SSEFormat ServerError SetupError ShardStartError
-    StackStamps StartupError StreamError StreamFormat StreamGuard StreamTrace StreamguardError
+    HeadroomLevel Hop Ingress IngressError LoadPlan LoadResult NDJSONFormat
+    NeedsEmbeddedToxiproxy OllamaFormat OpenAIChatFormat OpenAIResponsesFormat Output Piece
+    ProfileError ProtocolError RawFormat Reading ReadyPathError Recorded Replay SSEFormat
+    ServerError SetupError ShardStartError StackStamps StartupError StreamError StreamFormat
+    StreamGuard StreamTrace StreamguardError
     StreamguardFailure TGIFormat Target TestRecord ToxiproxyError ToxiproxyServer Violation
     __version__ chosen findings_of group_findings not_cancelled percentile register_judge
     target_gauges trace_findings

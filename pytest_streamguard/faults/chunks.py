@@ -5,7 +5,9 @@ This module owns ``stall`` and ``cut``/``reset`` with ``after_chunks=N``
 of the test's streams (``streams=``: :func:`aimed_streams`, :func:`chosen`, :data:`AIM_HEADER`).
 The embedded server counts each response's events itself and acts right after the Nth (see
 :mod:`pytest_streamguard.toxiproxy_server.events`); a real Toxiproxy has no such toxic, so there
-these faults are refused. The client only notes which streams reached chunk N, to judge them.
+these faults are refused with :class:`~pytest_streamguard.errors.NeedsEmbeddedToxiproxy`, which
+the plugin reports as the test's skip reason. The client only notes which streams reached
+chunk N, to judge them.
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from pytest_streamguard.common.display import counted
-from pytest_streamguard.errors import ToxiproxyError
+from pytest_streamguard.errors import NeedsEmbeddedToxiproxy, ToxiproxyError
 from pytest_streamguard.faults.fired import judge
 from pytest_streamguard.faults.mechanism import Mechanism, active_on, checked_number
 from pytest_streamguard.faults.toxics import ProxyControl
@@ -115,7 +117,8 @@ class ChunkToxic(Mechanism):
 
     def apply(self) -> None:
         """Add the toxic; refuse the fault where the server does not know the type (a real
-        Toxiproxy), as nothing there lands at chunk N."""
+        Toxiproxy), as nothing there lands at chunk N: :class:`NeedsEmbeddedToxiproxy`, which
+        the plugin turns into the test's skip."""
         name = self.control.name(self.type)
         self.record.armed_ns = time.perf_counter_ns()
         try:
@@ -126,7 +129,7 @@ class ChunkToxic(Mechanism):
             if "invalid toxic type" not in str(exc).lower():
                 raise
             call = ", ".join(f"{k}={v!r}" for k, v in self.record.params.items())
-            raise ValueError(
+            raise NeedsEmbeddedToxiproxy(
                 f"faults.{self.record.kind}({call}) needs the embedded Toxiproxy server (the "
                 f"default, without --streamguard-toxiproxy URL): it acts right after chunk N "
                 f"itself, and this Toxiproxy ({self.control.api.url}) has no such toxic (its "

@@ -247,8 +247,10 @@ class Faults:
         """Read every later stream of the test at ``bytes_per_second`` (bytes, not KB) through a
         receive buffer of about half a second of it, so backpressure reaches the server; the
         proxy is throttled too, a little above the rate. Up to 10 MB/s
-        (``SLOW_READER_MAX_BPS``). A rate under 64 bytes/s is refused as a likely unit slip
-        unless ``tiny=True`` says it is meant."""
+        (``SLOW_READER_MAX_BPS``). On the embedded server the connections opened under the
+        throttle get small upstream socket buffers, so the server's writes wait within tens of
+        kilobytes (docs/faults.md, "Which buffers a slow reader fills"). A rate under 64
+        bytes/s is refused as a likely unit slip unless ``tiny=True`` says it is meant."""
         mechanism = slow_reader_fault(self._control, bytes_per_second, tiny)
         self.slow_reader_bps = float(bytes_per_second)
         record = self._apply(mechanism)

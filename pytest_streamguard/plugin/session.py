@@ -19,12 +19,13 @@ import os
 import sys
 from collections.abc import Generator
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 import pytest
 
 from pytest_streamguard._moved import moved_name
 from pytest_streamguard.common.display import fit_lines, shown_path, shown_text
+from pytest_streamguard.errors import NeedsEmbeddedToxiproxy
 from pytest_streamguard.faults.fired import faults_not_fired
 from pytest_streamguard.guard import StreamGuard
 from pytest_streamguard.plugin import xdist
@@ -81,6 +82,12 @@ __all__ = [
     "SETTINGS_KEY",
     "StreamGuardSession",
 ]
+
+
+def _skip_at_the_test(reason: str) -> NoReturn:
+    """Skip the running test with ``reason``, reported at the test's own line (as a skip mark
+    is), not at this module's."""
+    raise pytest.skip.Exception(reason, _use_item_location=True)
 
 
 class _Fitted:
@@ -170,16 +177,30 @@ class StreamGuardSession:
     @pytest.hookimpl(wrapper=True)
     def pytest_runtest_call(self, item: pytest.Item) -> Generator[None, object, object]:
         """Apply a matrix item's profile right before the body (the fixture's teardown undoes
-        it); after the body, keep the test's record and raise its verdict's failure."""
+        it); after the body, keep the test's record and raise its verdict's failure. A fault
+        that this Toxiproxy cannot apply (:class:`NeedsEmbeddedToxiproxy`, from the profile or
+        the body) skips the test with its reason instead."""
         profile = item_profile(item)
         guards = item.stash.get(GUARD_KEY, [])
         guard = guards[0] if guards else None
+        unsupported: str | None = None
         if profile is not None and guard is not None:
             guard.profile = profile
             self.meta.setdefault("profiles", {})[profile.name] = profile.to_dict()
-            guard.faults.apply_profile(profile)
+            try:
+                guard.faults.apply_profile(profile)
+            except NeedsEmbeddedToxiproxy as exc:
+                unsupported = f"profile {profile.name!r}: {exc}"
+        if unsupported is not None:
+            # Skipped before the body runs; outside the except block, so no exception chain.
+            _skip_at_the_test(unsupported)
         try:
             result = yield
+        except NeedsEmbeddedToxiproxy as exc:
+            # Streams read before the refusal are kept; a test that read none has no row.
+            if any(guard.traces for guard in guards):
+                self._record(item, body_failed=True)
+            unsupported = str(exc)
         except Exception as exc:
             recorded = self._record(item, body_failed=True)
             note = body_failure_note(
@@ -196,6 +217,8 @@ class StreamGuardSession:
             # pytest's outcomes (skip, fail, xfail, exit) and Ctrl-C: nothing to add.
             self._record(item, body_failed=True)
             raise
+        if unsupported is not None:
+            _skip_at_the_test(unsupported)
         recorded = self._record(item, body_failed=False)
         failure = failure_of(
             recorded.violations,

@@ -20,6 +20,7 @@ import struct
 from collections.abc import Callable
 from typing import Any, Final, cast
 
+from .buffers import dial_throttled, throttled_rcvbuf
 from .channels import Sink
 from .errors import TOXIC_EXISTS, TOXIC_NOT_FOUND, ApiError, invalid_input
 from .events import RequestAims
@@ -243,7 +244,14 @@ class Connection:
         except ValueError as exc:
             self._dial_failed(exc)
             return
-        task = loop.create_task(loop.create_connection(lambda: Side(self._wire), host, port))
+        # Under a downstream bandwidth toxic, small upstream buffers (buffers.py).
+        rcvbuf = throttled_rcvbuf(proxy.toxics)
+        dialling = (
+            loop.create_connection(lambda: Side(self._wire), host, port)
+            if rcvbuf is None
+            else dial_throttled(lambda: Side(self._wire), host, port, rcvbuf)
+        )
+        task = loop.create_task(dialling)
         timer = loop.call_later(DIAL_TIMEOUT_S, task.cancel)
         proxy.dialling.add(task)
 

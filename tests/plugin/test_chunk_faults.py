@@ -7,12 +7,10 @@ that on the bundled app's three kinds of stream and on a load at 1,000 events/s.
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterator
 
 import pytest
-
-from pytest_streamguard.services.processes import ManagedProcess, free_port
+from toxiproxy_fronts import toxiproxy_2x
 
 
 def test_a_chunk_cut_leaves_exactly_n_chunks_on_every_kind_of_stream(
@@ -73,55 +71,89 @@ def test_without_a_fault_nothing_is_cut(streamguard):
 
 
 @pytest.fixture
-def real_toxiproxy() -> Iterator[str]:
-    """The real toxiproxy-server binary named by STREAMGUARD_TOXIPROXY_SERVER, on a free port."""
-    binary = os.environ.get("STREAMGUARD_TOXIPROXY_SERVER", "")
-    if not binary:
-        pytest.skip("STREAMGUARD_TOXIPROXY_SERVER names no real toxiproxy-server binary")
-    port = free_port()
-    process = ManagedProcess("toxiproxy-server", [binary, "-host", "127.0.0.1", "-port", str(port)])
-    url = f"http://127.0.0.1:{port}"
-    try:
-        process.wait_ready(f"{url}/version", 30.0)
+def toxiproxy_2x_url(toxiproxy_url: str) -> Iterator[str]:
+    """A Toxiproxy 2.x API: the real toxiproxy-server that STREAMGUARD_TOXIPROXY_SERVER names,
+    or else a 2.12.0 front over the embedded server that refuses its chunk toxics as the real
+    server refuses an unknown toxic type (tests/plugin/toxiproxy_fronts.py)."""
+    with toxiproxy_2x(toxiproxy_url) as url:
         yield url
-    finally:
-        process.stop()
 
 
-def test_a_real_toxiproxy_refuses_chunk_faults_naming_the_embedded_server(
-    pytester: pytest.Pytester, real_toxiproxy: str, app_url: str
-) -> None:
-    pytester.makepyfile(
-        """
+NEEDS = "needs the embedded Toxiproxy server"
+
+REFUSED_CALLS = """
 import pytest
 
-@pytest.mark.parametrize(
-    "call",
-    [
-        "cut(after_chunks=3)",
-        "stall(after_chunks=3, seconds=0.5)",
-        "reset(after_chunks=3)",
-        "cut(after_chunks=3, streams=[1])",
-        "stall(after_chunks=3, seconds=0.5, streams=0.3)",
-    ],
-)
-def test_refused(streamguard, call):
-    with pytest.raises(ValueError) as info:
+from pytest_streamguard import NeedsEmbeddedToxiproxy
+
+CALLS = [
+    "cut(after_chunks=3)",
+    "stall(after_chunks=3, seconds=0.5)",
+    "reset(after_chunks=3)",
+    "cut(after_chunks=3, streams=[1])",
+    "stall(after_chunks=3, seconds=0.5, streams=0.3)",
+]
+
+@pytest.mark.parametrize("call", CALLS)
+def test_skipped(streamguard, call):
+    streamguard.faults.latency(5)
+    eval("streamguard.faults." + call)
+    raise AssertionError("not reached: the fault is refused when called")
+
+@pytest.mark.parametrize("call", CALLS)
+def test_caught(streamguard, call):
+    with pytest.raises(NeedsEmbeddedToxiproxy) as info:
         eval("streamguard.faults." + call)
-    assert f"faults.{call} needs the embedded Toxiproxy server" in str(info.value)
+    assert isinstance(info.value, ValueError)
     assert "invalid toxic type" in str(info.value)
     assert streamguard.faults.records == []
     trace = streamguard.stream(json={"max_new_tokens": 5, "interval_s": 0.001})
     assert trace.completed and len(trace.chunks) == 5
+
+@pytest.mark.streamguard_matrix("none", "latency-200", "stall-1s", "cut-mid-stream")
+def test_matrix(streamguard):
+    trace = streamguard.stream(json={"max_new_tokens": 8, "interval_s": 0.001})
+    assert trace.completed
+
+def test_the_next_test_streams_through_a_clean_proxy(streamguard):
+    trace = streamguard.stream(json={"max_new_tokens": 12, "interval_s": 0.001})
+    assert trace.completed and len(trace.chunks) == 12
+    assert trace.ttft < 0.5
 """
-    )
+
+
+@pytest.mark.parametrize("strict", [False, True], ids=["plain", "strict-faults"])
+def test_on_a_real_toxiproxy_a_chunk_fault_skips_its_test_with_the_reason(
+    pytester: pytest.Pytester, toxiproxy_2x_url: str, app_url: str, strict: bool
+) -> None:
+    """Issue 38: on a Toxiproxy 2.x, a chunk fault called in the body or by a matrix profile
+    (``stall-1s``, ``cut-mid-stream``) skips its test naming the embedded server and the
+    server's answer: never a failure or a traceback, also under --streamguard-strict-faults;
+    the faults applied before it are removed, and a test that catches the refusal goes on."""
+    pytester.makepyfile(REFUSED_CALLS)
     result = pytester.runpytest(
         "--streamguard",
         "--streamguard-toxiproxy",
-        real_toxiproxy,
+        toxiproxy_2x_url,
         "--streamguard-target-url",
         app_url,
         "-p",
         "no:cacheprovider",
+        "-rs",
+        *(["--streamguard-strict-faults"] if strict else []),
     )
-    result.assert_outcomes(passed=5)
+    result.assert_outcomes(passed=8, skipped=7)
+    out = result.stdout.str()
+    for word in ("Traceback", "inject.py", "session.py", "not reached"):
+        assert word not in out, out
+    for call in ("cut(after_chunks=3)", "stall(after_chunks=3, seconds=0.5, streams=0.3)"):
+        result.stdout.fnmatch_lines(
+            [f"SKIPPED * test_*.py:*: faults.{call} {NEEDS} *invalid toxic type*"]
+        )
+    for profile, call in (
+        ("stall-1s", "stall(after_chunks=3, seconds=1.0)"),
+        ("cut-mid-stream", "cut(after_chunks=3)"),
+    ):
+        result.stdout.fnmatch_lines(
+            [f"SKIPPED * test_*.py:*: profile '{profile}': faults.{call} {NEEDS}*"]
+        )

@@ -7,8 +7,10 @@ import os
 import re
 import shlex
 import shutil
+import socket
 import subprocess
 import sys
+import sysconfig
 import tomllib
 from pathlib import Path
 from typing import Any
@@ -16,6 +18,7 @@ from typing import Any
 import pytest
 import yaml
 from plugin_helpers import NODE_GATEWAY, NODE_STREAM_TEST
+from toxiproxy_fronts import toxiproxy_2x
 
 ROOT = Path(__file__).resolve().parents[2]
 WORKFLOW = ROOT / ".github" / "workflows" / "ci.yml"
@@ -45,6 +48,11 @@ def _documented_workflow() -> dict[Any, Any]:
     section = text.index("## A job for your repository")
     start = text.index("```yaml\n", section) + len("```yaml\n")
     return _load(text[start : text.index("```", start)])
+
+
+def _steps(job: dict[str, Any]) -> dict[str, str]:
+    """Each named step's shell script."""
+    return {step["name"]: step["run"] for step in job["steps"] if "run" in step}
 
 
 def _runs(job: dict[str, Any]) -> str:
@@ -100,8 +108,9 @@ def test_the_user_job_installs_the_plugin_plain() -> None:
     assert job["env"]["STREAMGUARD"] == "."
     assert job["env"]["APP_SETUP"] == ""
     # No extra: the example app needs no torch, and no test-only plugin in the user's run.
-    assert "[" not in _runs(job)
-    assert 'python -m pip install "$STREAMGUARD"' in [s.get("run") for s in job["steps"]]
+    assert "[" not in _runs(job).replace("[ -z", "")
+    install = _steps(job)["Install the plugin"]
+    assert install.splitlines()[-1] == 'python -m pip install "$STREAMGUARD"'
 
 
 def test_the_documented_job_is_the_workflows_job_but_for_its_env_values() -> None:
@@ -115,8 +124,17 @@ def test_the_documented_job_is_the_workflows_job_but_for_its_env_values() -> Non
     assert {k: v for k, v in user_job.items() if k != "env"} == {
         k: v for k, v in ours.items() if k != "env"
     }
-    # The user's values are the documented placeholders.
-    assert user_job["env"]["STREAMGUARD"] == "git+https://github.com/OWNER/pytest-streamguard"
+    # The one value a user must set is empty, first in env and marked; every other value works
+    # as it stands for a Python app with a requirements.txt, app.py and tests/streams.
+    assert user_job["env"]["STREAMGUARD"] == ""
+    assert next(iter(user_job["env"])) == "STREAMGUARD"
+    text = CI_PAGE.read_text(encoding="utf-8")
+    assert re.search(
+        r"# SET THIS: where pip gets pytest-streamguard[^\n]*\n(      #[^\n]*\n)*"
+        r'      STREAMGUARD: ""\n',
+        text,
+    )
+    assert "OWNER" not in text
     assert "{port}" in user_job["env"]["APP_CMD"]
 
 
@@ -258,3 +276,160 @@ def test_the_node_variants_steps_run_against_a_node_app(tmp_path: Path) -> None:
         assert result.returncode == 0, (name, result.stdout + result.stderr)
     assert re.search(r"=+ 1 passed in ", result.stdout), result.stdout
     assert (repo / "reports" / "embedded.json").is_file()
+
+
+# What a GitHub runner and the job's service container give the steps, and the loopback stand-ins
+# the job's script runs with here: the service's API is a Toxiproxy 2.x on a free port (the real
+# server STREAMGUARD_TOXIPROXY_SERVER names, or the 2.12.0 front of toxiproxy_fronts.py), its
+# proxies listen on 127.0.0.1 and reach the app there (not on the container's every interface
+# and the Docker bridge's gateway, which tests/plugin/test_toxiproxy_elsewhere.py emulates).
+RUNNER_API = "http://127.0.0.1:8474"
+RUNNER_PROXY_HOST = "--streamguard-proxy-host 0.0.0.0"
+RUNNER_BRIDGE = "172.17.0.1"
+NOT_IN_A_CHECKOUT = shutil.ignore_patterns(
+    ".git", ".venv", "__pycache__", "*.pyc", ".*_cache", "reports", "site", "build", "dist"
+)
+
+
+def _free_port_range(size: int) -> tuple[int, int]:
+    """``size`` consecutive loopback ports that were free a moment ago, below Linux's
+    ephemeral range."""
+    for low in range(21000, 32000 - size, size):
+        socks: list[socket.socket] = []
+        try:
+            for port in range(low, low + size):
+                sock = socket.socket()
+                socks.append(sock)
+                sock.bind(("127.0.0.1", port))
+        except OSError:
+            continue
+        finally:
+            for sock in socks:
+                sock.close()
+        return low, low + size - 1
+    raise AssertionError(f"no {size} consecutive free ports between 21000 and 32000")
+
+
+def _runner_python(home: Path) -> Path:
+    """A fresh venv, the runner's ``python`` after actions/setup-python, that already has the
+    plugin's dependencies (this suite's, through a ``.pth`` line, so the install step needs no
+    package index for them) but not the plugin: the job's install step puts it there."""
+    venv = home / "runner-venv"
+    subprocess.run(
+        [sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True, timeout=120
+    )
+    purelib = sysconfig.get_paths()["purelib"]
+    (site,) = (venv / "lib").glob("python3*/site-packages")
+    (site / "suite_dependencies.pth").write_text(purelib + "\n")
+    return venv / "bin"
+
+
+def _run_step(script: str, cwd: Path, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    """A ``run:`` step as GitHub runs it on Linux (bash -e)."""
+    return subprocess.run(
+        ["bash", "-e", "-c", script],
+        cwd=cwd,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+
+
+def test_the_workflows_user_job_runs_as_a_script_on_both_toxiproxies(
+    tmp_path: Path, toxiproxy_url: str
+) -> None:
+    """Issue 38: every ``run:`` step of ci.yml's stream-deadlines job (docs/ci.md's job but for
+    its env values), in order and as written, in a checkout of this repository: the plugin
+    installed by the job's own step, the examples through the embedded Toxiproxy and through a
+    Toxiproxy 2.x (the chunk-fault example skipped there with its reason), and every report the
+    upload step keeps. Only the runner's and the service container's addresses are replaced by
+    loopback ones (RUNNER_API, RUNNER_PROXY_HOST, RUNNER_BRIDGE, the published port range)."""
+    job = _workflow()["jobs"][USER_JOB]
+    checkout = tmp_path / "checkout"
+    shutil.copytree(ROOT, checkout, ignore=NOT_IN_A_CHECKOUT)
+    runner_bin = _runner_python(tmp_path)
+    low, high = _free_port_range(20)
+    env = {
+        **{
+            k: v
+            for k, v in os.environ.items()
+            if not k.startswith(("PYTEST_", "PYTHON", "STREAMGUARD_")) and k != "VIRTUAL_ENV"
+        },
+        **{k: str(v) for k, v in job["env"].items()},
+        "APP_ALL_INTERFACES": "--host 127.0.0.1",
+        "PATH": f"{runner_bin}{os.pathsep}{os.environ.get('PATH', '')}",
+    }
+    official = _flag(
+        _steps(job)["Stream tests, official toxiproxy-server"], "--streamguard-proxy-ports"
+    )
+    outputs: dict[str, str] = {}
+    with toxiproxy_2x(toxiproxy_url) as api:
+        for name, script in _steps(job).items():
+            script = (
+                script.replace(RUNNER_API, api)
+                .replace(RUNNER_PROXY_HOST, "--streamguard-proxy-host 127.0.0.1")
+                .replace(RUNNER_BRIDGE, "127.0.0.1")
+                .replace(official, f"{low}-{high}")
+            )
+            result = _run_step(script, checkout, env)
+            outputs[name] = result.stdout + result.stderr
+            assert result.returncode == 0, (name, outputs[name])
+    assert set(outputs) == {
+        "Set up the app",
+        "Install the plugin",
+        "Stream tests, embedded Toxiproxy",
+        "Wait for toxiproxy-server (ghcr.io/shopify/toxiproxy)",
+        "Stream tests, official toxiproxy-server",
+    }
+    # The plugin the runs used is the one the install step put into the runner's venv.
+    location = subprocess.run(
+        [
+            str(runner_bin / "python"),
+            "-c",
+            "import pytest_streamguard; print(pytest_streamguard.__file__)",
+        ],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.strip()
+    assert location.startswith(str(tmp_path / "runner-venv")), location
+    embedded = outputs["Stream tests, embedded Toxiproxy"]
+    assert re.search(r"=+ 8 passed in ", embedded), embedded
+    real = outputs["Stream tests, official toxiproxy-server"]
+    assert re.search(r"=+ 7 passed, 1 skipped in ", real), real
+    assert "toxiproxy=external" in real
+    reports = sorted(p.name for p in (checkout / "reports").iterdir())
+    assert reports == [
+        "embedded-junit.xml",
+        "embedded.html",
+        "embedded.json",
+        "toxiproxy-junit.xml",
+        "toxiproxy.html",
+        "toxiproxy.json",
+    ]
+    # The skipped example says why in the JUnit report the upload step keeps.
+    junit = (checkout / "reports" / "toxiproxy-junit.xml").read_text(encoding="utf-8")
+    assert "test_a_mid_stream_stall_is_caught" in junit
+    assert "needs the embedded Toxiproxy server" in junit
+
+
+def test_the_documented_job_stops_at_its_install_step_until_streamguard_is_set(
+    tmp_path: Path,
+) -> None:
+    """docs/ci.md's job copied as it is: its install step fails at once, saying which value to
+    set, instead of a pip error about a URL that is not one."""
+    job = _documented_workflow()["jobs"][USER_JOB]
+    env = {
+        **{k: v for k, v in os.environ.items() if not k.startswith("PYTEST_")},
+        **{k: str(v) for k, v in job["env"].items()},
+    }
+    result = _run_step(_steps(job)["Install the plugin"], tmp_path, env)
+    assert result.returncode == 1
+    assert result.stdout.startswith("::error::STREAMGUARD is empty: set it in the job's env"), (
+        result.stdout + result.stderr
+    )
+    assert "pip" not in result.stderr

@@ -4,10 +4,11 @@ The network between the proxy and this client moves 2 KB/s while the target gene
 hundred times faster, 1 KB events (``pad_bytes``, as heavy as chunks with logprobs). With the
 kernel left to grow its send buffer to megabytes, a whole answer fits in buffers and the server
 never notices; production servers bound it, and so does this target variant
-(``--send-buffer 8192``). Once the buffers (a few hundred KB between the target and the proxy)
-are full the target's writes block, its per-stream backlog reaches ``--max-backlog`` tokens,
-and it ends that stream with an error instead of buffering without bound. A normal stream read
-at the same time keeps its deadlines.
+(``--send-buffer 8192``). Once the buffers (tens of KB between the target and the proxy, whose
+upstream socket is small under a ``bandwidth`` toxic: docs/faults.md, "Which buffers a slow
+reader fills") are full the target's writes block, its per-stream backlog reaches
+``--max-backlog`` tokens, and it ends that stream with an error instead of buffering without
+bound. A normal stream read at the same time keeps its deadlines.
 """
 
 from __future__ import annotations
