@@ -76,6 +76,11 @@ TOTAL_TIMEOUT = (
     "no rule total_timeout yet: every stream cut at the same elapsed time since its request"
 )
 BURSTS = "no rule bursts yet: chunks released in groups of a fixed size or period"
+# Seen misjudged in some runs of a busy 2-core machine (docs/findings.md, "Confusion set").
+PROBE_FLOOR = (
+    "intermittent false blocked_loop: a threaded server's ready path answered in 50 to 71 ms "
+    "on a busy machine, and 6 of 26 probes over the 50 ms floor (26 %) passed the 25 % share"
+)
 
 S, F, T, N = "starlette_chat.py", "fastapi_chat.py", "threaded_chat.py", "node_chat.js"
 BLOCKED = frozenset({"blocked_loop"})
@@ -192,6 +197,7 @@ LOOK_ALIKES = [
         app(T, "one_slot"),
         load(5, 15),
         frozenset({"queued"}),
+        intermittent=PROBE_FLOOR,
     ),
     Case(
         "node-one-slot", NODE, "look-alike", app(N, "one_slot"), load(5, 15), frozenset({"queued"})
@@ -229,16 +235,16 @@ CONTROLS = [
 CASES = [*CAUSES, *LOOK_ALIKES, *CONTROLS]
 
 
+def marks(case: Case) -> list[pytest.MarkDecorator]:
+    """A case whose cause needs a rule today's findings lack is expected to be misjudged
+    (strictly: it fails once the rule lands); one they misjudge in some runs only may be."""
+    if case.missing:
+        return [pytest.mark.xfail(strict=True, raises=Misjudged, reason=case.missing)]
+    if case.intermittent:
+        return [pytest.mark.xfail(strict=False, raises=Misjudged, reason=case.intermittent)]
+    return []
+
+
 def as_params(cases: list[Case]) -> list[object]:
-    """The cases as pytest parameters, each named by its case; a case whose cause needs a rule
-    today's findings lack is expected to be misjudged (strictly: it fails once the rule lands)."""
-    return [
-        pytest.param(
-            case,
-            id=case.name,
-            marks=[pytest.mark.xfail(strict=True, raises=Misjudged, reason=case.missing)]
-            if case.missing
-            else [],
-        )
-        for case in cases
-    ]
+    """The cases as pytest parameters, each named by its case and marked by :func:`marks`."""
+    return [pytest.param(case, id=case.name, marks=marks(case)) for case in cases]
