@@ -44,7 +44,9 @@ class Case:
     capacity); ``kind``: ``cause``, ``look-alike`` or ``control``; ``missing``: the rule
     today's findings lack to name it (the test expects the miss until that rule lands);
     ``intermittent``: why today's rules misjudge it in some runs and not others (the test
-    tolerates that, and says so, until they hold).
+    tolerates that, and says so, until they hold); ``marker``: the test's ``token_deadline``
+    arguments, if it has one; ``user_test_passes``: False where the incident breaks that
+    deadline (the user's test then fails, naming the likely cause).
     """
 
     name: str
@@ -56,6 +58,8 @@ class Case:
     ingress: tuple[str, ...] | None = None
     missing: str = ""
     intermittent: str = ""
+    marker: str = ""
+    user_test_passes: bool = True
 
     def command(self) -> str:
         """The ``--streamguard-target-cmd`` that starts the app (and its nginx)."""
@@ -120,11 +124,15 @@ class Outcome:
 #: The user's test module: ``CHAT(tokens)`` is an OpenAI chat completion request of that many
 #: tokens; ``BODY`` is replaced by the case's body.
 INNER_TEST = """
+import pytest
+
+
 def CHAT(tokens):
     messages = [{"role": "user", "content": "hi"}]
     return {"model": "team-model", "messages": messages, "stream": True, "max_tokens": tokens}
 
 
+MARKER
 def test_case(streamguard):
 BODY
 """
@@ -137,7 +145,9 @@ def run_case(case: Case, toxiproxy_url: str, timeout: float = 60.0) -> Outcome:
     plugin) and read the findings of its record."""
     with tempfile.TemporaryDirectory(prefix="confusion-") as tmp:
         work = Path(tmp)
-        source = INNER_TEST.replace("BODY", textwrap.indent(case.body.strip(), "    "))
+        marker = f"@pytest.mark.token_deadline({case.marker})" if case.marker else ""
+        source = INNER_TEST.replace("MARKER", marker)
+        source = source.replace("BODY", textwrap.indent(case.body.strip(), "    "))
         (work / "test_incident.py").write_text(source)
         (work / "pytest.ini").write_text(INI)
         report = work / "sg.json"

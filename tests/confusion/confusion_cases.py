@@ -76,6 +76,11 @@ TOTAL_TIMEOUT = (
     "no rule total_timeout yet: every stream cut at the same elapsed time since its request"
 )
 BURSTS = "no rule bursts yet: chunks released in groups of a fixed size or period"
+FIRST_BLOCK = (
+    "blocked_loop needs the probe's wait to stand where the streams end in the first blocks: "
+    "the client's read limit ended 7 of 10 streams after 4 or 5 chunks, and shared stalls "
+    "need 3 separate times"
+)
 # Seen misjudged in some runs of a busy 2-core machine (docs/findings.md, "Confusion set").
 PROBE_FLOOR = (
     "intermittent false blocked_loop: a threaded server's ready path answered in 50 to 71 ms "
@@ -99,6 +104,19 @@ CAUSES = [
         soak(24, 12.0, 6),
         BLOCKED,
         missing=SOAK,
+    ),
+    # The deadline's read limit (1.05 s) ends the streams during the blocks: the plugin's own
+    # client gave up, no ingress cut them.
+    Case(
+        "starlette-blocked-loop-deadline",
+        STARLETTE,
+        "cause",
+        app(S, "blocked_loop"),
+        f"streamguard.load(10, {PATH}, json=CHAT(15))",
+        BLOCKED,
+        marker="ttft=0.5, chunk=0.05",
+        user_test_passes=False,
+        missing=FIRST_BLOCK,
     ),
     Case(
         "fastapi-cold-start",
@@ -181,6 +199,19 @@ CAUSES = [
     ),
 ]
 
+# The plugin's own faults on a healthy app: a stall of the proxy in the middle of one stream,
+# and the app's process frozen half a second under a load.
+OWN_STALL = f"""
+streamguard.faults.stall(after_chunks=5, seconds=1.0)
+trace = streamguard.stream({PATH}, json=CHAT(20))
+assert trace.completed, trace.error
+"""
+OWN_FREEZE = f"""
+streamguard.faults.freeze(0.6, after_chunks=5)
+result = streamguard.load(5, {PATH}, json=CHAT(30))
+assert result.completed == 5, result.summary()
+"""
+
 LOOK_ALIKES = [
     Case(
         "fastapi-one-slot",
@@ -214,6 +245,8 @@ LOOK_ALIKES = [
     Case("starlette-soak", STARLETTE, "look-alike", app(S), soak(24, 12.0, 30)),
     Case("fastapi-slow-healthy", FASTAPI, "look-alike", app(F, "slow"), load(5, 12)),
     Case("fastapi-cancelled", FASTAPI, "look-alike", app(F, "cancelled"), CUT_EARLY),
+    Case("starlette-own-stall", STARLETTE, "look-alike", app(S), OWN_STALL),
+    Case("starlette-own-freeze", STARLETTE, "look-alike", app(S), OWN_FREEZE),
     Case(
         "nginx-tool-pause",
         NGINX,
