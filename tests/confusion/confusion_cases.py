@@ -82,6 +82,10 @@ FIRST_BLOCK = (
     "need 3 separate times"
 )
 # Seen misjudged in some runs of a busy 2-core machine (docs/findings.md, "Confusion set").
+OWN_STALL_BLAMED = (
+    "intermittent false buffered: the plugin's own stall is not checked against a finding's "
+    "window yet; the chunks it held came in one or two reads in 2 of 3 runs"
+)
 PROBE_FLOOR = (
     "intermittent false blocked_loop: a threaded server's ready path answered in 50 to 71 ms "
     "on a busy machine, and 6 of 26 probes over the 50 ms floor (26 %) passed the 25 % share"
@@ -245,7 +249,14 @@ LOOK_ALIKES = [
     Case("starlette-soak", STARLETTE, "look-alike", app(S), soak(24, 12.0, 30)),
     Case("fastapi-slow-healthy", FASTAPI, "look-alike", app(F, "slow"), load(5, 12)),
     Case("fastapi-cancelled", FASTAPI, "look-alike", app(F, "cancelled"), CUT_EARLY),
-    Case("starlette-own-stall", STARLETTE, "look-alike", app(S), OWN_STALL),
+    Case(
+        "starlette-own-stall",
+        STARLETTE,
+        "look-alike",
+        app(S),
+        OWN_STALL,
+        intermittent=OWN_STALL_BLAMED,
+    ),
     Case("starlette-own-freeze", STARLETTE, "look-alike", app(S), OWN_FREEZE),
     Case(
         "nginx-tool-pause",
