@@ -12,6 +12,8 @@ chunks from ``POST /v1/chat/completions``, a ready path ``/readyz``, and the por
   the body;
 - ``tool_pause``: the model writes 20 tokens, then calls a tool, and the stream is silent while
   the tool runs (healthy by itself; behind a proxy with a short read timeout the stream is cut);
+- ``quick_tool``: the same tool call after only 3 tokens, within a few tenths of a second of
+  the request;
 - ``slow``: a slow but healthy model: a long prefill, then steady tokens.
 """
 
@@ -36,6 +38,7 @@ BLOCK_S = 0.15
 TEMPLATE_S = 0.15
 USAGE_REPORT_S = 1.5
 TOOL_AFTER = 20
+QUICK_TOOL_AFTER = 3
 TOOL_S = 1.8
 SLOW_PREFILL_S = 0.6
 SLOW_TOKEN_S = 0.05
@@ -70,7 +73,8 @@ def make_app(incident: str) -> Starlette:
                 await asyncio.sleep(pace)
                 if incident == "blocked_loop" and index % BLOCK_EVERY == BLOCK_EVERY - 1:
                     time.sleep(BLOCK_S)  # noqa: ASYNC251 -- the incident: the loop stops
-                if incident == "tool_pause" and index == TOOL_AFTER:
+                tool_at = {"tool_pause": TOOL_AFTER, "quick_tool": QUICK_TOOL_AFTER}
+                if index == tool_at.get(incident):
                     await asyncio.sleep(TOOL_S)
                 yield chunk(f"tok{index} ")
             yield chunk(None, "stop")
@@ -91,7 +95,15 @@ def make_app(incident: str) -> Starlette:
     )
 
 
-INCIDENTS = ("healthy", "blocked_loop", "staircase", "held_open", "tool_pause", "slow")
+INCIDENTS = (
+    "healthy",
+    "blocked_loop",
+    "staircase",
+    "held_open",
+    "tool_pause",
+    "quick_tool",
+    "slow",
+)
 
 
 def main() -> None:
