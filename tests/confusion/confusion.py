@@ -5,8 +5,9 @@ Each :class:`Case` is one app (a server of tests/confusion/apps/, started by the
 ``--streamguard-target-cmd``, some behind a real nginx) with one incident or none, and the test
 a user would write for it (a guarded load, the probe on by default). :func:`run_case` runs that
 test in a pytest process of its own and reads the findings of its record in the JSON report.
-``tests/confusion/test_confusion.py`` asserts every case; ``python tests/confusion/table.py``
-prints the table docs/findings.md shows.
+``tests/confusion/test_confusion.py`` asserts the causes and ``test_confusion_blame.py`` the
+look-alikes and controls; ``python tests/confusion/table.py`` prints the table
+docs/findings.md shows.
 
 Findings that blame the app are every finding but ``queued`` (capacity, not blame). A case is
 ``right`` when every expected finding was named and nothing else was blamed; a named cause that
@@ -46,7 +47,7 @@ class Case:
     ``intermittent``: why today's rules misjudge it in some runs and not others (the test
     tolerates that, and says so, until they hold); ``marker``: the test's ``token_deadline``
     arguments, if it has one; ``user_test_passes``: False where the incident breaks that
-    deadline (the user's test then fails, naming the likely cause).
+    deadline (the user's test then fails).
     """
 
     name: str
