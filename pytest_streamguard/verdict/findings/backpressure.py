@@ -17,13 +17,13 @@ from pytest_streamguard.verdict.findings.base import seconds as _s
 BACKPRESSURE_MIN_S = 0.25
 BACKPRESSURE_MIN_CHUNKS = 3
 BACKPRESSURE_PACED = 0.5
-_THROTTLES = frozenset({"bandwidth", "slow_reader"})
+THROTTLES = frozenset({"bandwidth", "slow_reader"})
 
 
 def _throttle(trace: Observed) -> Any:
     end = trace.end_ns if trace.end_ns is not None else trace.request_ns
     for fault in getattr(trace, "faults", ()):
-        if fault.kind in _THROTTLES and fault.active_during(trace.request_ns, end):
+        if fault.kind in THROTTLES and fault.active_during(trace.request_ns, end):
             return fault
     return None
 

@@ -9,6 +9,7 @@ from collections import Counter
 from pytest_streamguard.common.display import counted
 from pytest_streamguard.verdict.findings.base import Finding, Observed
 from pytest_streamguard.verdict.findings.base import seconds as _s
+from pytest_streamguard.verdict.findings.own import own_gap
 
 #: buffered: a stream of at least this many chunks ...
 BUFFERED_MIN_CHUNKS = 4
@@ -30,6 +31,8 @@ BUFFERED_SENT_SPAN_S = 0.1
 
 
 def buffered(trace: Observed) -> Finding | None:
+    """``buffered`` on ``trace``, or ``own_fault`` where a fault the plugin applied made the
+    gap that held the chunks (:mod:`.own`), or None."""
     chunks = trace.chunks
     if len(chunks) < BUFFERED_MIN_CHUNKS:
         return None
@@ -63,6 +66,12 @@ def buffered(trace: Observed) -> Finding | None:
         if span < BUFFERED_SENT_SPAN_S:
             return None
         server = f"; the server sent them over {span:.3f} s"
+    # The gap that held them: from the last byte before them; one the plugin made is its own.
+    before = [c.stamp_ns for c in chunks if c.stamp_ns < min(reads)]
+    head = trace.response_ns if trace.response_ns is not None else trace.request_ns
+    own = own_gap(trace, max(before) if before else head, last, "buffered")
+    if own is not None:
+        return own
     distinct = len({stamp for stamp, _ in trace.reads})
     instants = "" if distinct == len(trace.reads) else f", at {counted(distinct, 'instant')}"
     word = "read" if len(reads) == 1 else "reads"

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from pytest_streamguard.verdict.findings.base import Finding, Observed
 from pytest_streamguard.verdict.findings.base import seconds as _s
+from pytest_streamguard.verdict.findings.own import own_gap
 
 #: idle_cut: a stream that did not complete, cut, reset or timed out after a silence of at
 #: least this many seconds ...
@@ -50,6 +51,9 @@ def idle_cut(trace: Observed) -> Finding | None:
     whole = round(since)
     if off > max(IDLE_TOLERANCE * whole, IDLE_TOLERANCE_S):
         return None
+    own = own_gap(trace, stamp, trace.end_ns, "idle_cut")
+    if own is not None:
+        return own
     evidence = f"{trace.error_kind} after {silence:.3f} s of silence"
     if stamp != last:
         evidence += f", {since:.3f} s after a read {_s(last - stamp):.3f} s before the last"

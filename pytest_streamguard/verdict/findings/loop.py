@@ -13,18 +13,27 @@ from pytest_streamguard.common.display import counted
 from pytest_streamguard.verdict.findings.base import Finding, Observed
 from pytest_streamguard.verdict.findings.base import seconds as _s
 from pytest_streamguard.verdict.findings.buffered import BUFFERED_MIN_CHUNKS
+from pytest_streamguard.verdict.findings.own import explained, own_fault
 from pytest_streamguard.verdict.probe import Probed, ProbeWaits, waits
 
 #: blocked_loop (shared stalls): a stall is a gap above this many seconds and above
-#: ``STALL_FACTOR`` times the stream's median gap ...
+#: ``STALL_FACTOR`` times the stream's healthy gap ...
 STALL_MIN_S = 0.05
 STALL_FACTOR = 4.0
+#: ... its ``HEALTHY_QUANTILE`` of gaps between reads: a low quantile, not the median, which
+#: the stalls themselves inflate once they are most of a stream's gaps (10 streams on a loop
+#: blocked 0.25 s every 5 tokens: gaps of 0.75 to 1.5 s, all of them stalls) ...
+HEALTHY_QUANTILE = 0.25
+#: ... or, with the probe's samples, any gap above ``STALL_MIN_S`` through which the probe
+#: waited (``PROBE_WAIT_SHARE`` of it or more): where every gap is a stall, no gap of the
+#: stream is healthy, and the target's own loop says which were held ...
 #: ... and a shared stall is an instant inside the stalls of at least this many streams (and
-#: of at least half the streams read) ...
+#: of at least half the streams open then, from their request to their end: a soak load with
+#: 8 streams open of 24 in all) ...
 SHARED_MIN_STREAMS = 3
-#: ... seen at least this many separate times (a batch engine admitting 30 streams at once
-#: stalled them all together twice, up to 0.185 s, while its prefills ran: not a blocked loop,
-#: which stalls them again at every block).
+#: ... seen at least this many times: separate windows, or each stalled stream's stalls inside
+#: them (a batch engine admitting 30 streams at once stalled them all together twice, up to
+#: 0.185 s, while its prefills ran: not a blocked loop, which stalls them again at every block).
 SHARED_MIN_TIMES = 3
 #: blocked_loop (staircase): at least this many streams sent together (each request sent
 #: before the first of them got its head) ...
@@ -35,7 +44,15 @@ STAIR_MIN_STREAMS = 4
 STAIR_STEP_SHARE = 1 / 3
 STAIR_MIN_STEPS = 3
 STAIR_STEP_S = 0.02
-#: ... rising by at least this many seconds from the first to the last.
+#: ... rising from the first to the last by at least ``STAIR_RISE_FACTOR`` times the streams'
+#: healthy gap (the median of their ``HEALTHY_QUANTILE`` gaps) and at least
+#: ``STAIR_RISE_MIN_S``: relative to the streams' own pace, so a staircase that rose 0.16 s in
+#: one run and 0.19 s in the next (20 ms tokens) is named in both, where a fixed 0.2 s
+#: threshold flipped between them.
+STAIR_RISE_FACTOR = 5.0
+STAIR_RISE_MIN_S = 0.1
+#: blocked_loop (released together): the silence before every stream's head and answer came
+#: at once is at least this many seconds.
 STAIR_RISE_S = 0.2
 #: blocked_loop (released together): the staircase's single step. At least
 #: ``STAIR_MIN_STREAMS`` streams sent together, each completed with at least
@@ -73,13 +90,31 @@ SERVED_AT_ONCE_MAX = 2
 PROBE_WAIT_SHARE = 0.25
 
 
-def _stalls(trace: Observed) -> list[tuple[int, int]]:
+def _healthy_gap(trace: Observed) -> float:
+    """The stream's healthy gap (ns): the ``HEALTHY_QUANTILE`` of its gaps between reads
+    (chunks framed from one read, 0 apart, left out), which holds when most gaps are stalls."""
+    gaps = sorted(
+        g for a, b in itertools.pairwise(c.stamp_ns for c in trace.chunks) if (g := b - a)
+    )
+    return gaps[int(HEALTHY_QUANTILE * (len(gaps) - 1))] if gaps else 0.0
+
+
+def _stalls(trace: Observed, probe: Probed | None) -> list[tuple[int, int]]:
     stamps = [c.stamp_ns for c in trace.chunks]
-    gaps = [b - a for a, b in itertools.pairwise(stamps)]
-    if len(gaps) < 2:
+    if len(stamps) < 3:
         return []
-    floor = max(STALL_MIN_S * 1e9, STALL_FACTOR * statistics.median(gaps))
-    return [(a, b) for a, b in itertools.pairwise(stamps) if b - a > floor]
+    floor = max(STALL_MIN_S * 1e9, STALL_FACTOR * _healthy_gap(trace))
+    found = []
+    for a, b in itertools.pairwise(stamps):
+        if b - a > floor:
+            found.append((a, b))
+        elif b - a > STALL_MIN_S * 1e9 and probe is not None:
+            # Every gap may be a stall (a loop blocked by each stream in turn): where the probe
+            # waited through it, the target's own loop held it, whatever the stream's usual gap.
+            seen = waits(probe, [(a, b)])
+            if seen is not None and seen.share >= PROBE_WAIT_SHARE:
+                found.append((a, b))
+    return found
 
 
 #: A blocked_loop pattern's finding and the windows (``(start_ns, end_ns)``) in which it says
@@ -87,49 +122,83 @@ def _stalls(trace: Observed) -> list[tuple[int, int]]:
 _Matched = tuple[Finding, list[tuple[int, int]]]
 
 
-def _shared_stalls(traces: Sequence[Observed]) -> _Matched | None:
-    stalls = {t.name: _stalls(t) for t in traces}
-    need = max(SHARED_MIN_STREAMS, (len(traces) + 1) // 2)
-    if len(traces) < need:
-        return None
-    # Sweep the stall windows: the instants inside at least ``need`` streams' stalls.
+def _shared_windows(
+    traces: Sequence[Observed], stalls: dict[str, list[tuple[int, int]]]
+) -> list[tuple[int, int, int, int]]:
+    """The windows in which at least ``SHARED_MIN_STREAMS`` streams, and at least half of
+    those open (from their request to their end), were stalled together: (start, end, most
+    stalled together, streams open then)."""
     edges = sorted(
-        (stamp, delta)
-        for windows in stalls.values()
-        for a, b in windows
-        for stamp, delta in ((a, 1), (b, -1))
+        [
+            (stamp, 0, delta)
+            for w in stalls.values()
+            for a, b in w
+            for stamp, delta in ((a, 1), (b, -1))
+        ]
+        + [
+            (stamp, 1, delta)
+            for t in traces
+            for stamp, delta in ((t.request_ns, 1), (t.end_ns or t.request_ns, -1))
+        ],
+        key=lambda e: (e[0], e[2]),
     )
-    times: list[tuple[int, int, int]] = []  # start, end, most streams stalled together
-    depth, start, peak = 0, 0, 0
-    for stamp, delta in edges:
-        before = depth
-        depth += delta
-        if before < need <= depth:
-            start, peak = stamp, depth
-        elif depth >= need:
-            peak = max(peak, depth)
-        elif before >= need > depth:
-            times.append((start, stamp, peak))
-    if len(times) < SHARED_MIN_TIMES:
+    windows: list[tuple[int, int, int, int]] = []
+    stalled = open_ = 0
+    start: int | None = None
+    peak = peak_open = 0
+    for stamp, is_open, delta in edges:
+        if is_open:
+            open_ += delta
+        else:
+            stalled += delta
+        shared = stalled >= max(SHARED_MIN_STREAMS, (open_ + 1) // 2)
+        if shared and start is None:
+            start, peak, peak_open = stamp, stalled, open_
+        elif shared and stalled > peak:
+            peak, peak_open = stalled, open_
+        elif not shared and start is not None:
+            windows.append((start, stamp, peak, peak_open))
+            start = None
+    return windows
+
+
+def _shared_stalls(traces: Sequence[Observed], probe: Probed | None) -> _Matched | None:
+    stalls = {t.name: _stalls(t, probe) for t in traces}
+    if len(traces) < SHARED_MIN_STREAMS:
+        return None
+    windows = _shared_windows(traces, stalls)
+    if not windows:
+        return None
+    # Seen again and again: separate windows, or (a loop blocked by each stream in turn holds
+    # every stream stalled from one token to the next) each stream's stalls inside them.
+    inside = [
+        sum(1 for a, b in w if any(a < we and b > ws for ws, we, _, _ in windows))
+        for w in stalls.values()
+    ]
+    times = max(len(windows), int(statistics.median(n for n in inside if n) if any(inside) else 0))
+    if times < SHARED_MIN_TIMES:
         return None
     t0 = min(t.request_ns for t in traces)
-    longest = max(times, key=lambda w: w[1] - w[0])
-    most = max(w[2] for w in times)
-    stalled = sorted(name for name, windows in stalls.items() if windows)
+    longest = max(windows, key=lambda w: w[1] - w[0])
+    most, opened = max((w[2], w[3]) for w in windows)
+    among = f"{opened} streams" if opened >= len(traces) else f"{opened} open streams"
+    of_all = "" if opened >= len(traces) else f" ({len(traces)} in all)"
+    stalled = sorted(name for name, w in stalls.items() if w)
     found = Finding(
         "blocked_loop",
-        f"up to {most} of {len(traces)} streams stalled together {len(times)} times; longest "
+        f"up to {most} of {among} stalled together {times} times{of_all}; longest "
         f"{_s(longest[1] - longest[0]):.3f} s at {_s(longest[0] - t0):.3f} s",
         tuple(stalled),
         {
             "streams": len(traces),
+            "open": opened,
             "most_stalled": most,
-            "times": len(times),
+            "times": times,
             "longest_s": _s(longest[1] - longest[0]),
             "at_s": _s(longest[0] - t0),
         },
     )
-    return found, [(a, b) for a, b, _ in times]
+    return found, [(a, b) for a, b, _, _ in windows]
 
 
 def _staircase(traces: Sequence[Observed], what: str) -> _Matched | None:
@@ -149,7 +218,9 @@ def _staircase(traces: Sequence[Observed], what: str) -> _Matched | None:
     steps = [b - a for a, b in itertools.pairwise(stamps)]
     rise = _s(stamps[-1] - stamps[0])
     big = sum(1 for s in steps if s >= STAIR_STEP_S * 1e9)
-    if rise < STAIR_RISE_S or big < max(STAIR_MIN_STEPS, STAIR_STEP_SHARE * len(steps)):
+    healthy = statistics.median(_healthy_gap(t) for t in traces) / 1e9
+    least = max(STAIR_RISE_MIN_S, STAIR_RISE_FACTOR * healthy)
+    if rise < least or big < max(STAIR_MIN_STEPS, STAIR_STEP_SHARE * len(steps)):
         return None
     t0 = min(t.request_ns for _, t in together)
     noun = "response heads" if what == "heads" else "first tokens"
@@ -250,6 +321,7 @@ def _probe_words(seen: ProbeWaits, probe: Probed) -> str:
 
 
 def probe_data(seen: ProbeWaits) -> dict[str, Any]:
+    """The probe's wait as a finding's ``data``."""
     return {
         "probe_samples": seen.samples,
         "probe_waited": seen.waited,
@@ -282,8 +354,13 @@ def _confirmed(matched: _Matched, probe: Probed | None) -> Finding | None:
 
 
 def blocked_loop(traces: Sequence[Observed], probe: Probed | None) -> Finding | None:
+    """``blocked_loop`` by the first of its patterns that matched and that the probe (where
+    it has samples there) confirmed; else ``own_fault`` where a pattern matched in the
+    windows of a fault the plugin applied (:mod:`.own`); else None."""
+    by_name = {t.name: t for t in traces}
+    own: Finding | None = None
     for matched in (
-        _shared_stalls(traces),
+        _shared_stalls(traces, probe),
         _staircase(traces, "heads"),
         _staircase(traces, "tokens"),
         _served_in_turn(traces),
@@ -292,6 +369,13 @@ def blocked_loop(traces: Sequence[Observed], probe: Probed | None) -> Finding | 
         if matched is None:
             continue
         found = _confirmed(matched, probe)
-        if found is not None:
+        if found is None:
+            continue
+        windows = matched[1]
+        on = [by_name[name] for name in found.streams if name in by_name]
+        fault = explained(on, windows, probe_waited=bool(found.cause))
+        if fault is None:
             return found
-    return None
+        longest = max(b - a for a, b in windows)
+        own = own or own_fault("blocked_loop", fault, found.streams, _s(longest))
+    return own
