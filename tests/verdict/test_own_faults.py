@@ -67,6 +67,10 @@ def test_a_short_latency_does_not_explain_a_long_held_read() -> None:
     slow = make("stream 1", 0, [50, 1000, 1000, 1000, 1000, 1000])
     slow.faults = [fault("bandwidth", 0, None, kb_per_second=1)]
     assert names(slow.findings) == ["own_fault"]
+    # A real nginx the test put on the way is the hop the finding names, not a fault's gap.
+    nginx = make("stream 1", 0, [50, 1000, 1000, 1000, 1000, 1000])
+    nginx.faults = [fault("ingress", 0, None, buffering=True)]
+    assert names(nginx.findings) == ["buffered"]
 
 
 def test_the_plugins_cut_is_not_a_hops_read_timeout() -> None:

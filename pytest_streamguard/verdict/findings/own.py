@@ -24,6 +24,9 @@ What each fault explains (its window on a stream, and how long a gap it can make
 - ``bandwidth``, ``slow_reader``, ``slicer`` and a profile's toxics: while they were on, any gap
   (they hold bytes for as long as their rate says).
 
+An ``ingress`` (a real nginx the test puts on the way) is not among them: it is a hop whose
+buffering and timeouts the findings are there to name.
+
 The probe (:mod:`pytest_streamguard.verdict.probe`) passes through no fault: where it waited in
 a ``blocked_loop`` pattern's windows, the target itself held it, and only a fault that stops
 the target (``freeze``, ``restart``) still explains the pattern.
@@ -44,6 +47,8 @@ OWN_HOLD_FACTOR = 2.0
 #: ... plus this many seconds (a busy machine's scheduling on the way).
 OWN_HOLD_SLACK_S = 0.05
 
+#: The faults that hold or spread bytes for as long as they are on.
+_THROTTLING = frozenset({"bandwidth", "slow_reader", "slicer", "profile"})
 #: The faults that end a stream.
 _ENDING = frozenset({"cut", "reset", "down", "blackhole", "restart"})
 #: The faults that stop the target itself (the probe waits under them too).
@@ -101,8 +106,12 @@ def own_windows(trace: Observed) -> list[OwnWindow]:
             window = (trace.end_ns, trace.end_ns, None, "the stream's end")
         elif fault.kind == "latency":
             window = (since, until, _latency_hold(fault), "a gap while it was on")
-        else:
+        elif fault.kind in _THROTTLING:
             window = (since, until, None, "a gap while it was on")
+        else:
+            # An ingress the test put on the way (a real nginx) is a hop the findings judge,
+            # not a fault that makes gaps of its own.
+            continue
         start, stop, hold, where = window
         found.append(OwnWindow(fault, trace.name, start, stop, hold, where))
     return found
