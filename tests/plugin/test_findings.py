@@ -534,3 +534,28 @@ def test_a_gateways_write_timeout_and_its_size_flushed_bursts_are_named(
     assert burst["name"] == "bursts"
     assert burst["data"]["by"] == "size", burst
     result.stdout.fnmatch_lines(["*test_flushed_by_size: bursts: * chunks came in * reads*"])
+
+
+EVERY_GAP_STALLED_TESTS = """
+REQUEST = {"max_new_tokens": 15, "interval_s": 0.02, "block_every": 5, "block_s": 0.25}
+
+def test_blocking(streamguard):
+    result = streamguard.load(10, "/blocking", json=REQUEST)
+    assert result.completed == 10
+    found = [f for f in result.findings if f.name == "blocked_loop"]
+    assert found, result.findings
+    assert found[0].data["probe_waited"] > 0, found[0]
+    print("EVIDENCE", found[0].describe())
+"""
+
+
+def test_a_loop_blocked_by_each_stream_in_turn_is_named_with_the_probes_wait(
+    pytester: pytest.Pytester, run_sub: SubRun
+) -> None:
+    """10 streams on an asyncio app that blocks its loop 0.25 s every 5 tokens: each stream's
+    gaps are mostly the other streams' blocks, so its median gap is a stall too; the probe,
+    which waited through them, names the blocked loop."""
+    pytester.makepyfile(EVERY_GAP_STALLED_TESTS)
+    result = run_sub("-s")
+    result.assert_outcomes(passed=1)
+    result.stdout.fnmatch_lines(["*EVIDENCE blocked_loop: *; the ready path /readyz took up to *"])
