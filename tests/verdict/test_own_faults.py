@@ -42,7 +42,7 @@ def test_a_stall_the_plugin_applied_is_its_own_fault_and_not_buffered() -> None:
     stalled.faults = [fault("stall", 100, 1200, after_chunks=5, seconds=1.0)]
     (finding,) = stalled.findings
     assert finding.describe() == (
-        "own_fault: the gap after chunk 5 of stream 1 (1.000 s) is the plugin's own "
+        "own_fault: the gap after chunk 5 of stream 1, 1.000 s, is the plugin's own "
         "stall(after_chunks=5, seconds=1.0), not buffered"
     )
     assert finding.data["instead_of"] == "buffered"

@@ -145,7 +145,7 @@ def own_fault(instead_of: str, own: OwnWindow, streams: Sequence[str], gap_s: fl
     on = own.stream if len(streams) <= 1 else f"{own.stream} and {len(streams) - 1} more"
     return Finding(
         "own_fault",
-        f"{own.where} of {on} ({gap_s:.3f} s) is the plugin's own {fault}, not {instead_of}",
+        f"{own.where} of {on}, {gap_s:.3f} s, is the plugin's own {fault}, not {instead_of}",
         tuple(streams),
         {"fault": fault, "instead_of": instead_of, "gap_s": gap_s, "where": own.where},
         cause=(
