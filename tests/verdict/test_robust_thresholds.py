@@ -6,10 +6,12 @@ from __future__ import annotations
 
 import itertools
 
-from test_finding_patterns import every_50_ms, make, names, probed
+import pytest
+from test_finding_patterns import MS, every_50_ms, make, names, probed
 
 from pytest_streamguard.stream.trace import StreamTrace
 from pytest_streamguard.verdict.findings import findings_of
+from pytest_streamguard.verdict.probe import Waited
 
 # When the tokens of every stream came: 0.75 to 1.5 s apart, in the same windows.
 TOKENS_MS = [0]
@@ -83,3 +85,12 @@ def test_a_staircase_near_the_old_threshold_is_named_in_every_run() -> None:
         )
     # Steps under 20 ms: heads spread by a busy machine, not a staircase.
     assert findings_of(staircase(12)) == []
+
+
+def test_the_probes_waits_are_weighed_against_many_windows_at_once() -> None:
+    # Answered in 1 ms, then none until the next probe 350 ms later, then 1 ms again.
+    waited = Waited(probed([(0, 1), (50, None), (400, 1)]))
+    assert waited.spans == [(50 * MS, 400 * MS)]
+    assert waited.share(100 * MS, 300 * MS) == 1.0
+    assert waited.share(0, 800 * MS) == pytest.approx(350 / 800)
+    assert waited.share(500 * MS, 600 * MS) == 0.0

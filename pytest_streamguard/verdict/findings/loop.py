@@ -14,7 +14,7 @@ from pytest_streamguard.verdict.findings.base import Finding, Observed
 from pytest_streamguard.verdict.findings.base import seconds as _s
 from pytest_streamguard.verdict.findings.buffered import BUFFERED_MIN_CHUNKS
 from pytest_streamguard.verdict.findings.own import explained, own_fault
-from pytest_streamguard.verdict.probe import Probed, ProbeWaits, waits
+from pytest_streamguard.verdict.probe import Probed, ProbeWaits, Waited, waits
 
 #: blocked_loop (shared stalls): a stall is a gap above this many seconds and above
 #: ``STALL_FACTOR`` times the stream's healthy gap ...
@@ -99,22 +99,23 @@ def _healthy_gap(trace: Observed) -> float:
     return gaps[int(HEALTHY_QUANTILE * (len(gaps) - 1))] if gaps else 0.0
 
 
-def _stalls(trace: Observed, probe: Probed | None) -> list[tuple[int, int]]:
+def _stalls(trace: Observed, waited: Waited | None) -> list[tuple[int, int]]:
     stamps = [c.stamp_ns for c in trace.chunks]
     if len(stamps) < 3:
         return []
     floor = max(STALL_MIN_S * 1e9, STALL_FACTOR * _healthy_gap(trace))
-    found = []
-    for a, b in itertools.pairwise(stamps):
-        if b - a > floor:
-            found.append((a, b))
-        elif b - a > STALL_MIN_S * 1e9 and probe is not None:
-            # Every gap may be a stall (a loop blocked by each stream in turn): where the probe
-            # waited through it, the target's own loop held it, whatever the stream's usual gap.
-            seen = waits(probe, [(a, b)])
-            if seen is not None and seen.share >= PROBE_WAIT_SHARE:
-                found.append((a, b))
-    return found
+    # Every gap may be a stall (a loop blocked by each stream in turn): where the probe waited
+    # through it, the target's own loop held it, whatever the stream's usual gap.
+    return [
+        (a, b)
+        for a, b in itertools.pairwise(stamps)
+        if b - a > floor
+        or (
+            b - a > STALL_MIN_S * 1e9
+            and waited is not None
+            and waited.share(a, b) >= PROBE_WAIT_SHARE
+        )
+    ]
 
 
 #: A blocked_loop pattern's finding and the windows (``(start_ns, end_ns)``) in which it says
@@ -163,7 +164,9 @@ def _shared_windows(
 
 
 def _shared_stalls(traces: Sequence[Observed], probe: Probed | None) -> _Matched | None:
-    stalls = {t.name: _stalls(t, probe) for t in traces}
+    seen = probe is not None and probe.sees_the_loop and bool(probe.samples)
+    waited = Waited(probe) if seen and probe is not None else None
+    stalls = {t.name: _stalls(t, waited) for t in traces}
     if len(traces) < SHARED_MIN_STREAMS:
         return None
     windows = _shared_windows(traces, stalls)
