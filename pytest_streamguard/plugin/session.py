@@ -265,6 +265,8 @@ class StreamGuardSession:
                 out.write_line(quiet_line(self.records))
                 for line in unfired_lines(self.records, strict=self.settings.strict_faults):
                     out.write_line(line)
+                for line in unchecked_lines(self.records, fail=self.settings.unchecked == "fail"):
+                    out.write_line(line)
             self._write_gate_problems(out)
             self._write_report_paths(out)
             return

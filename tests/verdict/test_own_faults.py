@@ -120,3 +120,13 @@ def test_a_staircase_taller_than_the_latency_can_make_is_still_blamed() -> None:
     for trace in tall:
         trace.faults = jitter
     assert names(findings_of(tall)) == ["blocked_loop"]
+
+
+def test_a_stall_is_its_own_fault_when_a_few_chunks_trickle_in_after_it() -> None:
+    # After the 1 s hold, chunks 6 and 7 came in reads of their own, the other 27 in one.
+    trickled = make("stream 1", 0, [20 * i for i in range(1, 6)] + [1100, 1103] + [1110] * 27)
+    assert names(trickled.findings) == ["buffered"]
+    trickled.faults = [fault("stall", 100, 1200, after_chunks=5, seconds=1.0)]
+    (finding,) = trickled.findings
+    assert finding.name == "own_fault"
+    assert finding.data["gap_s"] == 1.0

@@ -4,6 +4,7 @@ collects the answer, then sends it).
 
 from __future__ import annotations
 
+import itertools
 from collections import Counter
 
 from pytest_streamguard.common.display import counted
@@ -66,10 +67,12 @@ def buffered(trace: Observed) -> Finding | None:
         if span < BUFFERED_SENT_SPAN_S:
             return None
         server = f"; the server sent them over {span:.3f} s"
-    # The gap that held them: from the last byte before them; one the plugin made is its own.
-    before = [c.stamp_ns for c in chunks if c.stamp_ns < min(reads)]
+    # What held them: from the start of the longest gap before them (a few chunks may trickle
+    # in between it and the held reads); one the plugin made is its own.
     head = trace.response_ns if trace.response_ns is not None else trace.request_ns
-    own = own_gap(trace, max(before) if before else head, last, "buffered")
+    stamps = [head, *sorted({c.stamp_ns for c in chunks if c.stamp_ns < min(reads)}), min(reads)]
+    since = max(itertools.pairwise(stamps), key=lambda gap: gap[1] - gap[0])[0]
+    own = own_gap(trace, since, last, "buffered")
     if own is not None:
         return own
     distinct = len({stamp for stamp, _ in trace.reads})

@@ -161,4 +161,6 @@ def own_gap(trace: Observed, start_ns: int, end_ns: int, instead_of: str) -> Fin
     own = explained([trace], [(start_ns, end_ns)])
     if own is None:
         return None
-    return own_fault(instead_of, own, [trace.name], _s(end_ns - start_ns))
+    # A stall's own gap is the one it made; another fault's, the pattern's.
+    gap = own.end_ns - own.start_ns if own.fault.kind == "stall" else end_ns - start_ns
+    return own_fault(instead_of, own, [trace.name], _s(gap))
