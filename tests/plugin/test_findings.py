@@ -455,7 +455,7 @@ def test_a_gate_that_could_not_be_checked_says_so_and_fails_when_asked(
     ``backpressure`` with no throttle: listed as not checked, on the record and in the
     summary; ``--streamguard-unchecked fail`` fails the test naming both."""
     pytester.makepyfile(UNCHECKED_TESTS)
-    warned = run_sub("--streamguard-json", "sg.json")
+    warned = run_sub("--streamguard-json", "sg.json", "--streamguard-html", "sg.html")
     warned.assert_outcomes(passed=1)
     warned.stdout.fnmatch_lines(
         [
@@ -467,6 +467,9 @@ def test_a_gate_that_could_not_be_checked_says_so_and_fails_when_asked(
     report = json.loads(Path(pytester.path, "sg.json").read_text())
     (record,) = report["tests"]
     assert [u["finding"] for u in record["unchecked"]] == ["not_cancelled", "backpressure"]
+    html = Path(pytester.path, "sg.html").read_text()
+    assert "<h3>Not checked (fail_on)</h3>" in html
+    assert "<li><b>backpressure</b>: no bandwidth or slow_reader fault throttled" in html
     # Failed, and said in the quiet summary too.
     failed = run_sub("--streamguard-unchecked", "fail", "-q")
     failed.assert_outcomes(failed=1)
