@@ -6,6 +6,7 @@ The hierarchy::
     ├── StreamguardFailure              a test's check failed (an AssertionError: the test fails)
     │   ├── DeadlineViolation           a stream broke its token_deadline
     │   ├── FindingsFailed              the streams showed a finding the test's fail_on names
+    │   ├── FindingsUnchecked           a finding fail_on names was not checkable
     │   └── FaultsNotFired              a fault never took effect (--streamguard-strict-faults)
     ├── SetupError                      something the test needs could not start (a RuntimeError)
     │   ├── StartupError                a process exited or was not ready in time
@@ -35,6 +36,7 @@ __all__ = [
     "DeadlineViolation",
     "FaultsNotFired",
     "FindingsFailed",
+    "FindingsUnchecked",
     "IngressError",
     "NeedsEmbeddedToxiproxy",
     "ProfileError",
@@ -78,6 +80,15 @@ class FindingsFailed(StreamguardFailure):
 
     def __init__(self, message: str, findings: Sequence[Any]) -> None:
         self.findings = list(findings)
+        super().__init__(message)
+
+
+class FindingsUnchecked(StreamguardFailure):
+    """Under ``--streamguard-unchecked fail``: findings a test's ``fail_on`` names that could not
+    be checked on this target (``unchecked``: each with its ``finding`` and ``reason``)."""
+
+    def __init__(self, message: str, unchecked: Sequence[Any]) -> None:
+        self.unchecked = list(unchecked)
         super().__init__(message)
 
 

@@ -24,8 +24,8 @@ ROOT = Path(__file__).resolve().parent.parent
 # Written as words (the list of __all__ line for line would be a mirror of it, not a pin).
 EXPORTED = """
     AnthropicFormat Assembly Chunk ClientJudge Conclusion Deadline DeadlineViolation
-    FaultRecord Faults FaultsNotFired Finding FindingsFailed Frame GeminiFormat Headroom
-    HeadroomLevel Hop Ingress IngressError LoadPlan LoadResult NDJSONFormat
+    FaultRecord Faults FaultsNotFired Finding FindingsFailed FindingsUnchecked Frame GeminiFormat
+    Headroom HeadroomLevel Hop Ingress IngressError LoadPlan LoadResult NDJSONFormat
     NeedsEmbeddedToxiproxy OllamaFormat OpenAIChatFormat OpenAIResponsesFormat Output Piece
     ProfileError ProtocolError RawFormat Reading ReadyPathError Recorded Replay SSEFormat
     ServerError SetupError ShardStartError StackStamps StartupError StreamError StreamFormat

@@ -69,6 +69,12 @@ KNOWN: dict[str, str] = {
     "not_cancelled": "generation went on after the client was cut",
     "queued": "streams waited for a slot of a full server while the probe's answers came at "
     "once (capacity, not blame)",
+    "bursts": "the stream's chunks came in groups of a fixed size or at a fixed period (a hop "
+    "that flushes by size or by timer)",
+    "total_timeout": "every stream was cut, still flowing, at the same time after its request "
+    "(a hop's write or total timeout)",
+    "own_fault": "a gap another finding would have blamed on the app or a hop lay in the window "
+    "of a fault the plugin itself applied (evidence, never a cause)",
 }
 
 

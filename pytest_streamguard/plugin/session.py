@@ -56,6 +56,7 @@ from pytest_streamguard.report.records import (
     matrix_lines,
     quiet_line,
     summary_lines,
+    unchecked_lines,
     unfired_lines,
     write_json,
 )
@@ -229,6 +230,7 @@ class StreamGuardSession:
             not_fired=faults_not_fired,
             report=self._reports_line(),
             probe=recorded.probe,
+            unchecked=recorded.unchecked,
         )
         if failure is not None:
             __tracebackhide__ = True
@@ -266,6 +268,7 @@ class StreamGuardSession:
             fail_on=fail_on,
             strict_faults=self.settings.strict_faults,
             body_failed=body_failed,
+            unchecked_fail=self.settings.unchecked == "fail",
         )
         if recorded.record is not None:
             counted_record(item, recorded.record, self.records)
@@ -284,6 +287,8 @@ class StreamGuardSession:
             if verbosity == -1 and self.records:
                 out.write_line(quiet_line(self.records))
                 for line in unfired_lines(self.records, strict=self.settings.strict_faults):
+                    out.write_line(line)
+                for line in unchecked_lines(self.records, fail=self.settings.unchecked == "fail"):
                     out.write_line(line)
             self._write_gate_problems(out)
             self._write_report_paths(out)
@@ -313,6 +318,7 @@ class StreamGuardSession:
                 *summary_lines(self.records, out.width),
                 *matrix_lines(self.records),
                 *findings_lines(self.records),
+                *unchecked_lines(self.records, fail=self.settings.unchecked == "fail"),
                 *headroom_lines(self.records),
                 *unfired_lines(self.records, strict=self.settings.strict_faults),
                 *attempt_lines(self.records),

@@ -167,6 +167,13 @@ FAIL_ON_HELP = (
     + ", ".join(KNOWN)
     + " (see docs/findings.md); the marker's fail_on= adds to them. Default: none"
 )
+UNCHECKED_HELP = (
+    "What a finding the fail_on gates name does when the test could not check it on this "
+    "target (not_cancelled without the target's gauges, backpressure without a throttle or "
+    "the server's send stamps, queued without the probe, a group finding over too few "
+    "streams): warn (the summary says 'not checked: <finding> (<reason>)') or fail (the test "
+    "fails, naming each). Default: warn"
+)
 STRICT_FAULTS_HELP = (
     "Fail a test whose faults never fired (a cut longer than the answer, a stall after more "
     "chunks than came, a fault active on no stream), naming each fault and why; without it a "
@@ -225,6 +232,7 @@ _VALUED_OPTIONS: dict[str, tuple[str, str]] = {
     "streamguard_compare": (COMPARE_HELP, ""),
     "streamguard_compare_fail": (COMPARE_FAIL_HELP, ""),
     "streamguard_fail_on": (FAIL_ON_HELP, ""),
+    "streamguard_unchecked": (UNCHECKED_HELP, "warn"),
     "streamguard_compare_min_samples": (
         COMPARE_MIN_SAMPLES_HELP,
         str(DEFAULT_COMPARE_MIN_SAMPLES),
@@ -261,6 +269,8 @@ class Settings:
     target_cwd: Path | None = None
     seed: int = 0
     fail_on: tuple[str, ...] = ()
+    #: ``warn`` or ``fail``: what a ``fail_on`` gate that could not be checked does.
+    unchecked: str = "warn"
     json_text: bool = False
     #: ``off``, ``tcp``, a path, or empty for the target's ready path.
     probe: str = DEFAULT_PROBE
@@ -573,6 +583,7 @@ def resolve_settings(config: pytest.Config) -> Settings:
         probe=probe,
         probe_interval=_positive_seconds(config, "streamguard_probe_interval"),
         fail_on=fail_on,
+        unchecked=_unchecked(config),
         ray_address=ray_address,
         proxy_host=proxy_host,
         proxy_ports=_port_range(config, "streamguard_proxy_ports"),
@@ -815,6 +826,15 @@ def _ray_address(config: pytest.Config) -> str | None:
             "'local' or a Ray cluster address such as 127.0.0.1:6379 or ray://head:10001",
         )
     return ray_address
+
+
+def _unchecked(config: pytest.Config) -> str:
+    """What a ``fail_on`` gate that could not be checked does: ``warn`` or ``fail``."""
+    raw, source = _raw(config, "streamguard_unchecked")
+    mode = raw.strip().lower()
+    if mode not in ("warn", "fail"):
+        raise _invalid(raw, source, "streamguard_unchecked", "expected 'warn' or 'fail'")
+    return mode
 
 
 def _fail_on(config: pytest.Config) -> tuple[str, ...]:

@@ -473,6 +473,11 @@ def _test_section(index: int, test: _Test) -> str:
     if record.findings:
         items = "".join(f"<li><b>{_e(f.name)}</b>: {_e(f.evidence)}</li>" for f in record.findings)
         findings = f'<h3>Findings</h3><ul class="findings">{items}</ul>'
+    if record.unchecked:
+        items = "".join(
+            f"<li><b>{_e(u.finding)}</b>: {_e(u.reason)}</li>" for u in record.unchecked
+        )
+        findings += f'<h3>Not checked (fail_on)</h3><ul class="unchecked">{items}</ul>'
     name, _ = split_nodeid(record.nodeid)
     worker = "" if record.worker is None else f"; ran on pytest-xdist worker {_e(record.worker)}"
     return (

@@ -11,13 +11,19 @@ figures the JUnit XML shows for it. What the test raises is decided from what
 from __future__ import annotations
 
 from collections.abc import Collection, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from pytest_streamguard.guard import StreamGuard
 from pytest_streamguard.report.records import NOT_FIRED, TestRecord
 from pytest_streamguard.stream.trace import FaultRecord, StreamTrace
 from pytest_streamguard.verdict.deadlines import Deadline, Violation, check_traces
-from pytest_streamguard.verdict.findings import Finding, not_cancelled, target_gauges
+from pytest_streamguard.verdict.findings import (
+    Finding,
+    Unchecked,
+    not_cancelled,
+    target_gauges,
+    unchecked_gates,
+)
 from pytest_streamguard.verdict.probe import Probed, merge
 
 __all__ = ["RecordedTest", "guard_traces", "junit_properties", "matrix_test", "record_test"]
@@ -39,6 +45,8 @@ class RecordedTest:
     unfired: list[FaultRecord]
     #: The samples of every probe the test's guards sent beside their streams (None: off).
     probe: Probed | None = None
+    #: The findings its ``fail_on`` names that could not be checked on this target.
+    unchecked: list[Unchecked] = field(default_factory=list)
 
 
 def guard_traces(guards: Sequence[StreamGuard]) -> list[StreamTrace]:
@@ -61,6 +69,23 @@ def matrix_test(nodeid: str, profile: str) -> str:
     return nodeid
 
 
+def _unchecked(
+    guards: Sequence[StreamGuard],
+    traces: Sequence[StreamTrace],
+    probe: Probed | None,
+    fail_on: Collection[str],
+) -> list[Unchecked]:
+    """The gates of ``fail_on`` the test could not check; the target's gauges are read only
+    when ``not_cancelled`` is among them, and only from a target the plugin started."""
+    if not fail_on:
+        return []
+    gauges: bool | None = None
+    started = [guard for guard in guards if guard.target.process is not None]
+    if "not_cancelled" in fail_on and started:
+        gauges = all(target_gauges(guard.target.url)() is not None for guard in started)
+    return unchecked_gates(fail_on, traces, probe, gauges=gauges)
+
+
 def record_test(
     nodeid: str,
     guards: Sequence[StreamGuard],
@@ -69,10 +94,12 @@ def record_test(
     fail_on: Collection[str],
     strict_faults: bool,
     body_failed: bool,
+    unchecked_fail: bool = False,
 ) -> RecordedTest:
     """The record of the test ``nodeid`` from every guard it made (``guards``, in the order
-    made), judged against its ``deadline`` and the finding names of its ``fail_on``;
-    ``body_failed``: the body raised (its record's verdict is then ``FAIL`` or ``error``)."""
+    made), judged against its ``deadline`` and the finding names of its ``fail_on`` (a gate it
+    could not check fails it under ``unchecked_fail``); ``body_failed``: the body raised (its
+    record's verdict is then ``FAIL`` or ``error``)."""
     traces = guard_traces(guards)
     # Every hop's faults: the client's own, then a stack's inner hops' (streamguard.hop()).
     faults = [r for guard in guards for hop in guard.all_faults for r in hop.records]
@@ -121,6 +148,10 @@ def record_test(
     if gated:
         record.violations += [f"finding {f.describe()} (fail_on)" for f in gated]
         record.verdict = "FAIL"
+    record.unchecked = _unchecked(guards, traces, probe, fail_on)
+    if record.unchecked and unchecked_fail:
+        record.violations += [u.describe() for u in record.unchecked]
+        record.verdict = "FAIL"
     if unfired and strict_faults and not body_failed:
         record.violations += [f"{NOT_FIRED}{f.describe()}: {f.evidence}" for f in unfired]
         record.verdict = "FAIL"
@@ -133,6 +164,7 @@ def record_test(
         gated=gated,
         unfired=unfired,
         probe=probe,
+        unchecked=record.unchecked if unchecked_fail else [],
     )
 
 

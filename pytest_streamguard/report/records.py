@@ -19,7 +19,13 @@ from pytest_streamguard.headroom.result import Headroom
 from pytest_streamguard.report.compact import compact_test, dumps, expanded
 from pytest_streamguard.stream.trace import FaultRecord, StreamTrace
 from pytest_streamguard.verdict.deadlines import Deadline, likely_cause
-from pytest_streamguard.verdict.findings import KNOWN, SERVER_SIDE, Finding, findings_of
+from pytest_streamguard.verdict.findings import (
+    KNOWN,
+    SERVER_SIDE,
+    Finding,
+    Unchecked,
+    findings_of,
+)
 from pytest_streamguard.verdict.hops import at_hops
 from pytest_streamguard.verdict.probe import Probed
 from pytest_streamguard.verdict.stats import percentile
@@ -60,6 +66,8 @@ class TestRecord:
     headroom: list[Headroom] = field(default_factory=list)
     # The samples of the probe sent to the target beside the test's streams (None: off).
     probe: Probed | None = None
+    # The findings its fail_on names that could not be checked on this target, and why.
+    unchecked: list[Unchecked] = field(default_factory=list)
 
     @property
     def findings(self) -> list[Finding]:
@@ -131,6 +139,7 @@ class TestRecord:
             "earlier_attempts": [r.to_dict() for r in self.earlier_attempts],
             "headroom": [h.to_dict() for h in self.headroom],
             "probe": self.probe.to_dict() if self.probe is not None else None,
+            "unchecked": [u.to_dict() for u in self.unchecked],
         }
 
     @classmethod
@@ -157,6 +166,7 @@ class TestRecord:
             earlier_attempts=[cls.from_dict(r) for r in raw.get("earlier_attempts", [])],
             headroom=[Headroom.from_dict(h) for h in raw.get("headroom", [])],
             probe=Probed.from_dict(probe) if probe is not None else None,
+            unchecked=[Unchecked.from_dict(u) for u in raw.get("unchecked", [])],
         )
 
 
@@ -286,6 +296,21 @@ def findings_lines(records: list[TestRecord]) -> list[str]:
         if cause:
             lines.append(f"  {record.nodeid}: {cause}")
     return ["findings (see docs/findings.md):", *lines] if lines else []
+
+
+def unchecked_lines(records: list[TestRecord], *, fail: bool) -> list[str]:
+    """One line per ``fail_on`` gate a test could not check: ``test: not checked: <finding>
+    (<reason>)``; empty when every gate was checked."""
+    lines = [f"  {r.nodeid}: {u.describe()}" for r in records for u in r.unchecked]
+    if not lines:
+        return []
+    gates = counted(len(lines), "fail_on gate")
+    how = (
+        "failed: --streamguard-unchecked fail"
+        if fail
+        else "--streamguard-unchecked fail fails them"
+    )
+    return [f"{gates} could not be checked ({how}):", *lines]
 
 
 def headroom_lines(records: list[TestRecord]) -> list[str]:

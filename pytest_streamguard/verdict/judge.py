@@ -5,7 +5,9 @@ the first that applies of:
 
 1. a broken token deadline (:class:`~pytest_streamguard.errors.DeadlineViolation`);
 2. findings the test's ``fail_on`` names (:class:`~pytest_streamguard.errors.FindingsFailed`);
-3. under ``--streamguard-strict-faults``, faults that never fired
+3. under ``--streamguard-unchecked fail``, ``fail_on`` gates the test could not check
+   (:class:`~pytest_streamguard.errors.FindingsUnchecked`);
+4. under ``--streamguard-strict-faults``, faults that never fired
    (:class:`~pytest_streamguard.errors.FaultsNotFired`).
 
 A body that failed on its own (its own ``assert``) keeps its exception; when its streams also
@@ -31,7 +33,12 @@ from pytest_streamguard.verdict.deadlines import (
     deadline_violation,
     format_violations,
 )
-from pytest_streamguard.verdict.findings import Finding, findings_failed
+from pytest_streamguard.verdict.findings import (
+    Finding,
+    Unchecked,
+    findings_failed,
+    findings_unchecked,
+)
 from pytest_streamguard.verdict.probe import Probed
 
 __all__ = ["body_failure_note", "failure_of", "reports_line"]
@@ -50,6 +57,7 @@ def failure_of(
     not_fired: Callable[[list[Fault]], StreamguardFailure],
     report: str | None,
     probe: Probed | None = None,
+    unchecked: Sequence[Unchecked] = (),
 ) -> StreamguardFailure | None:
     """The failure a test whose body passed raises, or None when its streams pass.
 
@@ -59,12 +67,14 @@ def failure_of(
     fired, failed only under ``strict_faults``, with the failure ``not_fired`` builds;
     ``report``: where every stream's verdict is written (:func:`reports_line`); ``probe``: the
     samples of the probe sent beside the streams, with which the message names the cause in
-    words.
+    words; ``unchecked``: the ``fail_on`` gates it could not check, when they fail it.
     """
     if violations:
         return deadline_violation(list(violations), traces=traces, report=report, probe=probe)
     if gated:
         return findings_failed(list(gated))
+    if unchecked:
+        return findings_unchecked(list(unchecked))
     if unfired and strict_faults:
         return not_fired(list(unfired))
     return None

@@ -15,11 +15,20 @@ it tells a stopped host or a closed port from a live one but never a blocked loo
 
 from __future__ import annotations
 
+import bisect
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-__all__ = ["PROBE_KINDS", "PROBE_WAIT_S", "ProbeWaits", "Probed", "merge", "waits"]
+__all__ = [
+    "PROBE_KINDS",
+    "PROBE_WAIT_S",
+    "ProbeWaits",
+    "Probed",
+    "Waited",
+    "merge",
+    "waits",
+]
 
 #: ``http``: a GET of the target's ready path; ``tcp``: a TCP connect to its port.
 PROBE_KINDS = ("http", "tcp")
@@ -144,3 +153,34 @@ def waits(probe: Probed | None, windows: Sequence[tuple[int, int]]) -> ProbeWait
         longest_s=max(done - sent for sent, done, _ in inside) / 1e9,
         share=covered / length if length > 0 else 0.0,
     )
+
+
+class Waited:
+    """The spans in which a probe waited (``PROBE_WAIT_S`` or more, or no answer), merged and
+    sorted once, for many windows to be weighed against them quickly (a load's every gap)."""
+
+    def __init__(self, probe: Probed) -> None:
+        floor = int(PROBE_WAIT_S * 1e9)
+        end = probe.samples[-1][0] if probe.samples else 0
+        merged: list[list[int]] = []
+        for sent, done, answered in _spans(probe, end):
+            if answered and done - sent < floor:
+                continue
+            if merged and sent <= merged[-1][1]:
+                merged[-1][1] = max(merged[-1][1], done)
+            else:
+                merged.append([sent, done])
+        self.starts = [a for a, _ in merged]
+        self.spans = [(a, b) for a, b in merged]
+
+    def share(self, start_ns: int, end_ns: int) -> float:
+        """The share of ``[start_ns, end_ns]`` the probe spent waiting."""
+        if end_ns <= start_ns:
+            return 0.0
+        covered = 0
+        k = max(bisect.bisect_right(self.starts, start_ns) - 1, 0)
+        while k < len(self.spans) and self.spans[k][0] < end_ns:
+            a, b = self.spans[k]
+            covered += max(0, min(b, end_ns) - max(a, start_ns))
+            k += 1
+        return covered / (end_ns - start_ns)

@@ -99,6 +99,48 @@ async def held_open(request: Request) -> Response:
     return StreamingResponse(events(), media_type="text/event-stream")
 
 
+class WriteTimeout(Exception):
+    """The gateway's write deadline: the connection is closed mid-answer."""
+
+
+async def write_timeout(request: Request) -> Response:
+    """A gateway with a 1 s write (total) timeout, as Go's ``http.Server.WriteTimeout``: every
+    answer's connection is closed 1 s after its request, however well it flows."""
+    tokens, interval, _, _ = await _params(request)
+    deadline = time.monotonic() + 1.0
+
+    async def events() -> AsyncIterator[bytes]:
+        for index in range(tokens):
+            await asyncio.sleep(interval)
+            if time.monotonic() >= deadline:
+                # uvicorn closes a connection whose answer raised after it started.
+                raise WriteTimeout("write deadline exceeded")
+            yield _event(index)
+        yield DONE
+
+    return StreamingResponse(events(), media_type="text/event-stream")
+
+
+async def flushed_by_size(request: Request) -> Response:
+    """A hop that writes through a 4 KB buffer and flushes it only when full (Go's
+    ``bufio.Writer``): the server's 200-byte events, one every ``interval_s``, leave in 4 KB
+    bursts."""
+    tokens, interval, _, _ = await _params(request)
+
+    async def events() -> AsyncIterator[bytes]:
+        pending = b""
+        for index in range(tokens):
+            await asyncio.sleep(interval)
+            event = f"data: {json.dumps({'index': index, 'text': 'x' * 160})}\n\n".encode()
+            pending += event
+            while len(pending) >= 4096:
+                yield pending[:4096]
+                pending = pending[4096:]
+        yield pending + DONE
+
+    return StreamingResponse(events(), media_type="text/event-stream")
+
+
 async def ready(request: Request) -> Response:
     return PlainTextResponse("ok")
 
@@ -109,6 +151,8 @@ APP = Starlette(
         Route("/buffered", buffered, methods=["POST"]),
         Route("/blocking", blocking, methods=["POST"]),
         Route("/held_open", held_open, methods=["POST"]),
+        Route("/write_timeout", write_timeout, methods=["POST"]),
+        Route("/flushed_by_size", flushed_by_size, methods=["POST"]),
         Route("/readyz", ready),
     ]
 )
@@ -344,3 +388,178 @@ def test_generation_left_running_after_a_cut_is_in_the_test_record(
     assert finding["name"] == "not_cancelled"
     assert str(finding["evidence"]).startswith("generation still running 1."), finding
     result.stdout.fnmatch_lines(["*test_left_running: not_cancelled: generation still running*"])
+
+
+OWN_FAULT_TESTS = """
+import pytest
+
+REQUEST = {"max_new_tokens": 24, "interval_s": 0.02}
+
+def names(found):
+    return [f.name for f in found]
+
+def test_stalled_stream(streamguard):
+    streamguard.faults.stall(after_chunks=5, seconds=1.0)
+    trace = streamguard.stream("/generate", json=REQUEST)
+    assert trace.completed
+    assert names(trace.findings) == ["own_fault"], trace.findings
+
+def test_stalled_load(streamguard):
+    streamguard.faults.stall(after_chunks=5, seconds=1.0)
+    result = streamguard.load(10, "/generate", json=REQUEST)
+    assert result.completed == 10
+    found = names(result.findings)
+    assert "buffered" not in found and "blocked_loop" not in found, result.findings
+
+def test_load_through_latency(streamguard):
+    streamguard.faults.latency(200, jitter=100)
+    result = streamguard.load(30, "/generate", json=REQUEST)
+    assert result.completed == 30
+    assert "blocked_loop" not in names(result.findings), result.findings
+"""
+
+
+@pytest.mark.parametrize("probe", ["off", "/readyz"])
+def test_a_fault_the_plugin_applied_is_named_and_never_blamed_on_the_app(
+    pytester: pytest.Pytester, run_sub: SubRun, probe: str
+) -> None:
+    """A stall the plugin applied is ``own_fault``, never ``buffered`` or ``blocked_loop``,
+    and 30 streams through its latency toxic get no ``blocked_loop``: with the probe (which
+    passes through no fault) and without it (the rules of the plugin's own faults alone)."""
+    pytester.makepyfile(OWN_FAULT_TESTS)
+    result = run_sub("--streamguard-probe", probe, "--streamguard-json", "sg.json")
+    result.assert_outcomes(passed=3)
+    report = json.loads(Path(pytester.path, "sg.json").read_text())
+    (finding,) = _findings(report, "test_stalled_stream")
+    assert finding["name"] == "own_fault"
+    assert str(finding["evidence"]).startswith("the gap after chunk 5 of "), finding
+    assert "is the plugin's own stall(after_chunks=5, seconds=1.0), not buffered" in str(
+        finding["evidence"]
+    )
+
+
+UNCHECKED_TESTS = """
+import pytest
+
+@pytest.mark.token_deadline(ttft=2.0, chunk=1.0, fail_on=["not_cancelled", "backpressure"])
+def test_gated(streamguard):
+    trace = streamguard.stream("/generate", json={"max_new_tokens": 8, "interval_s": 0.02})
+    assert trace.completed
+"""
+
+
+def test_a_gate_that_could_not_be_checked_says_so_and_fails_when_asked(
+    pytester: pytest.Pytester, run_sub: SubRun
+) -> None:
+    """``not_cancelled`` on a target given by URL (no gauges the plugin may read) and
+    ``backpressure`` with no throttle: listed as not checked, on the record and in the
+    summary; ``--streamguard-unchecked fail`` fails the test naming both."""
+    pytester.makepyfile(UNCHECKED_TESTS)
+    warned = run_sub("--streamguard-json", "sg.json", "--streamguard-html", "sg.html")
+    warned.assert_outcomes(passed=1)
+    warned.stdout.fnmatch_lines(
+        [
+            "2 fail_on gates could not be checked (--streamguard-unchecked fail fails them):",
+            "*test_gated: not checked: not_cancelled (the plugin did not start the target*",
+            "*test_gated: not checked: backpressure (no bandwidth or slow_reader fault*",
+        ]
+    )
+    report = json.loads(Path(pytester.path, "sg.json").read_text())
+    (record,) = report["tests"]
+    assert [u["finding"] for u in record["unchecked"]] == ["not_cancelled", "backpressure"]
+    html = Path(pytester.path, "sg.html").read_text()
+    assert "<h3>Not checked (fail_on)</h3>" in html
+    assert "<li><b>backpressure</b>: no bandwidth or slow_reader fault throttled" in html
+    # Failed, and said in the quiet summary too.
+    failed = run_sub("--streamguard-unchecked", "fail", "-q")
+    failed.assert_outcomes(failed=1)
+    failed.stdout.fnmatch_lines(
+        [
+            "*FindingsUnchecked: streamguard could not check the finding(s) this test fails on "
+            "(fail_on): not_cancelled, backpressure",
+            "*not checked: not_cancelled (the plugin did not start the target*",
+            "2 fail_on gates could not be checked (failed: --streamguard-unchecked fail):",
+        ]
+    )
+    bad = run_sub("--streamguard-unchecked", "loud")
+    assert bad.ret == pytest.ExitCode.USAGE_ERROR
+    bad.stderr.fnmatch_lines(
+        [
+            "*'loud' from --streamguard-unchecked is not a valid streamguard_unchecked: expected "
+            "'warn' or 'fail'*"
+        ]
+    )
+
+
+GATEWAY_TESTS = """
+import pytest
+
+LONG = {"max_new_tokens": 100, "interval_s": 0.02}
+
+def names(found):
+    return [f.name for f in found]
+
+def test_write_timeout(streamguard):
+    result = streamguard.load(4, "/write_timeout", json=LONG)
+    assert result.completed == 0
+    assert "total_timeout" in names(result.findings), result.findings
+
+def test_no_write_timeout(streamguard):
+    result = streamguard.load(4, "/generate", json=LONG)
+    assert result.completed == 4
+    assert result.findings == [], result.findings
+
+def test_flushed_by_size(streamguard):
+    trace = streamguard.stream("/flushed_by_size", json={"max_new_tokens": 100, "interval_s": 0.01})
+    assert trace.completed
+    assert names(trace.findings) == ["bursts"], trace.findings
+
+def test_flushed_per_event(streamguard):
+    trace = streamguard.stream("/generate", json={"max_new_tokens": 100, "interval_s": 0.01})
+    assert trace.completed
+    assert trace.findings == [], trace.findings
+"""
+
+
+def test_a_gateways_write_timeout_and_its_size_flushed_bursts_are_named(
+    pytester: pytest.Pytester, run_sub: SubRun
+) -> None:
+    """The gateway incidents: a 1 s write timeout cuts 4 flowing streams at the same elapsed
+    time (``total_timeout``), a 4 KB buffer flushed when full releases the events in bursts
+    (``bursts``); their fixed twins show nothing."""
+    pytester.makepyfile(GATEWAY_TESTS)
+    result = run_sub("--streamguard-json", "sg.json")
+    result.assert_outcomes(passed=4)
+    report = json.loads(Path(pytester.path, "sg.json").read_text())
+    (cut,) = _findings(report, "test_write_timeout")
+    assert cut["name"] == "total_timeout"
+    assert 0.9 <= cut["data"]["elapsed_s"] <= 1.3, cut
+    (burst,) = _findings(report, "test_flushed_by_size")
+    assert burst["name"] == "bursts"
+    assert burst["data"]["by"] == "size", burst
+    result.stdout.fnmatch_lines(["*test_flushed_by_size: bursts: * chunks came in * reads*"])
+
+
+EVERY_GAP_STALLED_TESTS = """
+REQUEST = {"max_new_tokens": 15, "interval_s": 0.02, "block_every": 5, "block_s": 0.25}
+
+def test_blocking(streamguard):
+    result = streamguard.load(10, "/blocking", json=REQUEST)
+    assert result.completed == 10
+    found = [f for f in result.findings if f.name == "blocked_loop"]
+    assert found, result.findings
+    assert found[0].data["probe_waited"] > 0, found[0]
+    print("EVIDENCE", found[0].describe())
+"""
+
+
+def test_a_loop_blocked_by_each_stream_in_turn_is_named_with_the_probes_wait(
+    pytester: pytest.Pytester, run_sub: SubRun
+) -> None:
+    """10 streams on an asyncio app that blocks its loop 0.25 s every 5 tokens: each stream's
+    gaps are mostly the other streams' blocks, so its median gap is a stall too; the probe,
+    which waited through them, names the blocked loop."""
+    pytester.makepyfile(EVERY_GAP_STALLED_TESTS)
+    result = run_sub("-s")
+    result.assert_outcomes(passed=1)
+    result.stdout.fnmatch_lines(["*EVIDENCE blocked_loop: *; the ready path /readyz took up to *"])

@@ -1,0 +1,78 @@
+"""``backpressure``: under a throttle of the client's side, the server's writes waited."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pytest_streamguard.verdict.findings.base import Finding, Observed
+from pytest_streamguard.verdict.findings.base import seconds as _s
+
+#: backpressure: under a throttle of the client's side (``bandwidth`` or ``slow_reader``) on
+#: the stream that paced its reads (the client read at least ``BACKPRESSURE_PACED`` of the
+#: throttle's rate while it was on), at least ``BACKPRESSURE_MIN_CHUNKS`` chunks that carry the
+#: server's own send stamp (``sent_ns``, the bundled target's events) waited at least this many
+#: seconds longer between the server's write and the client's read than the stream's quickest
+#: chunk did (the slow-reader incident: 0.8 to 0.9 s at most, over 0.25 s for most of its
+#: 200-odd events).
+BACKPRESSURE_MIN_S = 0.25
+BACKPRESSURE_MIN_CHUNKS = 3
+BACKPRESSURE_PACED = 0.5
+THROTTLES = frozenset({"bandwidth", "slow_reader"})
+
+
+def _throttle(trace: Observed) -> Any:
+    end = trace.end_ns if trace.end_ns is not None else trace.request_ns
+    for fault in getattr(trace, "faults", ()):
+        if fault.kind in THROTTLES and fault.active_during(trace.request_ns, end):
+            return fault
+    return None
+
+
+def _limit_kb(throttle: Any) -> float:
+    """The throttle's rate in KB/s."""
+    if throttle.kind == "bandwidth":
+        return float(throttle.params["kb_per_second"])
+    return float(throttle.params["bytes_per_second"]) / 1000
+
+
+def backpressure(trace: Observed) -> Finding | None:
+    throttle = _throttle(trace)
+    if throttle is None:
+        return None
+    waits = [
+        chunk.stamp_ns - sent
+        for chunk in trace.chunks
+        if isinstance(data := getattr(chunk, "data", None), dict)
+        and isinstance(sent := data.get("sent_ns"), int)
+    ]
+    if len(waits) < BACKPRESSURE_MIN_CHUNKS:
+        return None
+    quickest = min(waits)
+    held = [w - quickest for w in waits if w - quickest >= BACKPRESSURE_MIN_S * 1e9]
+    if len(held) < BACKPRESSURE_MIN_CHUNKS:
+        return None
+    # The client's read rate while the throttle was on (a test may lift it to drain the rest).
+    on = throttle.on_ns if throttle.on_ns is not None else trace.request_ns
+    off = throttle.off_ns if throttle.off_ns is not None else trace.end_ns or trace.request_ns
+    during = [(stamp, n) for stamp, n in trace.reads if on <= stamp <= off]
+    nbytes = sum(n for _, n in during)
+    span = _s(during[-1][0] - during[0][0]) if len(during) > 1 else 0.0
+    rate = nbytes / span / 1000 if span > 0 else 0.0
+    if rate < BACKPRESSURE_PACED * _limit_kb(throttle):
+        return None
+    longest = _s(max(held))
+    return Finding(
+        "backpressure",
+        f"under {throttle.describe()}: {len(held)} of {len(waits)} chunks waited "
+        f"{BACKPRESSURE_MIN_S:g} s to {longest:.3f} s longer from the server's write to the "
+        f"client's read than the quickest; the client read {rate:.1f} KB/s while it was on",
+        (trace.name,),
+        {
+            "fault": throttle.describe(),
+            "chunks": len(waits),
+            "held": len(held),
+            "longest_s": longest,
+            "bytes": nbytes,
+            "kb_per_s": rate,
+        },
+    )

@@ -1,0 +1,92 @@
+"""What every finding rule shares: the shape of a stream it reads (:class:`Observed`) and
+the finding itself (:class:`Finding`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol, runtime_checkable
+
+
+class _Stamped(Protocol):
+    @property
+    def stamp_ns(self) -> int:
+        """When the read that completed this chunk returned."""
+
+
+@runtime_checkable
+class Observed(Protocol):
+    """What a finding reads of a stream: :class:`~pytest_streamguard.stream.trace.Observed` is one
+    (findings depend on this shape only, so the trace can depend on them without a cycle)."""
+
+    name: str
+    request_ns: int
+    response_ns: int | None
+    end_ns: int | None
+    completed: bool
+    error_kind: str | None
+    reads: list[tuple[int, int]]
+    heartbeat_ns: list[int]
+
+    @property
+    def chunks(self) -> Sequence[_Stamped]:
+        """The stream's tokens in order."""
+
+    @property
+    def ttft(self) -> float | None:
+        """Seconds from the request to the first token."""
+
+
+@dataclass(frozen=True)
+class Finding:
+    """One named incident and its evidence.
+
+    ``evidence`` says in words what matched; ``data`` holds the same counts and times
+    (seconds) as numbers; ``streams`` names the streams it was seen on; ``cause``, where the
+    probe's samples back the finding, says the cause in a user's words (``the event loop was
+    blocked: the ready path /readyz took 0.310 s while 8 streams stalled``).
+    """
+
+    name: str
+    evidence: str
+    streams: tuple[str, ...] = ()
+    data: dict[str, Any] = field(default_factory=dict)
+    cause: str = ""
+    #: Under a stack: the service it was seen at (``buffered`` at ``gateway``; see
+    #: :mod:`pytest_streamguard.verdict.hops`); None without a stack.
+    hop: str | None = None
+
+    def describe(self) -> str:
+        """``name: evidence`` (``name at HOP: evidence`` under a stack), as the verdict and the
+        summary show it."""
+        at = "" if self.hop is None else f" at {self.hop}"
+        return f"{self.name}{at}: {self.evidence}"
+
+    def to_dict(self) -> dict[str, Any]:
+        """Builtin-typed form."""
+        return {
+            "name": self.name,
+            "evidence": self.evidence,
+            "streams": list(self.streams),
+            "data": dict(self.data),
+            **({"cause": self.cause} if self.cause else {}),
+            **({"hop": self.hop} if self.hop is not None else {}),
+        }
+
+    @classmethod
+    def from_dict(cls, raw: dict[str, Any]) -> Finding:
+        """Inverse of :meth:`to_dict`."""
+        return cls(
+            name=str(raw["name"]),
+            evidence=str(raw["evidence"]),
+            streams=tuple(str(s) for s in raw.get("streams", [])),
+            data=dict(raw.get("data", {})),
+            cause=str(raw.get("cause", "")),
+            hop=None if raw.get("hop") is None else str(raw["hop"]),
+        )
+
+
+def seconds(ns: int) -> float:
+    """Nanoseconds as seconds."""
+    return ns / 1e9

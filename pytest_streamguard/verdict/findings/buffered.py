@@ -1,0 +1,93 @@
+"""``buffered``: most of a stream's chunks arrived in one or two reads at its end (a hop that
+collects the answer, then sends it).
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections import Counter
+
+from pytest_streamguard.common.display import counted
+from pytest_streamguard.verdict.findings.base import Finding, Observed
+from pytest_streamguard.verdict.findings.base import seconds as _s
+from pytest_streamguard.verdict.findings.own import own_gap
+
+#: buffered: a stream of at least this many chunks ...
+BUFFERED_MIN_CHUNKS = 4
+#: ... whose largest one or two reads hold at least this share of its chunks ...
+BUFFERED_SHARE = 0.75
+#: ... and came at its end: the first of them at least this share of the way from the request
+#: to the stream's end (a fast server's first tokens coalesced into one read at the start of a
+#: stream that goes on, or is cut later, are not buffering).
+BUFFERED_AT_END = 0.8
+#: ... and held: the read that brought them came at least this many seconds after the request
+#: (a 32-token answer of 0.126 s in all reached the client in one read while 30 streams kept a
+#: 2-core machine busy: a hop's scheduling delay, not a gateway collecting the answer).
+BUFFERED_MIN_S = 0.25
+#: ... and, where the chunks carry the server's own send stamps (``sent_ns``, the bundled
+#: target's events), the server sent the held chunks over at least this many seconds: chunks
+#: it sent together (a 16-token answer generated in tens of ms after a 1 s cold start) arrive
+#: together through any hop, and nothing between held them.
+BUFFERED_SENT_SPAN_S = 0.1
+
+
+def buffered(trace: Observed) -> Finding | None:
+    """``buffered`` on ``trace``, or ``own_fault`` where a fault the plugin applied made the
+    gap that held the chunks (:mod:`.own`), or None."""
+    chunks = trace.chunks
+    if len(chunks) < BUFFERED_MIN_CHUNKS:
+        return None
+    # Chunks framed from one network read carry that read's stamp.
+    per_read = Counter(c.stamp_ns for c in chunks)
+    top = per_read.most_common(2)
+    reads = [stamp for stamp, _ in top]
+    held = sum(n for _, n in top)
+    if len(top) == 2 and top[1][1] == 1:
+        reads, held = reads[:1], top[0][1]
+    if held < BUFFERED_SHARE * len(chunks) or max(reads) != chunks[-1].stamp_ns:
+        return None
+    end = trace.end_ns if trace.end_ns is not None else chunks[-1].stamp_ns
+    if min(reads) - trace.request_ns < BUFFERED_AT_END * (end - trace.request_ns):
+        return None
+    last = max(reads)
+    at = _s(last - trace.request_ns)
+    if at < BUFFERED_MIN_S:
+        return None
+    held_reads = set(reads)
+    sent = [
+        sent_ns
+        for chunk in chunks
+        if chunk.stamp_ns in held_reads
+        and isinstance(data := getattr(chunk, "data", None), dict)
+        and isinstance(sent_ns := data.get("sent_ns"), int)
+    ]
+    server = ""
+    if len(sent) >= BUFFERED_MIN_CHUNKS:
+        span = _s(max(sent) - min(sent))
+        if span < BUFFERED_SENT_SPAN_S:
+            return None
+        server = f"; the server sent them over {span:.3f} s"
+    # What held them: from the start of the longest gap before them (a few chunks may trickle
+    # in between it and the held reads); one the plugin made is its own.
+    head = trace.response_ns if trace.response_ns is not None else trace.request_ns
+    stamps = [head, *sorted({c.stamp_ns for c in chunks if c.stamp_ns < min(reads)}), min(reads)]
+    since = max(itertools.pairwise(stamps), key=lambda gap: gap[1] - gap[0])[0]
+    own = own_gap(trace, since, last, "buffered")
+    if own is not None:
+        return own
+    distinct = len({stamp for stamp, _ in trace.reads})
+    instants = "" if distinct == len(trace.reads) else f", at {counted(distinct, 'instant')}"
+    word = "read" if len(reads) == 1 else "reads"
+    return Finding(
+        "buffered",
+        f"{held} of {len(chunks)} chunks in {len(reads)} {word}, the last at {at:.3f} s "
+        f"({counted(len(trace.reads), 'read')} in all{instants}){server}",
+        (trace.name,),
+        {
+            "chunks": len(chunks),
+            "held": held,
+            "reads": len(reads),
+            "all_reads": len(trace.reads),
+            "at_s": at,
+        },
+    )

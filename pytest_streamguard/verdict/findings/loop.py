@@ -1,0 +1,384 @@
+"""``blocked_loop``: concurrent streams stalled in the same windows, or queued behind each
+other, and the probe (when it ran) waited with them.
+"""
+
+from __future__ import annotations
+
+import itertools
+import statistics
+from collections.abc import Sequence
+from typing import Any
+
+from pytest_streamguard.common.display import counted
+from pytest_streamguard.verdict.findings.base import Finding, Observed
+from pytest_streamguard.verdict.findings.base import seconds as _s
+from pytest_streamguard.verdict.findings.buffered import BUFFERED_MIN_CHUNKS
+from pytest_streamguard.verdict.findings.own import explained, own_fault
+from pytest_streamguard.verdict.probe import Probed, ProbeWaits, Waited, waits
+
+#: blocked_loop (shared stalls): a stall is a gap above this many seconds and above
+#: ``STALL_FACTOR`` times the stream's healthy gap ...
+STALL_MIN_S = 0.05
+STALL_FACTOR = 4.0
+#: ... its ``HEALTHY_QUANTILE`` of gaps between reads: a low quantile, not the median, which
+#: the stalls themselves inflate once they are most of a stream's gaps (10 streams on a loop
+#: blocked 0.25 s every 5 tokens: gaps of 0.75 to 1.5 s, all of them stalls) ...
+HEALTHY_QUANTILE = 0.25
+#: ... or, with the probe's samples, any gap above ``STALL_MIN_S`` through which the probe
+#: waited (``PROBE_WAIT_SHARE`` of it or more): where every gap is a stall, no gap of the
+#: stream is healthy, and the target's own loop says which were held ...
+#: ... and a shared stall is an instant inside the stalls of at least this many streams (and
+#: of at least half the streams open then, from their request to their end: a soak load with
+#: 8 streams open of 24 in all) ...
+SHARED_MIN_STREAMS = 3
+#: ... seen at least this many times: separate windows, or each stalled stream's stalls inside
+#: them (a batch engine admitting 30 streams at once stalled them all together twice, up to
+#: 0.185 s, while its prefills ran: not a blocked loop, which stalls them again at every block).
+SHARED_MIN_TIMES = 3
+#: blocked_loop (staircase): at least this many streams sent together (each request sent
+#: before the first of them got its head) ...
+STAIR_MIN_STREAMS = 4
+#: ... whose heads (or first tokens) arrived in steps: at least ``STAIR_MIN_STEPS`` (and at
+#: least this share of the gaps between consecutive arrivals) at least ``STAIR_STEP_S`` apart
+#: (a blocked loop often lets a few streams through together at each step) ...
+STAIR_STEP_SHARE = 1 / 3
+STAIR_MIN_STEPS = 3
+STAIR_STEP_S = 0.02
+#: ... rising from the first to the last by at least ``STAIR_RISE_FACTOR`` times the streams'
+#: healthy gap (the median of their ``HEALTHY_QUANTILE`` gaps) and at least
+#: ``STAIR_RISE_MIN_S``: relative to the streams' own pace, so a staircase that rose 0.16 s in
+#: one run and 0.19 s in the next (20 ms tokens) is named in both, where a fixed 0.2 s
+#: threshold flipped between them.
+STAIR_RISE_FACTOR = 5.0
+STAIR_RISE_MIN_S = 0.1
+#: blocked_loop (released together): the silence before every stream's head and answer came
+#: at once is at least this many seconds.
+STAIR_RISE_S = 0.2
+#: blocked_loop (released together): the staircase's single step. At least
+#: ``STAIR_MIN_STREAMS`` streams sent together, each completed with at least
+#: ``BUFFERED_MIN_CHUNKS`` chunks, whose response heads and whole answers (first to last chunk)
+#: all arrived within this many seconds of each other, at least ``STAIR_RISE_S`` after the last
+#: request: nothing of any of them came out before (a server that sends its head with the first
+#: body, as uvicorn does, and a loop held until every generation was done). A buffering
+#: ingress passes the head on as soon as the server sends it, long before the answer's end.
+RELEASE_WINDOW_S = 0.05
+#: blocked_loop (served one after another): of at least ``STAIR_MIN_STREAMS`` streams sent
+#: together, at least ``QUEUED_MIN_STREAMS`` (and at least half) got their response heads only
+#: after another of them had already received its whole answer (at least
+#: ``BUFFERED_MIN_CHUNKS`` chunks), ``QUEUED_MIN_WAIT_S`` or more after their own request ...
+QUEUED_MIN_STREAMS = 3
+#: ... (the continuous-batching target on a busy 2-core machine once served one 48-token
+#: answer in 0.2 s before the 7 other streams' heads, the last at 0.229 s: a pause no deadline
+#: would see; the naive target held them 0.6 s on a quiet machine, seconds on a busy one) ...
+QUEUED_MIN_WAIT_S = 0.5
+#: ... and at most this many of them had their heads before the first whole answer ended: a
+#: blocked loop serves one answer (or two) at a time, where a server that admits a batch and
+#: queues the rest serves many side by side (the continuous-batching target had 10 of 30
+#: streams under way when the first answer ended, on a quiet 2-core machine: capacity, not a
+#: blocked loop).
+SERVED_AT_ONCE_MAX = 2
+
+#: blocked_loop with the probe's samples (``--streamguard-probe``, the target's ready path by
+#: default): whichever pattern above matched, the probe must have waited (answers that took
+#: ``PROBE_WAIT_S`` or more, see :mod:`pytest_streamguard.verdict.probe`, or none) for at least
+#: this share of the windows the pattern names (the shared stalls; the span from the requests to
+#: the last step, head or silence's end). A loop blocked 0.15 s kept the probe waiting from the
+#: probe after the block began, at most ``interval`` late, to its end: two thirds of the window
+#: or more; a server whose loop is free answers in milliseconds, a few per cent of it. Where
+#: the pattern's windows hold no sample (the probe off, a TCP probe, a target given by URL the
+#: probe could not reach), the pattern alone decides, as it did before the probe.
+PROBE_WAIT_SHARE = 0.25
+
+
+def _healthy_gap(trace: Observed) -> float:
+    """The stream's healthy gap (ns): the ``HEALTHY_QUANTILE`` of its gaps between reads
+    (chunks framed from one read, 0 apart, left out), which holds when most gaps are stalls."""
+    gaps = sorted(
+        g for a, b in itertools.pairwise(c.stamp_ns for c in trace.chunks) if (g := b - a)
+    )
+    return gaps[int(HEALTHY_QUANTILE * (len(gaps) - 1))] if gaps else 0.0
+
+
+def _stalls(trace: Observed, waited: Waited | None) -> list[tuple[int, int]]:
+    stamps = [c.stamp_ns for c in trace.chunks]
+    if len(stamps) < 3:
+        return []
+    floor = max(STALL_MIN_S * 1e9, STALL_FACTOR * _healthy_gap(trace))
+    # Every gap may be a stall (a loop blocked by each stream in turn): where the probe waited
+    # through it, the target's own loop held it, whatever the stream's usual gap.
+    return [
+        (a, b)
+        for a, b in itertools.pairwise(stamps)
+        if b - a > floor
+        or (
+            b - a > STALL_MIN_S * 1e9
+            and waited is not None
+            and waited.share(a, b) >= PROBE_WAIT_SHARE
+        )
+    ]
+
+
+#: A blocked_loop pattern's finding and the windows (``(start_ns, end_ns)``) in which it says
+#: the loop was held, for the probe's samples to confirm.
+_Matched = tuple[Finding, list[tuple[int, int]]]
+
+
+def _shared_windows(
+    traces: Sequence[Observed], stalls: dict[str, list[tuple[int, int]]]
+) -> list[tuple[int, int, int, int]]:
+    """The windows in which at least ``SHARED_MIN_STREAMS`` streams, and at least half of
+    those open (from their request to their end), were stalled together: (start, end, most
+    stalled together, streams open then)."""
+    edges = sorted(
+        [
+            (stamp, 0, delta)
+            for w in stalls.values()
+            for a, b in w
+            for stamp, delta in ((a, 1), (b, -1))
+        ]
+        + [
+            (stamp, 1, delta)
+            for t in traces
+            for stamp, delta in ((t.request_ns, 1), (t.end_ns or t.request_ns, -1))
+        ],
+        key=lambda e: (e[0], e[2]),
+    )
+    windows: list[tuple[int, int, int, int]] = []
+    stalled = open_ = 0
+    start: int | None = None
+    peak = peak_open = 0
+    for stamp, is_open, delta in edges:
+        if is_open:
+            open_ += delta
+        else:
+            stalled += delta
+        shared = stalled >= max(SHARED_MIN_STREAMS, (open_ + 1) // 2)
+        if shared and start is None:
+            start, peak, peak_open = stamp, stalled, open_
+        elif shared and stalled > peak:
+            peak, peak_open = stalled, open_
+        elif not shared and start is not None:
+            windows.append((start, stamp, peak, peak_open))
+            start = None
+    return windows
+
+
+def _shared_stalls(traces: Sequence[Observed], probe: Probed | None) -> _Matched | None:
+    seen = probe is not None and probe.sees_the_loop and bool(probe.samples)
+    waited = Waited(probe) if seen and probe is not None else None
+    stalls = {t.name: _stalls(t, waited) for t in traces}
+    if len(traces) < SHARED_MIN_STREAMS:
+        return None
+    windows = _shared_windows(traces, stalls)
+    if not windows:
+        return None
+    # Seen again and again: separate windows, or (a loop blocked by each stream in turn holds
+    # every stream stalled from one token to the next) each stream's stalls inside them.
+    inside = [
+        sum(1 for a, b in w if any(a < we and b > ws for ws, we, _, _ in windows))
+        for w in stalls.values()
+    ]
+    times = max(len(windows), int(statistics.median(n for n in inside if n) if any(inside) else 0))
+    if times < SHARED_MIN_TIMES:
+        return None
+    t0 = min(t.request_ns for t in traces)
+    longest = max(windows, key=lambda w: w[1] - w[0])
+    most, opened = max((w[2], w[3]) for w in windows)
+    among = f"{opened} streams" if opened >= len(traces) else f"{opened} open streams"
+    of_all = "" if opened >= len(traces) else f" ({len(traces)} in all)"
+    stalled = sorted(name for name, w in stalls.items() if w)
+    found = Finding(
+        "blocked_loop",
+        f"up to {most} of {among} stalled together {times} times{of_all}; longest "
+        f"{_s(longest[1] - longest[0]):.3f} s at {_s(longest[0] - t0):.3f} s",
+        tuple(stalled),
+        {
+            "streams": len(traces),
+            "open": opened,
+            "most_stalled": most,
+            "times": times,
+            "longest_s": _s(longest[1] - longest[0]),
+            "at_s": _s(longest[0] - t0),
+        },
+    )
+    return found, [(a, b) for a, b, _, _ in windows]
+
+
+def _staircase(traces: Sequence[Observed], what: str) -> _Matched | None:
+    if what == "heads":
+        arrivals = [(t.response_ns, t) for t in traces if t.response_ns is not None]
+    else:
+        arrivals = [(t.chunks[0].stamp_ns, t) for t in traces if t.chunks]
+    if len(arrivals) < STAIR_MIN_STREAMS:
+        return None
+    first = min(stamp for stamp, _ in arrivals)
+    together = sorted(
+        ((stamp, t) for stamp, t in arrivals if t.request_ns <= first), key=lambda a: a[0]
+    )
+    if len(together) < STAIR_MIN_STREAMS:
+        return None
+    stamps = [stamp for stamp, _ in together]
+    steps = [b - a for a, b in itertools.pairwise(stamps)]
+    rise = _s(stamps[-1] - stamps[0])
+    big = sum(1 for s in steps if s >= STAIR_STEP_S * 1e9)
+    healthy = statistics.median(_healthy_gap(t) for t in traces) / 1e9
+    least = max(STAIR_RISE_MIN_S, STAIR_RISE_FACTOR * healthy)
+    if rise < least or big < max(STAIR_MIN_STEPS, STAIR_STEP_SHARE * len(steps)):
+        return None
+    t0 = min(t.request_ns for _, t in together)
+    noun = "response heads" if what == "heads" else "first tokens"
+    found = Finding(
+        "blocked_loop",
+        f"{noun} of {len(together)} streams sent together arrived in a staircase of "
+        f"{big + 1} steps: {_s(stamps[0] - t0):.3f} s to {_s(stamps[-1] - t0):.3f} s",
+        tuple(t.name for _, t in together),
+        {
+            "streams": len(together),
+            "first_s": _s(stamps[0] - t0),
+            "last_s": _s(stamps[-1] - t0),
+            "steps": big + 1,
+            "staircase": what,
+        },
+    )
+    return found, [(t0, stamps[-1])]
+
+
+def _released_together(traces: Sequence[Observed]) -> _Matched | None:
+    done = [t for t in traces if t.completed and len(t.chunks) >= BUFFERED_MIN_CHUNKS]
+    if len(done) < STAIR_MIN_STREAMS or any(t.response_ns is None for t in done):
+        return None
+    first_head = min(t.response_ns for t in done if t.response_ns is not None)
+    together = [t for t in done if t.request_ns <= first_head]
+    if len(together) < STAIR_MIN_STREAMS:
+        return None
+    stamps = [
+        stamp
+        for t in together
+        for stamp in (t.response_ns, t.chunks[0].stamp_ns, t.chunks[-1].stamp_ns)
+        if stamp is not None
+    ]
+    sent = max(t.request_ns for t in together)
+    window = _s(max(stamps) - min(stamps))
+    silent = _s(min(stamps) - sent)
+    if window > RELEASE_WINDOW_S or silent < STAIR_RISE_S:
+        return None
+    found = Finding(
+        "blocked_loop",
+        f"response heads and whole answers of {len(together)} streams sent together arrived "
+        f"within {window:.3f} s, after {silent:.3f} s in which none of them got a byte",
+        tuple(t.name for t in together),
+        {"streams": len(together), "window_s": window, "silent_s": silent},
+    )
+    return found, [(sent, min(stamps))]
+
+
+def _served_in_turn(traces: Sequence[Observed]) -> _Matched | None:
+    heads = [t for t in traces if t.response_ns is not None]
+    if len(heads) < STAIR_MIN_STREAMS:
+        return None
+    first = min(t.response_ns for t in heads if t.response_ns is not None)
+    together = [t for t in heads if t.request_ns <= first]
+    if len(together) < STAIR_MIN_STREAMS:
+        return None
+    ended = [
+        (t.chunks[-1].stamp_ns, t)
+        for t in together
+        if t.completed and len(t.chunks) >= BUFFERED_MIN_CHUNKS
+    ]
+    queued = []
+    for t in together:
+        assert t.response_ns is not None
+        waited = t.response_ns - t.request_ns >= QUEUED_MIN_WAIT_S * 1e9
+        if waited and any(end <= t.response_ns and o is not t for end, o in ended):
+            queued.append(t)
+    if len(queued) < max(QUEUED_MIN_STREAMS, len(together) / 2):
+        return None
+    t0 = min(t.request_ns for t in together)
+    first_end, served = min(((end, o) for end, o in ended), key=lambda e: e[0])
+    under_way = [t for t in together if t.response_ns is not None and t.response_ns < first_end]
+    if len(under_way) > SERVED_AT_ONCE_MAX:
+        return None
+    latest = max(t.response_ns for t in queued if t.response_ns is not None)
+    found = Finding(
+        "blocked_loop",
+        f"{len(queued)} of {len(together)} streams sent together got their response heads only "
+        f"after another had its whole answer (the first of them by {_s(first_end - t0):.3f} s, "
+        f"{len(served.chunks)} chunks); the last head at {_s(latest - t0):.3f} s",
+        tuple(t.name for t in queued),
+        {
+            "streams": len(together),
+            "queued": len(queued),
+            "first_answer_s": _s(first_end - t0),
+            "last_head_s": _s(latest - t0),
+        },
+    )
+    return found, [(t0, latest)]
+
+
+def _probe_words(seen: ProbeWaits, probe: Probed) -> str:
+    return (
+        f"{probe.what} took up to {seen.longest_s:.3f} s there, waiting "
+        f"{seen.share:.0%} of that time ({seen.waited} of {counted(seen.samples, 'probe')} "
+        "waited)"
+    )
+
+
+def probe_data(seen: ProbeWaits) -> dict[str, Any]:
+    """The probe's wait as a finding's ``data``."""
+    return {
+        "probe_samples": seen.samples,
+        "probe_waited": seen.waited,
+        "probe_longest_s": seen.longest_s,
+        "probe_share": seen.share,
+    }
+
+
+def _confirmed(matched: _Matched, probe: Probed | None) -> Finding | None:
+    """A blocked_loop pattern as the probe saw it: unchanged where it has no sample in the
+    pattern's windows; None where it kept answering there (the loop was free); else with the
+    probe's wait added to its evidence and its cause in words."""
+    finding, windows = matched
+    seen = waits(probe, windows)
+    if seen is None or probe is None:
+        return finding
+    if seen.share < PROBE_WAIT_SHARE:
+        return None
+    streams = counted(len(finding.streams), "stream")
+    return Finding(
+        finding.name,
+        f"{finding.evidence}; {_probe_words(seen, probe)}",
+        finding.streams,
+        {**finding.data, **probe_data(seen)},
+        cause=(
+            f"the event loop was blocked: {probe.what} took {seen.longest_s:.2f} s while "
+            f"{streams} stalled"
+        ),
+    )
+
+
+def blocked_loop(traces: Sequence[Observed], probe: Probed | None) -> Finding | None:
+    """``blocked_loop`` by the first of its patterns that matched and that the probe (where
+    it has samples there) confirmed; else ``own_fault`` where a pattern matched in the
+    windows of a fault the plugin applied (:mod:`.own`); else None."""
+    by_name = {t.name: t for t in traces}
+    own: Finding | None = None
+    for matched in (
+        _shared_stalls(traces, probe),
+        _staircase(traces, "heads"),
+        _staircase(traces, "tokens"),
+        _served_in_turn(traces),
+        _released_together(traces),
+    ):
+        if matched is None:
+            continue
+        found = _confirmed(matched, probe)
+        if found is None:
+            continue
+        windows = matched[1]
+        on = [by_name[name] for name in found.streams if name in by_name]
+        fault = explained(on, windows, probe_waited=bool(found.cause))
+        if fault is None:
+            return found
+        longest = max(b - a for a, b in windows)
+        own = own or own_fault("blocked_loop", fault, found.streams, _s(longest))
+    return own
