@@ -18,7 +18,8 @@ import dataclasses
 from collections.abc import Sequence
 from typing import Protocol, runtime_checkable
 
-from pytest_streamguard.verdict.findings import BUFFERED_SENT_SPAN_S, Finding
+from pytest_streamguard.verdict.findings import Finding
+from pytest_streamguard.verdict.findings.buffered import BUFFERED_SENT_SPAN_S
 
 __all__ = ["SPREAD_S", "at_hops", "buffered_at"]
 
