@@ -25,6 +25,7 @@ from pytest_streamguard.formats import StreamFormat
 from pytest_streamguard.headroom.measure import Measurement, ameasure, measure
 from pytest_streamguard.headroom.result import Headroom
 from pytest_streamguard.judge import AUTO, check_client, judge_trace, save_disagreement
+from pytest_streamguard.judge.parallel import judge_traces, warm
 from pytest_streamguard.load import LoadPlan, LoadResult, arun, run
 from pytest_streamguard.load.cluster import RayShards
 from pytest_streamguard.load.sharding import sharding
@@ -113,17 +114,22 @@ class _Streams:
     def judged(self, trace: StreamTrace, client: str | None) -> StreamTrace:
         """``trace`` judged by the client ``client`` names (None: the session's choice), after
         the stream ended (:mod:`pytest_streamguard.judge`). Blocking: async callers use a thread."""
-        choice = self.client if client is None else check_client(client)
-        judge_trace(trace, choice)
+        judge_trace(trace, self.choice(client))
         if self.transcripts is not None:
             save_disagreement(trace, self.transcripts)
         return trace
 
+    def choice(self, client: str | None) -> str:
+        """The client that judges a stream whose call passes ``client`` (None: the session's)."""
+        return self.client if client is None else check_client(client)
+
     def judged_load(self, result: LoadResult, client: str | None) -> LoadResult:
-        """Every stream of a local load judged, as :meth:`judged` judges one (a sharded load's
-        traces come without their recorded bytes and keep the reader's verdict)."""
-        for trace in result.traces:
-            self.judged(trace, client)
+        """Every stream of a local load judged, as :meth:`judged` judges one, here and in the
+        judging pool at once (:mod:`pytest_streamguard.judge.parallel`)."""
+        judge_traces(result.traces, self.choice(client))
+        if self.transcripts is not None:
+            for trace in result.traces:
+                save_disagreement(trace, self.transcripts)
         return result
 
     def keep(self, trace: StreamTrace) -> StreamTrace:
@@ -153,9 +159,17 @@ class _Streams:
         self.keep(recorder.trace)
 
     def tracking(
-        self, request: StreamRequest, path: str, started: list[StreamRecorder]
+        self,
+        request: StreamRequest,
+        path: str,
+        started: list[StreamRecorder],
+        client: str | None = None,
+        streams: int = 1,
     ) -> Callable[[int], StreamRecorder]:
-        """A load's ``make_recorder`` that also lists each recorder in ``started``."""
+        """A load's ``make_recorder`` that also lists each recorder in ``started``; the
+        judging pool is started for a load of ``streams`` streams ``client`` will judge."""
+        fmt = request.stream_format
+        warm(self.choice(client), streams, "auto" if fmt is None else fmt.name)
 
         def make(_: int) -> StreamRecorder:
             recorder = self.recorder(request, path)
@@ -178,15 +192,26 @@ class _Streams:
         return result
 
     def keep_sharded(
-        self, request: StreamRequest, path: str, result: LoadResult, probed: Probed | None
+        self,
+        request: StreamRequest,
+        path: str,
+        result: LoadResult,
+        probed: Probed | None,
+        client: str | None = None,
     ) -> LoadResult:
         """Keep every stream of a sharded load, named in this test's numbering, with the
-        samples of the probe sent beside the shards (``probed``)."""
+        samples of the probe sent beside the shards (``probed``), judged by ``client``."""
         # Shards name their streams on their own; the test's numbering goes by send order.
         for trace in result.traces:
             trace.name = self.name(request, path)
             # The proxy's chunk faults acted on the shards' streams: note which reached chunk N.
             self.faults.reached(trace)
+            # Judged in its shard (the bytes came back where reader and client disagree), or
+            # here, by a judge the user registered in this process.
+            if trace.client is None and trace.recorded is not None:
+                judge_trace(trace, self.choice(client))
+            if self.transcripts is not None:
+                save_disagreement(trace, self.transcripts)
         result.probe = probed
         return self.keep_load(result)
 
@@ -495,11 +520,11 @@ class StreamGuard(_HeadroomSearches):
         sharded = sharding(plan, processes, shards, self.ray, self.faults)
         if sharded is not None:
             with ProbeThread(self.probe_spec) as probe:
-                result = sharded.run(plan, request)
-            return self._streams.keep_sharded(request, path, result, probe.probed)
+                result = sharded.run(plan, request, self._streams.choice(client))
+            return self._streams.keep_sharded(request, path, result, probe.probed, client)
         started: list[StreamRecorder] = []
         try:
-            make = self._streams.tracking(request, path, started)
+            make = self._streams.tracking(request, path, started, client, plan.n)
             result = run(plan, make, request.socket_options(), self.probe_spec)
         except (KeyboardInterrupt, pytest.fail.Exception) as exc:
             self._streams.keep_started(started, exc)
@@ -536,11 +561,11 @@ class StreamGuard(_HeadroomSearches):
         sharded = sharding(plan, processes, shards, self.ray, self.faults)
         if sharded is not None:
             async with probing(self.probe_spec) as probed:
-                result = await sharded.arun(plan, request)
-            return self._streams.keep_sharded(request, path, result, probed)
+                result = await sharded.arun(plan, request, self._streams.choice(client))
+            return self._streams.keep_sharded(request, path, result, probed, client)
         started: list[StreamRecorder] = []
         try:
-            make = self._streams.tracking(request, path, started)
+            make = self._streams.tracking(request, path, started, client, plan.n)
             result = await arun(plan, make, request.socket_options(), probe=self.probe_spec)
         except (KeyboardInterrupt, asyncio.CancelledError, pytest.fail.Exception) as exc:
             self._streams.keep_started(started, exc)
