@@ -5,7 +5,7 @@ The example app (``examples/stream_app.py``, started here on a free port) stream
 ``/v1/completions`` with ``"stream": true``; each round reads the load both ways, in turn
 (which goes first alternates), as ``streamguard.load()`` does: the load on a private loop, then
 its traces judged (:func:`pytest_streamguard.judge.parallel.judge_traces`: here and in the
-judging pool on the other cores, started as the load starts). One row per way: the median
+judging pool on the other cores, started by the warm-up round). One row per way: the median
 wall time of a round's load (the load and its judging), the ratio to the reader alone (the
 goal: at most 1.3x), TTFT p50 and p99 over every stream of every round, and how many streams
 completed and how many the reader and the client disagree on::
@@ -23,7 +23,7 @@ import time
 import common
 
 from pytest_streamguard.judge import NONE
-from pytest_streamguard.judge.parallel import judge_traces, warm
+from pytest_streamguard.judge.parallel import judge_traces
 from pytest_streamguard.load import LoadPlan, LoadResult, run
 from pytest_streamguard.stream.client import StreamRecorder
 from pytest_streamguard.stream.request import StreamRequest
@@ -39,7 +39,6 @@ def read_load(
     seconds, and its result."""
     request = StreamRequest("POST", f"{url}/v1/completions", json_body=body, format="openai")
     started = time.perf_counter()
-    warm(client, streams, "openai")
     result = run(LoadPlan(n=streams), lambda i: StreamRecorder(request, f"stream {i + 1}"))
     judge_traces(result.traces, client)
     return time.perf_counter() - started, result

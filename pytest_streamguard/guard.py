@@ -25,7 +25,7 @@ from pytest_streamguard.formats import StreamFormat
 from pytest_streamguard.headroom.measure import Measurement, ameasure, measure
 from pytest_streamguard.headroom.result import Headroom
 from pytest_streamguard.judge import AUTO, check_client, judge_trace, save_disagreement
-from pytest_streamguard.judge.parallel import judge_traces, warm
+from pytest_streamguard.judge.parallel import judge_traces
 from pytest_streamguard.load import LoadPlan, LoadResult, arun, run
 from pytest_streamguard.load.cluster import RayShards
 from pytest_streamguard.load.sharding import sharding
@@ -163,13 +163,8 @@ class _Streams:
         request: StreamRequest,
         path: str,
         started: list[StreamRecorder],
-        client: str | None = None,
-        streams: int = 1,
     ) -> Callable[[int], StreamRecorder]:
-        """A load's ``make_recorder`` that also lists each recorder in ``started``; the
-        judging pool is started for a load of ``streams`` streams ``client`` will judge."""
-        fmt = request.stream_format
-        warm(self.choice(client), streams, "auto" if fmt is None else fmt.name)
+        """A load's ``make_recorder`` that also lists each recorder in ``started``."""
 
         def make(_: int) -> StreamRecorder:
             recorder = self.recorder(request, path)
@@ -524,7 +519,7 @@ class StreamGuard(_HeadroomSearches):
             return self._streams.keep_sharded(request, path, result, probe.probed, client)
         started: list[StreamRecorder] = []
         try:
-            make = self._streams.tracking(request, path, started, client, plan.n)
+            make = self._streams.tracking(request, path, started)
             result = run(plan, make, request.socket_options(), self.probe_spec)
         except (KeyboardInterrupt, pytest.fail.Exception) as exc:
             self._streams.keep_started(started, exc)
@@ -565,7 +560,7 @@ class StreamGuard(_HeadroomSearches):
             return self._streams.keep_sharded(request, path, result, probed, client)
         started: list[StreamRecorder] = []
         try:
-            make = self._streams.tracking(request, path, started, client, plan.n)
+            make = self._streams.tracking(request, path, started)
             result = await arun(plan, make, request.socket_options(), probe=self.probe_spec)
         except (KeyboardInterrupt, asyncio.CancelledError, pytest.fail.Exception) as exc:
             self._streams.keep_started(started, exc)

@@ -96,14 +96,6 @@ def is_builtin(judge: ClientJudge) -> bool:
     return isinstance(judge, _Builtin)
 
 
-def preload(name: str) -> None:
-    """Import the built-in judge ``name``'s adapter and its client library (a judging process
-    does so before it is needed)."""
-    judge = JUDGES[name]
-    if isinstance(judge, _Builtin):
-        judge._judge()
-
-
 def register_judge(judge: ClientJudge) -> ClientJudge:
     """Add ``judge`` (one of the user's own clients) under its name, replacing a judge of that
     name; ``auto`` picks it for its formats after the built-in judges. Returns it."""

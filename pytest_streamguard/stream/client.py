@@ -526,8 +526,11 @@ async def _aread(client: httpx.AsyncClient, recorder: StreamRecorder) -> StreamT
                     json=request.json_body,
                     headers=request.request_headers(),
                     timeout=_timeout(request.limits),
+                    # As every official client does (httpx's rules: 303, and 301/302 after a
+                    # POST, go on as GET; 307/308 keep the method and body; at most 20).
+                    follow_redirects=True,
                 ) as response:
-                    wire = _wire_stamps(recorder.trace, response.extensions)
+                    wire = _wire_stamps(recorder.trace, response)
                     recorder.response(
                         response.status_code,
                         response.headers.get("content-type"),
@@ -570,11 +573,14 @@ async def _aread(client: httpx.AsyncClient, recorder: StreamRecorder) -> StreamT
     return recorder.trace
 
 
-def _wire_stamps(trace: StreamTrace, extensions: dict[str, Any]) -> Any:
+def _wire_stamps(trace: StreamTrace, response: httpx.Response) -> Any:
     """What a transport that knows the wire (load.transport) says: the request is stamped when
-    its last byte was written and the coroutine's start becomes ``queued_ns``; the connection's
+    its last byte was written (the first request's, when redirects were followed: the client
+    waited for them too) and the coroutine's start becomes ``queued_ns``; the connection's
     local address is kept. Returns that transport's connection (None from another)."""
-    sent = extensions.get("streamguard_sent_ns")
+    extensions = response.extensions
+    first = response.history[0].extensions if response.history else extensions
+    sent = first.get("streamguard_sent_ns")
     if sent is None:
         # httpx's own transport (https): stamps are the reader's, the connection its stream's.
         trace.stamps = "client"
@@ -584,7 +590,7 @@ def _wire_stamps(trace: StreamTrace, extensions: dict[str, Any]) -> Any:
             address, port = client_addr[:2]
             trace.local = f"[{address}]:{port}" if ":" in str(address) else f"{address}:{port}"
         return None
-    trace.queued_ns = int(extensions.get("streamguard_queued_ns", trace.request_ns))
+    trace.queued_ns = int(first.get("streamguard_queued_ns", trace.request_ns))
     trace.request_ns = int(sent)
     trace.local = extensions.get("streamguard_local")
     return extensions.get("streamguard_connection")

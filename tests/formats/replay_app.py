@@ -123,6 +123,13 @@ def _not_the_deliberate_cut(record: logging.LogRecord) -> bool:
 logging.getLogger("uvicorn.error").addFilter(_not_the_deliberate_cut)
 
 
+async def redirect(request: Request) -> Response:
+    """``/redirect/{code}/{rest}``: answer ``code`` with ``Location: /{rest}`` (a proxy or a
+    gateway that moved the route)."""
+    code = int(request.path_params["code"])
+    return Response(status_code=code, headers={"location": "/" + request.path_params["rest"]})
+
+
 async def readyz(request: Request) -> Response:
     """The readiness probe the plugin polls before the first test."""
     return PlainTextResponse("ok")
@@ -131,6 +138,7 @@ async def readyz(request: Request) -> Response:
 app = Starlette(
     routes=[
         Route("/readyz", readyz),
+        Route("/redirect/{code:int}/{rest:path}", redirect, methods=["GET", "POST"]),
         Route("/{fmt}/{name}/{rest:path}", replay, methods=["GET", "POST"]),
     ]
 )
