@@ -6,8 +6,8 @@ cheaper without judging with something other than the client. So a load's stream
 after the load, off its hot path, in this process and in judging processes on the other cores
 at once (a ``ProcessPoolExecutor`` of ``spawn`` processes). The pool is started by the first
 load it judges, never while a load runs (a fresh interpreter importing the client would take
-the CPU the load's reading needs: measured, a 30-stream load's p95 gap went from 50 ms to
-225 ms on a busy 2-core machine), and kept until the pytest session ends (:func:`shutdown`),
+the CPU the load's reading needs: in one run of a 30-stream load of 50 ms gaps on a busy
+2-core machine, a pool spawned as the load started put its p95 gap at 225 ms), and kept until the pytest session ends (:func:`shutdown`),
 idle between loads. The work is shared out in small batches, taken
 from both ends of one queue (this process from the front, the pool from the back), so neither
 waits on the other.
