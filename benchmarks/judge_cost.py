@@ -4,9 +4,9 @@ and judged by it in this process alone, stream after stream (``openai, here alon
 the judging pool).
 
 The example app (``examples/stream_app.py``, started here on a free port) streams
-``/v1/completions`` with ``"stream": true``; each round reads the load each way, in turn
-(the order reverses every other round), as ``streamguard.load()`` does: the load on a private loop, then
-its traces judged (:func:`pytest_streamguard.judge.parallel.judge_traces`: here and in the
+``/v1/completions`` with ``"stream": true``; each round reads the load each way, in turn (the
+order reverses every other round), as ``streamguard.load()`` does: the load on a private loop,
+then its traces judged (:func:`pytest_streamguard.judge.parallel.judge_traces`: here and in the
 judging pool on the other cores, started by the warm-up round). One row per way: the median
 wall time of a round's load (the load and its judging), the ratio to the reader alone (the
 goal: at most 1.3x), the median CPU seconds this process's thread spent judging (what the

@@ -1,16 +1,16 @@
 """Judging many streams at once (a load's) on every core: :func:`judge_traces`.
 
 What judging costs is the client's own code: the ``openai`` client builds a pydantic model of
-every event it yields (profiled: about 85% of a judge's time), and that work cannot be made
-cheaper without judging with something other than the client. So a load's streams are judged
-after the load, off its hot path, in this process and in judging processes on the other cores
-at once (a ``ProcessPoolExecutor`` of ``spawn`` processes). The pool is started by the first
-load it judges, never while a load runs (a fresh interpreter importing the client would take
-the CPU the load's reading needs: in one run of a 30-stream load of 50 ms gaps on a busy
-2-core machine, a pool spawned as the load started put its p95 gap at 225 ms), and kept until the pytest session ends (:func:`shutdown`),
-idle between loads. The work is shared out in small batches, taken
-from both ends of one queue (this process from the front, the pool from the back), so neither
-waits on the other.
+every event it yields (profiled: over 80% of a judge's time is the client's own stream
+iterator), and that work cannot be made cheaper without judging with something other than the
+client. So a load's streams are judged after the load, off its hot path, in this process and
+in judging processes on the other cores at once (a ``ProcessPoolExecutor`` of ``spawn``
+processes). The pool is started by the first load it judges, never while a load runs (a fresh
+interpreter importing the client would take the CPU the load's reading needs: in one run of a
+30-stream load of 50 ms gaps on a busy 2-core machine, a pool spawned as the load started put
+its p95 gap at 225 ms), and kept, idle between loads, until the pytest session ends
+(:func:`shutdown`). The work is shared out in small batches, taken from both ends of one queue
+(this process from the front, the pool from the back), so neither waits on the other.
 
 Only the built-in judges go to the pool (a judge the user registered lives in this process);
 a batch the pool fails on is judged here. Every verdict is ruled here, in the streams' order,
