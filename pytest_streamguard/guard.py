@@ -25,7 +25,6 @@ from pytest_streamguard.formats import StreamFormat
 from pytest_streamguard.headroom.measure import Measurement, ameasure, measure
 from pytest_streamguard.headroom.result import Headroom
 from pytest_streamguard.judge import AUTO, check_client, judge_trace, save_disagreement
-from pytest_streamguard.judge.parallel import judge_traces
 from pytest_streamguard.load import LoadPlan, LoadResult, arun, run
 from pytest_streamguard.load.cluster import RayShards
 from pytest_streamguard.load.sharding import sharding
@@ -124,12 +123,9 @@ class _Streams:
         return self.client if client is None else check_client(client)
 
     def judged_load(self, result: LoadResult, client: str | None) -> LoadResult:
-        """Every stream of a local load judged, as :meth:`judged` judges one, here and in the
-        judging pool at once (:mod:`pytest_streamguard.judge.parallel`)."""
-        judge_traces(result.traces, self.choice(client))
-        if self.transcripts is not None:
-            for trace in result.traces:
-                save_disagreement(trace, self.transcripts)
+        """Every stream of a local load judged, as :meth:`judged` judges one."""
+        for trace in result.traces:
+            self.judged(trace, client)
         return result
 
     def keep(self, trace: StreamTrace) -> StreamTrace:

@@ -27,7 +27,6 @@ from pytest_streamguard._moved import moved_name
 from pytest_streamguard.common.display import fit_lines, shown_path, shown_text
 from pytest_streamguard.faults.fired import faults_not_fired
 from pytest_streamguard.guard import StreamGuard
-from pytest_streamguard.judge.parallel import shutdown as shutdown_judging
 from pytest_streamguard.plugin import xdist
 from pytest_streamguard.plugin.attempts import attempt_lines, begin_attempt, counted_record
 from pytest_streamguard.plugin.markers import (
@@ -317,9 +316,7 @@ class StreamGuardSession:
 
     def pytest_unconfigure(self, config: pytest.Config) -> None:
         """After pytest's counts line (the last line a CI log shows): say that the baseline
-        gate failed the run, since the counts alone may read ``2 passed``. The judging pool
-        (:mod:`pytest_streamguard.judge.parallel`) stops here."""
-        shutdown_judging()
+        gate failed the run, since the counts alone may read ``2 passed``."""
         if self.gate is None or not self.gate.failed or xdist.is_worker(config):
             return
         reporter = config.pluginmanager.get_plugin("terminalreporter")
