@@ -155,10 +155,7 @@ class _Streams:
         self.keep(recorder.trace)
 
     def tracking(
-        self,
-        request: StreamRequest,
-        path: str,
-        started: list[StreamRecorder],
+        self, request: StreamRequest, path: str, started: list[StreamRecorder]
     ) -> Callable[[int], StreamRecorder]:
         """A load's ``make_recorder`` that also lists each recorder in ``started``."""
 

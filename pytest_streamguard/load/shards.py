@@ -150,7 +150,7 @@ def judged_here(trace: StreamTrace, client: str) -> bool:
     reader's verdict); whether the reader and the client disagree with no rule to explain it,
     so the bytes go back with the trace (for ``--streamguard-transcripts``)."""
     if client not in JUDGES and client != AUTO_CLIENT:
-        return False  # the user's own judge: registered in the parent only
+        return False  # none, or the user's own judge (registered in the parent only)
     judge = judge_for(client, trace.format)
     if judge is None or not judge.available() or not is_builtin(judge):
         return False
