@@ -9,7 +9,7 @@ wall time of a round's load (the load and its judging), the ratio to the reader 
 goal: at most 1.3x), TTFT p50 and p99 over every stream of every round, and how many streams
 completed and how many the reader and the client disagree on::
 
-    python benchmarks/judge_cost.py --streams 200 --tokens 64 --interval 0.02 --rounds 5
+    python benchmarks/judge_cost.py --streams 200 --tokens 64 --interval 0.05 --rounds 5
 """
 
 from __future__ import annotations

@@ -120,15 +120,17 @@ class _Streams:
     def judged(self, trace: StreamTrace, client: str | None) -> StreamTrace:
         """``trace`` judged by the client ``client`` names (None: the session's choice), after
         the stream ended (:mod:`pytest_streamguard.judge`). Blocking: async callers use a thread."""
-        choice = self.client if client is None else check_client(client)
-        judge_trace(trace, choice)
+        judge_trace(trace, self.choice(client))
         if self.transcripts is not None:
             save_disagreement(trace, self.transcripts)
         return trace
 
+    def choice(self, client: str | None) -> str:
+        """The client that judges a stream whose call passes ``client`` (None: the session's)."""
+        return self.client if client is None else check_client(client)
+
     def judged_load(self, result: LoadResult, client: str | None) -> LoadResult:
-        """Every stream of a local load judged, as :meth:`judged` judges one (a sharded load's
-        traces come without their recorded bytes and keep the reader's verdict)."""
+        """Every stream of a local load judged, as :meth:`judged` judges one."""
         for trace in result.traces:
             self.judged(trace, client)
         return result
@@ -189,15 +191,26 @@ class _Streams:
         return result
 
     def keep_sharded(
-        self, request: StreamRequest, path: str, result: LoadResult, probed: Probed | None
+        self,
+        request: StreamRequest,
+        path: str,
+        result: LoadResult,
+        probed: Probed | None,
+        client: str | None = None,
     ) -> LoadResult:
         """Keep every stream of a sharded load, named in this test's numbering, with the
-        samples of the probe sent beside the shards (``probed``)."""
+        samples of the probe sent beside the shards (``probed``), judged by ``client``."""
         # Shards name their streams on their own; the test's numbering goes by send order.
         for trace in result.traces:
             trace.name = self.name(request, path)
             # The proxy's chunk faults acted on the shards' streams: note which reached chunk N.
             self.faults.reached(trace)
+            # Judged in its shard (the bytes came back where reader and client disagree), or
+            # here, by a judge the user registered in this process.
+            if trace.client is None and trace.recorded is not None:
+                judge_trace(trace, self.choice(client))
+            if self.transcripts is not None:
+                save_disagreement(trace, self.transcripts)
         result.probe = probed
         # Opened in the shards, not by this process's recorders: open together all the same.
         self._open += len(result.traces)
@@ -667,8 +680,8 @@ class StreamGuard(_HeadroomSearches, _Hops):
         sharded = sharding(plan, processes, shards, self.ray, self.faults)
         if sharded is not None:
             with ProbeThread(self.probe_spec) as probe:
-                result = sharded.run(plan, request)
-            return self._streams.keep_sharded(request, path, result, probe.probed)
+                result = sharded.run(plan, request, self._streams.choice(client))
+            return self._streams.keep_sharded(request, path, result, probe.probed, client)
         started: list[StreamRecorder] = []
         try:
             make = self._streams.tracking(request, path, started)
@@ -708,8 +721,8 @@ class StreamGuard(_HeadroomSearches, _Hops):
         sharded = sharding(plan, processes, shards, self.ray, self.faults)
         if sharded is not None:
             async with probing(self.probe_spec) as probed:
-                result = await sharded.arun(plan, request)
-            return self._streams.keep_sharded(request, path, result, probed)
+                result = await sharded.arun(plan, request, self._streams.choice(client))
+            return self._streams.keep_sharded(request, path, result, probed, client)
         started: list[StreamRecorder] = []
         try:
             make = self._streams.tracking(request, path, started)

@@ -132,8 +132,10 @@ def parse_object(data: str, what: str) -> dict[str, Any]:
 
 
 def media_type(content_type: str | None) -> str:
-    """``text/event-stream`` of ``text/event-stream; charset=utf-8`` (lower case)."""
-    return (content_type or "").split(";", 1)[0].strip().lower()
+    """``text/event-stream`` of ``text/event-stream; charset=utf-8`` (lower case); of a
+    repeated header (httpx joins the values: ``text/event-stream, text/event-stream``), the
+    first value's, as the clients, which read a stream whatever its content type says."""
+    return (content_type or "").split(",", 1)[0].split(";", 1)[0].strip().lower()
 
 
 def not_a_stream(kind: str) -> str:

@@ -2,9 +2,11 @@
 
 Chat chunks (``chat.completion.chunk``): a token is any non-empty ``delta.content``,
 ``delta.reasoning_content`` / ``delta.reasoning`` (reasoning models, vLLM, OpenRouter),
-``delta.refusal`` or ``delta.tool_calls[].function.arguments``; legacy completions carry
-``choices[].text``. Role-only and usage-only chunks are not tokens. The end is ``data: [DONE]``,
-or a ``finish_reason`` on every choice that appeared (``n>1`` streams several; more chunks,
+``delta.refusal`` or ``delta.tool_calls[].function.arguments``; a ``content`` sent as a list of
+parts is read part by part (text, a ``thinking`` part's reasoning; an image is output without
+text, as are OpenRouter's ``delta.images``); legacy completions carry ``choices[].text``.
+Role-only and usage-only chunks are not tokens. The end is ``data: [DONE]``, or a
+``finish_reason`` on every choice that appeared (``n>1`` streams several; more chunks,
 such as usage, may follow). An ``error`` object fails the stream. Named events are read as the
 openai client reads them: their data is a chunk like any other.
 
@@ -43,17 +45,39 @@ def _text(value: Any) -> str:
     return value if isinstance(value, str) else ""
 
 
-def _delta_pieces(delta: dict[str, Any]) -> tuple[list[Piece], bool]:
-    """The delta's pieces, and whether it starts a tool call (output even with no arguments)."""
+def _content_pieces(content: Any, kind: str = TEXT) -> tuple[list[Piece], bool]:
+    """A delta's ``content``: a string, or a list of parts (Mistral's content chunks, parts as
+    in a request): a part's ``text`` is of ``kind``, a ``thinking`` part's parts are
+    reasoning; whether a part without text (an image) arrived, which is output too."""
+    if not isinstance(content, list):
+        text = _text(content)
+        return ([Piece(kind, text)] if text else []), False
     pieces: list[Piece] = []
-    started = False
+    other = False
+    for part in content:
+        if isinstance(part, dict) and part.get("type") == "thinking":
+            more, found = _content_pieces(part.get("thinking"), REASONING)
+        elif isinstance(part, dict) and isinstance(part.get("text"), str):
+            more, found = _content_pieces(part["text"], kind)
+        else:
+            more, found = [], part is not None
+        pieces += more
+        other = other or found
+    return pieces, other
+
+
+def _delta_pieces(delta: dict[str, Any]) -> tuple[list[Piece], bool]:
+    """The delta's pieces, and whether it has output without text: the start of a tool call
+    (output even with no arguments), an image (a content part, OpenRouter's ``images``)."""
     # Some servers send both spellings of the same reasoning text; count it once.
     reasoning = _text(delta.get("reasoning_content")) or _text(delta.get("reasoning"))
+    pieces, started = _content_pieces(delta.get("content"))
     if reasoning:
-        pieces.append(Piece(REASONING, reasoning))
-    for key, kind in (("content", TEXT), ("refusal", REFUSAL)):
-        if text := _text(delta.get(key)):
-            pieces.append(Piece(kind, text))
+        pieces.insert(0, Piece(REASONING, reasoning))
+    if text := _text(delta.get("refusal")):
+        pieces.append(Piece(REFUSAL, text))
+    images = delta.get("images")
+    started = started or (isinstance(images, list) and bool(images))
     # An audio answer's words are its transcript.
     audio = delta.get("audio")
     if isinstance(audio, dict) and (transcript := _text(audio.get("transcript"))):

@@ -41,7 +41,8 @@ class Conclusion:
 
     ``error`` is the exception the client raised (``Type: message``), None when it read the
     stream to its end; ``outputs`` what it yielded, in order; ``calls`` the tool calls it
-    assembled (one with empty arguments is output too); ``end_reason`` why generation ended,
+    assembled (one with empty arguments is output too); ``others`` the outputs it yielded
+    without text (an image; output too); ``end_reason`` why generation ended,
     as the client exposes it (the last one the stream sent); ``allow_empty``: the request
     expected that an answer may have no output (``allow_empty=True``), so one without output
     that the client read to its end is completed.
@@ -51,13 +52,15 @@ class Conclusion:
     error: str | None = None
     outputs: list[Output] = field(default_factory=list)
     calls: int = 0
+    others: int = 0
     end_reason: str | None = None
     allow_empty: bool = False
 
     @property
     def produced(self) -> bool:
-        """Whether the client yielded any output: text of any kind, or a tool call."""
-        return self.calls > 0 or bool(self.outputs)
+        """Whether the client yielded any output: text of any kind, a tool call, or an output
+        without text (an image)."""
+        return self.calls > 0 or self.others > 0 or bool(self.outputs)
 
     @property
     def completed(self) -> bool:
@@ -80,6 +83,7 @@ class Conclusion:
         head = "completed" if self.completed else (self.error or "no output").splitlines()[0]
         sizes = ", ".join(f"{kind} {len(text)} chars" for kind, text in self.parts.items() if text)
         calls = f", {self.calls} tool calls" if self.calls else ""
+        calls += f", {self.others} other outputs" if self.others else ""
         return f"{head} ({sizes or 'no text'}{calls})"
 
 
@@ -99,6 +103,10 @@ class Assembly:
     def call(self, count: int = 1) -> None:
         """The client assembled ``count`` more tool calls."""
         self.conclusion.calls += count
+
+    def other(self) -> None:
+        """The client yielded an output without text (an image, a content part of no text)."""
+        self.conclusion.others += 1
 
     def ended(self, reason: Any) -> None:
         """Keep an end reason the client reported (an enum's value, as sent; None and empty

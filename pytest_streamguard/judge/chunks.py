@@ -20,14 +20,32 @@ def read_chunks(chunks: Iterable[Any], got: Assembly) -> None:
         for choice in chunk.choices:
             delta = choice.delta
             got.add("reasoning", _field(delta, "reasoning_content") or _field(delta, "reasoning"))
-            got.add("text", delta.content)
+            _content(delta.content, got)
             got.add("refusal", _field(delta, "refusal"))
+            if _field(delta, "images"):
+                got.other()
             got.add("text", _transcript(_field(delta, "audio")))
             for call in delta.tool_calls or []:
                 function = call.function
                 got.call(bool(function and function.name))
                 got.add("tool", function.arguments if function else None)
             got.ended(choice.finish_reason)
+
+
+def _content(content: Any, got: Assembly, kind: str = "text") -> None:
+    """A delta's content as the client yields it: a string, or a list of parts (kept as sent,
+    dicts): a part's ``text`` is of ``kind``, a ``thinking`` part's parts reasoning, any other
+    part (an image) output without text."""
+    if not isinstance(content, list):
+        got.add(kind, content if isinstance(content, str) else None)
+        return
+    for part in content:
+        if isinstance(part, dict) and part.get("type") == "thinking":
+            _content(part.get("thinking"), got, "reasoning")
+        elif isinstance(part, dict) and isinstance(part.get("text"), str):
+            got.add(kind, part["text"])
+        elif part is not None:
+            got.other()
 
 
 def _field(delta: Any, name: str) -> Any:

@@ -91,6 +91,11 @@ JUDGES: dict[str, ClientJudge] = {
 """Every judge by name, the built-in ones first; :func:`register_judge` adds to it."""
 
 
+def is_builtin(judge: ClientJudge) -> bool:
+    """Whether ``judge`` is a built-in one (a process of its own finds it by name)."""
+    return isinstance(judge, _Builtin)
+
+
 def register_judge(judge: ClientJudge) -> ClientJudge:
     """Add ``judge`` (one of the user's own clients) under its name, replacing a judge of that
     name; ``auto`` picks it for its formats after the built-in judges. Returns it."""

@@ -25,7 +25,7 @@ import re
 from pathlib import Path
 
 from pytest_streamguard.formats import KINDS, TEXT
-from pytest_streamguard.judge.base import Conclusion, Output
+from pytest_streamguard.judge.base import ClientJudge, Conclusion, Output
 from pytest_streamguard.judge.registry import judge_for
 from pytest_streamguard.stream.trace import Chunk, StreamTrace
 
@@ -51,13 +51,28 @@ _NOT_A_STREAM = "not a stream"
 def judge_trace(trace: StreamTrace, choice: str) -> None:
     """Judge ``trace`` by the client ``choice`` names for its format (see
     :func:`~pytest_streamguard.judge.registry.judge_for`), and rule on it."""
+    judge = judge_of(trace, choice)
+    if judge is not None:
+        assert trace.recorded is not None
+        settle(trace, judge.judge(trace.recorded))
+
+
+def judge_of(trace: StreamTrace, choice: str) -> ClientJudge | None:
+    """The judge of ``trace`` under ``choice``, its recorded response told its format; None
+    where the reader's verdict stands alone (no judge, nothing recorded, or a read the plugin
+    itself stopped)."""
     recorded = trace.recorded
     judge = judge_for(choice, trace.format)
     if judge is None or recorded is None or trace.error_kind in _NOT_JUDGED:
-        return
+        return None
     recorded.format = trace.format
-    conclusion = judge.judge(recorded)
-    conclusion.allow_empty = recorded.allow_empty
+    return judge
+
+
+def settle(trace: StreamTrace, conclusion: Conclusion) -> None:
+    """Rule on ``trace`` by ``conclusion``, the judge's conclusion on its recorded response."""
+    assert trace.recorded is not None
+    conclusion.allow_empty = trace.recorded.allow_empty
     rule(trace, conclusion)
 
 

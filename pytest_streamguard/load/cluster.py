@@ -29,6 +29,7 @@ import asyncio
 import time
 from typing import Any
 
+from pytest_streamguard.judge import NONE
 from pytest_streamguard.load import LoadPlan, LoadResult, _loop_factory
 from pytest_streamguard.load.shards import Shard, aread_shard, lost_traces, merge, split
 from pytest_streamguard.stream.request import StreamRequest
@@ -129,8 +130,11 @@ class RayShards:
             return max(1, int(ray.cluster_resources().get("CPU", 1)))
         return len(nodes)
 
-    def run(self, plan: LoadPlan, request: StreamRequest, shards: int | None) -> LoadResult:
-        """Run ``plan`` as Ray tasks to its end (blocking)."""
+    def run(
+        self, plan: LoadPlan, request: StreamRequest, shards: int | None, client: str = NONE
+    ) -> LoadResult:
+        """Run ``plan`` as Ray tasks to its end (blocking), each task judging its streams by
+        ``client`` on its node."""
         from ray.exceptions import GetTimeoutError, RayError
         from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
@@ -139,7 +143,7 @@ class RayShards:
         task, start_line_class = self._remote
         nodes = sorted(str(n["NodeID"]) for n in ray.nodes() if n["Alive"])
         here = str(ray.get_runtime_context().get_node_id())
-        parts = split(plan, request, shards or self.default_shards(ray, nodes))
+        parts = split(plan, request, shards or self.default_shards(ray, nodes), client)
         start_line = start_line_class.options(
             scheduling_strategy=NodeAffinitySchedulingStrategy(here, soft=False)
         ).remote()
@@ -191,9 +195,11 @@ class RayShards:
                 return ready
             time.sleep(_POLL_S)
 
-    async def arun(self, plan: LoadPlan, request: StreamRequest, shards: int | None) -> LoadResult:
+    async def arun(
+        self, plan: LoadPlan, request: StreamRequest, shards: int | None, client: str = NONE
+    ) -> LoadResult:
         """:meth:`run` in a thread, so the test's event loop keeps running."""
-        return await asyncio.to_thread(self.run, plan, request, shards)
+        return await asyncio.to_thread(self.run, plan, request, shards, client)
 
     def close(self) -> None:
         """Disconnect from Ray if this session connected (a ``local`` cluster stops)."""

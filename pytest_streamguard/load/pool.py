@@ -34,6 +34,7 @@ from pathlib import Path
 from typing import Any, BinaryIO
 
 from pytest_streamguard.errors import ShardStartError
+from pytest_streamguard.judge import NONE
 from pytest_streamguard.load import LoadPlan, LoadResult, _loop_factory, run_private
 from pytest_streamguard.load.shards import Shard, aread_shard, lost_traces, merge, split
 from pytest_streamguard.stream.request import StreamRequest
@@ -209,11 +210,11 @@ class _Child:
 
 
 async def arun_processes(
-    plan: LoadPlan, request: StreamRequest, processes: int | str
+    plan: LoadPlan, request: StreamRequest, processes: int | str, client: str = NONE
 ) -> LoadResult:
     """Run ``plan`` in ``processes`` shard processes (fewer when there are fewer streams;
     ``"auto"``: one per usable core, at least one here)."""
-    shards = split(plan, request, resolve_processes(processes, plan.n) or 1)
+    shards = split(plan, request, resolve_processes(processes, plan.n) or 1, client)
     children: list[_Child] = []
     try:
         for shard in shards:
@@ -236,9 +237,11 @@ async def arun_processes(
     return merge(plan, list(results), origin_ns)
 
 
-def run_processes(plan: LoadPlan, request: StreamRequest, processes: int | str) -> LoadResult:
+def run_processes(
+    plan: LoadPlan, request: StreamRequest, processes: int | str, client: str = NONE
+) -> LoadResult:
     """:func:`arun_processes` to the end on a private event loop (for sync tests)."""
-    return run_private(lambda: arun_processes(plan, request, processes))
+    return run_private(lambda: arun_processes(plan, request, processes, client))
 
 
 # The child's side.

@@ -44,19 +44,20 @@ class Sharded:
     shards: int | None
     ray: RayShards | None
 
-    def run(self, plan: LoadPlan, request: StreamRequest) -> LoadResult:
-        """Read ``plan`` in the shards and merge their traces."""
+    def run(self, plan: LoadPlan, request: StreamRequest, client: str) -> LoadResult:
+        """Read ``plan`` in the shards, each judging its streams by ``client``, and merge
+        their traces."""
         if self.ray is not None:
-            return self.ray.run(plan, request, self.shards)
+            return self.ray.run(plan, request, self.shards, client)
         assert self.processes is not None
-        return run_processes(plan, request, self.processes)
+        return run_processes(plan, request, self.processes, client)
 
-    async def arun(self, plan: LoadPlan, request: StreamRequest) -> LoadResult:
+    async def arun(self, plan: LoadPlan, request: StreamRequest, client: str) -> LoadResult:
         """The async twin of :meth:`run`."""
         if self.ray is not None:
-            return await self.ray.arun(plan, request, self.shards)
+            return await self.ray.arun(plan, request, self.shards, client)
         assert self.processes is not None
-        return await arun_processes(plan, request, self.processes)
+        return await arun_processes(plan, request, self.processes, client)
 
 
 def sharding(

@@ -11,7 +11,9 @@ own host's clock, starting at one origin, and returns its traces as builtin-type
 :func:`merge` puts every trace of every shard into one
 :class:`~pytest_streamguard.load.LoadResult`, in the order the streams were sent, so its pooled
 percentiles are computed over every sample of every shard, never averaged from shard
-percentiles. A shard that never returned (its process or node died, or it overran its bound)
+percentiles. Each shard judges its own streams (``client=``) where their recorded bytes are,
+and sends back the verdicts (the bytes too where the reader and the client disagree). A shard
+that never returned (its process or node died, or it overran its bound)
 leaves every stream it was given in the result as a failed trace that says where and why: no
 stream is ever dropped.
 """
@@ -26,8 +28,12 @@ from typing import Any
 
 from pytest_streamguard.common.display import counted
 from pytest_streamguard.formats import AUTO
+from pytest_streamguard.judge import AUTO as AUTO_CLIENT
+from pytest_streamguard.judge import JUDGES, NONE, judge_for, judge_trace
+from pytest_streamguard.judge.registry import is_builtin
 from pytest_streamguard.load import LoadPlan, LoadResult, arun
 from pytest_streamguard.stream.client import StreamRecorder
+from pytest_streamguard.stream.recorded import Recorded
 from pytest_streamguard.stream.request import StreamRequest
 from pytest_streamguard.stream.trace import StreamTrace
 
@@ -38,7 +44,10 @@ class Shard:
 
     ``plan`` is the shard's own plan (``n``: its concurrent streams, or its number of
     arrivals); ``offsets`` its start offsets out of the whole load's open-loop schedule (None
-    for a closed loop); ``of`` how many shards the load has.
+    for a closed loop); ``of`` how many shards the load has; ``client`` the judge of its streams
+    (``client=``: each is judged in the shard, where its recorded bytes are); ``ship``: send
+    back the bytes of a stream no built-in judge judged there (a judge the user registered
+    lives in the parent only, which judges those).
     """
 
     index: int
@@ -46,6 +55,8 @@ class Shard:
     plan: LoadPlan
     request: StreamRequest
     offsets: tuple[float, ...] | None = None
+    client: str = NONE
+    ship: bool = False
 
     @property
     def bound_s(self) -> float:
@@ -64,8 +75,8 @@ class Shard:
         return f"shard {self.index + 1} of {self.of} ({counted(self.plan.n, 'stream')})"
 
 
-def split(plan: LoadPlan, request: StreamRequest, count: int) -> list[Shard]:
-    """``plan`` in at most ``count`` shards (never an empty one).
+def split(plan: LoadPlan, request: StreamRequest, count: int, client: str = NONE) -> list[Shard]:
+    """``plan`` in at most ``count`` shards (never an empty one), each judged by ``client``.
 
     Closed loop: the ``n`` concurrent streams (or workers, with ``duration``) spread as evenly
     as they go. Open loop: the load's schedule (:meth:`LoadPlan.start_offsets`, drawn once)
@@ -74,6 +85,7 @@ def split(plan: LoadPlan, request: StreamRequest, count: int) -> list[Shard]:
     # A shard is read in another process or on another node: the slow reader's pace callback
     # (bound to this session's faults) stays here.
     request = dataclasses.replace(request, on_pace=None)
+    ship = client != NONE and not all(is_builtin(judge) for judge in JUDGES.values())
     if plan.rate is None:
         count = min(count, plan.n)
         sizes = [plan.n // count + (k < plan.n % count) for k in range(count)]
@@ -83,6 +95,8 @@ def split(plan: LoadPlan, request: StreamRequest, count: int) -> list[Shard]:
                 of=count,
                 plan=LoadPlan(n=size, duration=plan.duration),
                 request=request,
+                client=client,
+                ship=ship,
             )
             for k, size in enumerate(sizes)
         ]
@@ -98,7 +112,7 @@ def split(plan: LoadPlan, request: StreamRequest, count: int) -> list[Shard]:
             arrival=plan.arrival,
             seed=plan.seed,
         )
-        shards.append(Shard(index=k, of=count, plan=part, request=request, offsets=offsets))
+        shards.append(Shard(k, count, part, request, offsets=offsets, client=client, ship=ship))
     return shards
 
 
@@ -107,8 +121,10 @@ async def aread_shard(
 ) -> dict[str, Any]:
     """Read ``shard``'s streams on the running loop. ``origin`` is awaited once the shard's
     client is ready and returns the instant the load starts (this host's
-    ``perf_counter_ns()``). The result is builtin-typed data: ``shard``, ``node``, ``wall_s``
-    and ``traces`` (each :meth:`~pytest_streamguard.stream.trace.StreamTrace.to_dict`)."""
+    ``perf_counter_ns()``). Each stream is judged here by the shard's ``client``
+    (:func:`judged_here`). The result is builtin-typed data: ``shard``, ``node``, ``wall_s``
+    and ``traces`` (each :meth:`~pytest_streamguard.stream.trace.StreamTrace.to_dict`, with
+    its recorded response under ``recorded`` where reader and client disagree unexplained)."""
     request = shard.request
 
     def recorder(i: int) -> StreamRecorder:
@@ -120,8 +136,27 @@ async def aread_shard(
     traces = []
     for trace in result.traces:
         trace.node = node
-        traces.append(trace.to_dict())
+        send = judged_here(trace, shard.client) or (shard.ship and trace.client is None)
+        raw = trace.to_dict()
+        if send and trace.recorded is not None:
+            raw["recorded"] = dataclasses.asdict(trace.recorded)
+        traces.append(raw)
     return {"shard": shard.index, "node": node, "wall_s": result.wall_s, "traces": traces}
+
+
+def judged_here(trace: StreamTrace, client: str) -> bool:
+    """Judge ``trace`` by ``client`` in the shard, where its recorded bytes are (``auto`` on a
+    node without the format's client, or a named client not installed there, leaves the
+    reader's verdict); whether the reader and the client disagree with no rule to explain it,
+    so the bytes go back with the trace (for ``--streamguard-transcripts``)."""
+    if client not in JUDGES and client != AUTO_CLIENT:
+        return False  # none, or the user's own judge (registered in the parent only)
+    judge = judge_for(client, trace.format)
+    if judge is None or not judge.available() or not is_builtin(judge):
+        return False
+    judge_trace(trace, client)
+    judged = trace.judged
+    return trace.reader_agrees is False and judged is not None and judged["rule"] is None
 
 
 def lost_traces(
@@ -163,7 +198,19 @@ def merge(
             ends = (t.end_ns for t in result if t.end_ns is not None)
             wall_s = max(wall_s, (max(ends, default=origin_ns) - origin_ns) / 1e9)
             continue
-        traces.extend(StreamTrace.from_dict(raw) for raw in result["traces"])
+        for raw in result["traces"]:
+            trace = StreamTrace.from_dict(raw)
+            if raw.get("recorded") is not None:
+                trace.recorded = _recorded(raw["recorded"])
+            traces.append(trace)
         wall_s = max(wall_s, float(result["wall_s"]))
     traces.sort(key=lambda trace: trace.request_ns)
     return LoadResult(plan, traces, wall_s)
+
+
+def _recorded(raw: dict[str, Any]) -> Recorded:
+    """A recorded response sent back by a shard (``dataclasses.asdict`` of it)."""
+    raw = dict(raw)
+    raw["headers"] = [(name, value) for name, value in raw["headers"]]
+    raw["reads"] = [(stamp_ns, data) for stamp_ns, data in raw["reads"]]
+    return Recorded(**raw)

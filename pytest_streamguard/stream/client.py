@@ -42,7 +42,7 @@ from pytest_streamguard.errors import ProtocolError, StreamError
 from pytest_streamguard.formats import AUTO, TEXT, Framed, Reading, StreamFormat
 from pytest_streamguard.formats.detect import ARRIVAL_LABELS, label
 from pytest_streamguard.stream.endings import (
-    cut_after_end_message,
+    AfterEnd,
     empty_message,
     timeout_message,
     truncated_message,
@@ -62,12 +62,9 @@ SLOW_READER_PIECE_SECONDS = 0.02
 _TIMER_SLACK_S = 0.002
 # Failures of the connection itself; after the format's end arrived they cost nothing.
 _TRANSPORT_KINDS = frozenset({"cut", "reset", "timeout", "network"})
-#: How long the body may stay open after the protocol's end before the stream is held open: a
-#: server ends the body right after its last event (microseconds on loopback, a few ms busy).
-HELD_OPEN_S = 1.0
 
 
-class StreamRecorder:
+class StreamRecorder(AfterEnd):
     """Sans-IO state of one stream: feed it reads, it builds the trace and decides when to stop.
 
     With ``format="auto"`` the framing comes from the content type (or, without a telling
@@ -111,7 +108,7 @@ class StreamRecorder:
         # Whether the format's terminal frame arrived (its last frame, such as [DONE]).
         self._terminal = False
         # When the protocol's end arrived without stopping the read (a finish on every answer,
-        # before the terminal frame): from then the body has HELD_OPEN_S to end.
+        # before the terminal frame): from then on the body is held open until it ends.
         self._end_seen_ns: int | None = None
         # Whether the data the protocol's official client stops at (openai's [DONE]) arrived.
         self._client_stopped = False
@@ -183,7 +180,7 @@ class StreamRecorder:
             self._complete()
             if self.stopped and self.trace.completed:
                 if kind == "timeout":
-                    self.held_open((now - (self._end_seen_ns or now)) / 1e9)
+                    self.held_past_limit(now, self._end_seen_ns or now)
                 else:
                     self.cut_after_end(kind, message)
             return
@@ -198,19 +195,6 @@ class StreamRecorder:
         """Whether the stream completed and its protocol's client reads on to the body's end,
         as every official client does except at a terminal frame it stops at."""
         return self.trace.completed and not self._client_stopped
-
-    def held_open(self, seconds: float) -> None:
-        """The body was still open ``seconds`` after the protocol's end (``held_open_s``)."""
-        self.trace.held_open_s = seconds
-
-    def cut_after_end(self, kind: str, message: str) -> None:
-        """The connection broke after the protocol's end but before the body's: the official
-        SDK clients, which read on to the body's end, raise there, so the stream is not
-        completed."""
-        self.recorded.broke(kind, message)
-        self.trace.completed = False
-        self.trace.error_kind = kind
-        self.trace.error = cut_after_end_message(self.trace.format, message)
 
     def _complete(self) -> None:
         if not self.trace.chunks and not self._output and not self.request.allow_empty:
@@ -244,6 +228,8 @@ class StreamRecorder:
                 return
         fmt, require_done = self.format, self.request.require_done
         if fmt is not None and (self.ended or (fmt.end_on_eof and not require_done)):
+            if self._end_seen_ns is not None:
+                self.held_open((now - self._end_seen_ns) / 1e9)
             self._complete()
             return
         note = self._body.looks_note()
@@ -256,23 +242,19 @@ class StreamRecorder:
             left = limits.gap - (now_ns - self.trace.chunks[-1].stamp_ns) / 1e9
         else:
             left = limits.first - (now_ns - self.trace.request_ns) / 1e9
-        left = min(left, limits.total - (now_ns - self.trace.request_ns) / 1e9)
-        if self._end_seen_ns is not None:
-            # The end arrived (a finish without the terminal frame): the body has HELD_OPEN_S
-            # to end, as a server ends it right after its last event.
-            left = min(left, HELD_OPEN_S - (now_ns - self._end_seen_ns) / 1e9)
-        return left
+        return min(left, limits.total - (now_ns - self.trace.request_ns) / 1e9)
 
     def check_limits(self, now_ns: int, *, expired: bool = False) -> None:
         """Abandon the stream as ``timeout`` when a limit has run out, or ``expired`` says the
         client's timer for it fired (the message gives the true time waited and the limit).
-        Once the protocol's end has arrived, the body held open past HELD_OPEN_S is recorded
-        as held open instead."""
+        Once the protocol's end has arrived, the message says the body was held open past the
+        end (:meth:`held_past_limit`)."""
         if self.stopped or (not expired and self.seconds_left(now_ns) > 0):
             return
         if self._end_seen_ns is not None:
-            self.held_open((now_ns - self._end_seen_ns) / 1e9)
             self._complete()
+            if self.trace.completed:
+                self.held_past_limit(now_ns, self._end_seen_ns)
             return
         request = self.request
         self.fail(
@@ -340,6 +322,8 @@ class StreamRecorder:
             self._ended = True
             if reading.last:
                 self._terminal = True
+                if self._end_seen_ns is not None:
+                    self.held_open((framed.stamp_ns - self._end_seen_ns) / 1e9)
                 self._complete()
 
     def _heartbeat(self, stamp_ns: int) -> None:
@@ -483,13 +467,15 @@ async def _to_body_end(
     body: AsyncIterator[bytes], recorder: StreamRecorder, last: bytes = b""
 ) -> None:
     """After the protocol's end, read on to the end of the body, as the official SDK clients
-    do (:attr:`StreamRecorder.reads_past_end`; ``last`` is the read that carried the end): a
-    body held open past ``HELD_OPEN_S`` is
-    recorded as held open (such a client waits there until its own timeout), and a connection
-    cut before the body's end (an incomplete chunked body) as a cut (such a client raises).
-    Bytes after the end are not the stream's: they are drained, not read as events."""
+    do (:attr:`StreamRecorder.reads_past_end`; ``last`` is the read that carried the end),
+    until the body ends or the stream's read limit runs out: a body that ends ``HELD_OPEN_S``
+    or more after the end is held open for the real time it stayed open (such a client waits
+    there); one still open when the limit runs out is a ``timeout`` (such a client's read
+    timeout), and a connection cut before the body's end (an incomplete chunked body) a cut
+    (such a client raises). A body that ends at once costs no wait. Bytes after the end are
+    not the stream's: they are drained, not read as events."""
     since = recorder.trace.reads[-1][0] if recorder.trace.reads else time.perf_counter_ns()
-    grace = min(HELD_OPEN_S, max(recorder.seconds_left(since), 0.0))
+    grace = max(recorder.seconds_left(time.perf_counter_ns()), 0.0)
     stop = recorder.format.client_stop_data if recorder.format is not None else None
     # Where the client stops on its own (openai's data: [DONE] after a Responses stream's end);
     # the bytes are scanned, not framed, so a marker split across two reads is found too.
@@ -505,15 +491,17 @@ async def _to_body_end(
                 if marker is not None:
                     seen = seen[-len(marker) :] + data
                     if marker in seen:
-                        return
+                        break
     except TimeoutError:
-        recorder.held_open((time.perf_counter_ns() - since) / 1e9)
+        recorder.held_past_limit(time.perf_counter_ns(), since)
     except httpx.HTTPError as exc:
         kind, message = _classify(exc)
         if kind == "timeout":
-            recorder.held_open((time.perf_counter_ns() - since) / 1e9)
+            recorder.held_past_limit(time.perf_counter_ns(), since)
         else:
             recorder.cut_after_end(kind, message)
+    else:
+        recorder.held_open((time.perf_counter_ns() - since) / 1e9)
 
 
 async def _aread(client: httpx.AsyncClient, recorder: StreamRecorder) -> StreamTrace:
@@ -538,8 +526,11 @@ async def _aread(client: httpx.AsyncClient, recorder: StreamRecorder) -> StreamT
                     json=request.json_body,
                     headers=request.request_headers(),
                     timeout=_timeout(request.limits),
+                    # As every official client does (httpx's rules: 303, and 301/302 after a
+                    # POST, go on as GET; 307/308 keep the method and body; at most 20).
+                    follow_redirects=True,
                 ) as response:
-                    wire = _wire_stamps(recorder.trace, response.extensions)
+                    wire = _wire_stamps(recorder.trace, response)
                     recorder.response(
                         response.status_code,
                         response.headers.get("content-type"),
@@ -568,6 +559,8 @@ async def _aread(client: httpx.AsyncClient, recorder: StreamRecorder) -> StreamT
                         if recorder.stopped:
                             break
                     if recorder.reads_past_end:
+                        # The wait for the body's end has the same limit as a token's.
+                        limit.reschedule(deadline())
                         await _to_body_end(body, recorder, last=data)
                     recorder.eof()
             except httpx.HTTPError as exc:
@@ -580,11 +573,14 @@ async def _aread(client: httpx.AsyncClient, recorder: StreamRecorder) -> StreamT
     return recorder.trace
 
 
-def _wire_stamps(trace: StreamTrace, extensions: dict[str, Any]) -> Any:
+def _wire_stamps(trace: StreamTrace, response: httpx.Response) -> Any:
     """What a transport that knows the wire (load.transport) says: the request is stamped when
-    its last byte was written and the coroutine's start becomes ``queued_ns``; the connection's
+    its last byte was written (the first request's, when redirects were followed: the client
+    waited for them too) and the coroutine's start becomes ``queued_ns``; the connection's
     local address is kept. Returns that transport's connection (None from another)."""
-    sent = extensions.get("streamguard_sent_ns")
+    extensions = response.extensions
+    first = response.history[0].extensions if response.history else extensions
+    sent = first.get("streamguard_sent_ns")
     if sent is None:
         # httpx's own transport (https): stamps are the reader's, the connection its stream's.
         trace.stamps = "client"
@@ -594,7 +590,7 @@ def _wire_stamps(trace: StreamTrace, extensions: dict[str, Any]) -> Any:
             address, port = client_addr[:2]
             trace.local = f"[{address}]:{port}" if ":" in str(address) else f"{address}:{port}"
         return None
-    trace.queued_ns = int(extensions.get("streamguard_queued_ns", trace.request_ns))
+    trace.queued_ns = int(first.get("streamguard_queued_ns", trace.request_ns))
     trace.request_ns = int(sent)
     trace.local = extensions.get("streamguard_local")
     return extensions.get("streamguard_connection")

@@ -1,6 +1,7 @@
 """How a stream that failed ended, in words: the messages of its ``empty``, ``truncated`` and
 ``timeout`` outcomes, of a connection cut after the protocol's end, and of a read that a pytest
-outcome stopped midway (pytest-timeout's ``signal`` method).
+outcome stopped midway (pytest-timeout's ``signal`` method); and how the body ended after the
+protocol's end (:class:`AfterEnd`: held open, still open at the read limit, or cut).
 
 Each message says what arrived (how many tokens, when the last one came), what was missing, and
 the limit or option involved, so a failed stream's trace explains itself without its bytes.
@@ -15,8 +16,15 @@ import time
 
 from pytest_streamguard.common.display import counted
 from pytest_streamguard.formats import StreamFormat
-from pytest_streamguard.stream.request import ReadLimits
+from pytest_streamguard.stream.recorded import Recorded
+from pytest_streamguard.stream.request import ReadLimits, StreamRequest
 from pytest_streamguard.stream.trace import StreamTrace
+
+#: How long the body may stay open after the protocol's end before the trace says it was held
+#: open (``held_open_s``, the real time it stayed open): a server ends the body right after its
+#: last event (microseconds on loopback, a few ms busy). Not a wait: the reader reads on until
+#: the body ends, or until its read limit runs out (see :meth:`AfterEnd.held_past_limit`).
+HELD_OPEN_S = 1.0
 
 _DONE = "[DONE]"
 # The failure pytest-timeout's signal method raises (its PYTEST_FAILURE_MESSAGE), from its
@@ -116,6 +124,16 @@ def cut_after_end_message(format_name: str, message: str) -> str:
     )
 
 
+def held_open_message(format_name: str, seconds: float, limit: str) -> str:
+    """The message of a body still open ``seconds`` after the protocol's end when the read
+    ``limit`` (in words) ran out."""
+    return (
+        f"the body was still open {seconds:.3f} s after the {format_name} stream's end when "
+        f"the read limit ran out ({limit}); an SDK client that reads to the body's end "
+        "times out there"
+    )
+
+
 def stopped_mid_stream(stopped_by: BaseException, trace: StreamTrace) -> tuple[str, str] | None:
     """How a stream ended whose read ``stopped_by`` (a pytest outcome) broke off: ``timeout``
     when it is pytest-timeout's (its signal method fails the test from inside the read, so its
@@ -136,3 +154,55 @@ def stopped_mid_stream(stopped_by: BaseException, trace: StreamTrace) -> tuple[s
         f"the test was stopped while this stream was read ({read}): "
         f"{type(stopped_by).__name__}: {stopped_by}"
     )
+
+
+class AfterEnd:
+    """What the recorder (:class:`~pytest_streamguard.stream.client.StreamRecorder`) records
+    of the body after the protocol's end: held open (the real time it stayed open), still open
+    when the read limit ran out, or cut before it ended."""
+
+    trace: StreamTrace
+    recorded: Recorded
+    request: StreamRequest
+    stopped: bool
+
+    def held_open(self, seconds: float) -> None:
+        """The body ended ``seconds`` after the protocol's end: ``held_open_s`` when that is
+        ``HELD_OPEN_S`` or more (a body that ends at once is not held open)."""
+        if seconds >= HELD_OPEN_S:
+            self.trace.held_open_s = seconds
+
+    def held_past_limit(self, now_ns: int, end_ns: int) -> None:
+        """The body was still open at ``now_ns``, when the read limit ran out, after the
+        protocol's end at ``end_ns``: an SDK client that reads to the body's end times out
+        there (its read timeout), so the stream is a ``timeout``, and a replay of it ends in
+        the client's read timeout too. ``held_open_s`` is the real time the body stayed open."""
+        seconds = (now_ns - end_ns) / 1e9
+        self.trace.held_open_s = seconds
+        message = held_open_message(self.trace.format, seconds, self._limit_left(now_ns))
+        self.recorded.broke("timeout", message)
+        self.trace.completed = False
+        self.trace.error_kind = "timeout"
+        self.trace.error = message
+        self.stopped = True
+
+    def _limit_left(self, now_ns: int) -> str:
+        """The read limit that runs out first at ``now_ns``, in words."""
+        limits = self.request.limits
+        total_left = limits.total - (now_ns - self.trace.request_ns) / 1e9
+        if self.trace.chunks:
+            gap_left = limits.gap - (now_ns - self.trace.chunks[-1].stamp_ns) / 1e9
+        else:
+            gap_left = limits.first - (now_ns - self.trace.request_ns) / 1e9
+        if total_left <= gap_left:
+            return f"{limits.total_reason} {limits.total:g} s"
+        return f"client read limit {max(limits.gap, limits.first):.3f} s"
+
+    def cut_after_end(self, kind: str, message: str) -> None:
+        """The connection broke after the protocol's end but before the body's: the official
+        SDK clients, which read on to the body's end, raise there, so the stream is not
+        completed."""
+        self.recorded.broke(kind, message)
+        self.trace.completed = False
+        self.trace.error_kind = kind
+        self.trace.error = cut_after_end_message(self.trace.format, message)

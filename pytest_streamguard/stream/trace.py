@@ -249,9 +249,9 @@ class StreamTrace:
     """Headlines of violations an explicit :meth:`assert_deadline` raised on this stream, kept
     even when the test expects and catches them, so reports can say the plugin caught them."""
     held_open_s: float | None = None
-    """Seconds the body stayed open after the protocol's end, when it did not end within
-    ``HELD_OPEN_S`` (1 s) of it (an SDK client that reads to the body's end waits there until
-    its own timeout); None when the body ended promptly or the stream had no end."""
+    """Seconds the body really stayed open after the protocol's end (to its end, or to the read
+    limit: a ``timeout``), when not within ``HELD_OPEN_S`` (1 s) of it (an SDK client that
+    reads to the body's end waits there); None when the body ended promptly or had no end."""
     end_reason: str | None = None
     """Why generation ended, as the stream's protocol said it: OpenAI's ``finish_reason``
     (``stop``, ``length``, ``tool_calls``), Anthropic's ``stop_reason`` (``end_turn``,

@@ -379,6 +379,10 @@ READER_DIVERGENCES: dict[str, Rule] = {
         and any(sep in o.transcript.body.decode("utf-8", "replace") for sep in _SPLITLINES_ONLY)
         and ("JSONDecodeError" in o.theirs.why or "Failed to parse" in o.theirs.why)
     ),
+    # Bytes that are not UTF-8 inside an event's JSON string: the clients built on one SSE
+    # decoder (openai, anthropic, groq) decode each line strictly and raise; the reader
+    # replaces them, as httpx's line iterator (the other clients') does.
+    "invalid-utf8": lambda o: _client_failed(o) and "UnicodeDecodeError" in o.theirs.why,
     # A byte-order mark: WHATWG strips it; the clients take it into the first field's name
     # and lose the first event (or, google-genai, raise).
     "bom": lambda o: "bom" in _notes(o),

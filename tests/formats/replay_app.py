@@ -71,7 +71,8 @@ def load_transcript(fmt: str, name: str) -> Transcript:
 
 
 async def replay(request: Request) -> Response:
-    """Serve the transcript named by the path, in its timed writes."""
+    """Serve the transcript named by the path, in its timed writes; ``?hold=S`` keeps the body
+    open S seconds after its last byte (a server that forgets to close it)."""
     try:
         transcript = load_transcript(request.path_params["fmt"], request.path_params["name"])
     except (KeyError, FileNotFoundError):
@@ -85,7 +86,10 @@ async def replay(request: Request) -> Response:
                 # Pacing the server's writes, as a model's decode loop would; not a test wait.
                 await asyncio.sleep(wait)
             yield data
+        if hold:
+            await asyncio.sleep(hold)
 
+    hold = float(request.query_params.get("hold", 0))
     if transcript.cut:
         return CutResponse(chunks(), transcript.content_type)
     return StreamingResponse(
@@ -123,6 +127,13 @@ def _not_the_deliberate_cut(record: logging.LogRecord) -> bool:
 logging.getLogger("uvicorn.error").addFilter(_not_the_deliberate_cut)
 
 
+async def redirect(request: Request) -> Response:
+    """``/redirect/{code}/{rest}``: answer ``code`` with ``Location: /{rest}`` (a proxy or a
+    gateway that moved the route)."""
+    code = int(request.path_params["code"])
+    return Response(status_code=code, headers={"location": "/" + request.path_params["rest"]})
+
+
 async def readyz(request: Request) -> Response:
     """The readiness probe the plugin polls before the first test."""
     return PlainTextResponse("ok")
@@ -131,6 +142,7 @@ async def readyz(request: Request) -> Response:
 app = Starlette(
     routes=[
         Route("/readyz", readyz),
+        Route("/redirect/{code:int}/{rest:path}", redirect, methods=["GET", "POST"]),
         Route("/{fmt}/{name}/{rest:path}", replay, methods=["GET", "POST"]),
     ]
 )

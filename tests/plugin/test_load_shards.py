@@ -8,6 +8,7 @@ and the session's embedded Toxiproxy, each shard a real process.
 from __future__ import annotations
 
 import pytest
+from plugin_helpers import streamguard_runner
 
 # Finds this process's shard children by their command line, for the tests that kill one and
 # that check none is left.
@@ -213,3 +214,65 @@ def test_bad_processes(streamguard):
 """
     )
     run().assert_outcomes(passed=3)
+
+
+JUDGED_SHARDS_CONFTEST = """
+from pytest_streamguard import Assembly, ClientJudge, Replay, register_judge
+
+
+class Shouting(ClientJudge):
+    '''Concludes the body in capitals: never what the reader reads.'''
+
+    name = "shouting"
+    formats = frozenset({"ndjson"})
+    module = "json"
+
+    def judge(self, recorded):
+        got = Assembly(self.name, Replay(recorded).stamp)
+        got.add("text", recorded.body.decode().upper())
+        return got.conclusion
+
+
+register_judge(Shouting())
+"""
+
+
+def test_a_sharded_loads_streams_are_judged_in_their_shards_or_here(
+    pytester: pytest.Pytester, app_url: str, toxiproxy_url: str
+) -> None:
+    # The openai client judges in each shard process (where the bytes are); a judge registered
+    # in this process's conftest judges the bytes the shards send back; none judges nothing.
+    pytester.makeconftest(JUDGED_SHARDS_CONFTEST)
+    pytester.makepyfile(
+        """
+BODY = {"max_new_tokens": 4, "interval_s": 0.01, "stream": True}
+
+
+def test_openai_in_shards(streamguard):
+    result = streamguard.load(
+        6, "/v1/completions", json=BODY, format="openai", processes=2, client="openai"
+    )
+    assert result.completed == 6, result.outcomes
+    assert [(t.client, t.reader_agrees) for t in result.traces] == [("openai", True)] * 6
+    assert len({t.end_reason for t in result.traces}) == 1
+
+
+def test_none_in_shards(streamguard):
+    result = streamguard.load(
+        4, "/v1/completions", json=BODY, format="openai", processes=2, client="none"
+    )
+    assert [(t.client, t.reader_agrees) for t in result.traces] == [(None, None)] * 4
+
+
+def test_registered_judge_here(streamguard):
+    result = streamguard.load(4, "/ndjson", json=BODY, format="ndjson", processes=2)
+    assert [(t.client, t.reader_agrees) for t in result.traces] == [("shouting", False)] * 4
+    assert all(t.text.startswith('{"INDEX": 0') for t in result.traces)
+"""
+    )
+    run = streamguard_runner(pytester, toxiproxy_url, app_url, subprocess=True)
+    result = run("--streamguard-transcripts", "tx")
+    result.assert_outcomes(passed=3)
+    # The bytes of each disagreement came back from its shard and were saved here.
+    saved = sorted(p.name for p in (pytester.path / "tx").rglob("*.json"))
+    assert len(saved) == 4, saved

@@ -1,0 +1,139 @@
+"""The reader (the fallback where no client judges) on the general classes the clients read:
+a content type with parameters or sent twice, content sent as a list of parts (Mistral's content
+chunks, thinking parts among them), output that is not text (an image part, OpenRouter's
+``images``, a tool call without arguments, a refusal, an audio transcript), and reasoning a
+vendor sends in two fields at once. Each stream is read by the plugin's recorder (sans-IO) and
+replayed into the official clients (the product's judges: ``openai``, and ``mistralai`` for
+content chunks), which must conclude the same: completed, and the text of every kind."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+
+from pytest_streamguard.judge import JUDGES, judge_trace
+from pytest_streamguard.stream.client import StreamRecorder, StreamRequest
+from pytest_streamguard.stream.trace import StreamTrace
+
+URL = "http://127.0.0.1:1/v1/chat/completions"
+
+
+def chunk(delta: dict[str, Any], finish: str | None = None) -> bytes:
+    body = {"id": "x", "object": "chat.completion.chunk", "created": 1, "model": "m"}
+    body["choices"] = [{"index": 0, "delta": delta, "finish_reason": finish}]
+    return b"data: " + json.dumps(body).encode() + b"\n\n"
+
+
+END = chunk({}, "stop") + b"data: [DONE]\n\n"
+
+
+CASES: dict[str, tuple[list[str], list[bytes]]] = {
+    "parameterised content type": (
+        ["text/event-stream; charset=utf-8"],
+        [chunk({"content": "hi"})],
+    ),
+    "content type sent twice": (
+        ["text/event-stream", "text/event-stream"],
+        [chunk({"content": "hi"})],
+    ),
+    "content as a list of parts": (
+        ["text/event-stream"],
+        [chunk({"content": [{"type": "text", "text": "hi"}, {"type": "text", "text": " you"}]})],
+    ),
+    "thinking parts": (
+        ["text/event-stream"],
+        [
+            chunk(
+                {"content": [{"type": "thinking", "thinking": [{"type": "text", "text": "hm"}]}]}
+            ),
+            chunk({"content": "hi"}),
+        ],
+    ),
+    "an image part only": (
+        ["text/event-stream"],
+        [
+            chunk(
+                {
+                    "content": [
+                        {"type": "image_url", "image_url": {"url": "data:image/png;base64,AA"}}
+                    ]
+                }
+            )
+        ],
+    ),
+    "images only": (
+        ["text/event-stream"],
+        [chunk({"images": [{"type": "image_url", "image_url": {"url": "data:,"}}]})],
+    ),
+    "a tool call without arguments only": (
+        ["text/event-stream"],
+        [
+            chunk(
+                {
+                    "tool_calls": [
+                        {
+                            "index": 0,
+                            "id": "c",
+                            "type": "function",
+                            "function": {"name": "f", "arguments": ""},
+                        }
+                    ]
+                }
+            )
+        ],
+    ),
+    "a refusal only": (["text/event-stream"], [chunk({"refusal": "no"})]),
+    "reasoning in two fields": (
+        ["text/event-stream"],
+        [chunk({"reasoning_content": "hm", "reasoning": "hm"}), chunk({"content": "hi"})],
+    ),
+}
+
+
+def read(types: list[str], body: list[bytes]) -> StreamTrace:
+    recorder = StreamRecorder(StreamRequest("POST", URL, {}, format="openai"), "case")
+    recorder.start()
+    joined = ", ".join(types)
+    recorder.response(200, joined, None, [("content-type", value) for value in types])
+    for stamp, data in enumerate([*body, END], start=1000):
+        recorder.feed(data, stamp)
+    recorder.eof()
+    recorder.finish()
+    return recorder.trace
+
+
+@pytest.mark.parametrize("name", CASES)
+def test_the_reader_concludes_what_the_openai_client_does(name: str) -> None:
+    trace = read(*CASES[name])
+    assert trace.recorded is not None
+    trace.recorded.format = "openai"
+    client = JUDGES["openai"].judge(trace.recorded)
+    assert client.completed, client.error
+    assert trace.completed, trace.error
+    parts = {kind: trace.text_of(kind) for kind in client.parts}
+    assert parts == client.parts
+
+
+@pytest.mark.parametrize("name", ["content as a list of parts", "thinking parts"])
+def test_content_parts_are_read_as_mistralai_reads_them(name: str) -> None:
+    trace = read(*CASES[name])
+    assert trace.recorded is not None
+    client = JUDGES["mistralai"].judge(trace.recorded)
+    assert client.completed, client.error
+    assert {kind: trace.text_of(kind) for kind in client.parts} == client.parts
+    assert trace.text_of("reasoning") == ("hm" if name == "thinking parts" else "")
+
+
+def test_bytes_the_openai_client_cannot_decode_fail_when_it_judges() -> None:
+    # docs/protocols.md, the reader alone's row invalid-utf8: the reader replaces them (as
+    # httpx's line iterator does), the openai client raises, and judged its failure stands.
+    bad = chunk({"content": "hi"}).replace(b'"hi"', b'"h\xffi"')
+    trace = read(["text/event-stream"], [bad])
+    assert trace.completed, trace.error
+    assert trace.text == "h\ufffdi"
+    judge_trace(trace, "openai")
+    assert (trace.completed, trace.error_kind, trace.reader_agrees) == (False, "client", False)
+    assert trace.error is not None
+    assert "UnicodeDecodeError" in trace.error
