@@ -26,7 +26,7 @@ from pytest_streamguard.faults.toxiproxy_client import ToxiproxyAPI, proxy_url
 from pytest_streamguard.formats import StreamFormat
 from pytest_streamguard.headroom.measure import Measurement, ameasure, measure
 from pytest_streamguard.headroom.result import Headroom
-from pytest_streamguard.judge import AUTO, check_client, judge_trace, save_disagreement
+from pytest_streamguard.judge import AUTO, NONE, check_client, judge_trace, save_disagreement
 from pytest_streamguard.load import LoadPlan, LoadResult, arun, run
 from pytest_streamguard.load.cluster import RayShards
 from pytest_streamguard.load.sharding import sharding
@@ -288,7 +288,8 @@ class _HeadroomSearches:
             sharded = sharding(plan, processes, shards, self.ray, self.faults)
             if sharded is not None:
                 with ProbeThread(self.probe_spec) as probe:
-                    result = sharded.run(plan, request)
+                    # A level's figures are the reader's, as for an unsharded level: no judge.
+                    result = sharded.run(plan, request, NONE)
                 result.probe = probe.probed
                 return result
             make = self._streams.tracking(request, path, [])
@@ -326,7 +327,7 @@ class _HeadroomSearches:
             sharded = sharding(plan, processes, shards, self.ray, self.faults)
             if sharded is not None:
                 async with probing(self.probe_spec) as probed:
-                    result = await sharded.arun(plan, request)
+                    result = await sharded.arun(plan, request, NONE)
                 result.probe = probed
                 return result
             make = self._streams.tracking(request, path, [])
