@@ -196,6 +196,14 @@ class StreamRecorder(AfterEnd):
         as every official client does except at a terminal frame it stops at."""
         return self.trace.completed and not self._client_stopped
 
+    @property
+    def measures_past_end(self) -> bool:
+        """Whether the stream completed at a terminal frame its client stops at (openai's
+        ``data: [DONE]``): the verdict is that client's, but other clients (the Node SDK, a
+        proxy that waits for the close) wait for the body's end, so the reader reads on, bounded,
+        only to measure how long the body stayed open (``held_open_s``)."""
+        return self.trace.completed and self._client_stopped
+
     def _complete(self) -> None:
         if not self.trace.chunks and not self._output and not self.request.allow_empty:
             note = self._body.looks_note()
@@ -504,6 +512,22 @@ async def _to_body_end(
         recorder.held_open((time.perf_counter_ns() - since) / 1e9)
 
 
+async def _held_past_stop(body: AsyncIterator[bytes], recorder: StreamRecorder) -> None:
+    """After a terminal frame the stream's client stops at, read on to the body's end (or the
+    stream's read limit) only to measure how long the body stayed open: the verdict stays the
+    client's (completed), and a body still open at the limit is held open at least that long.
+    A body that ends at once costs no wait; the bytes are drained, not read as events."""
+    since = recorder.trace.reads[-1][0] if recorder.trace.reads else time.perf_counter_ns()
+    grace = max(recorder.seconds_left(time.perf_counter_ns()), 0.0)
+    try:
+        async with asyncio.timeout(grace):
+            async for data in body:
+                recorder.recorded.keep(data, getattr(data, "stamp_ns", 0) or time.perf_counter_ns())
+    except (TimeoutError, httpx.HTTPError):
+        pass
+    recorder.held_open((time.perf_counter_ns() - since) / 1e9)
+
+
 async def _aread(client: httpx.AsyncClient, recorder: StreamRecorder) -> StreamTrace:
     """Read one stream with ``client``, every wait bounded by the recorder's limits."""
     request = recorder.request
@@ -562,6 +586,9 @@ async def _aread(client: httpx.AsyncClient, recorder: StreamRecorder) -> StreamT
                         # The wait for the body's end has the same limit as a token's.
                         limit.reschedule(deadline())
                         await _to_body_end(body, recorder, last=data)
+                    elif recorder.measures_past_end:
+                        limit.reschedule(deadline())
+                        await _held_past_stop(body, recorder)
                     recorder.eof()
             except httpx.HTTPError as exc:
                 recorder.fail(*_classify(exc))

@@ -9,7 +9,8 @@ test in a pytest process of its own and reads the findings of its record in the 
 look-alikes and controls; ``python tests/confusion/table.py`` prints the table
 docs/findings.md shows.
 
-Findings that blame the app are every finding but ``queued`` (capacity, not blame). A case is
+Findings that blame the app are every finding but ``queued`` (capacity, not blame) and
+``own_fault`` (the plugin's own fault, named as that). A case is
 ``right`` when every expected finding was named and nothing else was blamed; a named cause that
 was not named is a ``miss``; a blame the app does not deserve is ``false blame``.
 """
@@ -31,7 +32,7 @@ from pytest_streamguard.report.compact import expanded
 APPS = Path(__file__).resolve().parent / "apps"
 
 #: Findings that name a fact about capacity rather than a fault of the app.
-NOT_BLAME = frozenset({"queued"})
+NOT_BLAME = frozenset({"queued", "own_fault"})
 
 
 @dataclass(frozen=True)

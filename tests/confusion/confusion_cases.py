@@ -63,24 +63,6 @@ def app(script: str, incident: str = "healthy") -> tuple[str, ...]:
     return (script, "--incident", incident)
 
 
-# The rules today's findings lack (issue 37), for the causes they cannot name yet.
-SOAK = (
-    "blocked_loop under a soak load needs the streams judged on those open at each instant: "
-    "half of all the load's streams are never stalled at once"
-)
-PAST_DONE = (
-    "held_open needs the body read on past data: [DONE] (bounded) to its real end; the client "
-    "stops at the protocol's end"
-)
-TOTAL_TIMEOUT = (
-    "no rule total_timeout yet: every stream cut at the same elapsed time since its request"
-)
-BURSTS = "no rule bursts yet: chunks released in groups of a fixed size or period"
-FIRST_BLOCK = (
-    "blocked_loop needs the probe's wait to stand where the streams end in the first blocks: "
-    "the client's read limit ended 7 of 10 streams after 4 or 5 chunks, and shared stalls "
-    "need 3 separate times"
-)
 # Seen misjudged in some runs of a busy 2-core machine (docs/findings.md, "Confusion set").
 GROUPED_HEADS = (
     "intermittent miss: when the server ran several handlers' sync work back to back, their "
@@ -91,10 +73,6 @@ TIMER_FROM_REQUEST = (
     "intermittent miss: nginx ran its read timer from the request (every byte came within "
     "0.3 s of it, too soon to move the timer): cut 1.002 s after the request, 0.775 s after the "
     "last byte, which idle_cut does not count from; missed in 5 of 13 runs"
-)
-OWN_STALL_BLAMED = (
-    "intermittent false buffered: the plugin's own stall is not checked against a finding's "
-    "window yet; the chunks it held came in one or two reads in 2 of 3 runs"
 )
 PROBE_FLOOR = (
     "intermittent false blocked_loop: a threaded server's ready path answered in 50 to 71 ms "
@@ -125,7 +103,6 @@ CAUSES = [
         app(S, "blocked_loop"),
         soak(24, 12.0, 6),
         BLOCKED,
-        missing=SOAK,
     ),
     # The deadline's read limit (1.05 s) ends the streams during the blocks: the plugin's own
     # client gave up, no ingress cut them.
@@ -138,7 +115,6 @@ CAUSES = [
         BLOCKED,
         marker="ttft=0.5, chunk=0.05",
         user_test_passes=False,
-        missing=FIRST_BLOCK,
     ),
     Case(
         "fastapi-cold-start",
@@ -191,7 +167,6 @@ CAUSES = [
         app(S, "held_open"),
         one_stream(8),
         frozenset({"held_open"}),
-        missing=PAST_DONE,
     ),
     Case(
         "node-held-open",
@@ -200,7 +175,6 @@ CAUSES = [
         app(N, "held_open"),
         one_stream(8),
         frozenset({"held_open"}),
-        missing=PAST_DONE,
     ),
     Case(
         "fastapi-not-cancelled",
@@ -218,7 +192,6 @@ CAUSES = [
         'result = streamguard.load(4, "/v1/chat/completions", json=CHAT(100))\n'
         "assert result.completed == 0, result.summary()\n",
         frozenset({"total_timeout"}),
-        missing=TOTAL_TIMEOUT,
     ),
     Case(
         "node-bursts",
@@ -227,7 +200,6 @@ CAUSES = [
         app(N, "bursts"),
         load(3, 150),
         frozenset({"bursts"}),
-        missing=BURSTS,
     ),
 ]
 
@@ -283,7 +255,6 @@ LOOK_ALIKES = [
         "look-alike",
         app(S),
         OWN_STALL,
-        intermittent=OWN_STALL_BLAMED,
     ),
     Case("starlette-own-freeze", STARLETTE, "look-alike", app(S), OWN_FREEZE),
     Case(
