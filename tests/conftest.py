@@ -89,6 +89,7 @@ SLOW_FIRST = (
     "serve/test_transformers_serve.py",
     "target_app/test_shutdown.py",
     "plugin/test_new_user.py",
+    "plugin/test_headroom_runs.py",
     "confusion/test_confusion_blame.py",
     "confusion/test_confusion.py",
     "install/test_fresh_venv.py",

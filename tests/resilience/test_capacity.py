@@ -15,6 +15,7 @@ from pathlib import Path
 
 import httpx
 import pytest
+from resilience_helpers import gauge, wait_for
 
 from pytest_streamguard import StreamGuard
 
@@ -49,3 +50,11 @@ def test_the_bundled_targets_capacity(
     # The bundled target stamps its events: every level says how much of its delay was the hop.
     for level in found.levels:
         assert level.figures["forwarding_events"] > 0, level.forwarding
+    # The levels that broke left streams the target may still be ending: the next test of
+    # this session's target (test_connection_cut.py waits for exactly its own stream) starts
+    # on an idle target.
+    wait_for(
+        lambda: gauge(streamguard.target, "streamguard_target_active_streams") == 0,
+        30.0,
+        "the target idle after the search",
+    )
