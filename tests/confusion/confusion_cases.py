@@ -69,11 +69,6 @@ GROUPED_HEADS = (
     "heads came together (4 of 6 at 0.646 s in one run) and under 3 steps of the staircase "
     "were left; with 8 streams, 1 miss in 18 runs"
 )
-TIMER_FROM_REQUEST = (
-    "intermittent miss: nginx ran its read timer from the request (every byte came within "
-    "0.3 s of it, too soon to move the timer): cut 1.002 s after the request, 0.775 s after the "
-    "last byte, which idle_cut does not count from; missed in 5 of 13 runs"
-)
 PROBE_FLOOR = (
     "intermittent false blocked_loop: a threaded server's ready path answered in 50 to 71 ms "
     "on a busy machine, and 6 of 26 probes over the 50 ms floor (26 %) passed the 25 % share"
@@ -149,7 +144,6 @@ CAUSES = [
         one_stream(8, completed=False),
         frozenset({"idle_cut"}),
         ingress=("--read-timeout", "1"),
-        intermittent=TIMER_FROM_REQUEST,
     ),
     Case(
         "nginx-buffering",

@@ -133,6 +133,15 @@ def test_idle_cut_counts_from_a_read_a_lazy_timer_kept() -> None:
     # A read further back than 0.3 s is one no timer still counts from.
     far = make("stream 1", 0, [10, 20, 400], completed=False, end_ms=1015, kind="cut")
     assert far.findings == []
+    # A hop arms its timer when it sends the request on: every byte within 0.3 s of the
+    # request, the cut comes a timeout after the request (nginx, seen 1.002 s after it).
+    quick = make(
+        "stream 1", 0, [150, 190, 227], head_ms=140, completed=False, end_ms=1002, kind="cut"
+    )
+    assert [f.describe() for f in quick.findings] == [
+        "idle_cut: cut after 0.775 s of silence, 1.002 s after its request, 0.227 s before the"
+        " last (a 1 s read timeout?)"
+    ]
 
 
 def test_held_open_reads_the_field_when_a_trace_has_it() -> None:

@@ -18,7 +18,9 @@ IDLE_TOLERANCE_S = 0.1
 #: running timer whose new deadline would move by under 300 ms (``NGX_TIMER_LAZY_DELAY``), so
 #: its read timeout can fire up to 0.3 s early counted from the last read (a busy run saw
 #: 0.872 s behind a 1 s ``proxy_read_timeout``, 0.992 s after the response head 0.120 s
-#: before the last chunk).
+#: before the last chunk). The request counts too: a hop arms its read timer when it sends the
+#: request on, so a stream whose every byte came within 0.3 s of its request is cut a timeout
+#: after the request (nginx, a 1 s timeout: 1.002 s after it, 0.775 s after the last byte).
 IDLE_LAZY_S = 0.3
 CUT_KINDS = frozenset({"cut", "reset", "timeout", "network", "truncated"})
 #: ... and something on the way cut the stream: a ``timeout`` is the plugin's own client giving
@@ -35,7 +37,9 @@ def idle_cut(trace: Observed) -> Finding | None:
     if trace.completed or trace.error_kind not in IDLE_CUT_KINDS or trace.end_ns is None:
         return None
     head = trace.response_ns if trace.response_ns is not None else trace.request_ns
-    stamps = sorted({head, *(c.stamp_ns for c in trace.chunks), *trace.heartbeat_ns})
+    stamps = sorted(
+        {trace.request_ns, head, *(c.stamp_ns for c in trace.chunks), *trace.heartbeat_ns}
+    )
     last = stamps[-1]
     silence = _s(trace.end_ns - last)
     # The byte from which the end is the roundest time (the later one of a tie), among the
@@ -55,7 +59,9 @@ def idle_cut(trace: Observed) -> Finding | None:
     if own is not None:
         return own
     evidence = f"{trace.error_kind} after {silence:.3f} s of silence"
-    if stamp != last:
+    if stamp == trace.request_ns and stamp != last:
+        evidence += f", {since:.3f} s after its request, {_s(last - stamp):.3f} s before the last"
+    elif stamp != last:
         evidence += f", {since:.3f} s after a read {_s(last - stamp):.3f} s before the last"
     return Finding(
         "idle_cut",
