@@ -37,7 +37,10 @@ def anchors(page: Path, text: str | None = None) -> set[str]:
             found.add(explicit["id"])
             continue
         title = re.sub(r"\[([^\]]*)\]\([^)]*\)", r"\1", title)
-        found.add(slugify(re.sub(r"[`*_]", "", title), "-"))
+        # Emphasis marks go (`code`, *em*, _em_); an underscore inside a word (held_open) stays,
+        # as Python-Markdown's slug keeps it.
+        title = re.sub(r"(?<!\w)_+|_+(?!\w)", "", re.sub(r"[`*]", "", title))
+        found.add(slugify(title, "-"))
     return found
 
 
