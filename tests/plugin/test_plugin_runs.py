@@ -68,11 +68,13 @@ def test_violation_fails_with_message_and_timeline(pytester: pytest.Pytester, ru
     result = run()
     # An assertion failure in the call phase, not a setup/teardown error.
     result.assert_outcomes(failed=1)
+    # The stalled gap is the one named; how many gaps are over may be 2 on a machine with a
+    # core kept busy (an event 0.85 s late before the stall went on was seen once).
     result.stdout.fnmatch_lines(
         [
             "*DeadlineViolation: token deadline violated (1 in 1 stream):",
             "*stream 1 (POST /generate): gap before chunk 2 = *.* s > chunk deadline 0.800 s "
-            "(1 of 3 gaps over); active faults: stall(after_chunks=2, seconds=1.6)",
+            "(* of 3 gaps over); active faults: stall(after_chunks=2, seconds=1.6)",
             "*timeline of stream 1 (POST /generate) (ms since request sent):",
             "*fault on: stall(after_chunks=2, seconds=1.6)",
             "*chunk 2 (* B) +* <-- over 800.0 ms",
