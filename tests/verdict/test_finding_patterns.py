@@ -200,6 +200,27 @@ def test_blocked_loop_finds_a_staircase_of_heads() -> None:
     assert findings_of(together) == []
 
 
+def test_a_burst_sent_a_few_ms_late_is_still_sent_together() -> None:
+    # Served one whole answer after another; a busy client sent the last two requests 5 ms
+    # after the first, after the first stream's head (3 ms): still one burst.
+    sends = [0, 0, 0, 5, 5]
+    traces = [
+        make(
+            f"stream {k}",
+            sent,
+            [560 * k + 3 - sent + 50 * i for i in range(1, 12)],
+            head_ms=560 * k + 3 - sent,
+        )
+        for k, sent in enumerate(sends)
+    ]
+    found = findings_of(traces)
+    assert names(found) == ["blocked_loop"]
+    assert "response heads of 5 streams sent together" in found[0].evidence
+    # Requests spread wider than that are not one burst: no staircase is read into them.
+    spread = [make(f"stream {k}", 560 * k, [50 * i for i in range(1, 12)]) for k in range(5)]
+    assert findings_of(spread) == []
+
+
 def test_blocked_loop_finds_every_answer_released_at_once_after_a_silence() -> None:
     # Eight streams sent together; nothing for 1.1 s, then every head, then every answer.
     held = [make(f"stream {k}", 0, [1101 + k] * 6, head_ms=1100, end_ms=1110) for k in range(8)]

@@ -16,6 +16,7 @@ from pytest_streamguard.verdict.findings.loop import (
     QUEUED_MIN_STREAMS,
     QUEUED_MIN_WAIT_S,
     STAIR_MIN_STREAMS,
+    sent_together,
 )
 from pytest_streamguard.verdict.findings.loop import probe_data as _probe_data
 from pytest_streamguard.verdict.probe import Probed, waits
@@ -56,10 +57,7 @@ def queued(traces: Sequence[Observed], probe: Probed | None) -> Finding | None:
     firsts = [(t.chunks[0].stamp_ns, t) for t in traces if t.chunks]
     if probe is None or len(firsts) < STAIR_MIN_STREAMS:
         return None
-    first = min(stamp for stamp, _ in firsts)
-    together = sorted(
-        ((stamp, t) for stamp, t in firsts if t.request_ns <= first), key=lambda a: a[0]
-    )
+    together = sent_together(firsts)
     ended = [
         t.chunks[-1].stamp_ns
         for _, t in together

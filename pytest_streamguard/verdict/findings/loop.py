@@ -38,6 +38,10 @@ SHARED_MIN_TIMES = 3
 #: blocked_loop (staircase): at least this many streams sent together (each request sent
 #: before the first of them got its head) ...
 STAIR_MIN_STREAMS = 4
+#: ... (or sent within this many seconds of the first request: a load's burst whose last
+#: requests a busy client sent a few ms after the first stream's head, 5 ms late in a run with
+#: a core kept busy, is still one burst) ...
+SENT_TOGETHER_S = 0.05
 #: ... whose heads (or first tokens) arrived in steps: at least ``STAIR_MIN_STEPS`` (and at
 #: least this share of the gaps between consecutive arrivals) at least ``STAIR_STEP_S`` apart
 #: (a blocked loop often lets a few streams through together at each step) ...
@@ -204,6 +208,16 @@ def _shared_stalls(traces: Sequence[Observed], probe: Probed | None) -> _Matched
     return found, [(a, b) for a, b, _, _ in windows]
 
 
+def sent_together(arrivals: Sequence[tuple[int, Observed]]) -> list[tuple[int, Observed]]:
+    """The ``(arrival, stream)`` pairs of the streams sent together, by arrival: each request
+    sent before the first arrival, or within ``SENT_TOGETHER_S`` of the first request."""
+    first = min(stamp for stamp, _ in arrivals)
+    cutoff = max(first, min(t.request_ns for _, t in arrivals) + int(SENT_TOGETHER_S * 1e9))
+    return sorted(
+        ((stamp, t) for stamp, t in arrivals if t.request_ns <= cutoff), key=lambda a: a[0]
+    )
+
+
 def _staircase(traces: Sequence[Observed], what: str) -> _Matched | None:
     if what == "heads":
         arrivals = [(t.response_ns, t) for t in traces if t.response_ns is not None]
@@ -211,10 +225,7 @@ def _staircase(traces: Sequence[Observed], what: str) -> _Matched | None:
         arrivals = [(t.chunks[0].stamp_ns, t) for t in traces if t.chunks]
     if len(arrivals) < STAIR_MIN_STREAMS:
         return None
-    first = min(stamp for stamp, _ in arrivals)
-    together = sorted(
-        ((stamp, t) for stamp, t in arrivals if t.request_ns <= first), key=lambda a: a[0]
-    )
+    together = sent_together(arrivals)
     if len(together) < STAIR_MIN_STREAMS:
         return None
     stamps = [stamp for stamp, _ in together]
