@@ -235,16 +235,6 @@ class _HeadroomSearches:
     headrooms: list[Headroom]
     _request: Callable[..., StreamRequest]
 
-    def _measurement(self, options: dict[str, Any]) -> Measurement:
-        return Measurement.of(
-            self.deadline,
-            self.faults,
-            vary=options["vary"],
-            up_to=options["up_to"],
-            precision=options["precision"],
-            streams=options["streams"],
-        )
-
     def headroom(
         self,
         path: str = "/generate",
@@ -277,8 +267,9 @@ class _HeadroomSearches:
         :class:`~pytest_streamguard.headroom.result.Headroom`, also kept in :attr:`headrooms`
         for the reports and the ``headroom`` marker.
         """
-        options = dict(vary=vary, up_to=up_to, precision=precision, streams=streams)
-        measurement = self._measurement(options)
+        measurement = Measurement.of(
+            self.deadline, self.faults, vary=vary, up_to=up_to, precision=precision, streams=streams
+        )
         request = self._request(
             path, json, method, headers, format, read_timeout, False, False, None
         )
@@ -316,8 +307,9 @@ class _HeadroomSearches:
         shards: int | None = None,
     ) -> Headroom:
         """The async twin of :meth:`headroom`, on the test's own event loop."""
-        options = dict(vary=vary, up_to=up_to, precision=precision, streams=streams)
-        measurement = self._measurement(options)
+        measurement = Measurement.of(
+            self.deadline, self.faults, vary=vary, up_to=up_to, precision=precision, streams=streams
+        )
         request = self._request(
             path, json, method, headers, format, read_timeout, False, False, None
         )
