@@ -313,8 +313,8 @@ def test_backpressure_needs_a_throttle_and_events_held_behind_it() -> None:
     (finding,) = held.findings
     assert finding.describe() == (
         "backpressure: under bandwidth(kb_per_second=2): 4 of 6 chunks waited 0.25 s to "
-        "1.195 s longer from the server's write to the client's read than the quickest; the "
-        "client read 4.8 KB/s while it was on"
+        "1.195 s longer from the server's write to the client's read than the quickest (past "
+        "their own bytes' time at its rate); the client read 4.8 KB/s while it was on"
     )
     assert finding.data["held"] == 4
     # The same waits under a throttle far above the reads' rate (a client that paused, not
@@ -331,6 +331,27 @@ def test_backpressure_needs_a_throttle_and_events_held_behind_it() -> None:
     for chunk in unstamped.chunks:
         chunk.data = None
     assert unstamped.findings == []
+
+
+def test_backpressure_takes_each_events_own_bytes_off_its_wait_under_the_throttle() -> None:
+    """A stream throttled from its start: its first 1 KB event waits 0.5 s at 2 KB/s for its
+    own bytes, queued behind nothing; the events after it, read once the throttle is lifted,
+    waited in the buffers behind it. Measured against the first event's whole wait, they waited
+    only 0.13 to 0.17 s longer (a CI run's shape: the first event read at 0.89 s, the throttle
+    lifted at 1.05 s); less its own bytes' time, the first queued 0.37 s and they 0.5 s more."""
+    trace = throttled("slow", [860, 1030, 1010, 1000, 990, 980])
+    for chunk in trace.chunks:
+        chunk.nbytes = 1000
+    # The throttle's 100 ms slices of 200 bytes before the first event was whole.
+    trace.reads = sorted([(ms * MS, 200) for ms in range(100, 900, 100)] + trace.reads)
+    trace.faults[0].off_ns = 1000 * MS
+    (finding,) = trace.findings
+    assert finding.data["held"] == 5
+    assert 0.66 < finding.data["longest_s"] < 0.68
+    # The same waits, all of them read under the throttle: each event's own 0.5 s comes off
+    # alike, and what is left is what the old rule saw (no event 0.25 s over the first).
+    trace.faults[0].off_ns = None
+    assert trace.findings == []
 
 
 def test_not_cancelled_reads_the_engine_after_a_cut_and_waits_no_longer_than_needed() -> None:

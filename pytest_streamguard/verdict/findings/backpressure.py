@@ -12,8 +12,10 @@ from pytest_streamguard.verdict.findings.base import seconds as _s
 #: throttle's rate while it was on), at least ``BACKPRESSURE_MIN_CHUNKS`` chunks that carry the
 #: server's own send stamp (``sent_ns``, the bundled target's events) waited at least this many
 #: seconds longer between the server's write and the client's read than the stream's quickest
-#: chunk did (the slow-reader incident: 0.8 to 0.9 s at most, over 0.25 s for most of its
-#: 200-odd events).
+#: chunk did, each chunk read while the throttle was on less its own bytes' time at the
+#: throttle's rate (the first event of a stream throttled from its start waits for its own
+#: bytes, 0.5 s for 1 KB at 2 KB/s, queued behind nothing). The slow-reader incident: 70 of
+#: its 71 events, 0.25 to 0.85 s.
 BACKPRESSURE_MIN_S = 0.25
 BACKPRESSURE_MIN_CHUNKS = 3
 BACKPRESSURE_PACED = 0.5
@@ -39,8 +41,14 @@ def backpressure(trace: Observed) -> Finding | None:
     throttle = _throttle(trace)
     if throttle is None:
         return None
+    on = throttle.on_ns if throttle.on_ns is not None else trace.request_ns
+    off = throttle.off_ns if throttle.off_ns is not None else trace.end_ns or trace.request_ns
+    bytes_per_ns = _limit_kb(throttle) * 1000 / 1e9
+    # What each chunk waited queued behind earlier bytes: from the server's write to the
+    # client's read, less the time its own bytes took at the throttle's rate when it was read
+    # under the throttle (that part is the throttle's, not a queue's).
     waits = [
-        chunk.stamp_ns - sent
+        chunk.stamp_ns - sent - (chunk.nbytes / bytes_per_ns if on <= chunk.stamp_ns <= off else 0)
         for chunk in trace.chunks
         if isinstance(data := getattr(chunk, "data", None), dict)
         and isinstance(sent := data.get("sent_ns"), int)
@@ -52,8 +60,6 @@ def backpressure(trace: Observed) -> Finding | None:
     if len(held) < BACKPRESSURE_MIN_CHUNKS:
         return None
     # The client's read rate while the throttle was on (a test may lift it to drain the rest).
-    on = throttle.on_ns if throttle.on_ns is not None else trace.request_ns
-    off = throttle.off_ns if throttle.off_ns is not None else trace.end_ns or trace.request_ns
     during = [(stamp, n) for stamp, n in trace.reads if on <= stamp <= off]
     nbytes = sum(n for _, n in during)
     span = _s(during[-1][0] - during[0][0]) if len(during) > 1 else 0.0
@@ -65,7 +71,8 @@ def backpressure(trace: Observed) -> Finding | None:
         "backpressure",
         f"under {throttle.describe()}: {len(held)} of {len(waits)} chunks waited "
         f"{BACKPRESSURE_MIN_S:g} s to {longest:.3f} s longer from the server's write to the "
-        f"client's read than the quickest; the client read {rate:.1f} KB/s while it was on",
+        f"client's read than the quickest (past their own bytes' time at its rate); the client "
+        f"read {rate:.1f} KB/s while it was on",
         (trace.name,),
         {
             "fault": throttle.describe(),
