@@ -44,11 +44,15 @@ def backpressure(trace: Observed) -> Finding | None:
     on = throttle.on_ns if throttle.on_ns is not None else trace.request_ns
     off = throttle.off_ns if throttle.off_ns is not None else trace.end_ns or trace.request_ns
     bytes_per_ns = _limit_kb(throttle) * 1000 / 1e9
+
+    def own(chunk: Any) -> float:
+        return float(getattr(chunk, "nbytes", 0)) / bytes_per_ns
+
     # What each chunk waited queued behind earlier bytes: from the server's write to the
     # client's read, less the time its own bytes took at the throttle's rate when it was read
     # under the throttle (that part is the throttle's, not a queue's).
     waits = [
-        chunk.stamp_ns - sent - (chunk.nbytes / bytes_per_ns if on <= chunk.stamp_ns <= off else 0)
+        chunk.stamp_ns - sent - (own(chunk) if on <= chunk.stamp_ns <= off else 0)
         for chunk in trace.chunks
         if isinstance(data := getattr(chunk, "data", None), dict)
         and isinstance(sent := data.get("sent_ns"), int)
