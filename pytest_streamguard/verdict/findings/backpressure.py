@@ -45,8 +45,8 @@ def backpressure(trace: Observed) -> Finding | None:
     off = throttle.off_ns if throttle.off_ns is not None else trace.end_ns or trace.request_ns
     bytes_per_ns = _limit_kb(throttle) * 1000 / 1e9
 
-    def own(chunk: Any) -> float:
-        return float(getattr(chunk, "nbytes", 0)) / bytes_per_ns
+    def own(chunk: Any) -> int:
+        return round(getattr(chunk, "nbytes", 0) / bytes_per_ns)
 
     # What each chunk waited queued behind earlier bytes: from the server's write to the
     # client's read, less the time its own bytes took at the throttle's rate when it was read
