@@ -20,7 +20,7 @@ import pytest
 from conftest import FAULT_KNOBS
 from resilience_helpers import assert_faults_fired, assert_no_findings, counter, findings, wait_for
 
-from pytest_streamguard import DeadlineViolation, StreamGuard, Target
+from pytest_streamguard import DeadlineViolation, Finding, StreamGuard, Target
 from pytest_streamguard.stream.client import StreamRecorder, aread_stream
 from pytest_streamguard.stream.request import ReadLimits, StreamRequest
 
@@ -90,10 +90,19 @@ async def test_slow_reader_is_ended_with_an_error_while_others_keep_deadlines(
         trace.assert_deadline(ttft=0.5, chunk=0.2)
     # The finding: the slow stream's events waited behind the throttled reads; the stream read
     # beside it shows none, and the target stopped generating once it ended the slow one.
-    assert [f.name for f in trace.findings] == ["backpressure"], trace.findings
-    print(trace.findings[0].describe())
+    assert [f.name for f in trace.findings if not own(f)] == ["backpressure"], trace.findings
+    print(next(f for f in trace.findings if f.name == "backpressure").describe())
     assert_no_findings(streamguard, [normal])
-    assert [f.name for f in findings(streamguard)] == ["backpressure"]
+    assert [f.name for f in findings(streamguard) if not own(f)] == ["backpressure"]
+
+
+def own(finding: Finding) -> bool:
+    """The plugin's own throttle named where a held stream's pattern would blame the app: once
+    the test lifts the throttle, the events held behind it arrive in a few reads at the end,
+    in some runs (1 in 18 here) enough of them in two reads for the shape of a buffering hop
+    (``buffered``) or of ``bursts``, and the verdict names the ``bandwidth`` fault instead
+    (``own_fault``)."""
+    return finding.name == "own_fault" and finding.data["fault"].startswith("bandwidth(")
 
 
 def test_a_throttle_the_reader_keeps_up_with_shows_no_backpressure(
