@@ -94,6 +94,8 @@ class ProxyToxics(Mechanism):
     def remove(self) -> list[str]:
         """Remove every toxic of the fault, whether or not another could not be."""
         problems: list[str] = []
+        if self.record.off_ns is None and self.record.on_ns is not None:
+            self.record.lifting_ns = time.perf_counter_ns()
         for name in reversed(self.record.toxics):
             try:
                 self.control.api.remove_toxic(self.control.proxy, name)

@@ -110,6 +110,9 @@ class FaultRecord:
     #: The inner hop of a stack it was put on (``streamguard.hop(NAME).faults``); None for the
     #: session's own proxy, in front of the target or a stack's entry.
     hop: str | None = None
+    #: When the call that undoes it began (a toxic's removal): what arrived before this was
+    #: surely under the fault, what arrived after ``off_ns`` surely not. None where not taken.
+    lifting_ns: int | None = None
 
     def describe(self) -> str:
         """``kind(arg=value, ...)`` as a test would have written it (``... at NAME`` for a
@@ -138,6 +141,7 @@ class FaultRecord:
             "applied_by": self.applied_by,
             "streams": None if self.streams is None else list(self.streams),
             **({} if self.hop is None else {"hop": self.hop}),
+            **({} if self.lifting_ns is None else {"lifting_ns": self.lifting_ns}),
         }
 
     @classmethod
@@ -156,6 +160,7 @@ class FaultRecord:
             applied_by=str(raw.get("applied_by", "proxy")),
             streams=None if raw.get("streams") is None else [int(i) for i in raw["streams"]],
             hop=None if raw.get("hop") is None else str(raw["hop"]),
+            lifting_ns=raw.get("lifting_ns"),
         )
 
 

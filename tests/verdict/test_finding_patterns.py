@@ -314,7 +314,7 @@ def test_backpressure_needs_a_throttle_and_events_held_behind_it() -> None:
     assert finding.describe() == (
         "backpressure: under bandwidth(kb_per_second=2): 4 of 6 chunks waited 0.25 s to "
         "1.195 s longer from the server's write to the client's read than the quickest (past "
-        "their own bytes' time at its rate); the client read 4.8 KB/s while it was on"
+        "their own bytes' time at its rate); the client read 4.0 KB/s while it was on"
     )
     assert finding.data["held"] == 4
     # The same waits under a throttle far above the reads' rate (a client that paused, not
@@ -352,6 +352,25 @@ def test_backpressure_takes_each_events_own_bytes_off_its_wait_under_the_throttl
     # alike, and what is left is what the old rule saw (no event 0.25 s over the first).
     trace.faults[0].off_ns = None
     assert trace.findings == []
+
+
+def test_backpressure_reads_the_rate_before_the_throttle_was_lifted() -> None:
+    """The client's read rate under the throttle counts the reads before the call that lifted
+    it began (``lifting_ns``): the buffers' drain the client reads while that call runs (20 KB
+    at once) is not read under a 2 KB/s throttle."""
+    trace = throttled("slow", [5, 5, 300, 600, 900, 1200])
+    # Two hundred bytes every 0.1 s, then the drain 5 ms after the lifting began.
+    trace.reads = [(ms * MS, 200) for ms in range(100, 1300, 100)]
+    trace.reads.append((1305 * MS, 20_000))
+    trace.faults[0].lifting_ns = 1300 * MS
+    trace.faults[0].off_ns = 1310 * MS
+    (finding,) = trace.findings
+    assert finding.data["kb_per_s"] == pytest.approx(2.0)
+    assert finding.data["bytes"] == 12 * 200
+    # Without the stamp, the drain counts: 20 KB more in the same second or so.
+    trace.faults[0].lifting_ns = None
+    (finding,) = trace.findings
+    assert finding.data["kb_per_s"] > 15
 
 
 def test_not_cancelled_reads_the_engine_after_a_cut_and_waits_no_longer_than_needed() -> None:
