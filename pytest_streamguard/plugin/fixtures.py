@@ -56,7 +56,7 @@ def _probe_spec(settings: Settings, target: Target) -> ProbeSpec | None:
     if settings.probe == "off":
         return None
     return ProbeSpec.for_target(
-        settings.probe, target.url, target.ready_path, settings.probe_interval
+        settings.probe, target.url, target.ready_path, settings.probe_interval, target.pid
     )
 
 

@@ -48,6 +48,9 @@ class ProbeSpec:
     target: str
     interval_s: float = DEFAULT_PROBE_INTERVAL
     timeout_s: float = PROBE_TIMEOUT_S
+    #: The target's process, where the plugin started it: its main thread's wait for a CPU
+    #: is read beside each sample (:attr:`Probed.cpu_waits`). None for a target by URL.
+    pid: int | None = None
 
     def __post_init__(self) -> None:
         if self.kind not in PROBE_KINDS:
@@ -58,14 +61,17 @@ class ProbeSpec:
             raise ValueError(f"probe interval {self.interval_s!r}: expected seconds > 0")
 
     @classmethod
-    def for_target(cls, setting: str, url: str, ready_path: str, interval_s: float) -> ProbeSpec:
+    def for_target(
+        cls, setting: str, url: str, ready_path: str, interval_s: float, pid: int | None = None
+    ) -> ProbeSpec:
         """The probe ``setting`` asks for (``tcp``, a path, or empty for ``ready_path``) on the
-        target at base ``url``; ``off`` is for the caller to handle (no probe)."""
+        target at base ``url`` (its process ``pid`` where the plugin started it); ``off`` is
+        for the caller to handle (no probe)."""
         if setting == "tcp":
             address = url.split("://", 1)[-1].split("/", 1)[0]
-            return cls("tcp", url, address, interval_s)
+            return cls("tcp", url, address, interval_s, pid=pid)
         path = setting or ready_path
-        return cls("http", url.rstrip("/") + path, path, interval_s)
+        return cls("http", url.rstrip("/") + path, path, interval_s, pid=pid)
 
     def new(self) -> Probed:
         """An empty :class:`Probed` for this probe's samples."""
@@ -87,11 +93,32 @@ async def _connect(spec: ProbeSpec) -> None:
     await writer.wait_closed()
 
 
+def _run_queue_ns(path: str) -> int | None:
+    try:
+        with open(path, "rb") as stats:
+            return int(stats.read().split()[1])
+    except (OSError, IndexError, ValueError):
+        return None
+
+
+def cpu_wait_ns(pid: int | None) -> int | None:
+    """How long the main thread of process ``pid`` and the calling thread (the probe's own)
+    have waited for a CPU in all (their run-queue waits, nanoseconds: the second field of
+    ``/proc/PID/task/PID/schedstat`` and ``/proc/thread-self/schedstat``); None without a pid,
+    on a system without those files, or once the process is gone."""
+    if pid is None:
+        return None
+    target = _run_queue_ns(f"/proc/{pid}/task/{pid}/schedstat")
+    own = _run_queue_ns("/proc/thread-self/schedstat")
+    return None if target is None or own is None else target + own
+
+
 async def aprobe(spec: ProbeSpec, probed: Probed, stop: asyncio.Event) -> None:
     """Probe every ``spec.interval_s`` until ``stop`` is set, appending each sample to
-    ``probed.samples``."""
+    ``probed.samples`` (and the target's wait for a CPU meanwhile to ``probed.cpu_waits``)."""
     async with httpx.AsyncClient(timeout=spec.timeout_s) as client:
         while not stop.is_set():
+            before = cpu_wait_ns(spec.pid)
             sent = time.perf_counter_ns()
             latency: int | None
             try:
@@ -104,6 +131,9 @@ async def aprobe(spec: ProbeSpec, probed: Probed, stop: asyncio.Event) -> None:
                 latency = time.perf_counter_ns() - sent
             except (httpx.HTTPError, OSError, TimeoutError):
                 latency = None
+            after = cpu_wait_ns(spec.pid)
+            if latency is not None and before is not None and after is not None:
+                probed.cpu_waits[sent] = after - before
             probed.samples.append((sent, latency))
             wait = sent / 1e9 + spec.interval_s - time.perf_counter_ns() / 1e9
             if wait > 0:

@@ -43,12 +43,21 @@ PROBE_WAIT_S = 0.05
 class Probed:
     """A probe's samples: ``kind`` (``http`` or ``tcp``), ``target`` (the ready path, or
     ``host:port``), ``interval_s`` and ``samples`` (``(stamp_ns, latency_ns | None)``, in the
-    order sent)."""
+    order sent).
+
+    ``cpu_waits``, for a target the plugin started: by a sample's stamp, how long the target's
+    main thread (the event loop's, for the bundled target and an app uvicorn serves) and the
+    probe's own thread waited for a CPU while that sample was out: their run-queue waits,
+    from the kernel's ``schedstat``. On a machine with more work than cores a free loop
+    answers late too; that part of a sample's wait is the machine's, not the loop's, and the
+    findings take it off (:func:`waits`, :class:`Waited`).
+    """
 
     kind: str
     target: str
     interval_s: float
     samples: list[tuple[int, int | None]] = field(default_factory=list)
+    cpu_waits: dict[int, int] = field(default_factory=dict)
 
     @property
     def what(self) -> str:
@@ -68,6 +77,7 @@ class Probed:
             self.target,
             self.interval_s,
             sorted([*self.samples, *other.samples], key=lambda s: s[0]),
+            {**self.cpu_waits, **other.cpu_waits},
         )
 
     def to_dict(self) -> dict[str, Any]:
@@ -77,6 +87,11 @@ class Probed:
             "target": self.target,
             "interval_s": self.interval_s,
             "samples": [[stamp, latency] for stamp, latency in self.samples],
+            **(
+                {"cpu_waits": [[stamp, wait] for stamp, wait in self.cpu_waits.items()]}
+                if self.cpu_waits
+                else {}
+            ),
         }
 
     @classmethod
@@ -90,6 +105,7 @@ class Probed:
                 (int(stamp), None if latency is None else int(latency))
                 for stamp, latency in raw.get("samples", [])
             ],
+            cpu_waits={int(stamp): int(wait) for stamp, wait in raw.get("cpu_waits", [])},
         )
 
 
@@ -118,11 +134,14 @@ class ProbeWaits:
 
 def _spans(probe: Probed, end_ns: int) -> list[tuple[int, int, bool]]:
     """Each sample as (sent, answered or given up, answered): a sample without an answer
-    waited until the next one was sent (or ``end_ns``)."""
+    waited until the next one was sent (or ``end_ns``). An answered sample's span is its wait
+    for the loop: its latency less the target's main thread's wait for a CPU meanwhile
+    (:attr:`Probed.cpu_waits`)."""
     spans = []
     for k, (stamp, latency) in enumerate(probe.samples):
         if latency is not None:
-            spans.append((stamp, stamp + latency, True))
+            cpu = min(probe.cpu_waits.get(stamp, 0), latency)
+            spans.append((stamp, stamp + latency - cpu, True))
             continue
         nxt = probe.samples[k + 1][0] if k + 1 < len(probe.samples) else max(end_ns, stamp)
         spans.append((stamp, nxt, False))

@@ -7,13 +7,16 @@ are run end to end in ``tests/plugin/test_probe.py``.
 from __future__ import annotations
 
 import asyncio
+import os
+import subprocess
+import sys
 import time
 
 import pytest
 from polling import wait_until
 from served import loopback_socket
 
-from pytest_streamguard.stream.probe import ProbeSpec, ProbeThread, probing
+from pytest_streamguard.stream.probe import ProbeSpec, ProbeThread, cpu_wait_ns, probing
 
 
 def test_the_probe_thread_samples_the_ready_path_and_a_tcp_connect(app_url: str) -> None:
@@ -49,3 +52,48 @@ async def test_a_probe_that_gets_no_answer_records_none() -> None:
         assert nothing is None
     with pytest.raises(ValueError, match="probe kind 'udp' is not known: expected one of"):
         ProbeSpec("udp", "http://x", "x")
+
+
+def test_the_probe_reads_the_targets_wait_for_a_cpu_beside_each_sample(app_url: str) -> None:
+    # The app is served in this process: its main thread is this process's.
+    spec = ProbeSpec.for_target("", app_url, "/readyz", 0.01, pid=os.getpid())
+    with ProbeThread(spec) as probe:
+        probed = probe.probed
+        assert probed is not None
+        wait_until(lambda: len(probed.samples) >= 3, 10.0, "3 probes")
+    assert probe.probed is not None
+    answered = [stamp for stamp, latency in probe.probed.samples if latency is not None]
+    assert set(probe.probed.cpu_waits) == set(answered)
+    assert all(wait >= 0 for wait in probe.probed.cpu_waits.values())
+    # Without the target's process (one given by URL) there is nothing to read.
+    with ProbeThread(ProbeSpec.for_target("", app_url, "/readyz", 0.01)) as plain:
+        by_url = plain.probed
+        assert by_url is not None
+        wait_until(lambda: len(by_url.samples) >= 1, 10.0, "a probe")
+    assert by_url.samples
+    assert by_url.cpu_waits == {}
+
+
+def test_two_processes_on_one_core_each_wait_for_it() -> None:
+    """The kernel's run-queue wait, as the probe reads it: two busy processes pinned to one
+    core take turns, so each waits for the core about half the time."""
+    core = min(os.sched_getaffinity(0))
+    spinners = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(2)]
+    try:
+        for spinner in spinners:
+            os.sched_setaffinity(spinner.pid, {core})
+        first = spinners[0].pid
+        start = cpu_wait_ns(first)
+        assert start is not None
+        wait_until(
+            lambda: (cpu_wait_ns(first) or 0) - start >= 200_000_000,
+            30.0,
+            "a pinned spinner waited 0.2 s for its core",
+        )
+    finally:
+        for spinner in spinners:
+            spinner.kill()
+            spinner.wait()
+    # A process that is gone, or none named: nothing to read.
+    assert cpu_wait_ns(spinners[0].pid) is None
+    assert cpu_wait_ns(None) is None

@@ -493,6 +493,30 @@ def test_blocked_loop_needs_the_probe_to_have_waited_in_the_stalls() -> None:
     assert findings_of(traces, probed(every_50_ms(900))) == []
 
 
+def test_a_probe_late_only_by_its_wait_for_a_cpu_does_not_confirm_a_blocked_loop() -> None:
+    """On a machine with more work than cores a free loop answers late too: a probe whose
+    wait the target's main thread and the probe's own thread spent waiting for a CPU (their
+    run-queue waits, ``cpu_waits``) waited for the machine, not the loop."""
+    traces = stalled_streams()
+    probe = probed(every_50_ms(900, HELD_MS))
+    # Every probe in the stalls waited for a CPU all but 10 ms of its wait.
+    probe.cpu_waits = {
+        stamp: latency - 10 * MS
+        for stamp, latency in probe.samples
+        if latency is not None and latency > 10 * MS
+    }
+    assert findings_of(traces, probe) == []
+    # Half of each wait for a CPU leaves 65 ms or more waiting for the loop: blocked.
+    probe.cpu_waits = {stamp: wait // 2 for stamp, wait in probe.cpu_waits.items()}
+    (finding,) = findings_of(traces, probe)
+    assert finding.cause.startswith("the event loop was blocked"), finding
+    # The waits go with the samples through the JSON form and a merge of two probes.
+    again = Probed.from_dict(probe.to_dict())
+    assert again == probe
+    assert again.merged(probed([(2000, 1)])).cpu_waits == probe.cpu_waits
+    assert "cpu_waits" not in probed([(0, 1)]).to_dict()
+
+
 def test_without_probe_samples_blocked_loop_keeps_its_probe_less_rules() -> None:
     traces = stalled_streams()
     alone = findings_of(traces)
