@@ -343,6 +343,13 @@ AUTO_CASES = [
         b'event: message_stop\ndata: {"type":"message_stop"}\n\n',
     ),
     ("gemini", "text/event-stream", gemini((0, "a", "STOP"))),
+    # A first event with no candidate yet (usage only), as google-genai's typed response allows.
+    (
+        "gemini",
+        "text/event-stream",
+        b'data: {"usageMetadata":{"promptTokenCount":1},"responseId":"r"}\n\n'
+        + gemini((0, "a", "STOP")),
+    ),
     (
         "ollama",
         "application/x-ndjson",
