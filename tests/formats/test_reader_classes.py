@@ -137,3 +137,40 @@ def test_bytes_the_openai_client_cannot_decode_fail_when_it_judges() -> None:
     assert (trace.completed, trace.error_kind, trace.reader_agrees) == (False, "client", False)
     assert trace.error is not None
     assert "UnicodeDecodeError" in trace.error
+
+
+# Classes typedgen.py found (events from the SDKs' typed models; docs/protocols.md).
+
+
+def test_tool_call_arguments_sent_as_an_object_are_no_text_for_reader_and_judge() -> None:
+    # mistralai's typed FunctionCall allows arguments as an object; the openai client yields it
+    # as sent. Neither the reader nor the judge counts it as text (the judge crashed joining it).
+    call = {"index": 0, "id": "c", "type": "function"}
+    call["function"] = {"name": "f", "arguments": {"city": "Paris"}}
+    trace = read(["text/event-stream"], [chunk({"tool_calls": [call]})])
+    assert trace.recorded is not None
+    client = JUDGES["openai"].judge(trace.recorded)
+    assert (client.completed, client.calls, client.text_of("tool")) == (True, 1, "")
+    assert (trace.completed, trace.text_of("tool")) == (True, "")
+
+
+def test_tgi_generated_text_is_not_compared_with_the_tokens() -> None:
+    # huggingface_hub yields every event and never compares generated_text with the tokens it
+    # yielded (a server may send the prompt in it: return_full_text); neither does the judge.
+    def event(text: str, special: bool, generated: str | None) -> bytes:
+        token = {"id": 1, "text": text, "logprob": 0.0, "special": special}
+        body = {"index": 1, "token": token, "generated_text": generated, "details": None}
+        return b"data: " + json.dumps(body).encode() + b"\n\n"
+
+    recorder = StreamRecorder(StreamRequest("POST", "http://127.0.0.1:1/", {}, format="tgi"), "t")
+    recorder.start()
+    recorder.response(200, "text/event-stream")
+    recorder.feed(event("Hi", False, None), 1000)
+    recorder.feed(event("</s>", True, "prompt Hi"), 2000)
+    recorder.eof()
+    recorder.finish()
+    trace = recorder.trace
+    assert (trace.completed, trace.text) == (True, "Hi"), trace.error
+    assert trace.recorded is not None
+    client = JUDGES["huggingface_hub"].judge(trace.recorded)
+    assert (client.completed, client.text_of("text")) == (True, "Hi"), client.error
