@@ -57,6 +57,7 @@ GENERATORS = ("streamgen", "typed")
 SDKs' own typed models (``typedgen.py``)."""
 
 KINDS = ("text", "reasoning", "tool", "refusal")
+CRASHED = "the reader crashed"
 
 CLIENT_PACKAGES = {
     "openai": ("openai", "openai"),
@@ -260,7 +261,10 @@ class Outcome:
     @property
     def agree(self) -> bool:
         """Same ``completed``; the same text of every kind and the same end reason unless the
-        client raised (what it had assembled before its exception is not its answer)."""
+        client raised (what it had assembled before its exception is not its answer). A reader
+        that crashed (the plugin's or the oracle's) never agrees."""
+        if CRASHED in self.ours.why or CRASHED in self.theirs.why:
+            return False
         if self.ours.completed != self.theirs.completed:
             return False
         return self.theirs.why != "no failure" or (
@@ -413,7 +417,7 @@ READER_DIVERGENCES: dict[str, Rule] = {
     # raises for want of response.completed.
     "responses-incomplete": lambda o: (
         o.transcript.protocol == "openai-responses"
-        and "end=incomplete" in o.transcript.notes
+        and bool({"end=incomplete", "ResponseIncompleteEvent"} & set(o.transcript.notes))
         and o.ours.completed
         and "response.completed" in o.theirs.why
     ),
@@ -443,7 +447,7 @@ client there (docs/protocols.md, "The reader alone")."""
 def classify(outcome: Outcome, judge: str = "auto") -> None:
     """Name the documented divergence that explains a disagreement (None: undocumented): one of
     :data:`DIVERGENCES`, or with the reader alone (``judge`` none) :data:`READER_DIVERGENCES`."""
-    if outcome.agree:
+    if outcome.agree or CRASHED in outcome.ours.why or CRASHED in outcome.theirs.why:
         return
     rules = DIVERGENCES if judge != "none" else {**DIVERGENCES, **READER_DIVERGENCES}
     for name, rule in rules.items():
@@ -562,7 +566,7 @@ def _safely(read: Callable[..., Verdict], *args: Any) -> Verdict:
     try:
         return read(*args)
     except Exception as exc:
-        return Verdict(False, {}, f"the reader crashed: {exc!r}")
+        return Verdict(False, {}, f"{CRASHED}: {exc!r}")
 
 
 def _read_plugin(
