@@ -57,22 +57,22 @@ class GoogleGenAIJudge(ClientJudge):
 
 def _read(client: genai.Client, got: Assembly) -> None:
     for response in client.models.generate_content_stream(model="gemini", contents="hi"):
-        candidates = response.candidates or []
-        for candidate in candidates:
+        finished = False
+        for candidate in response.candidates or []:
             for part in (candidate.content.parts if candidate.content else None) or []:
+                # A part may carry text and a call at once: the SDK's response.text and
+                # response.function_calls each take theirs.
+                got.add("reasoning" if part.thought else "text", part.text)
                 if part.function_call is not None:
                     got.call()
                     args = part.function_call.args or {}
                     got.add("tool", json.dumps(args, separators=(",", ":")))
-                else:
-                    got.add("reasoning" if part.thought else "text", part.text)
             reason = getattr(candidate.finish_reason, "value", candidate.finish_reason)
-            if reason != "FINISH_REASON_UNSPECIFIED":
+            if reason not in (None, "FINISH_REASON_UNSPECIFIED"):
                 got.ended(reason)
+                finished = True
+        # A blocked prompt's reason, where no candidate of the response gave one (an
+        # unspecified finish_reason is none).
         feedback = response.prompt_feedback
-        if (
-            feedback is not None
-            and feedback.block_reason is not None
-            and not any(candidate.finish_reason for candidate in candidates)
-        ):
+        if feedback is not None and feedback.block_reason is not None and not finished:
             got.ended(feedback.block_reason)

@@ -138,6 +138,10 @@ def read_openai(base: str, case: Case, http: HttpFactory | None = None) -> Assem
                 for call in c.delta.tool_calls or []:
                     got.calls += bool(call.function and call.function.name)
                     got.add("tool", call.function.arguments if call.function else None)
+                legacy = c.delta.function_call  # the legacy functions API's field
+                if legacy is not None and not c.delta.tool_calls:
+                    got.calls += bool(legacy.name)
+                    got.add("tool", legacy.arguments)
                 got.ended(c.finish_reason)
 
     # Closed after the read, so no connection outlives the check (filterwarnings = error).
@@ -171,6 +175,7 @@ def read_openai_responses(base: str, case: Case, http: HttpFactory | None = None
         "response.reasoning_summary_text.delta": "reasoning",
         "response.reasoning_text.delta": "reasoning",
         "response.function_call_arguments.delta": "tool",
+        "response.custom_tool_call_input.delta": "tool",
         "response.refusal.delta": "refusal",
     }
 
@@ -197,14 +202,16 @@ def read_openai_responses(base: str, case: Case, http: HttpFactory | None = None
                 # A part sent whole in its .done event, without deltas.
                 got.add(done_kinds[kind][0], getattr(event, done_kinds[kind][1], None))
             elif kind == "response.output_item.added":
-                got.calls += getattr(event.item, "type", "") == "function_call"
+                got.calls += str(getattr(event.item, "type", "")).endswith("_call")
             elif kind in ("error", "response.failed"):
                 got.failed = f"{kind} event"
             if kind in ("response.completed", "response.incomplete"):
+                # The status (the event's own word without one); an incomplete one's reason.
+                status = event.response.status or kind.rsplit(".", 1)[1]
                 details = event.response.incomplete_details
-                got.ended(details.reason if details is not None else None)
-                if event.response.status != "incomplete" or got.reason is None:
-                    got.ended(event.response.status)
+                got.ended(status)
+                if status == "incomplete" and details is not None:
+                    got.ended(details.reason)
             completed = completed or kind == "response.completed"
             incomplete = incomplete or kind == "response.incomplete"
         if got.failed is None and not completed:
@@ -243,7 +250,7 @@ def read_anthropic(base: str, case: Case, http: HttpFactory | None = None) -> As
             for event in stream:
                 if event.type == "content_block_start":
                     block = event.content_block
-                    got.calls += block.type == "tool_use"
+                    got.calls += block.type in ("tool_use", "server_tool_use")
                     got.add("text", block.text if block.type == "text" else None)
                     got.add("reasoning", block.thinking if block.type == "thinking" else None)
                 if event.type == "content_block_delta" and event.delta.type in kinds:
@@ -280,22 +287,19 @@ def read_gemini(base: str, case: Case, http: HttpFactory | None = None) -> Assem
         for response in client.models.generate_content_stream(
             model="gemini-2.5-flash", contents="hi"
         ):
+            finished = False
             for candidate in response.candidates or []:
                 for part in (candidate.content.parts if candidate.content else None) or []:
+                    got.add("reasoning" if part.thought else "text", part.text)
                     if part.function_call is not None:
                         got.calls += 1
                         got.add("tool", _compact(part.function_call.args or {}))
-                    else:
-                        got.add("reasoning" if part.thought else "text", part.text)
                 reason = getattr(candidate.finish_reason, "value", candidate.finish_reason)
-                if reason != "FINISH_REASON_UNSPECIFIED":
+                if reason not in (None, "FINISH_REASON_UNSPECIFIED"):
                     got.ended(reason)
+                    finished = True
             feedback = response.prompt_feedback
-            if (
-                feedback is not None
-                and feedback.block_reason is not None
-                and not any(candidate.finish_reason for candidate in response.candidates or [])
-            ):
+            if feedback is not None and feedback.block_reason is not None and not finished:
                 got.ended(feedback.block_reason)
 
     # Closed after the read, so no connection outlives the check (filterwarnings = error).

@@ -18,6 +18,7 @@ from pytest_streamguard.stream.client import StreamRecorder, StreamRequest
 from pytest_streamguard.stream.trace import StreamTrace
 
 URL = "http://127.0.0.1:1/v1/chat/completions"
+KINDS = ("text", "reasoning", "tool", "refusal")
 
 
 def chunk(delta: dict[str, Any], finish: str | None = None) -> bytes:
@@ -174,3 +175,162 @@ def test_tgi_generated_text_is_not_compared_with_the_tokens() -> None:
     assert trace.recorded is not None
     client = JUDGES["huggingface_hub"].judge(trace.recorded)
     assert (client.completed, client.text_of("text")) == (True, "Hi"), client.error
+
+
+def _sse(*events: tuple[str | None, dict[str, Any]]) -> bytes:
+    out = b""
+    for name, data in events:
+        head = f"event: {name}\n".encode() if name else b""
+        out += head + b"data: " + json.dumps(data).encode() + b"\n\n"
+    return out
+
+
+def _read_as(fmt: str, path: str, body: bytes) -> StreamTrace:
+    request = StreamRequest("POST", f"http://127.0.0.1:1{path}", {}, format=fmt)
+    recorder = StreamRecorder(request, fmt)
+    recorder.start()
+    recorder.response(200, "text/event-stream")
+    recorder.feed(body, 1000)
+    recorder.eof()
+    recorder.finish()
+    return recorder.trace
+
+
+_RESPONSE = {"id": "r", "object": "response", "output": []}
+_PART_IDS = {"item_id": "i", "output_index": 0, "sequence_number": 1}
+
+TYPED_CASES: dict[str, tuple[str, str, str, bytes]] = {
+    # (format, path, judge, body)
+    "legacy function_call only": (
+        "openai",
+        "/v1/chat/completions",
+        "openai",
+        chunk({"function_call": {"name": "f", "arguments": '{"a":1}'}}) + END,
+    ),
+    "custom tool call input": (
+        "openai-responses",
+        "/v1/responses",
+        "openai",
+        _sse(
+            ("response.created", {"type": "response.created", "response": _RESPONSE}),
+            (
+                "response.custom_tool_call_input.delta",
+                {"type": "response.custom_tool_call_input.delta", "delta": "x", **_PART_IDS},
+            ),
+            ("response.completed", {"type": "response.completed", "response": _RESPONSE}),
+        ),
+    ),
+    "a call item other than function_call": (
+        "openai-responses",
+        "/v1/responses",
+        "openai",
+        _sse(
+            ("response.created", {"type": "response.created", "response": _RESPONSE}),
+            (
+                "response.output_item.added",
+                {
+                    "type": "response.output_item.added",
+                    "output_index": 0,
+                    "sequence_number": 1,
+                    "item": {"id": "w", "type": "web_search_call", "status": "completed"},
+                },
+            ),
+            (
+                "response.completed",
+                {"type": "response.completed", "response": {**_RESPONSE, "status": "completed"}},
+            ),
+        ),
+    ),
+    "a server tool's call only": (
+        "anthropic",
+        "/v1/messages",
+        "anthropic",
+        _sse(
+            (
+                "message_start",
+                {
+                    "type": "message_start",
+                    "message": {
+                        "id": "m",
+                        "type": "message",
+                        "role": "assistant",
+                        "model": "m",
+                        "content": [],
+                        "usage": {"input_tokens": 1, "output_tokens": 1},
+                    },
+                },
+            ),
+            (
+                "content_block_start",
+                {
+                    "type": "content_block_start",
+                    "index": 0,
+                    "content_block": {
+                        "type": "server_tool_use",
+                        "id": "s",
+                        "name": "web_search",
+                        "input": {},
+                    },
+                },
+            ),
+            ("content_block_stop", {"type": "content_block_stop", "index": 0}),
+            ("message_stop", {"type": "message_stop"}),
+        ),
+    ),
+    "a part with text and a function call": (
+        "gemini",
+        "/v1beta/models/g:streamGenerateContent",
+        "google-genai",
+        _sse(
+            (
+                None,
+                {
+                    "candidates": [
+                        {
+                            "content": {
+                                "role": "model",
+                                "parts": [{"text": "hi", "functionCall": {"name": "f"}}],
+                            },
+                            "finishReason": "STOP",
+                        }
+                    ]
+                },
+            )
+        ),
+    ),
+    "an unspecified finish reason beside a blocked prompt": (
+        "gemini",
+        "/v1beta/models/g:streamGenerateContent",
+        "google-genai",
+        _sse(
+            (
+                None,
+                {"candidates": [{"content": {"parts": [{"text": "a"}]}, "finishReason": "OTHER"}]},
+            ),
+            (
+                None,
+                {
+                    "candidates": [{"finishReason": "FINISH_REASON_UNSPECIFIED"}],
+                    "promptFeedback": {"blockReason": "SAFETY"},
+                },
+            ),
+        ),
+    ),
+}
+
+
+@pytest.mark.parametrize("name", TYPED_CASES)
+def test_the_reader_concludes_what_the_judge_does_on_typed_model_shapes(name: str) -> None:
+    # Shapes the SDKs' own typed models allow (typedgen.py found each): the reader and the
+    # official client judging the same bytes conclude the same: completed, text of every kind,
+    # whether a tool call or other output came, and the end reason.
+    fmt, path, judge, body = TYPED_CASES[name]
+    trace = _read_as(fmt, path, body)
+    assert trace.recorded is not None
+    client = JUDGES[judge].judge(trace.recorded)
+    assert client.completed, client.error
+    assert trace.completed, trace.error
+    assert {kind: trace.text_of(kind) for kind in KINDS} == {
+        kind: client.text_of(kind) for kind in KINDS
+    }
+    assert trace.end_reason == client.end_reason
