@@ -438,6 +438,29 @@ READER_DIVERGENCES: dict[str, Rule] = {
         and o.transcript.protocol in ("tgi", "openai-responses")
         and bool({"error", "error-as-data", "plain-text-error", "raw-json-error"} & _notes(o))
     ),
+    # Tool input that is not JSON (an input_json_delta's partial_json): the anthropic client
+    # parses each block's input as it grows and raises; the reader counts the text it streamed.
+    "anthropic-tool-input-not-json": lambda o: (
+        o.transcript.protocol == "anthropic"
+        and o.ours.completed
+        and "Unable to parse tool parameter JSON" in o.theirs.why
+    ),
+    # A candidate's finishReason CONTINUATION with a continuationToken: google-genai's automatic
+    # continuation clears that reason and resumes the answer with a follow-up request; the
+    # reader (one request, one body) takes the reason as sent.
+    "gemini-continuation": lambda o: (
+        o.transcript.protocol == "gemini"
+        and b'"finishReason":"CONTINUATION"' in o.transcript.body
+        and b'"continuationToken"' in o.transcript.body
+    ),
+    # images in an answer's message: ollama's ChatResponse validates each as an Image object and
+    # raises on the base64 string its own serialiser writes; the reader ignores the field.
+    "ollama-answer-images": lambda o: (
+        o.transcript.protocol == "ollama"
+        and o.ours.completed
+        and "ValidationError" in o.theirs.why
+        and "instance of Image" in o.theirs.why
+    ),
 }
 """Where the plugin's reader alone (``client=none``, or a format whose client is not installed)
 also differs from the client: each is more lenient than the client, so the judge defers to the
