@@ -3,7 +3,9 @@
 Each response's candidates' parts are the outputs: ``thought`` parts are reasoning, a
 ``function_call`` part is a tool call (its arguments as compact JSON, as the reader counts
 them); a candidate's ``finish_reason`` (or, with no candidate finished, the prompt feedback's
-``block_reason``) is the end reason.
+``block_reason``) is the end reason. The judge replays one response, so the client reads it
+as one request: without automatic continuation (a newer client's resuming of an answer whose
+candidate carries a ``continuationToken``, by follow-up requests).
 """
 
 from __future__ import annotations
@@ -55,8 +57,20 @@ class GoogleGenAIJudge(ClientJudge):
             return got.run(lambda: _read(client, got))
 
 
+def _one_request() -> types.GenerateContentConfig | None:
+    """google-genai's config for one request: without it, a candidate's ``continuationToken``
+    makes the client resume the answer with follow-up requests (automatic continuation, newer
+    google-genai), which a replay of one recorded response would answer with the same bytes
+    again. None where the installed client has no such feature."""
+    if "automatic_continuation" not in types.GenerateContentConfig.model_fields:
+        return None
+    return types.GenerateContentConfig(automatic_continuation=False)
+
+
 def _read(client: genai.Client, got: Assembly) -> None:
-    for response in client.models.generate_content_stream(model="gemini", contents="hi"):
+    for response in client.models.generate_content_stream(
+        model="gemini", contents="hi", config=_one_request()
+    ):
         finished = False
         for candidate in response.candidates or []:
             for part in (candidate.content.parts if candidate.content else None) or []:

@@ -445,14 +445,6 @@ READER_DIVERGENCES: dict[str, Rule] = {
         and o.ours.completed
         and "Unable to parse tool parameter JSON" in o.theirs.why
     ),
-    # A candidate's finishReason CONTINUATION with a continuationToken: google-genai's automatic
-    # continuation clears that reason and resumes the answer with a follow-up request; the
-    # reader (one request, one body) takes the reason as sent.
-    "gemini-continuation": lambda o: (
-        o.transcript.protocol == "gemini"
-        and b'"finishReason":"CONTINUATION"' in o.transcript.body
-        and b'"continuationToken"' in o.transcript.body
-    ),
     # images in an answer's message: ollama's ChatResponse validates each as an Image object and
     # raises on the base64 string its own serialiser writes; the reader ignores the field.
     "ollama-answer-images": lambda o: (

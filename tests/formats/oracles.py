@@ -33,6 +33,15 @@ from google import genai
 from google.genai import types as genai_types
 from huggingface_hub import InferenceClient
 
+# google-genai resumes an answer whose candidate carries a continuationToken with follow-up
+# requests (automatic continuation); the transcripts are one response each, as the plugin's
+# judge replays one.
+_ONE_REQUEST = (
+    genai_types.GenerateContentConfig(automatic_continuation=False)
+    if "automatic_continuation" in genai_types.GenerateContentConfig.model_fields
+    else None
+)
+
 # No retries and a short timeout: a transcript is answered at once, and a client that retried
 # a failure would read it twice.
 TIMEOUT_S = 10.0
@@ -284,8 +293,9 @@ def read_gemini(base: str, case: Case, http: HttpFactory | None = None) -> Assem
     )
 
     def read(got: Assembled) -> None:
+        # One request, as the plugin's judge replays one response (no automatic continuation).
         for response in client.models.generate_content_stream(
-            model="gemini-2.5-flash", contents="hi"
+            model="gemini-2.5-flash", contents="hi", config=_ONE_REQUEST
         ):
             finished = False
             for candidate in response.candidates or []:

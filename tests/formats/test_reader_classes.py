@@ -334,3 +334,21 @@ def test_the_reader_concludes_what_the_judge_does_on_typed_model_shapes(name: st
         kind: client.text_of(kind) for kind in KINDS
     }
     assert trace.end_reason == client.end_reason
+
+
+def test_a_gemini_continuation_token_does_not_make_the_judge_read_the_replay_twice() -> None:
+    # google-genai resumes an answer whose candidate carries a continuationToken (and no final
+    # finishReason) with a follow-up request; the replay of one recorded response answered it
+    # with the same bytes, and the judge concluded the text twice.
+    candidate = {
+        "content": {"role": "model", "parts": [{"text": "a"}]},
+        "continuationToken": "MQ==",
+    }
+    trace = _read_as(
+        "gemini",
+        "/v1beta/models/g:streamGenerateContent",
+        _sse((None, {"candidates": [candidate]})),
+    )
+    assert trace.recorded is not None
+    client = JUDGES["google-genai"].judge(trace.recorded)
+    assert client.text_of("text") == trace.text == "a", client.error
