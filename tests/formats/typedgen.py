@@ -91,8 +91,9 @@ def _seconds(factory: type[BaseFactory[Any]]) -> datetime.timedelta:
 
 
 def _image(factory: type[BaseFactory[Any]]) -> ollama.Image:
-    """ollama's ``Image`` reads its value as a file path if one exists: always base64 here."""
-    return ollama.Image(value=base64.b64encode(factory.__random__.randbytes(3)).decode())
+    """ollama's ``Image`` reads its value as a file path if one exists (and refuses one ending
+    in an image's extension, as ``WEbp`` does): always base64 of six bytes here."""
+    return ollama.Image(value=base64.b64encode(factory.__random__.randbytes(6)).decode())
 
 
 class _Fields:
