@@ -121,9 +121,11 @@ $(AIPERF):
 bench: $(STAMP) $(AIPERF)
 	$(BIN)/python benchmarks/run.py --aiperf $(AIPERF) $(BENCH_ARGS)
 
-# The differential harness (tests/formats/differential.py): N generated streams per protocol,
-# read by the plugin and by each protocol's official client; its last line is
-# streams=<n> disagreements=<k> undocumented=<u>, and it fails when undocumented > 0.
+# The differential harness (tests/formats/differential.py): N generated streams per protocol
+# from each generator (streamgen.py's hand-written shapes, then typedgen.py's events built from
+# the SDKs' own typed models; a line per generator), read by the plugin and by each protocol's
+# official client; its last line is streams=<n> disagreements=<k> undocumented=<u> over both,
+# and it fails when undocumented > 0.
 N ?= 1000
 SEED ?= 0
 verdict-fuzz: $(STAMP)

@@ -3,10 +3,10 @@ stream that does not read as its format looks like instead.
 
 The shapes are the protocols' own markers: OpenAI's ``choices`` (and ``data: [DONE]``), the
 Responses API's ``response.*`` types, Anthropic's message event types, Gemini's
-``candidates``, TGI's ``token``/``generated_text``, Ollama's ``done`` lines. The bundled ``sse``
-format (a ``text`` field, ``event: done``) is what an event stream without any of them is read
-as; a JSON-lines stream without Ollama's shape is ``ndjson``; a body that is neither events nor
-JSON is ``raw`` text.
+``candidates`` (or another field of its response), TGI's ``token``/``generated_text``,
+Ollama's ``done`` lines. The bundled ``sse`` format (a ``text`` field, ``event: done``) is what
+an event stream without any of them is read as; a JSON-lines stream without Ollama's shape is
+``ndjson``; a body that is neither events nor JSON is ``raw`` text.
 """
 
 from __future__ import annotations
@@ -32,6 +32,17 @@ _ANTHROPIC_TYPES = frozenset(
         "message_stop",
         "ping",
     }
+)
+# GenerateContentResponse's fields on the wire (google-genai's model): a first event may carry
+# only usage, the model's version or the response's id before any candidate.
+_GEMINI_FIELDS = (
+    "candidates",
+    "promptFeedback",
+    "usageMetadata",
+    "modelVersion",
+    "responseId",
+    "createTime",
+    "modelStatus",
 )
 _DONE = "[DONE]"
 # Labels kept of what arrived before the first token, for the message of an empty stream.
@@ -81,7 +92,7 @@ def shape_of(obj: Any) -> str | None:
             return "anthropic" if isinstance(obj.get("error"), dict) else "openai-responses"
     if "choices" in obj or obj.get("object") in ("chat.completion.chunk", "text_completion"):
         return "openai"
-    if "candidates" in obj or "promptFeedback" in obj:
+    if any(name in obj for name in _GEMINI_FIELDS):
         return "gemini"
     if isinstance(obj.get("token"), dict) or "generated_text" in obj or "error_type" in obj:
         return "tgi"

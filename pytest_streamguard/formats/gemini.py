@@ -30,16 +30,20 @@ from pytest_streamguard.formats.generic import error_message
 _UNSPECIFIED = "FINISH_REASON_UNSPECIFIED"
 
 
-def _part_piece(part: Any) -> Piece | None:
+def _part_pieces(part: Any) -> list[Piece]:
+    """A part's text (reasoning when ``thought``) and its function call's arguments: a part
+    may carry both, and google-genai's ``response.text`` and ``response.function_calls`` each
+    take theirs."""
     if not isinstance(part, dict):
-        return None
+        return []
+    pieces = []
     text = part.get("text")
     if isinstance(text, str) and text:
-        return Piece(REASONING if part.get("thought") else TEXT, text)
+        pieces.append(Piece(REASONING if part.get("thought") else TEXT, text))
     call = part.get("functionCall")
     if isinstance(call, dict):
-        return Piece(TOOL, json.dumps(call.get("args") or {}, separators=(",", ":")))
-    return None
+        pieces.append(Piece(TOOL, json.dumps(call.get("args") or {}, separators=(",", ":"))))
+    return pieces
 
 
 class GeminiFormat(StreamFormat):
@@ -70,8 +74,7 @@ class GeminiFormat(StreamFormat):
             content = candidate.get("content")
             parts = content.get("parts") if isinstance(content, dict) else None
             for part in parts if isinstance(parts, list) else []:
-                if (piece := _part_piece(part)) is not None:
-                    pieces.append(piece)
+                pieces += _part_pieces(part)
             reason = candidate.get("finishReason")
             if reason and reason != _UNSPECIFIED:
                 finished.append(index)

@@ -224,7 +224,8 @@ class OpenAIResponsesFormat(StreamFormat):
                 return Reading(pieces=(Piece(piece_kind, text),) if text else (), data=obj)
             if kind == "response.output_item.added":
                 item = obj.get("item")
-                started = isinstance(item, dict) and "call" in str(item.get("type"))
+                # Any call the model makes, not a *_call_output item.
+                started = isinstance(item, dict) and str(item.get("type")).endswith("_call")
                 return Reading(data=obj, output=started)
             if kind in _RESPONSES_ENDS:
                 return Reading(end=True, last=True, data=obj, reason=_responses_reason(obj, kind))

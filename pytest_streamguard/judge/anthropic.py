@@ -52,7 +52,8 @@ def _read(client: anthropic.Anthropic, got: Assembly) -> None:
         for event in stream:
             if event.type == "content_block_start":
                 block = event.content_block
-                got.call(block.type == "tool_use")
+                # A call of the client's tool or of a server tool (web search, code execution).
+                got.call(block.type in ("tool_use", "server_tool_use"))
                 got.add("text", block.text if block.type == "text" else None)
                 got.add("reasoning", block.thinking if block.type == "thinking" else None)
             elif event.type == "content_block_delta" and event.delta.type in _DELTAS:

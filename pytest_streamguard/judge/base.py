@@ -95,9 +95,11 @@ class Assembly:
         self.conclusion = Conclusion(client)
         self._stamp = stamp
 
-    def add(self, kind: str, text: str | None) -> None:
-        """Keep a non-empty piece of ``kind``."""
-        if text:
+    def add(self, kind: str, text: object) -> None:
+        """Keep a non-empty piece of ``kind``; a value the client yielded that is not a string
+        (a vendor's tool-call arguments as an object, where OpenAI's type says a JSON string)
+        is no text."""
+        if isinstance(text, str) and text:
             self.conclusion.outputs.append(Output(kind, text, self._stamp()))
 
     def call(self, count: int = 1) -> None:

@@ -29,6 +29,12 @@ def read_chunks(chunks: Iterable[Any], got: Assembly) -> None:
                 function = call.function
                 got.call(bool(function and function.name))
                 got.add("tool", function.arguments if function else None)
+            # The legacy functions API's field, which the client yields too (unless the same
+            # delta carries tool_calls: llama.cpp's server repeats every piece in it).
+            legacy = _field(delta, "function_call")
+            if legacy is not None and not delta.tool_calls:
+                got.call(bool(_field(legacy, "name")))
+                got.add("tool", _field(legacy, "arguments"))
             got.ended(choice.finish_reason)
 
 
@@ -49,9 +55,12 @@ def _content(content: Any, got: Assembly, kind: str = "text") -> None:
 
 
 def _field(delta: Any, name: str) -> Any:
-    """A delta's field, declared by the client or kept in its ``model_extra``."""
+    """A delta's field, declared by the client or kept in its ``model_extra`` (or a dict's
+    key, where the client kept an undeclared object as sent)."""
+    if isinstance(delta, dict):
+        return delta.get(name)
     value = getattr(delta, name, None)
-    return value if value is not None else (delta.model_extra or {}).get(name)
+    return value if value is not None else (getattr(delta, "model_extra", None) or {}).get(name)
 
 
 def _transcript(audio: Any) -> str | None:

@@ -3,7 +3,9 @@
 Each response's candidates' parts are the outputs: ``thought`` parts are reasoning, a
 ``function_call`` part is a tool call (its arguments as compact JSON, as the reader counts
 them); a candidate's ``finish_reason`` (or, with no candidate finished, the prompt feedback's
-``block_reason``) is the end reason.
+``block_reason``) is the end reason. The judge replays one response, so the client reads it
+as one request: without automatic continuation (a newer client's resuming of an answer whose
+candidate carries a ``continuationToken``, by follow-up requests).
 """
 
 from __future__ import annotations
@@ -55,24 +57,36 @@ class GoogleGenAIJudge(ClientJudge):
             return got.run(lambda: _read(client, got))
 
 
+def _one_request() -> types.GenerateContentConfig | None:
+    """google-genai's config for one request: without it, a candidate's ``continuationToken``
+    makes the client resume the answer with follow-up requests (automatic continuation, newer
+    google-genai), which a replay of one recorded response would answer with the same bytes
+    again. None where the installed client has no such feature."""
+    if "automatic_continuation" not in types.GenerateContentConfig.model_fields:
+        return None
+    return types.GenerateContentConfig(automatic_continuation=False)
+
+
 def _read(client: genai.Client, got: Assembly) -> None:
-    for response in client.models.generate_content_stream(model="gemini", contents="hi"):
-        candidates = response.candidates or []
-        for candidate in candidates:
+    for response in client.models.generate_content_stream(
+        model="gemini", contents="hi", config=_one_request()
+    ):
+        finished = False
+        for candidate in response.candidates or []:
             for part in (candidate.content.parts if candidate.content else None) or []:
+                # A part may carry text and a call at once: the SDK's response.text and
+                # response.function_calls each take theirs.
+                got.add("reasoning" if part.thought else "text", part.text)
                 if part.function_call is not None:
                     got.call()
                     args = part.function_call.args or {}
                     got.add("tool", json.dumps(args, separators=(",", ":")))
-                else:
-                    got.add("reasoning" if part.thought else "text", part.text)
             reason = getattr(candidate.finish_reason, "value", candidate.finish_reason)
-            if reason != "FINISH_REASON_UNSPECIFIED":
+            if reason not in (None, "FINISH_REASON_UNSPECIFIED"):
                 got.ended(reason)
+                finished = True
+        # A blocked prompt's reason, where no candidate of the response gave one (an
+        # unspecified finish_reason is none).
         feedback = response.prompt_feedback
-        if (
-            feedback is not None
-            and feedback.block_reason is not None
-            and not any(candidate.finish_reason for candidate in candidates)
-        ):
+        if feedback is not None and feedback.block_reason is not None and not finished:
             got.ended(feedback.block_reason)

@@ -29,6 +29,7 @@ _DELTAS = {
     "response.reasoning_summary_text.delta": "reasoning",
     "response.reasoning_text.delta": "reasoning",
     "response.function_call_arguments.delta": "tool",
+    "response.custom_tool_call_input.delta": "tool",
     "response.refusal.delta": "refusal",
 }
 # A part sent whole in its .done event, without deltas: (kind, the event's field).
@@ -71,6 +72,17 @@ class OpenAIJudge(ClientJudge):
             return got.run(lambda: read(client, got))
 
 
+def _end_reason(event: ResponseCompletedEvent | ResponseIncompleteEvent) -> str:
+    """The response's status (the event's own word when the response has none), or for an
+    incomplete one the reason its ``incomplete_details`` give."""
+    response = event.response
+    status = response.status or event.type.rsplit(".", 1)[1]
+    details = response.incomplete_details
+    if status == "incomplete" and details is not None and details.reason:
+        return details.reason
+    return status
+
+
 def _is_responses(recorded: Recorded) -> bool:
     return recorded.format == "openai-responses" or recorded.path.endswith("/responses")
 
@@ -104,15 +116,13 @@ def _responses(client: openai.OpenAI, got: Assembly) -> None:
             part, name = _WHOLE[kind]
             got.add(part, getattr(event, name, None))
         elif isinstance(event, ResponseOutputItemAddedEvent):
-            got.call(event.item.type == "function_call")
+            # Every kind of call the model makes (function_call, custom_tool_call, mcp_call,
+            # web_search_call, ...), not the *_call_output items the client sends.
+            got.call(event.item.type.endswith("_call"))
         elif kind in ("error", "response.failed"):
             raise openai.APIError(f"{kind} event", httpx2.Request("POST", REPLAY_URL), body=None)
         if isinstance(event, ResponseCompletedEvent | ResponseIncompleteEvent):
-            response = event.response
-            details = response.incomplete_details
-            got.ended(details.reason if details is not None else None)
-            if response.status != "incomplete" or got.conclusion.end_reason is None:
-                got.ended(response.status)
+            got.ended(_end_reason(event))
         completed = completed or kind == "response.completed"
     if not completed:
         raise RuntimeError(_NOT_COMPLETED)

@@ -3,10 +3,10 @@
 A :class:`Recognizer` serves one :class:`~pytest_streamguard.stream.client.StreamRecorder`. With
 a format given, the framing is the format's; with ``format="auto"`` it comes from the content
 type or, without a telling one, from how the body begins, and the format from the first data
-frame (then named on the trace). A body that is JSON or an HTML page where events were expected
-is refused as ``protocol``; the first frames are checked for what the stream looks like (a
-built-in format's name, JSON, an HTML page), so that a stream read as the wrong format says
-which one it resembles.
+frame that is not an empty object (then named on the trace). A body that is JSON or an HTML
+page where events were expected is refused as ``protocol``; the first frames are checked for
+what the stream looks like (a built-in format's name, JSON, an HTML page), so that a stream
+read as the wrong format says which one it resembles.
 """
 
 from __future__ import annotations
@@ -26,6 +26,7 @@ from pytest_streamguard.formats import (
 )
 from pytest_streamguard.formats.base import (
     NDJSON_TYPES,
+    NOTHING,
     SSE_TYPES,
     Frame,
     media_type,
@@ -178,6 +179,10 @@ class Recognizer:
             self._sniffed += 1
             self._looks = looks_like(frame, framing) or self._looks
         if self.format is None:
+            if frame.data.strip().replace(" ", "") == "{}":
+                # An empty object (a typed response with every field unset) has no shape to
+                # recognise: the next data frame decides.
+                return NOTHING
             self._use_format(BUILTIN_FORMATS[detect(frame, framing)])
         assert self._read is not None
         return self._read(frame)

@@ -33,6 +33,15 @@ from google import genai
 from google.genai import types as genai_types
 from huggingface_hub import InferenceClient
 
+# google-genai resumes an answer whose candidate carries a continuationToken with follow-up
+# requests (automatic continuation); the transcripts are one response each, as the plugin's
+# judge replays one.
+_ONE_REQUEST = (
+    genai_types.GenerateContentConfig(automatic_continuation=False)
+    if "automatic_continuation" in genai_types.GenerateContentConfig.model_fields
+    else None
+)
+
 # No retries and a short timeout: a transcript is answered at once, and a client that retried
 # a failure would read it twice.
 TIMEOUT_S = 10.0
@@ -49,6 +58,8 @@ class Assembled:
     """The client's exception (or failure event), as ``Type: message``."""
     calls: int = 0
     """Tool calls the client assembled (a call with empty arguments is output too)."""
+    others: int = 0
+    """Outputs without text the client yielded (an image part, a vendor's ``images``)."""
     unfinished: str | None = None
     """What the client's final-answer call would raise where the plugin deliberately says
     completed (a Responses stream that ends with response.incomplete)."""
@@ -62,15 +73,15 @@ class Assembled:
         if isinstance(value, str) and value:
             self.reason = value
 
-    def add(self, kind: str, piece: str | None) -> None:
-        """Keep a non-empty piece of ``kind``."""
-        if piece:
+    def add(self, kind: str, piece: object) -> None:
+        """Keep a non-empty piece of ``kind`` (a value that is not a string is no text)."""
+        if isinstance(piece, str) and piece:
             self.parts[kind].append(piece)
 
     @property
     def produced(self) -> bool:
         """Whether the client produced any output: text of any kind, or a tool call."""
-        return self.calls > 0 or any(self.parts.values())
+        return self.calls > 0 or self.others > 0 or any(self.parts.values())
 
     def of(self, kind: str) -> str:
         """Everything of ``kind``, joined."""
@@ -127,7 +138,8 @@ def read_openai(base: str, case: Case, http: HttpFactory | None = None) -> Assem
             for c in chunk.choices:
                 extra = c.delta.model_extra or {}
                 got.add("reasoning", extra.get("reasoning_content") or extra.get("reasoning"))
-                got.add("text", c.delta.content)
+                _content(c.delta.content, got)
+                got.others += bool(extra.get("images"))
                 got.add("refusal", c.delta.refusal)
                 audio = extra.get("audio") or getattr(c.delta, "audio", None)
                 audio = audio if isinstance(audio, dict) else getattr(audio, "__dict__", None)
@@ -135,11 +147,31 @@ def read_openai(base: str, case: Case, http: HttpFactory | None = None) -> Assem
                 for call in c.delta.tool_calls or []:
                     got.calls += bool(call.function and call.function.name)
                     got.add("tool", call.function.arguments if call.function else None)
+                legacy = c.delta.function_call  # the legacy functions API's field
+                if legacy is not None and not c.delta.tool_calls:
+                    got.calls += bool(legacy.name)
+                    got.add("tool", legacy.arguments)
                 got.ended(c.finish_reason)
 
     # Closed after the read, so no connection outlives the check (filterwarnings = error).
     with client:
         return _guard(read)
+
+
+def _content(content: Any, got: Assembled, kind: str = "text") -> None:
+    """A chat delta's content as the client yields it: a string, or (a vendor's content chunks,
+    which the openai client keeps as sent) a list of parts: a part's ``text`` is of ``kind``, a
+    ``thinking`` part's own parts are reasoning, any other part is output without text."""
+    if not isinstance(content, list):
+        got.add(kind, content if isinstance(content, str) else None)
+        return
+    for part in content:
+        if isinstance(part, dict) and part.get("type") == "thinking":
+            _content(part.get("thinking"), got, "reasoning")
+        elif isinstance(part, dict) and isinstance(part.get("text"), str):
+            got.add(kind, part["text"])
+        elif part is not None:
+            got.others += 1
 
 
 def read_openai_responses(base: str, case: Case, http: HttpFactory | None = None) -> Assembled:
@@ -152,6 +184,7 @@ def read_openai_responses(base: str, case: Case, http: HttpFactory | None = None
         "response.reasoning_summary_text.delta": "reasoning",
         "response.reasoning_text.delta": "reasoning",
         "response.function_call_arguments.delta": "tool",
+        "response.custom_tool_call_input.delta": "tool",
         "response.refusal.delta": "refusal",
     }
 
@@ -178,14 +211,16 @@ def read_openai_responses(base: str, case: Case, http: HttpFactory | None = None
                 # A part sent whole in its .done event, without deltas.
                 got.add(done_kinds[kind][0], getattr(event, done_kinds[kind][1], None))
             elif kind == "response.output_item.added":
-                got.calls += getattr(event.item, "type", "") == "function_call"
+                got.calls += str(getattr(event.item, "type", "")).endswith("_call")
             elif kind in ("error", "response.failed"):
                 got.failed = f"{kind} event"
             if kind in ("response.completed", "response.incomplete"):
+                # The status (the event's own word without one); an incomplete one's reason.
+                status = event.response.status or kind.rsplit(".", 1)[1]
                 details = event.response.incomplete_details
-                got.ended(details.reason if details is not None else None)
-                if event.response.status != "incomplete" or got.reason is None:
-                    got.ended(event.response.status)
+                got.ended(status)
+                if status == "incomplete" and details is not None:
+                    got.ended(details.reason)
             completed = completed or kind == "response.completed"
             incomplete = incomplete or kind == "response.incomplete"
         if got.failed is None and not completed:
@@ -201,8 +236,8 @@ def read_openai_responses(base: str, case: Case, http: HttpFactory | None = None
 
 
 def read_anthropic(base: str, case: Case, http: HttpFactory | None = None) -> Assembled:
-    """anthropic: ``messages.stream`` events (text, thinking and input-JSON deltas) and, when
-    the stream ended, the final message's text blocks agree with them."""
+    """anthropic: ``messages.stream`` events (text, thinking and input-JSON deltas), then the
+    stream helper's ``get_final_message()``, which must not raise."""
     client = anthropic.Anthropic(
         base_url=base,
         api_key="x",
@@ -224,16 +259,16 @@ def read_anthropic(base: str, case: Case, http: HttpFactory | None = None) -> As
             for event in stream:
                 if event.type == "content_block_start":
                     block = event.content_block
-                    got.calls += block.type == "tool_use"
+                    got.calls += block.type in ("tool_use", "server_tool_use")
                     got.add("text", block.text if block.type == "text" else None)
                     got.add("reasoning", block.thinking if block.type == "thinking" else None)
                 if event.type == "content_block_delta" and event.delta.type in kinds:
                     got.add(kinds[event.delta.type], getattr(event.delta, fields[event.delta.type]))
                 if event.type == "message_delta":
                     got.ended(event.delta.stop_reason)
-            final = stream.get_final_message()
-            text = "".join(block.text for block in final.content if block.type == "text")
-            assert text == got.of("text"), (text, got.parts)
+            # What a user's code calls after the events; the events are the output (a text
+            # delta into a block that is not text is yielded, and not in the final message).
+            stream.get_final_message()
 
     # Closed after the read, so no connection outlives the check (filterwarnings = error).
     with client:
@@ -258,25 +293,23 @@ def read_gemini(base: str, case: Case, http: HttpFactory | None = None) -> Assem
     )
 
     def read(got: Assembled) -> None:
+        # One request, as the plugin's judge replays one response (no automatic continuation).
         for response in client.models.generate_content_stream(
-            model="gemini-2.5-flash", contents="hi"
+            model="gemini-2.5-flash", contents="hi", config=_ONE_REQUEST
         ):
+            finished = False
             for candidate in response.candidates or []:
                 for part in (candidate.content.parts if candidate.content else None) or []:
+                    got.add("reasoning" if part.thought else "text", part.text)
                     if part.function_call is not None:
                         got.calls += 1
                         got.add("tool", _compact(part.function_call.args or {}))
-                    else:
-                        got.add("reasoning" if part.thought else "text", part.text)
                 reason = getattr(candidate.finish_reason, "value", candidate.finish_reason)
-                if reason != "FINISH_REASON_UNSPECIFIED":
+                if reason not in (None, "FINISH_REASON_UNSPECIFIED"):
                     got.ended(reason)
+                    finished = True
             feedback = response.prompt_feedback
-            if (
-                feedback is not None
-                and feedback.block_reason is not None
-                and not any(candidate.finish_reason for candidate in response.candidates or [])
-            ):
+            if feedback is not None and feedback.block_reason is not None and not finished:
                 got.ended(feedback.block_reason)
 
     # Closed after the read, so no connection outlives the check (filterwarnings = error).
@@ -316,7 +349,7 @@ def read_ollama(base: str, case: Case, http: HttpFactory | None = None) -> Assem
 
 def read_tgi(base: str, case: Case, http: HttpFactory | None = None) -> Assembled:
     """huggingface_hub: ``text_generation(stream=True, details=True)``; special tokens are
-    dropped, and the final event's ``generated_text`` must equal what was assembled."""
+    dropped (the client does not compare the final event's ``generated_text`` with them)."""
     client = InferenceClient(model=base + case.suffix, timeout=TIMEOUT_S)
 
     def read(got: Assembled) -> None:
@@ -324,7 +357,6 @@ def read_tgi(base: str, case: Case, http: HttpFactory | None = None) -> Assemble
             if not output.token.special:
                 got.add("text", output.token.text)
             if output.generated_text is not None:
-                assert output.generated_text == got.of("text"), (output, got.parts)
                 got.ended(output.details.finish_reason if output.details is not None else None)
 
     # Closed after the read, so no connection outlives the check (filterwarnings = error).

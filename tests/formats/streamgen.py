@@ -54,6 +54,8 @@ class Transcript:
     gzip: bool = False
     notes: list[str] = field(default_factory=list)
     """What the generator chose (for a reader of a disagreement)."""
+    generator: str = "streamgen"
+    """Which generator made it: ``streamgen`` (this module) or ``typed`` (``typedgen.py``)."""
 
     @property
     def suffix(self) -> str:
@@ -81,7 +83,8 @@ class Transcript:
 
     def replay(self) -> str:
         """How to replay it, and its body."""
-        head = f"protocol={self.protocol} seed={self.seed} index={self.index} "
+        head = "" if self.generator == "streamgen" else f"generator={self.generator} "
+        head += f"protocol={self.protocol} seed={self.seed} index={self.index} "
         head += f"ending={self.ending} gzip={self.gzip} content_type={self.content_type}"
         return f"{head}\nchoices: {', '.join(self.notes)}\nbody: {self.body!r}"
 

@@ -18,12 +18,14 @@ from pathlib import Path
 import differential
 import pytest
 from streamgen import PROTOCOLS, Transcript, generate
+from typedgen import generate_typed, members
 
 from pytest_streamguard.stream.client import StreamRecorder
 from pytest_streamguard.stream.request import StreamRequest
 
 SEED = 26
 PER_PROTOCOL = 250
+TYPED_PER_PROTOCOL = 40
 HERE = Path(__file__).resolve().parent
 
 
@@ -51,6 +53,32 @@ def test_fixed_seed_streams_agree_with_the_official_clients() -> None:
     # A reset or broken chunked body after the end was a divergence until the plugin read on
     # to the body's end as the clients do: it must not come back.
     assert "break-after-end" not in tally.by_divergence
+
+
+def test_streams_from_the_sdks_typed_models_judged_agree_with_the_official_clients() -> None:
+    """typedgen's streams (events the SDKs' own models declare, filled at random): the judged
+    verdict differs from the client's only where the plugin is stricter."""
+    tally = differential.run(PROTOCOLS, TYPED_PER_PROTOCOL, SEED, generator="typed")
+    assert tally.streams == TYPED_PER_PROTOCOL * len(PROTOCOLS)
+    assert not tally.undocumented, _report(tally)
+
+
+def test_the_typed_generator_is_seeded_and_draws_every_member_of_the_unions() -> None:
+    from anthropic.types import RawMessageStreamEvent
+    from openai.types.responses import ResponseStreamEvent
+
+    one = [generate_typed(p, 5, i).body for p in PROTOCOLS for i in range(10)]
+    assert one == [generate_typed(p, 5, i).body for p in PROTOCOLS for i in range(10)]
+    assert one != [generate_typed(p, 6, i).body for p in PROTOCOLS for i in range(10)]
+    assert generate_typed("tgi", 5, 0).generator == "typed"
+    for protocol, union in (
+        ("openai-responses", ResponseStreamEvent),
+        ("anthropic", RawMessageStreamEvent),
+    ):
+        drawn = {name for i in range(200) for name in generate_typed(protocol, 1, i).notes}
+        every = {model.__name__ for model in members(union)}
+        assert len(every) > 5, every
+        assert every <= drawn, sorted(every - drawn)
 
 
 def test_a_sample_over_a_socket_and_through_toxiproxy_agrees(toxiproxy_url: str) -> None:

@@ -343,6 +343,17 @@ AUTO_CASES = [
         b'event: message_stop\ndata: {"type":"message_stop"}\n\n',
     ),
     ("gemini", "text/event-stream", gemini((0, "a", "STOP"))),
+    # A first event that is an empty object (every field of the typed response unset): the
+    # next one decides.
+    ("gemini", "text/event-stream", b"data: {}\n\n" + gemini((0, "a", "STOP"))),
+    ("ollama", "", b'{}\n{"model":"m","response":"a","done":false}\n{"model":"m","done":true}\n'),
+    # A first event with no candidate yet (usage only), as google-genai's typed response allows.
+    (
+        "gemini",
+        "text/event-stream",
+        b'data: {"usageMetadata":{"promptTokenCount":1},"responseId":"r"}\n\n'
+        + gemini((0, "a", "STOP")),
+    ),
     (
         "ollama",
         "application/x-ndjson",
