@@ -66,6 +66,13 @@ STAIR_RISE_S = 0.2
 #: body, as uvicorn does, and a loop held until every generation was done). A buffering
 #: ingress passes the head on as soon as the server sends it, long before the answer's end.
 RELEASE_WINDOW_S = 0.05
+#: ... and where their chunks carry the server's send stamps (``sent_ns``, the bundled
+#: target's events), the server wrote them all within this many seconds: a loop held until
+#: every generation was done writes everything at once on its release. A server that wrote
+#: them over longer streamed on time, and what held them came after it (a hop: 8 streams of the
+#: normal target written over 0.15 s and all let through by a starved proxy 0.2 s after their
+#: requests).
+RELEASE_SENT_SPAN_S = 0.1
 #: blocked_loop (served one after another): of at least ``STAIR_MIN_STREAMS`` streams sent
 #: together, at least ``QUEUED_MIN_STREAMS`` (and at least half) got their response heads only
 #: after another of them had already received its whole answer (at least
@@ -272,6 +279,15 @@ def _released_together(traces: Sequence[Observed]) -> _Matched | None:
     window = _s(max(stamps) - min(stamps))
     silent = _s(min(stamps) - sent)
     if window > RELEASE_WINDOW_S or silent < STAIR_RISE_S:
+        return None
+    sends = [
+        sent_ns
+        for t in together
+        for chunk in t.chunks
+        if isinstance(data := getattr(chunk, "data", None), dict)
+        and isinstance(sent_ns := data.get("sent_ns"), int)
+    ]
+    if sends and _s(max(sends) - min(sends)) >= RELEASE_SENT_SPAN_S:
         return None
     found = Finding(
         "blocked_loop",
