@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from pytest_streamguard.verdict.findings.base import Finding, Observed
+from pytest_streamguard.verdict.findings.base import Finding, Observed, sent_stamp
 from pytest_streamguard.verdict.findings.base import seconds as _s
 
 #: backpressure: under a throttle of the client's side (``bandwidth`` or ``slow_reader``) on
@@ -58,8 +58,7 @@ def backpressure(trace: Observed) -> Finding | None:
     waits = [
         chunk.stamp_ns - sent - (own(chunk) if on <= chunk.stamp_ns <= off else 0)
         for chunk in trace.chunks
-        if isinstance(data := getattr(chunk, "data", None), dict)
-        and isinstance(sent := data.get("sent_ns"), int)
+        if (sent := sent_stamp(chunk)) is not None
     ]
     if len(waits) < BACKPRESSURE_MIN_CHUNKS:
         return None

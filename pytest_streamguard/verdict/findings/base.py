@@ -87,6 +87,14 @@ class Finding:
         )
 
 
+def sent_stamp(chunk: Any) -> int | None:
+    """The server's own send stamp a chunk carries (``data["sent_ns"]``, as the bundled
+    target's events do), or None."""
+    data = getattr(chunk, "data", None)
+    sent = data.get("sent_ns") if isinstance(data, dict) else None
+    return sent if isinstance(sent, int) else None
+
+
 def seconds(ns: int) -> float:
     """Nanoseconds as seconds."""
     return ns / 1e9

@@ -8,7 +8,7 @@ import itertools
 from collections import Counter
 
 from pytest_streamguard.common.display import counted
-from pytest_streamguard.verdict.findings.base import Finding, Observed
+from pytest_streamguard.verdict.findings.base import Finding, Observed, sent_stamp
 from pytest_streamguard.verdict.findings.base import seconds as _s
 from pytest_streamguard.verdict.findings.own import own_gap
 
@@ -57,9 +57,7 @@ def buffered(trace: Observed) -> Finding | None:
     sent = [
         sent_ns
         for chunk in chunks
-        if chunk.stamp_ns in held_reads
-        and isinstance(data := getattr(chunk, "data", None), dict)
-        and isinstance(sent_ns := data.get("sent_ns"), int)
+        if chunk.stamp_ns in held_reads and (sent_ns := sent_stamp(chunk)) is not None
     ]
     server = ""
     if len(sent) >= BUFFERED_MIN_CHUNKS:

@@ -10,7 +10,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from pytest_streamguard.common.display import counted
-from pytest_streamguard.verdict.findings.base import Finding, Observed
+from pytest_streamguard.verdict.findings.base import Finding, Observed, sent_stamp
 from pytest_streamguard.verdict.findings.base import seconds as _s
 from pytest_streamguard.verdict.findings.buffered import BUFFERED_MIN_CHUNKS
 from pytest_streamguard.verdict.findings.own import explained, own_fault
@@ -284,8 +284,7 @@ def _released_together(traces: Sequence[Observed]) -> _Matched | None:
         sent_ns
         for t in together
         for chunk in t.chunks
-        if isinstance(data := getattr(chunk, "data", None), dict)
-        and isinstance(sent_ns := data.get("sent_ns"), int)
+        if (sent_ns := sent_stamp(chunk)) is not None
     ]
     if sends and _s(max(sends) - min(sends)) >= RELEASE_SENT_SPAN_S:
         return None
