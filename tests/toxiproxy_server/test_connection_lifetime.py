@@ -79,7 +79,7 @@ SCRIPT = textwrap.dedent(
             alive[case] = {"echoed": echoed.decode(), "alive": sum(r() is not None for r in refs)}
         proxy.stop()
         upstream.close()
-        print(json.dumps(alive))
+        print("cases:", json.dumps(alive), flush=True)
 
     with asyncio.Runner(loop_factory=uvloop.new_event_loop) as runner:
         runner.run(main())
@@ -99,7 +99,10 @@ def test_closed_connections_are_freed_without_the_collector() -> None:
         check=False,
     )
     assert done.returncode == 0, done.stdout + done.stderr
-    cases = json.loads(done.stdout.splitlines()[-1])
+    # The proxy's own log lines ("Terminated proxy", ...) may come after the result: read the
+    # line that carries it, not the last one.
+    line = next(line for line in done.stdout.splitlines() if line.startswith("cases: "))
+    cases = json.loads(line.removeprefix("cases: "))
     assert cases == {
         case: {"echoed": "ping", "alive": 0}
         for case in ("direct", "latency", "added and removed", "chunk_cut")
