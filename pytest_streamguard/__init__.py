@@ -20,8 +20,6 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
-from pytest_streamguard import _moved
-
 if TYPE_CHECKING:
     from pytest_streamguard.errors import (
         DeadlineViolation,
@@ -76,8 +74,6 @@ if TYPE_CHECKING:
     from pytest_streamguard.verdict.stats import percentile
 
 __version__ = "0.1.0"
-
-_moved.install()
 
 # public name -> the module that defines it (the one place the name is looked up)
 _PUBLIC = {

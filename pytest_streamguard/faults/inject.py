@@ -53,7 +53,6 @@ from typing import TYPE_CHECKING, Any
 
 from toxiproxy.proxy import Proxy
 
-from pytest_streamguard._moved import moved_name
 from pytest_streamguard.errors import ToxiproxyError
 from pytest_streamguard.faults.chunks import (
     AIM_HEADER,
@@ -398,8 +397,3 @@ class Faults:
     def reset_proxy(self) -> None:
         """Remove leftover toxics and re-enable the proxy (state from a test that crashed)."""
         self._control.reset()
-
-
-def __getattr__(name: str) -> object:
-    """Names that moved out of this module (:mod:`pytest_streamguard._moved`)."""
-    return moved_name(__name__, name)

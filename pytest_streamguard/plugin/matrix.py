@@ -16,7 +16,6 @@ from pathlib import Path
 
 import pytest
 
-from pytest_streamguard._moved import moved_name
 from pytest_streamguard.common.names import MATRIX_MARKER_NAME as MARKER_NAME
 from pytest_streamguard.errors import ProfileError
 from pytest_streamguard.faults.profiles import Profile, load_profiles
@@ -106,8 +105,3 @@ def item_profile(item: pytest.Item) -> Profile | None:
     callspec = getattr(item, "callspec", None)
     value = callspec.params.get(FIXTURE) if callspec is not None else None
     return value if isinstance(value, Profile) else None
-
-
-def __getattr__(name: str) -> object:
-    """Names that moved out of this module (:mod:`pytest_streamguard._moved`)."""
-    return moved_name(__name__, name)

@@ -23,7 +23,6 @@ from typing import Any, NoReturn
 
 import pytest
 
-from pytest_streamguard._moved import moved_name
 from pytest_streamguard.common.display import fit_lines, shown_path, shown_text
 from pytest_streamguard.errors import NeedsEmbeddedToxiproxy
 from pytest_streamguard.faults.fired import faults_not_fired
@@ -38,9 +37,6 @@ from pytest_streamguard.plugin.markers import (
 )
 from pytest_streamguard.plugin.matrix import item_profile
 from pytest_streamguard.plugin.settings import SETTINGS_KEY, Settings
-
-# The module, not its names: they were once this module's own and importing them from here
-# warns (pytest_streamguard._moved).
 from pytest_streamguard.report import timing
 from pytest_streamguard.report.baseline import Gate, compare
 from pytest_streamguard.report.disagreements import disagreement_lines
@@ -390,8 +386,3 @@ class StreamGuardSession:
             write_json(self.settings.save_path, self.records, self._report_meta(), texts=texts)
         if self.settings.html_path is not None:
             write_html(self.settings.html_path, json_document(self.records, self._report_meta()))
-
-
-def __getattr__(name: str) -> object:
-    """Names that moved out of this module (:mod:`pytest_streamguard._moved`)."""
-    return moved_name(__name__, name)

@@ -37,7 +37,6 @@ from typing import Any, TypeVar
 
 import httpx
 
-from pytest_streamguard._moved import moved_name
 from pytest_streamguard.errors import ProtocolError, StreamError
 from pytest_streamguard.formats import AUTO, TEXT, Framed, Reading, StreamFormat
 from pytest_streamguard.formats.detect import ARRIVAL_LABELS, label
@@ -630,8 +629,3 @@ def _read_delays(trace: StreamTrace, wire: Any) -> None:
         return
     trace.stamps = "kernel" if wire.kernel else "loop"
     trace.read_delay_ns = list(wire.read_delay_ns)
-
-
-def __getattr__(name: str) -> object:
-    """Names that moved out of this module (:mod:`pytest_streamguard._moved`)."""
-    return moved_name(__name__, name)

@@ -57,7 +57,6 @@ def test_plugin_off_imports_no_heavy_module(pytester: pytest.Pytester) -> None:
     assert {name.split(".")[0] for name in added} == {"pytest_streamguard"}, sorted(added)
     assert sorted(added) == [
         "pytest_streamguard",
-        "pytest_streamguard._moved",
         "pytest_streamguard.common",
         "pytest_streamguard.common.defaults",
         "pytest_streamguard.common.display",

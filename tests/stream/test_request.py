@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import pytest
 
-from pytest_streamguard.stream import client, request
 from pytest_streamguard.stream.request import ReadLimits, read_limits, stream_url
 from pytest_streamguard.verdict.deadlines import Deadline
 
@@ -32,10 +31,3 @@ def test_a_stream_path_must_be_absolute() -> None:
     assert stream_url("http://127.0.0.1:9", "/generate") == "http://127.0.0.1:9/generate"
     with pytest.raises(ValueError, match=r"stream path 'generate' must start with '/'"):
         stream_url("http://127.0.0.1:9", "generate")
-
-
-@pytest.mark.parametrize("name", ["read_limit", "slow_reader_rcvbuf", "DEFAULT_READ_LIMIT"])
-def test_names_moved_out_of_the_client_still_import_with_a_warning(name: str) -> None:
-    with pytest.warns(DeprecationWarning, match=rf"stream\.client\.{name} moved to"):
-        moved = getattr(client, name)
-    assert moved is getattr(request, name)
