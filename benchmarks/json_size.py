@@ -3,7 +3,7 @@ and payload, indented a line per value) against version 2's compact form, on the
 
 Runs ``pytest --streamguard`` once on a generated test that reads ``--streams`` concurrent
 streams of ``--tokens`` tokens from the bundled target (started by the plugin, through the
-embedded Toxiproxy) with ``--streamguard-json-text``, reads the records back, and writes them
+embedded Toxiproxy) with ``streamguard_json_text``, reads the records back, and writes them
 again in each form. One row per form: bytes, bytes per chunk, and the ratio to version 1. The
 last row is the compact form with every stamp moved to what a machine up a year stamps
 (``perf_counter_ns`` counts from boot: 17 digits instead of the 13 to 15 of a machine up
@@ -55,7 +55,8 @@ def run_load(folder: Path, streams: int, tokens: int) -> tuple[dict[str, Any], l
         "no:cacheprovider",
         "-q",
         "--streamguard",
-        "--streamguard-json-text",
+        "-o",
+        "streamguard_json_text=true",
         "--streamguard-json",
         "report.json",
     ]
@@ -104,7 +105,7 @@ def main() -> None:
     chunks = sum(len(t.chunks) for r in records for t in r.traces)
     rows = [
         ("version 1 (every text, indent=1)", version_1(records, meta)),
-        ("version 2, --streamguard-json-text", dumps(json_document(records, meta)) + "\n"),
+        ("version 2, streamguard_json_text", dumps(json_document(records, meta)) + "\n"),
         ("version 2 (default)", dumps(json_document(records, meta, texts=False)) + "\n"),
         (
             "version 2 (default), stamps of a machine up a year",

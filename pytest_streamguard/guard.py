@@ -58,7 +58,7 @@ class _Streams:
         self.probe_spec = probe
         # --streamguard-client: which client judges a stream whose call names none.
         self.client = client
-        # --streamguard-transcripts: this test's folder for the bytes of disagreements.
+        # streamguard_transcripts: this test's folder for the bytes of disagreements.
         self.transcripts = transcripts
         self.traces: list[StreamTrace] = []
         #: The samples of the probe sent beside the test's streams and loads (None: it was off).

@@ -148,7 +148,7 @@ def judged_here(trace: StreamTrace, client: str) -> bool:
     """Judge ``trace`` by ``client`` in the shard, where its recorded bytes are (``auto`` on a
     node without the format's client, or a named client not installed there, leaves the
     reader's verdict); whether the reader and the client disagree with no rule to explain it,
-    so the bytes go back with the trace (for ``--streamguard-transcripts``)."""
+    so the bytes go back with the trace (for ``streamguard_transcripts``)."""
     if client not in JUDGES and client != AUTO_CLIENT:
         return False  # none, or the user's own judge (registered in the parent only)
     judge = judge_for(client, trace.format)

@@ -1,7 +1,8 @@
 """Command-line options, ini keys and the frozen settings resolved from them.
 
-Every option is a CLI flag registered with ``default=None`` plus an ini key of the same name
-that carries the real default, sharing one help text. :func:`resolve_settings` reads them once
+Every setting is an ini key carrying the real default; all but those rarely typed on a command
+line (:data:`INI_ONLY`) are also a CLI flag registered with ``default=None``, sharing the key's
+one-line help text. :func:`resolve_settings` reads them once
 (CLI wins over ini, ini over the default) and validates each value, raising
 :class:`pytest.UsageError` that names the value, where it came from and what is accepted.
 """
@@ -33,163 +34,60 @@ from pytest_streamguard.common.defaults import (
     DEFAULT_TTFT,
 )
 from pytest_streamguard.common.display import shown_command
-from pytest_streamguard.common.names import KNOWN, parse_fail_on
+from pytest_streamguard.common.names import parse_fail_on
 from pytest_streamguard.report.bounds import Bound, parse_bounds
 from pytest_streamguard.services.stack_spec import ServiceSpec, parse_ready_paths, parse_services
 
-ENABLE_HELP = (
-    "Turn pytest-streamguard on: start the target behind Toxiproxy and check stream deadlines"
-)
-TARGET_URL_HELP = "Base URL of a target app that is already running (no process is started)"
-TARGET_CMD_HELP = (
-    "Command that starts the target app (no shell); '{port}' is replaced by a free port, which "
-    "is also in the PORT environment variable; without '{port}' the port is read from a "
-    "listening line the app prints or from its listening socket (within 15 s). A leading "
-    "'python' is the interpreter running pytest. "
-    "Default: the bundled target_app with the tiny model"
-)
-TARGET_ARGS_HELP = (
-    "Extra command-line flags for the target the plugin starts (the bundled target_app or "
-    "--streamguard-target-cmd), split like a shell would, e.g. '--model gpt2 --heartbeat 0.5'; "
-    "a single flag is taken as typed ('--accel-off'); one that is also a pytest option ('-v') "
-    "needs the = form: --streamguard-target-args=-v"
-)
-TARGET_CWD_HELP = (
-    "Working directory of --streamguard-target-cmd and of the --streamguard-service commands "
-    "(a relative command path such as 'node server.js' is found there); the option is "
-    "relative to the directory pytest runs in, the ini key to the ini file's directory. "
-    "Default: the directory pytest runs in"
-)
-SERVICES_HELP = (
-    "A service of a stack, NAME=COMMAND, repeatable, in start order (ini streamguard_services: "
-    "one 'NAME = COMMAND' per line); in COMMAND '{port}' is the service's own port (as for "
-    "--streamguard-target-cmd) and '{NAME}' an earlier service's host:port through the proxy "
-    "the plugin puts in front of it (and a tap that stamps the answers), so "
-    "streamguard.hop(NAME).faults act on that hop. The last "
-    "service is the entry clients reach. Not with --streamguard-target-url/-cmd/-args. "
-    "Default: no stack"
-)
-SERVICE_READY_HELP = (
-    "A service's own ready path, NAME=PATH, repeatable (ini streamguard_service_ready: one "
-    "'NAME = PATH' per line). Default: --streamguard-ready-path"
-)
-SEED_HELP = (
-    "Seed of every random draw the plugin and its embedded Toxiproxy make (latency jitter, "
-    "toxicity, slicer sizes, open-loop arrival times), so a run can be repeated; shown in the "
-    "header and stored in the JSON report. A real toxiproxy-server's draws are its own. "
-    "Default: a new seed each run"
-)
-CLIENT_HELP = (
-    "Who judges each stream once it is read: auto (the official client library of the "
-    "stream's format where it is installed, the plugin's reader otherwise), a client's name "
-    "(openai, anthropic, google-genai, ollama, huggingface_hub, mistralai, groq, or one "
-    "registered), or none (the plugin's reader alone). A stream's client= overrides it. "
-    "Default: auto"
-)
-TRANSCRIPTS_HELP = (
-    "Save the recorded response of every stream whose reader and judging client disagree "
-    "(with no documented rule for it) as a transcript in this directory "
-    "(<test>/<stream>.json and .body; Recorded.load reads it back); the summary's line names "
-    "it. Default: none saved"
-)
-READY_PATH_HELP = (
-    "Path polled on the target until it answers 2xx (a 4xx for 3 s fails the start). "
-    "Default: /readyz"
-)
-STARTUP_TIMEOUT_HELP = "Seconds to wait for a started process to be ready. Default: 120"
-PROBE_HELP = (
-    "A light request sent to the target every --streamguard-probe-interval beside the streams "
-    "of every test and load, straight to the target (never through the fault proxy), so the "
-    "findings can tell a blocked event loop (the probe waits) from a full server (it answers "
-    "at once): 'off', 'tcp' (a TCP connect; the kernel answers it, so it cannot see a blocked "
-    "loop) or a PATH to GET. Default: the target's ready path"
-)
-PROBE_INTERVAL_HELP = "Seconds between two probes. Default: 0.05"
-TOXIPROXY_HELP = (
-    "URL of a running toxiproxy-server API (e.g. http://127.0.0.1:8474). "
-    "Default: start the embedded one"
-)
-PROXY_HOST_HELP = (
-    "Address the session's Toxiproxy proxies listen on and clients dial, for a Toxiproxy on "
-    "another host or in a container (a wildcard such as 0.0.0.0 listens everywhere; clients "
-    "then dial the Toxiproxy API's host). Default: 127.0.0.1"
-)
-PROXY_PORTS_HELP = (
-    "Ports the session's proxies listen on, LOW-HIGH (e.g. 20000-20019): each proxy takes the "
-    "first one free on the Toxiproxy host, for a Toxiproxy whose ports are mapped one to one "
-    "(a container's published range). Default: a free port chosen by Toxiproxy"
-)
-UPSTREAM_HOST_HELP = (
-    "Address Toxiproxy uses to reach the target (the proxies' upstream host), e.g. the CI "
-    "runner as seen from a Toxiproxy container; the target's port is kept. "
-    "Default: the target's own host"
-)
-RAY_HELP = (
-    "Shard every streamguard.load()/aload() over a Ray cluster (the 'ray' extra): 'auto' joins "
-    "the running cluster, 'local' starts one on this machine, or a cluster address such as "
-    "127.0.0.1:6379 or ray://head:10001. Default: off"
-)
-TTFT_HELP = "TTFT deadline in seconds for a bare @pytest.mark.token_deadline. Default: 0.5"
-CHUNK_HELP = (
-    "Per-chunk gap deadline in seconds for a bare @pytest.mark.token_deadline. Default: 0.2"
-)
-MAX_STREAM_HELP = (
-    "Seconds any one stream may stay open when its test sets no total deadline; a stream still "
-    "open then ends as a timeout (so a stream that never ends cannot hang the run). Default: 300"
-)
-JSON_HELP = "Write a versioned JSON report with every trace's raw stamps and stats to this path"
-HTML_HELP = (
-    "Write a self-contained HTML report (summary table, per-test timeline plots) to this path"
-)
-PROFILES_HELP = (
-    "Directory of your own fault profiles for @pytest.mark.streamguard_matrix: each *.json "
-    "file is a profile named by its stem (a list of Toxiproxy toxics); the ini key is relative "
-    "to the ini file. Default: only the built-in profiles"
-)
-SAVE_HELP = "Save this run's per-test figures (the JSON report) as a baseline to this path"
-COMPARE_HELP = (
-    "Compare each test's TTFT p50/p95 and gap p95/max with the baseline saved at this path "
-    "(by --streamguard-save or --streamguard-json) and show the changes"
-)
-COMPARE_FAIL_HELP = (
-    "With --streamguard-compare: fail the run when a figure got worse than its bound, e.g. "
-    "'ttft_p95:20%,gap_p95:30%,gap_max:0.1s' (metrics ttft_p50, ttft_p95, gap_p95, gap_max; "
-    "units %, s, ms; and headroom:N%, how much a test's headroom may drop), or when it "
-    "compared nothing (no test in the baseline, a gated figure "
-    "without samples)"
-)
-COMPARE_MIN_SAMPLES_HELP = (
-    "A compared figure from fewer samples than this (in either run) is shown but never fails "
-    "the run. Default: 5"
-)
-FAIL_ON_HELP = (
-    "Findings that fail a test even within its deadlines, comma-separated: "
-    + ", ".join(KNOWN)
-    + " (see docs/findings.md); the marker's fail_on= adds to them. Default: none"
-)
-UNCHECKED_HELP = (
-    "What a finding the fail_on gates name does when the test could not check it on this "
-    "target (not_cancelled without the target's gauges, backpressure without a throttle or "
-    "the server's send stamps, queued without the probe, a group finding over too few "
-    "streams): warn (the summary says 'not checked: <finding> (<reason>)') or fail (the test "
-    "fails, naming each). Default: warn"
-)
-STRICT_FAULTS_HELP = (
-    "Fail a test whose faults never fired (a cut longer than the answer, a stall after more "
-    "chunks than came, a fault active on no stream), naming each fault and why; without it a "
-    "fault that never fired is a warning line in the summary. Default: off"
-)
-JSON_TEXT_HELP = (
-    "Keep every chunk's text and payload in the JSON report (--streamguard-json, "
-    "--streamguard-save); without it they are kept only for the streams that failed (a "
-    "stream that did not complete, every stream of a test that did not pass), and a passing "
-    "stream's chunks are their stamps, sizes and the server's send stamps. Default: off"
-)
-REQUIRE_HELP = (
-    "Make it an error to collect tests that need pytest-streamguard while it is off (no "
-    "--streamguard): a usage error, exit code 4 (under pytest-xdist each such test errors at "
-    "setup), for a CI job that must not go green by skipping them. Default: off (such tests "
-    "are skipped, and the summary says so)"
+# One help text per setting, shared by the option and the ini key, one line each: what the
+# setting is for. What each accepts, and its default, is in docs/getting-started.md's table.
+ENABLE_HELP = "Turn pytest-streamguard on (the target behind Toxiproxy)"
+TARGET_URL_HELP = "Base URL of an app already running (none is started)"
+TARGET_CMD_HELP = "Command that starts your app ('{port}': a free port)"
+TARGET_ARGS_HELP = "Extra flags for the target the plugin starts"
+TARGET_CWD_HELP = "Working directory of the target's and services' commands"
+SERVICES_HELP = "A stack's service, NAME=COMMAND, repeatable"
+SERVICE_READY_HELP = "A service's own ready path, one 'NAME = PATH' per line"
+SEED_HELP = "Seed of every random draw, so that a run can be repeated"
+CLIENT_HELP = "Who judges each stream: auto, a client's name, or none"
+TRANSCRIPTS_HELP = "Directory to save streams the reader and client disagree on"
+READY_PATH_HELP = "Path polled until the app answers 2xx (default /readyz)"
+STARTUP_TIMEOUT_HELP = "Seconds a started process may take to be ready (120)"
+PROBE_HELP = "Probe sent beside the streams: a PATH, tcp, or off"
+PROBE_INTERVAL_HELP = "Seconds between two probes (0.05)"
+TOXIPROXY_HELP = "URL of a running toxiproxy-server (else the embedded)"
+PROXY_HOST_HELP = "Address the proxies listen on and clients dial"
+PROXY_PORTS_HELP = "Ports the proxies listen on, LOW-HIGH"
+UPSTREAM_HOST_HELP = "Address Toxiproxy reaches the target at"
+RAY_HELP = "Shard loads over Ray: auto, local, or an address"
+TTFT_HELP = "TTFT deadline in seconds of a bare token_deadline (0.5)"
+CHUNK_HELP = "Gap deadline in seconds of a bare token_deadline (0.2)"
+MAX_STREAM_HELP = "Seconds a stream may stay open without a total deadline"
+JSON_HELP = "Write the JSON report (raw stamps) to this path"
+HTML_HELP = "Write the self-contained HTML report to this path"
+PROFILES_HELP = "Directory of your own fault profiles (*.json)"
+SAVE_HELP = "Save this run's figures as a baseline to this path"
+COMPARE_HELP = "Compare each test's figures with this baseline"
+COMPARE_FAIL_HELP = "Bounds that fail a compare, e.g. ttft_p95:20%"
+COMPARE_MIN_SAMPLES_HELP = "Fewest samples a compared figure needs to fail a run (5)"
+FAIL_ON_HELP = "Findings (comma-separated) that fail a test"
+UNCHECKED_HELP = "Unverifiable fail_on findings: warn or fail"
+STRICT_FAULTS_HELP = "Fail a test whose faults never fired"
+JSON_TEXT_HELP = "Keep every chunk's text in the JSON report, not only failures'"
+REQUIRE_HELP = "Make tests that need it an error while it is off"
+
+#: Settings a user rarely types on a command line: ini keys only (``-o KEY=VALUE`` sets one
+#: for a single run), so that ``--help`` lists what a run is steered by.
+INI_ONLY: Final = frozenset(
+    {
+        "streamguard_target_cwd",
+        "streamguard_service_ready",
+        "streamguard_transcripts",
+        "streamguard_startup_timeout",
+        "streamguard_probe_interval",
+        "streamguard_profiles",
+        "streamguard_compare_min_samples",
+        "streamguard_json_text",
+    }
 )
 
 
@@ -316,16 +214,19 @@ def add_options(parser: pytest.Parser) -> None:
     group.addoption("--streamguard", action="store_true", default=None, help=ENABLE_HELP)
     parser.addini("streamguard", ENABLE_HELP, type="bool", default=False)
     for dest, help_text in _FLAG_OPTIONS.items():
-        flag = "--" + dest.replace("_", "-")
-        group.addoption(flag, dest=dest, action="store_true", default=None, help=help_text)
+        if dest not in INI_ONLY:
+            flag = "--" + dest.replace("_", "-")
+            group.addoption(flag, dest=dest, action="store_true", default=None, help=help_text)
         parser.addini(dest, help_text, type="bool", default=False)
     for dest, (help_text, default) in _VALUED_OPTIONS.items():
-        flag = "--" + dest.replace("_", "-")
-        # argparse %-formats option help (a '%' in an example must be doubled), ini help not.
-        group.addoption(flag, dest=dest, default=None, help=help_text.replace("%", "%%"))
+        if dest not in INI_ONLY:
+            flag = "--" + dest.replace("_", "-")
+            # argparse %-formats option help (a '%' in an example must be doubled), ini not.
+            group.addoption(flag, dest=dest, default=None, help=help_text.replace("%", "%%"))
         parser.addini(dest, help_text, default=default)
     for dest, (flag, help_text) in _LIST_OPTIONS.items():
-        group.addoption(flag, dest=dest, action="append", default=None, help=help_text)
+        if dest not in INI_ONLY:
+            group.addoption(flag, dest=dest, action="append", default=None, help=help_text)
         parser.addini(dest, help_text, type="linelist", default=[])
     _take_lone_flag_values(parser, FLAG_VALUED_OPTIONS)
 
@@ -381,7 +282,7 @@ def join_flag_values(args: list[str], options: tuple[str, ...], known: Any = ())
 
 def _raw(config: pytest.Config, dest: str) -> tuple[str, str]:
     """The raw string for one setting and where it came from (CLI over ini over default)."""
-    value = config.getoption(dest)
+    value = config.getoption(dest, None)
     if value is not None:
         return str(value), f"--{dest.replace('_', '-')}"
     ini_value = str(config.getini(dest))
@@ -538,7 +439,7 @@ def _transcripts(config: pytest.Config) -> Path | None:
 
 def _flag(config: pytest.Config, dest: str) -> bool:
     """A boolean setting: the CLI flag when given, else the ini key (default in the ini)."""
-    value = config.getoption(dest)
+    value = config.getoption(dest, None)
     if value is not None:
         return bool(value)
     try:
@@ -641,7 +542,7 @@ def _target(config: pytest.Config) -> tuple[str | None, tuple[str, ...] | None]:
 def _lines(config: pytest.Config, dest: str) -> tuple[list[str], str]:
     """A repeatable setting's lines and where they came from (every use of the CLI option
     replaces the ini key's lines)."""
-    given = config.getoption(dest)
+    given = config.getoption(dest, None)
     if given:
         return [str(line) for line in given], _LIST_OPTIONS[dest][0]
     return [str(line) for line in config.getini(dest)], f"ini key {dest}"

@@ -6,7 +6,7 @@ in TTFT p50/p95 and gap p95/max, and in each headroom its ``streamguard.headroom
 measured (``headroom streams``); ``--streamguard-compare-fail EXPR`` (``metric:bound,...``,
 e.g. ``ttft_p95:20%,gap_p95:30%,gap_max:0.1s,headroom:20%``) fails the run when a figure got
 worse by more than its bound (a headroom: when it dropped by more than that share). A figure
-computed from fewer than ``--streamguard-compare-min-samples`` samples (in either run) is
+computed from fewer than ``streamguard_compare_min_samples`` samples (in either run) is
 shown but never fails the run: one slow stream is noise.
 
 A gate that compared nothing is no gate: a run none of whose tests is in the baseline (a

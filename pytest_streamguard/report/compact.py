@@ -16,7 +16,7 @@ chunks' fields once, in ``chunk_fields``, and each chunk is a row of values in t
 
 Texts are kept for a stream that did not complete and for every stream of a test that did not
 pass (verdict ``FAIL``, ``error`` or ``caught``), and for every stream under
-``--streamguard-json-text``. A passing load's chunks are then a few numbers each, and the
+``streamguard_json_text``. A passing load's chunks are then a few numbers each, and the
 report is a fraction of the size it had with every chunk's text and payload. The rest of a
 test's record (its faults, findings, headroom searches, the probe's samples, its earlier
 attempts) is written as :meth:`~pytest_streamguard.report.records.TestRecord.to_dict` gives it,

@@ -28,7 +28,7 @@ class Disagreement:
     client_concluded: str
     reader_concluded: str
     transcript: str | None = None
-    """The recorded response saved as a transcript (``--streamguard-transcripts``), if it was."""
+    """The recorded response saved as a transcript (``streamguard_transcripts``), if it was."""
 
     @property
     def reproduce(self) -> str:

@@ -15,7 +15,7 @@ names, chunk text, error messages, fault arguments) is escaped.
 Fields newer than the records (a fault's ``fired``, a trace's ``format_auto`` and ``node``) are
 read from the document's dicts with defaults, so an older report renders too. A stream whose
 chunk texts the JSON report left out (:mod:`.compact`: a passing stream, without
-``--streamguard-json-text``) is drawn the same, its chunks' hover texts without their text.
+``streamguard_json_text``) is drawn the same, its chunks' hover texts without their text.
 """
 
 from __future__ import annotations

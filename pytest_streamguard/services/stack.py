@@ -9,7 +9,7 @@ front of it*, so a fault can be put on that inner hop (``streamguard.hop(NAME).f
 last service is the entry: clients reach it through the session's own proxy, as they reach a
 single target.
 
-Each service is ready when its ready path answers 2xx: ``--streamguard-service-ready
+Each service is ready when its ready path answers 2xx: ``streamguard_service_ready
 NAME=PATH`` (ini ``streamguard_service_ready``), else the shared ``--streamguard-ready-path``.
 A service that fails to start stops the ones started before it, and the error names it.
 
@@ -111,8 +111,8 @@ def start_stack(
             except StartupError as exc:
                 # A service that never became ready (not one that crashed) gets the hint.
                 hint = (
-                    f"\nhint: a service's ready path is --streamguard-service-ready "
-                    f"{spec.name}=PATH (ini streamguard_service_ready), else "
+                    "\nhint: a service's ready path is the ini key streamguard_service_ready "
+                    f"('{spec.name} = PATH' on a line of its own), else "
                     f"--streamguard-ready-path ({ready_path} here)"
                     if "2xx" in str(exc)
                     else ""

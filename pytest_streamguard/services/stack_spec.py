@@ -1,8 +1,8 @@
 """The services of a stack as configured: :class:`ServiceSpec` and the parsing of
-``--streamguard-service NAME=COMMAND`` and ``--streamguard-service-ready NAME=PATH``
-(:mod:`pytest_streamguard.services.stack` starts them). Light on purpose: the plugin's settings
-import it on every pytest start, also while the plugin is off. A ValueError names the entry,
-where it came from, what is wrong and what is accepted.
+``--streamguard-service NAME=COMMAND`` and of the ini key ``streamguard_service_ready``
+(``NAME = PATH`` lines) (:mod:`pytest_streamguard.services.stack` starts them). Light on
+purpose: the plugin's settings import it on every pytest start, also while the plugin is off.
+A ValueError names the entry, where it came from, what is wrong and what is accepted.
 """
 
 from __future__ import annotations

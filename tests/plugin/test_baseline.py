@@ -243,8 +243,8 @@ def test_min_samples_option_makes_a_single_stream_count(
         "base.json",
         "--streamguard-compare-fail",
         "ttft_p50:0.15s",
-        "--streamguard-compare-min-samples",
-        "1",
+        "-o",
+        "streamguard_compare_min_samples=1",
     )
     assert result.ret == pytest.ExitCode.TESTS_FAILED
     result.stdout.fnmatch_lines(["2 regressions over --streamguard-compare-fail:"])
@@ -265,7 +265,7 @@ def test_min_samples_option_makes_a_single_stream_count(
             ["--streamguard-compare-fail", "gap_p95:3%,gap_p95:4%"],
             "*metric 'gap_p95' is given more than once*",
         ),
-        (["--streamguard-compare-min-samples", "0"], "*expected an integer >= 1"),
+        (["-o", "streamguard_compare_min_samples=0"], "*expected an integer >= 1"),
     ],
 )
 def test_bad_compare_fail_is_a_usage_error(

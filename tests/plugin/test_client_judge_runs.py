@@ -1,7 +1,7 @@
 """A client of one's own judges streams end to end: registered in a conftest, picked by
 ``client=auto`` for its format (or named), its verdict stands, and where it differs from the
 reader the trace, the JSON report and the terminal summary say so, with the command that
-reproduces it and, with ``--streamguard-transcripts``, the file its bytes were saved in;
+reproduces it and, with ``streamguard_transcripts``, the file its bytes were saved in;
 ``client="none"`` keeps the reader's verdict alone."""
 
 from __future__ import annotations
@@ -58,7 +58,7 @@ def test_a_registered_client_judges_and_its_disagreement_is_reported(
     pytester.makepyfile(TESTS)
     # In a subprocess: the registration must not outlive the run.
     run = streamguard_runner(pytester, toxiproxy_url, app_url, subprocess=True)
-    result = run("--streamguard-json", "out.json", "--streamguard-transcripts", "tx")
+    result = run("--streamguard-json", "out.json", "-o", "streamguard_transcripts=tx")
     result.assert_outcomes(passed=2)
     result.stdout.fnmatch_lines(
         [
@@ -98,11 +98,11 @@ def test_a_transcripts_path_that_is_a_file_is_a_usage_error(
     pytester.makepyfile("def test_nothing():\n    pass\n")
     (pytester.path / "taken").write_text("")
     run = streamguard_runner(pytester, toxiproxy_url, app_url)
-    result = run("--streamguard-transcripts", "taken")
+    result = run("-o", "streamguard_transcripts=taken")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     result.stderr.fnmatch_lines(
         [
-            "*'taken' from --streamguard-transcripts is not a valid streamguard_transcripts: "
+            "*'taken' from ini key streamguard_transcripts is not a valid streamguard_transcripts: "
             "it is a file; expected a directory path"
         ]
     )

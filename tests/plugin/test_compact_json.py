@@ -1,4 +1,4 @@
-"""The JSON report's size and ``--streamguard-json-text`` in real runs: a passing 30-stream
+"""The JSON report's size and ``streamguard_json_text`` in real runs: a passing 30-stream
 load of 40 chunks from the bundled target takes at most 150 KB, a passing stream's chunks
 leave their texts out and a failed one's keep them, and the option (or its ini key) keeps
 every text. The compact form itself is tested in tests/report/test_compact.py."""
@@ -87,14 +87,14 @@ def _texts(report: dict[str, Any]) -> dict[str, list[str | None]]:
     return texts
 
 
-@pytest.mark.parametrize("how", ["default", "flag", "ini"])
+@pytest.mark.parametrize("how", ["default", "override", "ini"])
 def test_json_text_keeps_every_chunks_text(
     pytester: pytest.Pytester, run: Callable[..., pytest.RunResult], how: str
 ) -> None:
     pytester.makepyfile(TESTS)
     args = ["--streamguard-json", "report.json"]
-    if how == "flag":
-        args.append("--streamguard-json-text")
+    if how == "override":
+        args += ["-o", "streamguard_json_text=true"]
     if how == "ini":
         pytester.makeini(INI + "streamguard_json_text = true\n")
     run(*args).assert_outcomes(passed=1, failed=1)

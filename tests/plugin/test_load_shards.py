@@ -272,7 +272,7 @@ def test_registered_judge_here(streamguard):
 """
     )
     run = streamguard_runner(pytester, toxiproxy_url, app_url, subprocess=True)
-    result = run("--streamguard-transcripts", "tx")
+    result = run("-o", "streamguard_transcripts=tx")
     result.assert_outcomes(passed=3)
     # The bytes of each disagreement came back from its shard and were saved here.
     saved = sorted(p.name for p in (pytester.path / "tx").rglob("*.json"))

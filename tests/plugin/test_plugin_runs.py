@@ -481,8 +481,8 @@ def test_target_that_never_gets_ready_times_out_with_its_output(
         app_cmd,
         "--streamguard-ready-path",
         "/missing",
-        "--streamguard-startup-timeout",
-        "2",
+        "-o",
+        "streamguard_startup_timeout=2",
     )
     result.assert_outcomes(errors=1)
     result.stdout.fnmatch_lines(

@@ -213,5 +213,5 @@ def test_a_bad_probe_setting_is_a_usage_error(pytester: pytest.Pytester) -> None
             "'off', 'tcp' or a path starting with '/', such as /readyz*"
         ]
     )
-    result = pytester.runpytest("--streamguard", "--streamguard-probe-interval", "0")
-    result.stderr.fnmatch_lines(["*'0' from --streamguard-probe-interval is not a valid*"])
+    result = pytester.runpytest("--streamguard", "-o", "streamguard_probe_interval=0")
+    result.stderr.fnmatch_lines(["*'0' from ini key streamguard_probe_interval is not a valid*"])

@@ -196,7 +196,7 @@ def test_bad_stacks_get_clear_errors(pytester: pytest.Pytester, toxiproxy_url: s
         ]
     )
     # A crash is not a wrong ready path: no hint about one.
-    assert "--streamguard-service-ready" not in failed.stdout.str()
+    assert "streamguard_service_ready" not in failed.stdout.str()
 
     pytester.makeini(stack_ini(extra="streamguard_service_ready =\n    model = /nope\n"))
     not_ready = run_stack(pytester, toxiproxy_url)
@@ -205,7 +205,7 @@ def test_bad_stacks_get_clear_errors(pytester: pytest.Pytester, toxiproxy_url: s
         [
             "*streamguard stack failed to start: service model failed to start: *"
             "answered HTTP 404*",
-            "*hint: a service's ready path is --streamguard-service-ready model=PATH*(/nope here)",
+            "*hint: a service's ready path is the ini key streamguard_service_ready*(/nope here)",
         ]
     )
 
@@ -258,10 +258,8 @@ def test_slow_reader_is_refused_on_an_inner_hop(
         f"model={sys.executable} {STREAM_APP} --port {{port}}",
         "--streamguard-service",
         f"gateway={sys.executable} {GATEWAY} --port {{port}} --upstream {{model}}",
-        "--streamguard-service-ready",
-        "model=/healthz",
-        "--streamguard-service-ready",
-        "gateway=/readyz",
+        "-o",
+        "streamguard_service_ready=model = /healthz\ngateway = /readyz",
     )
     result.assert_outcomes(failed=1)
     result.stdout.fnmatch_lines(

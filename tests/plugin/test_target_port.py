@@ -190,12 +190,15 @@ def test_target_cwd_that_is_not_a_directory(pytester: pytest.Pytester) -> None:
         "--streamguard",
         "--streamguard-target-cmd",
         "python app.py",
-        "--streamguard-target-cwd",
-        "no/such/dir",
+        "-o",
+        "streamguard_target_cwd=no/such/dir",
     )
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     result.stderr.fnmatch_lines(
-        ["*'no/such/dir' from --streamguard-target-cwd is not a valid streamguard_target_cwd:*"]
+        [
+            "*'no/such/dir' from ini key streamguard_target_cwd is not a valid "
+            "streamguard_target_cwd:*"
+        ]
     )
 
 

@@ -137,7 +137,7 @@ def test_texts_are_kept_for_failed_streams_failed_tests_and_on_request() -> None
     back = _round_trip(records, texts=False)
     assert back[0].traces[1] == passing.traces[1]
     assert back[1].traces == failed.traces
-    # --streamguard-json-text: every stream exactly as it was read.
+    # streamguard_json_text: every stream exactly as it was read.
     assert [r.traces for r in _round_trip(records, texts=True)] == [r.traces for r in records]
     for verdict in ("error", "caught"):
         test = json_document([_record("t.py::t", [_mixed()], verdict)], {}, texts=False)
