@@ -8,7 +8,7 @@ starts after a stream's Nth chunk, a slow reader, a disabled proxy) are built-in
 use the fault vocabulary of :class:`~pytest_streamguard.faults.inject.Faults` instead.
 
 A user's own profiles are ``*.json`` files in the directory named by the
-``streamguard_profiles`` ini key (or ``--streamguard-profiles``): each file is one profile
+``streamguard_profiles`` ini key: each file is one profile
 named by its stem, holding either a JSON list of toxics or an object
 ``{"description": "...", "toxics": [...]}``. A file profile with a built-in name replaces it.
 """

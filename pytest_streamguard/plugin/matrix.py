@@ -26,11 +26,7 @@ FIXTURE = "streamguard"
 
 
 def _profiles_dir(config: pytest.Config) -> Path | None:
-    """The user's profile directory: the option (relative to the invocation directory) or
-    the ini key (relative to the ini file's directory)."""
-    option = config.getoption("streamguard_profiles", None)
-    if option:
-        return Path(str(option))
+    """The user's profile directory: the ini key, relative to the ini file's directory."""
     ini = str(config.getini("streamguard_profiles") or "")
     if not ini:
         return None

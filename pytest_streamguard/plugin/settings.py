@@ -317,8 +317,8 @@ def _seed(config: pytest.Config) -> int:
 
 
 def _target_cwd(config: pytest.Config, has_cmd: bool) -> Path | None:
-    """The target command's working directory: the option relative to the invocation
-    directory, the ini key relative to the ini file's (as the profile folder); it must exist."""
+    """The target command's working directory, relative to the ini file's directory (as the
+    profile folder); it must exist."""
     raw, source = _raw(config, "streamguard_target_cwd")
     if not raw:
         return None
@@ -327,10 +327,7 @@ def _target_cwd(config: pytest.Config, has_cmd: bool) -> Path | None:
             f"streamguard_target_cwd ({source}) needs streamguard_target_cmd: it is the working "
             "directory of the command that starts your app"
         )
-    if source.startswith("--"):
-        base = config.invocation_params.dir
-    else:
-        base = config.inipath.parent if config.inipath is not None else config.rootpath
+    base = config.inipath.parent if config.inipath is not None else config.rootpath
     path = (base / raw).resolve()
     if not path.is_dir():
         raise _invalid(raw, source, "streamguard_target_cwd", f"{path} is not a directory")

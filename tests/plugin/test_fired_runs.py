@@ -173,7 +173,7 @@ def test_cut_mid_stream_cuts_a_six_event_stream_and_a_byte_profile_never_fires(
             streamguard.stream(json={"max_new_tokens": 6, "interval_s": 0.2})
         """
     )
-    result = run("--streamguard-profiles", str(profiles), "--streamguard-json", "report.json")
+    result = run("-o", f"streamguard_profiles={profiles}", "--streamguard-json", "report.json")
     result.assert_outcomes(passed=2)
     report = json.loads((pytester.path / "report.json").read_text())
     by_profile = {t["profile"]: t for t in report["tests"]}
@@ -191,7 +191,7 @@ def test_cut_mid_stream_cuts_a_six_event_stream_and_a_byte_profile_never_fires(
     result.stdout.fnmatch_lines(
         ["  test_*.py::test_six[[]cut-100k[]]: profile(name='cut-100k'): limit_data*"]
     )
-    result = run("--streamguard-profiles", str(profiles), "--streamguard-strict-faults")
+    result = run("-o", f"streamguard_profiles={profiles}", "--streamguard-strict-faults")
     result.assert_outcomes(passed=1, failed=1)
 
 
