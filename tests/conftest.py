@@ -7,10 +7,23 @@ import mode), so ``served.py`` and ``polling.py`` import by name from every fold
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
+import sys
+from collections.abc import Callable, Iterator
 
+import httpcore  # noqa: F401 -- see below
 import pytest
-from served import embedded_toxiproxy, load_stream_app, loopback_socket, serve_in_thread
+from plugin_helpers import INI, streamguard_runner
+from served import (
+    STREAM_APP,
+    embedded_toxiproxy,
+    load_stream_app,
+    loopback_socket,
+    serve_in_thread,
+)
+
+# httpx imports httpcore lazily and caches its exception classes on first use. pytester's
+# in-process runs drop modules first imported inside them, so a later run would get new
+# httpcore classes that httpx no longer maps; importing httpcore here keeps one copy.
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -42,6 +55,27 @@ def toxiproxy_url() -> Iterator[str]:
     """One embedded Toxiproxy server for the whole run; pytester runs reach it by URL."""
     with embedded_toxiproxy() as url:
         yield url
+
+
+@pytest.fixture(scope="session")
+def app_cmd() -> str:
+    """A --streamguard-target-cmd that starts the example app on the plugin's chosen port."""
+    return f"{sys.executable} {STREAM_APP} --port {{port}}"
+
+
+@pytest.fixture(autouse=True)
+def _quiet_inner_asyncio(request: pytest.FixtureRequest) -> None:
+    """Give pytester runs an ini that pytest-asyncio does not warn about."""
+    if "pytester" in request.fixturenames:
+        request.getfixturevalue("pytester").makeini(INI)
+
+
+@pytest.fixture
+def run(
+    pytester: pytest.Pytester, app_url: str, toxiproxy_url: str
+) -> Callable[..., pytest.RunResult]:
+    """Run pytest in-process with the plugin on, against the shared app and server."""
+    return streamguard_runner(pytester, toxiproxy_url, app_url, subprocess=False)
 
 
 @pytest.fixture(autouse=True)
@@ -89,7 +123,7 @@ SLOW_FIRST = (
     "serve/test_transformers_serve.py",
     "target_app/test_shutdown.py",
     "plugin/test_new_user.py",
-    "plugin/test_headroom_runs.py",
+    "headroom/test_headroom_runs.py",
     "confusion/test_confusion_blame.py",
     "confusion/test_confusion.py",
     "install/test_fresh_venv.py",

@@ -1,6 +1,6 @@
 """What each real Toxiproxy 2.x release answers to ``GET /version``: the data that the wrapper's
 unit tests (tests/faults/test_toxiproxy_client.py) read and the plugin's runs against each
-answer (tests/plugin/test_toxiproxy_client_runs.py) use; ``tests/`` is on ``sys.path`` through
+answer (tests/faults/test_toxiproxy_client_runs.py) use; ``tests/`` is on ``sys.path`` through
 ``tests/conftest.py``."""
 
 from __future__ import annotations

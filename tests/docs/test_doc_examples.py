@@ -27,7 +27,7 @@ EXCLUDED: dict[tuple[str, str], str] = {
         "docs/stacks.md",
         '"""A gateway in front of a model server (docs/stacks.md): faults on the inner hop."""',
     ): "it needs a stack, not the bundled target: it is examples/stack/test_stack.py, which "
-    "tests/plugin/test_stacks.py runs against examples/stack/pytest.ini and checks the page "
+    "tests/services/test_stacks.py runs against examples/stack/pytest.ini and checks the page "
     "shows unchanged",
 }
 

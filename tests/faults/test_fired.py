@@ -1,6 +1,6 @@
 """Whether a fault took effect (``fired``, ``faults/fired.py``), judged on hand-made traces: each
 rule and its evidence sentence (the plugin's real runs, and ``--streamguard-strict-faults``, are
-in tests/plugin/test_fired_runs.py)."""
+in tests/faults/test_fired_runs.py)."""
 
 from __future__ import annotations
 

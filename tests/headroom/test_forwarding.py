@@ -1,6 +1,6 @@
 """The forwarding delay a headroom level records (:mod:`pytest_streamguard.headroom.forwarding`),
 on traces built with known stamps; the plugin's runs measure it on a real proxy
-(tests/plugin/test_headroom_runs.py)."""
+(tests/headroom/test_headroom_runs.py)."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """A load's plan (``LoadPlan``, ``pytest_streamguard.load``): bad arguments name what is accepted,
 and the open-loop arrivals are constant or seeded Poisson (the loads' runs are in
-tests/plugin/test_load.py)."""
+tests/load/test_load.py)."""
 
 from __future__ import annotations
 

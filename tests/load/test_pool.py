@@ -1,6 +1,6 @@
 """How many processes a load reads in (``load/pool.py``): bad counts say what is accepted, and
 ``'auto'`` is one per usable core (the sharded loads' runs are in
-tests/plugin/test_load_shards.py)."""
+tests/load/test_load_shards.py)."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """The shard protocol under sharded loads (``load/shards.py``): a load split into shards, their
 results merged, and a lost shard's streams failed, checked directly (the sharded loads' runs are
-in tests/plugin/test_load_shards.py)."""
+in tests/load/test_load_shards.py)."""
 
 from __future__ import annotations
 

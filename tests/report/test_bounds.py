@@ -1,5 +1,5 @@
 """The bounds of ``--streamguard-compare-fail``: how a bound is parsed, with its units, and what
-change it judges a regression (pure logic; the gate's runs are in tests/plugin/test_baseline.py)."""
+change it judges a regression (pure logic; the gate's runs are in tests/report/test_baseline.py)."""
 
 from __future__ import annotations
 

@@ -290,7 +290,7 @@ def _load_like(start_ns: int) -> list[StreamTrace]:
 
 
 def test_a_passing_load_of_30_streams_of_40_chunks_is_at_most_150_kb(tmp_path: Path) -> None:
-    # tests/plugin/test_compact_json.py measures a real run; here the stamps are those of a
+    # tests/report/test_compact_json.py measures a real run; here the stamps are those of a
     # machine up a year (17 digits), the longest the file gets for the same load.
     records = [_record("t.py::test_load", _load_like(YEAR_UP_NS))]
     compact, full = tmp_path / "compact.json", tmp_path / "full.json"

@@ -1,7 +1,7 @@
 """A headroom search in the HTML report (:mod:`pytest_streamguard.report.headroom_view`): its
 plot of the figure against the level, with the deadline's line and the held/broke marks, and its
 levels' table; from a document built here, rendered in headless Chromium. A real run's report
-carries one too (tests/plugin/test_headroom_runs.py)."""
+carries one too (tests/headroom/test_headroom_runs.py)."""
 
 from __future__ import annotations
 
@@ -46,7 +46,7 @@ def level(at: float, ttft_s: float | None, held: bool, confirming: bool = False)
 
 
 def search() -> Headroom:
-    """The search of tests/plugin/test_headroom_runs.py's queued case: 3 slots, judged at p50."""
+    """The search of tests/headroom/test_headroom_runs.py's queued case: 3 slots, judged at p50."""
     levels = (
         level(1, 0.01, True),
         level(2, 0.01, True),

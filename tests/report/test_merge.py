@@ -1,6 +1,6 @@
 """Merging reports (``python -m pytest_streamguard.report A.json B.json --json merged.json``):
 input it cannot merge is a clear error with exit status 2 and no merged file (the merge of two
-real runs is in tests/plugin/test_merge_reports.py)."""
+real runs is in tests/report/test_merge_reports.py)."""
 
 from __future__ import annotations
 

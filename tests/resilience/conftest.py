@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
-import httpcore  # noqa: F401 -- one copy of httpcore for pytester runs (tests/plugin/conftest.py)
+import httpcore  # noqa: F401 -- one copy of httpcore for pytester runs (tests/conftest.py)
 import pytest
 
 from pytest_streamguard import Target

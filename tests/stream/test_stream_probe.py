@@ -1,7 +1,7 @@
 """The probe's sender (:mod:`pytest_streamguard.stream.probe`): a thread beside a sync stream
 or a task on the running loop, sampling the target's ready path or a TCP connect to it; a probe
 that gets no answer records none. The probe beside real streams, and the findings that read it,
-are run end to end in ``tests/plugin/test_probe.py``.
+are run end to end in ``tests/stream/test_probe.py``.
 """
 
 from __future__ import annotations

@@ -74,7 +74,7 @@ def test_without_a_fault_nothing_is_cut(streamguard):
 def toxiproxy_2x_url(toxiproxy_url: str) -> Iterator[str]:
     """A Toxiproxy 2.x API: the real toxiproxy-server that STREAMGUARD_TOXIPROXY_SERVER names,
     or else a 2.12.0 front over the embedded server that refuses its chunk toxics as the real
-    server refuses an unknown toxic type (tests/plugin/toxiproxy_fronts.py)."""
+    server refuses an unknown toxic type (tests/toxiproxy_fronts.py)."""
     with toxiproxy_2x(toxiproxy_url) as url:
         yield url
 

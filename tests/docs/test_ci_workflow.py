@@ -282,7 +282,7 @@ def test_the_node_variants_steps_run_against_a_node_app(tmp_path: Path) -> None:
 # the job's script runs with here: the service's API is a Toxiproxy 2.x on a free port (the real
 # server STREAMGUARD_TOXIPROXY_SERVER names, or the 2.12.0 front of toxiproxy_fronts.py), its
 # proxies listen on 127.0.0.1 and reach the app there (not on the container's every interface
-# and the Docker bridge's gateway, which tests/plugin/test_toxiproxy_elsewhere.py emulates).
+# and the Docker bridge's gateway, which tests/faults/test_toxiproxy_elsewhere.py emulates).
 RUNNER_API = "http://127.0.0.1:8474"
 RUNNER_PROXY_HOST = "--streamguard-proxy-host 0.0.0.0"
 RUNNER_BRIDGE = "172.17.0.1"
