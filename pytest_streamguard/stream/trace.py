@@ -13,7 +13,7 @@ from typing import Any
 
 from pytest_streamguard.stream.recorded import Recorded
 from pytest_streamguard.verdict.deadlines import Deadline, assert_traces, check_units
-from pytest_streamguard.verdict.findings import Finding, trace_findings
+from pytest_streamguard.verdict.findings import Finding, Said, trace_findings
 from pytest_streamguard.verdict.hops import at_hops
 from pytest_streamguard.verdict.stats import ns_to_s, percentile
 
@@ -295,6 +295,10 @@ class StreamTrace:
     documented stricter ``rule`` keeping the reader's failure (None: a plugin bug to report)."""
     stack: StackStamps | None = None
     """Under a stack (``--streamguard-service``): its entry and inner hops' stamps."""
+    said: list[Said] = field(default_factory=list)
+    """What each hop (the target, a stack's service, a followed log file) wrote while the
+    stream was open, folded and bounded (:mod:`pytest_streamguard.verdict.findings.said`);
+    kept in a report for a failed test only."""
     recorded: Recorded | None = field(default=None, repr=False, compare=False)
     """The response as it arrived, for a client judge; None once read back from a report."""
 
@@ -399,6 +403,9 @@ class StreamTrace:
                 events.append((fault.on_ns, 1, f"fault on: {fault.describe()}"))
             if fault.off_ns is not None:
                 events.append((fault.off_ns, 1, f"fault off: {fault.kind}"))
+        for said in self.said:
+            mark = f"  <-- {said.hop}'s error" if said.error else ""
+            events.append((said.stamp_ns, 4, f"{said.hop} said: {said.describe()}{mark}"))
         if self.end_ns is not None:
             outcome = "completed" if self.completed else f"{self.error_kind}: {self.error}"
             events.append((self.end_ns, 3, f"end: {outcome}"))
@@ -474,6 +481,7 @@ class StreamTrace:
             "stats": self.summary(),
             "findings": [f.to_dict() for f in self.findings],
             **({} if self.stack is None else {"stack": self.stack.to_dict()}),
+            **({"said": [s.to_dict() for s in self.said]} if self.said else {}),
         }
 
     @classmethod
@@ -510,4 +518,5 @@ class StreamTrace:
             reader_agrees=raw.get("reader_agrees"),
             judged=None if raw.get("judged") is None else dict(raw["judged"]),
             stack=None if raw.get("stack") is None else StackStamps.from_dict(raw["stack"]),
+            said=[Said.from_dict(s) for s in raw.get("said", [])],
         )
