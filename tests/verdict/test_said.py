@@ -20,12 +20,12 @@ UVICORN_TRACEBACK = """\
 INFO:     127.0.0.1:40312 - "POST /v1/chat/completions HTTP/1.1" 200 OK
 ERROR:    Exception in ASGI application
 Traceback (most recent call last):
-  File "/venv/lib/python3.12/site-packages/uvicorn/protocols/http/h11_impl.py", line 403, in run_asgi
+  File "/v/lib/python3.12/site-packages/uvicorn/protocols/http/h11_impl.py", line 403, in run_asgi
     result = await app(  # type: ignore[func-returns-value]
              ^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^
   File "/srv/model/server.py", line 41, in tokens
     for text in streamer:
-  File "/venv/lib/python3.12/site-packages/transformers/generation/streamers.py", line 223, in __next__
+  File "/v/lib/python3.12/site-packages/transformers/generation/streamers.py", line 223, in __next__
     value = self.text_queue.get(timeout=self.timeout)
   File "/usr/lib/python3.12/queue.py", line 179, in get
     raise Empty
@@ -122,7 +122,7 @@ def test_error_level_lines_of_each_format(line: str) -> None:
 @pytest.mark.parametrize(
     "line",
     [
-        'INFO:     127.0.0.1:53422 - "POST /v1/chat/completions HTTP/1.1" 500 Internal Server Error',
+        'INFO:     127.0.0.1:53422 - "POST /v1/chat HTTP/1.1" 500 Internal Server Error',
         "WARNING:root:slow request",
         "[2024-05-01 10:00:00 +0000] [42] [INFO] Booting worker with pid: 42",
         "2024/05/01 10:00:00 [warn] 31#31: *1 an upstream response is buffered to a temporary file",

@@ -43,6 +43,7 @@ _PY_LIBRARY = re.compile(r"site-packages|dist-packages|<frozen|[/\\]lib[/\\]pyth
 _NODE_ERROR = re.compile(r"^(?:Uncaught )?[A-Z]\w*(?:Error|Exception)\b(?:\s*\[\w+\])?(?::|$)")
 _NODE_LIBRARY = re.compile(r"node_modules|node:|\(internal/")
 _GO_LIBRARY = re.compile(r"/go/pkg/mod/|/usr/local/go/src/|/usr/lib/go[\w.-]*/src/")
+_CHAIN = ("During", "The ", "Traceback")  # the lines between a chain's tracebacks
 _GUTTER = re.compile(r"^\s*(?:\|\s?)+|^\s*\+[-+]+.*$")  # an exception group's gutter
 
 
@@ -147,7 +148,7 @@ def _python(texts: list[str], start: int) -> tuple[int, str, str | None]:
             pass
         elif text.startswith((" ", "\t")) or not text.strip():
             # A blank line ends the traceback unless a chained one follows.
-            chained = texts[i + 1 : i + 2] and texts[i + 1].startswith(("During", "The ", "Traceback"))
+            chained = texts[i + 1 : i + 2] and texts[i + 1].startswith(_CHAIN)
             if said is not None and not text.strip() and not chained:
                 return i + 1, said, frame
         elif said is None:
