@@ -296,9 +296,7 @@ class StreamTrace:
     stack: StackStamps | None = None
     """Under a stack (``--streamguard-service``): its entry and inner hops' stamps."""
     said: list[Said] = field(default_factory=list)
-    """What each hop (the target, a stack's service, a followed log file) wrote while the
-    stream was open, folded and bounded (:mod:`pytest_streamguard.verdict.findings.said`);
-    kept in a report for a failed test only."""
+    """What each hop wrote while it was open (failed tests only): ``verdict/findings/said``."""
     recorded: Recorded | None = field(default=None, repr=False, compare=False)
     """The response as it arrived, for a client judge; None once read back from a report."""
 
@@ -311,9 +309,7 @@ class StreamTrace:
     @property
     def ttft(self) -> float | None:
         """Seconds from the request being sent to the first data event; None if none came."""
-        if not self.chunks:
-            return None
-        return ns_to_s(self.chunks[0].stamp_ns - self.request_ns)
+        return ns_to_s(self.chunks[0].stamp_ns - self.request_ns) if self.chunks else None
 
     @property
     def gaps(self) -> list[float]:
@@ -324,15 +320,12 @@ class StreamTrace:
     @property
     def max_gap(self) -> float | None:
         """The largest gap; None with fewer than two data events."""
-        gaps = self.gaps
-        return max(gaps) if gaps else None
+        return max(self.gaps, default=None)
 
     @property
     def total(self) -> float | None:
         """Seconds from the request being sent to the end of the stream (clean or not)."""
-        if self.end_ns is None:
-            return None
-        return ns_to_s(self.end_ns - self.request_ns)
+        return None if self.end_ns is None else ns_to_s(self.end_ns - self.request_ns)
 
     @property
     def text(self) -> str:
@@ -403,9 +396,7 @@ class StreamTrace:
                 events.append((fault.on_ns, 1, f"fault on: {fault.describe()}"))
             if fault.off_ns is not None:
                 events.append((fault.off_ns, 1, f"fault off: {fault.kind}"))
-        for said in self.said:
-            mark = f"  <-- {said.hop}'s error" if said.error else ""
-            events.append((said.stamp_ns, 4, f"{said.hop} said: {said.describe()}{mark}"))
+        events += [(said.stamp_ns, 4, said.timeline_text()) for said in self.said]
         if self.end_ns is not None:
             outcome = "completed" if self.completed else f"{self.error_kind}: {self.error}"
             events.append((self.end_ns, 3, f"end: {outcome}"))

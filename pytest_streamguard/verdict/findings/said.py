@@ -21,6 +21,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from pytest_streamguard.common.display import counted
 from pytest_streamguard.verdict.findings.base import Finding
 
 __all__ = ["LATE_S", "SAID_PER_HOP", "Said", "bounded", "error_level", "fold", "server_error"]
@@ -61,6 +62,10 @@ class Said:
     def describe(self) -> str:
         """``text`` with its frame, as a verdict shows it."""
         return self.text if self.frame is None else f"{self.text} (at {self.frame})"
+
+    def timeline_text(self) -> str:
+        """The line a stream's timeline shows, an error marked."""
+        return f"{self.hop} said: {self.describe()}" + (f"  <-- {self.hop}'s error" * self.error)
 
     def to_dict(self) -> dict[str, Any]:
         """Builtin-typed form."""
@@ -217,9 +222,9 @@ def server_error(traces: Sequence[object]) -> list[Finding]:
         early = [name for name, completed in open_beside.items() if not completed]
         times = f"{len(said)} times" if len(said) > 1 else "once"
         evidence = (
-            f"{said[0].describe()}, said {times} while {len(open_beside)} stream(s) were open"
-            + (f", {len(early)} of them ended early" if early else "")
+            f"{said[0].describe()}, said {times} beside {counted(len(open_beside), 'stream')}"
         )
+        evidence += f", {len(early)} of them ended early" if early else ""
         cause = f"{hop} raised {text}" + (f" at {said[0].frame}" if said[0].frame else "")
         found.append(
             Finding(
