@@ -10,7 +10,7 @@ import asyncio
 import dataclasses
 import functools
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -32,12 +32,14 @@ from pytest_streamguard.load.cluster import RayShards
 from pytest_streamguard.load.sharding import sharding
 from pytest_streamguard.services.app import Target
 from pytest_streamguard.services.ingress import Ingress, IngressHop
+from pytest_streamguard.services.output import OutputLog
 from pytest_streamguard.stream.client import StreamRecorder, aread_stream, read_stream
 from pytest_streamguard.stream.endings import stopped_mid_stream
 from pytest_streamguard.stream.probe import ProbeSpec, ProbeThread, probing
 from pytest_streamguard.stream.request import StreamRequest, read_limits, stream_url
 from pytest_streamguard.stream.trace import StackStamps, StreamTrace
 from pytest_streamguard.verdict.deadlines import Deadline
+from pytest_streamguard.verdict.findings.said import LATE_S, bounded, fold
 from pytest_streamguard.verdict.probe import Probed, merge
 
 
@@ -68,6 +70,8 @@ class _Streams:
         # the inner hops' stamps, given how many other streams were open beside it.
         self._open = 0
         self.pair: Callable[[StreamTrace, int], None] | None = None
+        # What gives a stream that ended early the lines the hops wrote while it was open.
+        self.hear: Callable[[Sequence[StreamTrace]], None] | None = None
 
     def recorder(self, request: StreamRequest, path: str) -> StreamRecorder:
         """A recorder for one stream, numbered in the order streams are opened (concurrent
@@ -148,6 +152,8 @@ class _Streams:
         if self.pair is not None:
             beside = [t for t in self.traces if (t.end_ns or t.request_ns) >= trace.request_ns]
             self.pair(trace, self._open + len(beside))
+        if self.hear is not None and not trace.completed:
+            self.hear([trace])  # what has arrived by now, for an assert in the test's body
         self.traces.append(trace)
         return trace
 
@@ -385,6 +391,37 @@ class _Hops:
             )
         return found
 
+    def _logs(self) -> dict[str, OutputLog]:
+        """What each hop wrote (its process's output, or its followed log files), by name."""
+        if self._stack is None:
+            return self.target.logs("target")
+        return {
+            n: log for name, hop in self.hops.items() for n, log in hop.target.logs(name).items()
+        }
+
+    def hear(self, traces: Sequence[StreamTrace], *, wait: bool = False) -> None:
+        """Give each of ``traces`` what every hop wrote while it was open (``trace.said``,
+        :mod:`pytest_streamguard.verdict.findings.said`). ``wait``: first let
+        :data:`~pytest_streamguard.verdict.findings.said.LATE_S` pass after the last end when
+        a stream ended early, so that a traceback still on its way is read."""
+        logs = self._logs()
+        if not traces or not logs:
+            return
+        late = int(LATE_S * 1e9)
+        ends = [(t.end_ns or t.request_ns) + late for t in traces]
+        if wait and not all(t.completed for t in traces):
+            time.sleep(max(max(ends) - time.perf_counter_ns(), 0) / 1e9)
+        start = min(t.request_ns for t in traces)
+        # Folded once per hop, then cut to each stream's window.
+        folded = {name: fold(name, log.between(start, max(ends))) for name, log in logs.items()}
+        for trace, end in zip(traces, ends, strict=True):
+            trace.said = [
+                said
+                for hop in folded.values()
+                for said in bounded([s for s in hop if trace.request_ns <= s.stamp_ns <= end])
+            ]
+            trace.said.sort(key=lambda s: s.stamp_ns)
+
     def pair_trace(self, trace: StreamTrace, beside: int) -> None:
         """Under a stack (the streams call it as each is kept): name the entry on ``trace``,
         and give it the inner hops' stamps of its window (the taps') when no other stream was
@@ -516,6 +553,7 @@ class StreamGuard(_HeadroomSearches, _Hops):
         )
         if stack is not None:
             self._streams.pair = self.pair_trace
+        self._streams.hear = self.hear
         self.headrooms: list[Headroom] = []
         self._ingress: IngressHop | None = None
         # Under @pytest.mark.streamguard_matrix: the item's profile (name, toxics, faults),

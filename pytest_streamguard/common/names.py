@@ -58,6 +58,8 @@ FIXTURE_NAMES = frozenset(
 #: Every finding's name and what it means, in the order findings are listed; a test can gate
 #: on them (``fail_on``). The patterns themselves are :mod:`pytest_streamguard.verdict.findings`.
 KNOWN: dict[str, str] = {
+    "server_error": "a hop wrote a traceback or an error-level line while streams were open "
+    "(the likely cause where a stream beside it ended early)",
     "buffered": "most of the stream's chunks arrived in one or two reads at its end",
     "blocked_loop": "concurrent streams stalled in the same windows, or their heads or first "
     "tokens arrived in a staircase, or all at once after a silence (and the probe, when it "

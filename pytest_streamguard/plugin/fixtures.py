@@ -159,6 +159,7 @@ def make_streamguard_target(
             error = None
             try:
                 started[key] = start_target(settings, key)
+                started[key].follow(settings.log_files)
             except (StartupError, ValueError) as exc:
                 error = f"streamguard target failed to start: {exc}"
                 failed[key] = f"{error.splitlines()[0]} (see the first error for its output)"

@@ -47,6 +47,7 @@ TARGET_ARGS_HELP = "Extra flags for the target the plugin starts"
 TARGET_CWD_HELP = "Working directory of the target's and services' commands"
 SERVICES_HELP = "A stack's service, NAME=COMMAND, repeatable"
 SERVICE_READY_HELP = "A service's own ready path, one 'NAME = PATH' per line"
+LOG_FILES_HELP = "Log files of a URL target to follow, one 'NAME = PATH' per line"
 SEED_HELP = "Seed of every random draw, so that a run can be repeated"
 CLIENT_HELP = "Who judges each stream: auto, a client's name, or none"
 TRANSCRIPTS_HELP = "Directory to save streams the reader and client disagree on"
@@ -177,6 +178,8 @@ class Settings:
     transcripts: Path | None = None
     #: A stack's services in start order (``--streamguard-service``); empty: one target.
     services: tuple[ServiceSpec, ...] = ()
+    #: ``(NAME, PATH)`` of the log files a target given by URL writes (ini only).
+    log_files: tuple[tuple[str, str], ...] = ()
 
     @property
     def target_description(self) -> str:
@@ -228,6 +231,7 @@ def add_options(parser: pytest.Parser) -> None:
         if dest not in INI_ONLY:
             group.addoption(flag, dest=dest, action="append", default=None, help=help_text)
         parser.addini(dest, help_text, type="linelist", default=[])
+    parser.addini("streamguard_log_files", LOG_FILES_HELP, type="linelist", default=[])
     _take_lone_flag_values(parser, FLAG_VALUED_OPTIONS)
 
 
@@ -496,6 +500,7 @@ def resolve_settings(config: pytest.Config) -> Settings:
         json_text=_flag(config, "streamguard_json_text"),
         target_cwd=_target_cwd(config, target_cmd is not None or bool(services)),
         services=services,
+        log_files=_log_files(config, target_url),
         seed=_seed(config),
         client=_client(config, _flag(config, "streamguard")),
         transcripts=_transcripts(config),
@@ -573,6 +578,34 @@ def _services(
             "give the services, or one target"
         )
     return services
+
+
+_LOG_NAME = re.compile(r"[A-Za-z0-9_.-]+")
+
+
+def _log_files(config: pytest.Config, target_url: str | None) -> tuple[tuple[str, str], ...]:
+    """``streamguard_log_files``: ``NAME = PATH`` lines, for a target given by URL only."""
+    found: dict[str, str] = {}
+    for line in config.getini("streamguard_log_files"):
+        name, sign, path = str(line).partition("=")
+        name, path = name.strip(), path.strip()
+        if not sign or not _LOG_NAME.fullmatch(name) or not path or name in found:
+            why = "a name given twice" if name in found else "not NAME = PATH"
+            raise _invalid(
+                str(line),
+                "ini key streamguard_log_files",
+                "streamguard_log_files line",
+                f"{why}; expected one 'NAME = PATH' per line, NAME of letters, digits, "
+                "'_', '.' or '-' (such as 'app = logs/app.log')",
+            )
+        found[name] = path
+    if found and target_url is None:
+        raise pytest.UsageError(
+            "ini key streamguard_log_files is set but the target is not given by URL "
+            "(streamguard_target_url): the output of a process the plugin starts is kept "
+            "already; follow log files only for a target that runs on its own"
+        )
+    return tuple(found.items())
 
 
 def _target_args(config: pytest.Config, target_url: str | None) -> tuple[str, ...]:

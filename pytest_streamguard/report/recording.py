@@ -100,6 +100,8 @@ def record_test(
     made), judged against its ``deadline`` and the finding names of its ``fail_on`` (a gate it
     could not check fails it under ``unchecked_fail``); ``body_failed``: the body raised (its
     record's verdict is then ``FAIL`` or ``error``)."""
+    for guard in guards:
+        guard.hear(guard.traces, wait=True)
     traces = guard_traces(guards)
     # Every hop's faults: the client's own, then a stack's inner hops' (streamguard.hop()).
     faults = [r for guard in guards for hop in guard.all_faults for r in hop.records]
@@ -157,6 +159,9 @@ def record_test(
         record.verdict = "FAIL"
     if body_failed:
         record.verdict = "FAIL" if caught or violations else "error"
+    if record.verdict not in ("FAIL", "error"):
+        for trace in traces:
+            trace.said = []  # a passing test keeps none of what the servers said
     return RecordedTest(
         record=record,
         traces=traces,

@@ -14,6 +14,7 @@ import importlib.util
 import os
 import shlex
 import sys
+import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -25,6 +26,7 @@ from prometheus_client.metrics_core import Metric
 from prometheus_client.parser import text_string_to_metric_families
 
 from pytest_streamguard.errors import ClientErrorAnswer, ReadyPathError, StartupError
+from pytest_streamguard.services.output import OutputLog, follow
 from pytest_streamguard.services.processes import (
     CLIENT_ERROR_FAIL_S,
     ManagedProcess,
@@ -77,6 +79,20 @@ class Target:
     # For restart(): where the started target says it is ready, and how long it may take.
     ready_path: str = "/"
     startup_timeout: float = 60.0
+    #: The log files followed for a target given by URL (``streamguard_log_files``), by name.
+    followed: dict[str, OutputLog] = field(default_factory=dict, repr=False)
+    _unfollow: list[Callable[[], None]] = field(default_factory=list, repr=False)
+
+    def follow(self, files: Sequence[tuple[str, str]]) -> None:
+        """Follow each ``(NAME, PATH)`` log file from its end until :meth:`stop`."""
+        for name, path in files:
+            self.followed[name] = OutputLog(name)
+            self._unfollow.append(follow(self.followed[name], path, threading.Event()))
+
+    def logs(self, name: str) -> dict[str, OutputLog]:
+        """What this target writes, by the hop name its lines are said at: a started process's
+        output under ``name``, else the followed log files under their own names."""
+        return {name: self.process.output} if self.process is not None else dict(self.followed)
 
     @property
     def pid(self) -> int | None:
@@ -101,7 +117,9 @@ class Target:
         return {family.name: family for family in text_string_to_metric_families(response.text)}
 
     def stop(self) -> None:
-        """Stop the target if the plugin started it."""
+        """Stop the target if the plugin started it, and stop following its log files."""
+        while self._unfollow:
+            self._unfollow.pop()()
         if self.process is not None:
             self.process.stop()
 
@@ -126,7 +144,7 @@ class Target:
             # The bundled target binds port 0 and prints its port: keep the one it got.
             if argv[k] == "--port" and argv[k + 1] == "0":
                 argv[k + 1] = port
-        process = ManagedProcess(old.name, argv, env=old.env, cwd=old.cwd)
+        process = ManagedProcess(old.name, argv, env=old.env, cwd=old.cwd, output=old.output)
         self.process = process
         try:
             process.wait_ready(self.url + self.ready_path, self.startup_timeout)

@@ -1,10 +1,11 @@
 """Child processes the plugin starts, and the one mechanism that makes sure none outlives pytest.
 
 :class:`ManagedProcess` runs the target app and the embedded Toxiproxy server without a shell,
-each in its own process group (``start_new_session``), with its output drained into a ring
-buffer (the tail goes into the error when it fails to start). stderr shares stdout's pipe, so
-the tail shows the lines in the order the child wrote them (two pipes are read in whatever
-order their reader threads happen to run). nginx of
+each in its own process group (``start_new_session``), with its output kept line by line, each
+line stamped as it arrived, in a bounded :class:`~pytest_streamguard.services.output.OutputLog`
+(the tail goes into the error when it fails to start; the lines a stream's window holds go into
+its verdict). stderr shares stdout's pipe, so the lines are kept in the order the child wrote
+them (two pipes are read in whatever order their reader threads happen to run). nginx of
 :class:`~pytest_streamguard.services.ingress.Ingress` is started the same way by its own module.
 
 Lifetime: the whole group is stopped at teardown (SIGTERM, SIGKILL after a grace period), on
@@ -28,7 +29,6 @@ directory; it fires when the starting *thread* ends, not the process; and it nee
 from __future__ import annotations
 
 import atexit
-import collections
 import contextlib
 import json
 import os
@@ -45,8 +45,8 @@ from collections.abc import Callable, Sequence
 import httpx
 
 from pytest_streamguard.errors import ClientErrorAnswer, ReadyPathError, StartupError
+from pytest_streamguard.services.output import OutputLog
 
-_TAIL_LINES = 40
 _STOP_GRACE = 5.0
 _REAPER_SCRIPT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "_reaper.py")
 _URL_IN_LINE = re.compile(r"(https?://[0-9A-Za-z.\-\[\]:]+)")
@@ -231,15 +231,16 @@ class ManagedProcess:
         argv: Sequence[str],
         env: dict[str, str] | None = None,
         cwd: str | os.PathLike[str] | None = None,
+        output: OutputLog | None = None,
     ) -> None:
         self.name = name
         self.argv = list(argv)
         # What it was started with, to start it again the same way (Target.restart).
         self.env = dict(env or {})
         self.cwd = cwd
-        self._lines: collections.deque[str] = collections.deque(maxlen=_TAIL_LINES)
-        self._new_line = threading.Condition()
-        self._seen: list[str] = []
+        # A restarted process goes on writing into the log of the one it replaces.
+        self.output = output if output is not None else OutputLog(name)
+        self._new_line = self.output.changed
         full_env = dict(os.environ)
         full_env["PYTHONUNBUFFERED"] = "1"
         full_env.update(env or {})
@@ -258,7 +259,9 @@ class ManagedProcess:
         Reaper.get().watch_group(self.popen.pid)
         with ManagedProcess._live_lock:
             ManagedProcess._live.add(self)
-        self._reader = threading.Thread(target=self._drain, args=(self.popen.stdout,), daemon=True)
+        self._reader = threading.Thread(
+            target=self.output.drain, args=(self.popen.stdout,), daemon=True
+        )
         self._reader.start()
 
     @property
@@ -266,22 +269,9 @@ class ManagedProcess:
         """The child's process id (also its process group id)."""
         return self.popen.pid
 
-    def _drain(self, stream: object) -> None:
-        assert hasattr(stream, "readline")
-        for raw in iter(stream.readline, b""):
-            line = raw.decode("utf-8", "replace").rstrip("\n")
-            with self._new_line:
-                self._lines.append(line)
-                self._seen.append(line)
-                self._new_line.notify_all()
-        with self._new_line:
-            self._new_line.notify_all()
-
     def tail(self) -> str:
         """The last lines of the child's output (stdout and stderr, as written)."""
-        with self._new_line:
-            lines = list(self._lines)
-        return "\n".join(lines) if lines else "(no output)"
+        return self.output.tail()
 
     def failure(self, what: str) -> StartupError:
         """A StartupError naming the command, what went wrong and the output tail."""
@@ -309,10 +299,9 @@ class ManagedProcess:
         checked = 0
         with self._new_line:
             while True:
-                while checked < len(self._seen):
-                    found = match(self._seen[checked])
-                    checked += 1
-                    if found is not None:
+                lines, checked = self.output.since(checked)
+                for line in lines:
+                    if (found := match(line)) is not None:
                         return found
                 if probe is not None and (probed := probe()) is not None:
                     return probed

@@ -13,7 +13,7 @@ from typing import Any
 
 from pytest_streamguard.stream.recorded import Recorded
 from pytest_streamguard.verdict.deadlines import Deadline, assert_traces, check_units
-from pytest_streamguard.verdict.findings import Finding, trace_findings
+from pytest_streamguard.verdict.findings import Finding, Said, trace_findings
 from pytest_streamguard.verdict.hops import at_hops
 from pytest_streamguard.verdict.stats import ns_to_s, percentile
 
@@ -295,6 +295,8 @@ class StreamTrace:
     documented stricter ``rule`` keeping the reader's failure (None: a plugin bug to report)."""
     stack: StackStamps | None = None
     """Under a stack (``--streamguard-service``): its entry and inner hops' stamps."""
+    said: list[Said] = field(default_factory=list)
+    """What each hop wrote while it was open (failed tests only): ``verdict/findings/said``."""
     recorded: Recorded | None = field(default=None, repr=False, compare=False)
     """The response as it arrived, for a client judge; None once read back from a report."""
 
@@ -307,9 +309,7 @@ class StreamTrace:
     @property
     def ttft(self) -> float | None:
         """Seconds from the request being sent to the first data event; None if none came."""
-        if not self.chunks:
-            return None
-        return ns_to_s(self.chunks[0].stamp_ns - self.request_ns)
+        return ns_to_s(self.chunks[0].stamp_ns - self.request_ns) if self.chunks else None
 
     @property
     def gaps(self) -> list[float]:
@@ -320,15 +320,12 @@ class StreamTrace:
     @property
     def max_gap(self) -> float | None:
         """The largest gap; None with fewer than two data events."""
-        gaps = self.gaps
-        return max(gaps) if gaps else None
+        return max(self.gaps, default=None)
 
     @property
     def total(self) -> float | None:
         """Seconds from the request being sent to the end of the stream (clean or not)."""
-        if self.end_ns is None:
-            return None
-        return ns_to_s(self.end_ns - self.request_ns)
+        return None if self.end_ns is None else ns_to_s(self.end_ns - self.request_ns)
 
     @property
     def text(self) -> str:
@@ -399,6 +396,7 @@ class StreamTrace:
                 events.append((fault.on_ns, 1, f"fault on: {fault.describe()}"))
             if fault.off_ns is not None:
                 events.append((fault.off_ns, 1, f"fault off: {fault.kind}"))
+        events += [(said.stamp_ns, 4, said.timeline_text()) for said in self.said]
         if self.end_ns is not None:
             outcome = "completed" if self.completed else f"{self.error_kind}: {self.error}"
             events.append((self.end_ns, 3, f"end: {outcome}"))
@@ -474,6 +472,7 @@ class StreamTrace:
             "stats": self.summary(),
             "findings": [f.to_dict() for f in self.findings],
             **({} if self.stack is None else {"stack": self.stack.to_dict()}),
+            **({"said": [s.to_dict() for s in self.said]} if self.said else {}),
         }
 
     @classmethod
@@ -510,4 +509,5 @@ class StreamTrace:
             reader_agrees=raw.get("reader_agrees"),
             judged=None if raw.get("judged") is None else dict(raw["judged"]),
             stack=None if raw.get("stack") is None else StackStamps.from_dict(raw["stack"]),
+            said=[Said.from_dict(s) for s in raw.get("said", [])],
         )

@@ -156,6 +156,8 @@ def deadline_violation(
 SHOWN_STREAMS = 3
 SHOWN_HEADLINES = 6
 TIMELINE_LINES = 14
+#: The distinct errors the hops wrote beside the streams, shown under the header.
+SHOWN_SAID = 3
 _BOUND_WORDS = {
     "completed": "did not complete",
     "expect": "was not cut as expected",
@@ -217,8 +219,9 @@ def format_violations(
 ) -> str:
     """The message: a header, the streams' outcomes and what they broke (when more than one
     stream was checked), the worst streams' headlines and timelines, and where the rest is.
-    Where a finding names its cause in words (the probe backed it), that cause is the first
-    line, above the header."""
+    Where a finding names its cause in words (the probe backed it, or a hop's exception beside a
+    stream that ended early), that cause is the first line, above the header; the errors the
+    hops wrote beside the streams follow the header (``server said: HOP: ...``)."""
     by_stream: dict[str, list[Violation]] = {}
     for violation in violations:
         by_stream.setdefault(violation.stream, []).append(violation)
@@ -231,6 +234,8 @@ def format_violations(
         lines.append(f"  findings: {cause}")
     elif cause:
         lines.append(f"  likely cause: {cause}")
+    said = {s.describe(): s.hop for t in traces or () for s in getattr(t, "said", ()) if s.error}
+    lines += [f"  server said: {hop}: {text}" for text, hop in list(said.items())[:SHOWN_SAID]]
     if traces is not None and len(traces) > 1:
         outcomes: dict[str, int] = {}
         for trace in traces:

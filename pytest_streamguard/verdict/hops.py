@@ -62,7 +62,8 @@ def buffered_at(stamps: _Stamps) -> str:
 
 def at_hops(found: list[Finding], traces: Sequence[object]) -> list[Finding]:
     """``found`` with each finding's ``hop`` set from the streams it was seen on (a stream
-    without a stack, or without the stack's field, such as a load's shard's, is at no hop)."""
+    without a stack, or without the stack's field, such as a load's shard's, is at no hop); a
+    finding that names its hop itself (``server_error``) keeps it."""
     by_name = {
         trace.name: trace.stack
         for trace in traces
@@ -71,8 +72,8 @@ def at_hops(found: list[Finding], traces: Sequence[object]) -> list[Finding]:
     placed = []
     for finding in found:
         stacks = [by_name[name] for name in finding.streams if name in by_name]
-        if not stacks:
-            placed.append(finding)
+        if not stacks or finding.hop is not None:
+            placed.append(finding)  # at no hop, or at the hop its own evidence names
             continue
         hop = stacks[0].entry
         if finding.name == "buffered" and len(stacks) == 1:

@@ -300,7 +300,7 @@ def test_parse_fail_on_lists_the_known_names_on_a_typo() -> None:
     assert parse_fail_on(["held_open"], where="x") == ("held_open",)
     with pytest.raises(
         ValueError,
-        match="unknown finding\\(s\\) bufferd; known findings: "
+        match="unknown finding\\(s\\) bufferd; known findings: server_error, "
         "buffered, blocked_loop, cold_start, idle_cut, held_open",
     ):
         parse_fail_on("bufferd", where="x")

@@ -16,6 +16,7 @@ One module per family of findings:
 - :mod:`.loop`: ``blocked_loop`` and its patterns, confirmed by the probe;
 - :mod:`.capacity`: ``queued`` and ``cold_start`` (capacity, not blame);
 - :mod:`.server`: ``not_cancelled``, read from the target's gauges;
+- :mod:`.said`: ``server_error``, what a hop wrote (a traceback, an error line) beside streams;
 - :mod:`.own`: ``own_fault``, a gap the plugin's own fault made, named instead of a cause;
 - :mod:`.gates`: the ``fail_on`` gates a test could not check (``unchecked``).
 
@@ -40,6 +41,7 @@ from pytest_streamguard.verdict.findings.capacity import cold_start, queued
 from pytest_streamguard.verdict.findings.ends import held_open, idle_cut
 from pytest_streamguard.verdict.findings.gates import Unchecked, unchecked_gates
 from pytest_streamguard.verdict.findings.loop import blocked_loop
+from pytest_streamguard.verdict.findings.said import Said, server_error
 from pytest_streamguard.verdict.findings.server import (
     ENGINE_GAUGE,
     NOT_CANCELLED_AFTER_S,
@@ -60,6 +62,7 @@ __all__ = [
     "Finding",
     "Observed",
     "Probed",
+    "Said",
     "Unchecked",
     "findings_failed",
     "findings_of",
@@ -84,12 +87,14 @@ def trace_findings(trace: Observed) -> list[Finding]:
 
 
 def group_findings(traces: Sequence[Observed], probe: Probed | None = None) -> list[Finding]:
-    """The findings only several streams of one test or load show: ``blocked_loop`` (shared
+    """The findings only several streams of one test or load show: ``server_error`` (what
+    the hops said beside them, :mod:`.said`), ``blocked_loop`` (shared
     stalls, else a staircase of heads, else of first tokens, else streams served in turn, else
     every answer released at once; where ``probe`` has samples in the pattern's windows, only
     if it waited there too), ``queued`` (only with the probe's samples), ``cold_start`` and
     ``total_timeout``."""
     found = (
+        *server_error(traces),
         blocked_loop(traces, probe),
         queued(traces, probe),
         cold_start(traces),

@@ -1,0 +1,176 @@
+"""What a hop wrote, folded and recognised: tracebacks to their exception line and the app's
+deepest own frame, error-level lines in each server's documented format; and ``server_error``
+from the streams that carry them.
+
+The samples are written from each server's documented log format (Python's logging
+BASIC_FORMAT and traceback printing, uvicorn's default log format, gunicorn's error log,
+nginx's error_log, Node's uncaught error stack, Go's panic output, slog's TextHandler and
+logrus's text formatter), not from the recognisers."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import pytest
+
+from pytest_streamguard.verdict.findings import findings_of
+from pytest_streamguard.verdict.findings.said import Said, bounded, error_level, fold
+
+UVICORN_TRACEBACK = """\
+INFO:     127.0.0.1:40312 - "POST /v1/chat/completions HTTP/1.1" 200 OK
+ERROR:    Exception in ASGI application
+Traceback (most recent call last):
+  File "/v/lib/python3.12/site-packages/uvicorn/protocols/http/h11_impl.py", line 403, in run_asgi
+    result = await app(  # type: ignore[func-returns-value]
+             ^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^
+  File "/srv/model/server.py", line 41, in tokens
+    for text in streamer:
+  File "/v/lib/python3.12/site-packages/transformers/generation/streamers.py", line 223, in __next__
+    value = self.text_queue.get(timeout=self.timeout)
+  File "/usr/lib/python3.12/queue.py", line 179, in get
+    raise Empty
+_queue.Empty
+INFO:     127.0.0.1:40314 - "POST /v1/chat/completions HTTP/1.1" 200 OK"""
+
+CHAINED = """\
+Traceback (most recent call last):
+  File "/srv/app/main.py", line 10, in read
+    return cache[key]
+KeyError: 'k'
+
+During handling of the above exception, another exception occurred:
+
+Traceback (most recent call last):
+  File "/srv/app/main.py", line 12, in read
+    raise LookupError(key)
+LookupError: k"""
+
+NODE = """\
+TypeError: Cannot read properties of undefined (reading 'choices')
+    at Layer.handle [as handle_request] (/srv/app/node_modules/express/lib/router/layer.js:95:5)
+    at relay (/srv/app/server.js:14:22)
+    at process.processTicksAndRejections (node:internal/process/task_queues:95:5)"""
+
+GO_PANIC = """\
+panic: runtime error: index out of range [5] with length 3
+
+goroutine 1 [running]:
+main.pick(...)
+\t/srv/gateway/main.go:21
+main.main()
+\t/srv/gateway/main.go:8 +0x1d
+exit status 2"""
+
+
+def _lines(text: str, start: int = 1_000) -> list[tuple[int, str]]:
+    return [(start + k, line) for k, line in enumerate(text.split("\n"))]
+
+
+def test_a_uvicorn_traceback_folds_to_its_exception_and_the_apps_own_frame() -> None:
+    folded = fold("model", _lines(UVICORN_TRACEBACK))
+    errors = [s for s in folded if s.error]
+    # "ERROR: Exception in ASGI application" gives way to the traceback it heads.
+    assert [s.describe() for s in errors] == ["_queue.Empty (at model/server.py:41 in tokens)"]
+    assert errors[0].stamp_ns == 1_002  # the traceback's first line
+    assert [s.text for s in folded if not s.error] == [
+        'INFO:     127.0.0.1:40312 - "POST /v1/chat/completions HTTP/1.1" 200 OK',
+        'INFO:     127.0.0.1:40314 - "POST /v1/chat/completions HTTP/1.1" 200 OK',
+    ]
+
+
+def test_a_chained_traceback_names_its_first_exception() -> None:
+    [said] = fold("app", _lines(CHAINED))
+    assert (said.text, said.frame) == ("KeyError: 'k'", "app/main.py:10 in read")
+
+
+def test_a_node_error_names_its_first_own_frame() -> None:
+    [said] = fold("gateway", _lines(NODE))
+    assert said.error
+    assert said.text.startswith("TypeError: Cannot read properties of undefined")
+    assert said.frame == "relay (/srv/app/server.js:14:22)"
+
+
+def test_a_go_panic_names_its_first_own_file() -> None:
+    folded = fold("gateway", _lines(GO_PANIC))
+    assert folded[0].text == "panic: runtime error: index out of range [5] with length 3"
+    assert folded[0].frame == "gateway/main.go:21"
+    assert [s.text for s in folded[1:]] == ["exit status 2"]
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        "ERROR:root:generation failed",  # logging.basicConfig's BASIC_FORMAT
+        "CRITICAL:app.engine:out of memory",
+        "2024-05-01 10:00:00,123 - app - ERROR - stream aborted",  # the logging HOWTO's format
+        "ERROR:    Exception in ASGI application",  # uvicorn
+        "[2024-05-01 10:00:00 +0000] [42] [ERROR] Exception in worker process",  # gunicorn
+        "2024/05/01 10:00:00 [error] 31#31: *1 upstream timed out (110: Connection timed out) "
+        'while reading upstream, client: 127.0.0.1, server: , request: "POST /v1/chat HTTP/1.1"',
+        "2024/05/01 10:00:00 [crit] 31#31: *3 pwrite() failed (28: No space left on device)",
+        "2024/05/01 10:00:00 [alert] 31#31: worker process 33 exited on signal 9",
+        "2024/05/01 10:00:00 [emerg] 1#1: bind() to 0.0.0.0:80 failed (98: Address in use)",
+        'time=2024-05-01T10:00:00.000Z level=ERROR msg="upstream read failed" err=EOF',  # slog
+        'time="2024-05-01T10:00:00Z" level=error msg="stream broke"',  # logrus
+        '{"level":"error","ts":1714557600.1,"msg":"upstream closed"}',  # zap
+    ],
+)
+def test_error_level_lines_of_each_format(line: str) -> None:
+    assert error_level(line)
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        'INFO:     127.0.0.1:53422 - "POST /v1/chat HTTP/1.1" 500 Internal Server Error',
+        "WARNING:root:slow request",
+        "[2024-05-01 10:00:00 +0000] [42] [INFO] Booting worker with pid: 42",
+        "2024/05/01 10:00:00 [warn] 31#31: *1 an upstream response is buffered to a temporary file",
+        "2024/05/01 10:00:00 [notice] 1#1: start worker processes",
+        'time=2024-05-01T10:00:00.000Z level=INFO msg="served" errors=0',
+        "error_count=0 terror_mode=off",
+    ],
+)
+def test_lines_below_error_level_are_not_errors(line: str) -> None:
+    assert not error_level(line)
+
+
+def test_bounded_keeps_errors_first_then_the_last_lines() -> None:
+    said = [Said("app", k, f"line {k}", error=k == 1) for k in range(10)]
+    assert [s.stamp_ns for s in bounded(said, 3)] == [1, 8, 9]
+
+
+@dataclass
+class _Stream:
+    name: str
+    completed: bool
+    said: list[Said] = field(default_factory=list)
+    request_ns: int = 0
+    response_ns: int | None = None
+    end_ns: int | None = 10
+    error_kind: str | None = None
+    reads: list[tuple[int, int]] = field(default_factory=list)
+    heartbeat_ns: list[int] = field(default_factory=list)
+    chunks: list[object] = field(default_factory=list)
+    ttft: float | None = None
+
+
+def test_server_error_is_the_cause_of_streams_that_ended_early_and_comes_first() -> None:
+    empty = Said("model", 5, "_queue.Empty", "model/server.py:41 in tokens", error=True)
+    streams = [_Stream("stream 0", False, [empty]), _Stream("stream 1", True, [empty])]
+    found = findings_of(streams)
+    assert found[0].name == "server_error"
+    assert found[0].hop == "model"
+    assert "_queue.Empty (at model/server.py:41 in tokens)" in found[0].evidence
+    assert "1 of them ended early" in found[0].evidence
+    assert found[0].cause == "model raised _queue.Empty at model/server.py:41 in tokens"
+    assert found[0].streams == ("stream 0", "stream 1")
+    assert found[0].data["stamps_ns"] == [5]
+
+
+def test_an_error_beside_streams_that_completed_is_no_cause() -> None:
+    said = Said("target", 5, "ERROR:root:cache miss", error=True)
+    [finding] = [f for f in findings_of([_Stream("s", True, [said])]) if f.name == "server_error"]
+    assert finding.cause == ""
+    quiet = findings_of([_Stream("s", False, [Said("target", 5, "INFO:root:fine")])])
+    assert "server_error" not in [f.name for f in quiet]
