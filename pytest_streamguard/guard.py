@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import functools
+import secrets
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -80,9 +81,14 @@ class _Streams:
         self.faults.before_stream()
         index = self._opened
         aim = self.faults.aim_headers(index)
-        if aim:
-            request = dataclasses.replace(request, headers={**request.headers, **aim})
+        # Under a stack each stream carries an id that gateways commonly forward, so the
+        # inner hops' taps can tell its answer from the others' (x-request-id, traceparent).
+        ids = stream_ids() if self.pair is not None else {}
+        if aim or ids:
+            request = dataclasses.replace(request, headers={**request.headers, **aim, **ids})
         recorder = StreamRecorder(request, self.name(request, path), on_chunk=self.faults.on_chunk)
+        if ids:
+            recorder.trace.stack = StackStamps("", request_id=ids["x-request-id"])
         self.faults.opened(recorder.trace, index)
         self._open += 1
         return recorder
@@ -336,6 +342,10 @@ class _HeadroomSearches:
         return found
 
 
+#: How long a stream that did not complete waits for each inner hop's connection to end.
+_SETTLE_S = 0.2
+
+
 class _Hops:
     """The hops between the client and the app of :class:`StreamGuard` (a class of their own
     to keep StreamGuard's size in bounds): :meth:`ingress`, a real nginx put in for the test,
@@ -424,26 +434,37 @@ class _Hops:
 
     def pair_trace(self, trace: StreamTrace, beside: int) -> None:
         """Under a stack (the streams call it as each is kept): name the entry on ``trace``,
-        and give it the inner hops' stamps of its window (the taps') when no other stream was
-        open beside it (``beside``: how many were); else a note saying why it has none."""
+        and give it each inner hop's stamps of its answer (the taps'), found by the request id
+        it sent, else by time when no other stream was open beside it (``beside``: how many
+        were); else a note saying why it has none."""
         if self._stack is None:
             return
-        if beside:
-            trace.stack = StackStamps(
-                self._stack.entry,
-                note=(
-                    f"not paired with the inner hops: {beside + 1} streams were open at once, "
-                    "and which inner answer was whose is not known (a stream read while no "
-                    "other is open is paired)"
-                ),
-            )
-            return
+        sent = trace.stack.request_id if trace.stack is not None else None
+        stamps = trace.stack = StackStamps(self._stack.entry, request_id=sent)
         end = trace.end_ns if trace.end_ns is not None else trace.request_ns
-        inner = {
-            name: hop.tap.reads_between(trace.request_ns, end)
-            for name, hop in self._stack.inner.items()
-        }
-        trace.stack = StackStamps(self._stack.entry, inner)
+        for name, hop in self._stack.inner.items():
+            found = hop.tap.exchange(
+                sent, trace.request_ns, end, alone=not beside, method=trace.method
+            )
+            if found is None:
+                stamps.inner, stamps.ended = {}, {}
+                stamps.note = (
+                    f"not paired with the inner hops: {name}'s requests carried no id of this "
+                    f"stream (x-request-id, traceparent), and {beside + 1} streams were open "
+                    "at once, so which inner answer was whose is not known"
+                    if beside
+                    else f"not paired with the inner hops: no {trace.method} request reached "
+                    f"{name} while this stream was open, or more than one did, and none "
+                    "carried its id"
+                )
+                return
+            # A cut's close reaches the inner hops a little after the client saw it.
+            settled = time.monotonic() + _SETTLE_S
+            while not trace.completed and found.ended is None and time.monotonic() < settled:
+                time.sleep(0.005)
+            stamps.inner[name] = list(found.reads)
+            if found.ended is not None:
+                stamps.ended[name] = found.ended
 
     @property
     def all_faults(self) -> list[Faults]:
@@ -494,6 +515,13 @@ class _Hops:
             if self._ingress is not None:
                 hop, self._ingress = self._ingress, None
                 hop.remove(self.upstream)
+
+
+def stream_ids() -> dict[str, str]:
+    """A new stream's id headers: ``x-request-id`` and a W3C ``traceparent`` with the same id
+    as its trace id (a gateway that traces keeps the trace id and changes the parent)."""
+    trace_id, parent = secrets.token_hex(16), secrets.token_hex(8)
+    return {"x-request-id": trace_id, "traceparent": f"00-{trace_id}-{parent}-01"}
 
 
 class StreamGuard(_HeadroomSearches, _Hops):

@@ -39,6 +39,7 @@ from pytest_streamguard.stream.trace import StreamTrace
 from pytest_streamguard.stream.transport import LoadTransport
 from pytest_streamguard.verdict.deadlines import Deadline, assert_traces, check_units
 from pytest_streamguard.verdict.findings import Finding, findings_of
+from pytest_streamguard.verdict.hops import at_hops
 from pytest_streamguard.verdict.probe import Probed
 from pytest_streamguard.verdict.stats import percentile
 
@@ -205,8 +206,8 @@ class LoadResult:
         """The named incidents the load's streams show, each stream's own (``buffered``,
         ``idle_cut``, ``held_open``) and those only seen across streams (``blocked_loop``,
         ``queued``, ``cold_start``; read with the probe's samples), with their evidence; see
-        docs/findings.md."""
-        return findings_of(self.traces, self.probe)
+        docs/findings.md; under a stack, the hop each was seen at."""
+        return at_hops(findings_of(self.traces, self.probe), self.traces)
 
     def samples(self, metric: str = "gap") -> list[float]:
         """The pooled samples of ``metric``: gap, ttft, total or delivery (seconds)."""

@@ -11,10 +11,11 @@ figures the JUnit XML shows for it. What the test raises is decided from what
 from __future__ import annotations
 
 from collections.abc import Collection, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from pytest_streamguard.guard import StreamGuard
 from pytest_streamguard.report.records import NOT_FIRED, TestRecord
+from pytest_streamguard.services.app import Target
 from pytest_streamguard.stream.trace import FaultRecord, StreamTrace
 from pytest_streamguard.verdict.deadlines import Deadline, Violation, check_traces
 from pytest_streamguard.verdict.findings import (
@@ -125,13 +126,17 @@ def record_test(
         probe=probe,
     )
     # Generation that went on after a cut stream, on a target the plugin started (no other
-    # client uses it) that exports its engine's requests (the bundled one).
+    # client uses it) that exports its engine's requests (the bundled one); under a stack, on
+    # each of its services, and the finding is at the service whose gauges said so.
     for guard in guards:
-        if guard.target.process is None:
-            continue
-        left = not_cancelled(guard.traces, target_gauges(guard.target.url))
-        if left is not None:
-            record.server_findings.append(left)
+        served: dict[str | None, Target] = {n: hop.target for n, hop in guard.hops.items()}
+        served = served or {None: guard.target}
+        for name, target in served.items():
+            if target.process is None:
+                continue
+            left = not_cancelled(guard.traces, target_gauges(target.url))
+            if left is not None:
+                record.server_findings.append(replace(left, hop=name))
     if profile is not None:
         record.profile = profile.name
         record.matrix_test = matrix_test(nodeid, profile.name)

@@ -7,10 +7,14 @@ each read of the answer side with ``time.perf_counter_ns()`` (the clock of the c
 stamps). It sits after the hop's proxy, so its stamps are what the service in front received,
 faults included. A FIN is passed on as a FIN (half-close) and a reset as a reset.
 
-The stamps are per hop, not per request: :meth:`Tap.reads_between` gives those of a time
-window, which the plugin pairs with a client stream when that stream was the only one open
-(one stream at a time); with several streams at once, which inner answer belonged to which
-stream is not known, and the stream's trace says so.
+Each request on a connection is an :class:`Exchange`: the request id its head carried
+(``x-request-id``, else the trace id of a W3C ``traceparent``, which the plugin's client sends
+and gateways commonly forward), the stamps of its answer's body (the response head is not
+counted: an answer sent in one piece is measured from its first body byte) and which side ended
+it first (``upstream``: the service behind; ``front``: the service in front). A request starts
+a new exchange once the previous one's answer has begun (keep-alive; no pipelining).
+:meth:`Tap.exchange` finds a client stream's by its id, else by time where the stream was the
+only one open.
 """
 
 from __future__ import annotations
@@ -21,10 +25,72 @@ import socket
 import struct
 import threading
 import time
+from dataclasses import dataclass, field
 
-__all__ = ["Tap"]
+__all__ = ["Exchange", "Tap"]
 
 _READ_SIZE = 64 * 1024
+#: A head longer than this is not parsed further (its id, its end): the bytes still pass.
+_HEAD_MAX = 16 * 1024
+_END = b"\r\n\r\n"
+
+
+@dataclass
+class Exchange:
+    """One request on an inner hop and its answer: ``request_ns`` (its first byte),
+    ``request_id`` (None: its head carried none), ``method``, ``reads`` (``(stamp_ns, bytes)``
+    of the answer's body) and ``ended`` (``upstream`` or ``front``: which side closed the connection
+    first; None: neither, or not while this exchange was the connection's last)."""
+
+    request_ns: int
+    request_id: str | None = None
+    method: str | None = None
+    reads: list[tuple[int, int]] = field(default_factory=list)
+    ended: str | None = None
+    _head: bytearray = field(default_factory=bytearray, repr=False)
+    _answer: bytearray = field(default_factory=bytearray, repr=False)
+    _in_body: bool = field(default=False, repr=False)
+
+    @property
+    def answering(self) -> bool:
+        """Whether its answer has begun (a request after that is the connection's next)."""
+        return self._in_body or bool(self._answer)
+
+    def requested(self, data: bytes) -> None:
+        """Bytes of the request: its head gives the request id."""
+        if len(self._head) >= _HEAD_MAX or _END in self._head:
+            return
+        self._head += data
+        if _END in self._head:
+            head = bytes(self._head).split(_END, 1)[0]
+            self.method = head.split(b" ", 1)[0].decode("latin-1")
+            self.request_id = request_id(head)
+
+    def answered(self, stamp_ns: int, data: bytes) -> None:
+        """Bytes of the answer read at ``stamp_ns``: the body's are stamped."""
+        body = len(data)
+        if not self._in_body:
+            self._answer += data
+            _, end, rest = bytes(self._answer).partition(_END)
+            if not end and len(self._answer) < _HEAD_MAX:
+                return
+            self._in_body = True
+            self._answer.clear()
+            body = len(rest) if end else body
+        if body:
+            self.reads.append((stamp_ns, body))
+
+
+def request_id(head: bytes) -> str | None:
+    """The ``x-request-id`` of a request head, else the trace id of its ``traceparent``."""
+    headers = {}
+    for line in head.split(b"\r\n")[1:]:
+        name, _, value = line.partition(b":")
+        headers[name.strip().lower()] = value.strip().decode("latin-1")
+    if headers.get(b"x-request-id"):
+        return headers[b"x-request-id"]
+    parts = headers.get(b"traceparent", "").split("-")
+    return parts[1] if len(parts) == 4 else None
 
 
 class Tap:
@@ -34,7 +100,7 @@ class Tap:
         host, _, port = upstream.rpartition(":")
         self.upstream = (host.strip("[]"), int(port))
         self._lock = threading.Lock()
-        self._reads: list[tuple[int, int]] = []
+        self._exchanges: list[Exchange] = []
         # Every open connection's writers (the loop's thread only), closed by close().
         self._open: set[asyncio.StreamWriter] = set()
         self._sock = socket.create_server(("127.0.0.1", 0))
@@ -68,9 +134,10 @@ class Tap:
                 return
             writers.add(upstream_w)
             self._open.add(upstream_w)
+            exchanges: list[Exchange] = []
             await asyncio.gather(
-                self._pump(client_r, upstream_w, stamped=False),
-                self._pump(upstream_r, client_w, stamped=True),
+                self._pump(client_r, upstream_w, exchanges, answer=False),
+                self._pump(upstream_r, client_w, exchanges, answer=True),
             )
         finally:
             for writer in writers:
@@ -78,33 +145,68 @@ class Tap:
                 writer.close()
 
     async def _pump(
-        self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, *, stamped: bool
+        self,
+        reader: asyncio.StreamReader,
+        writer: asyncio.StreamWriter,
+        exchanges: list[Exchange],
+        *,
+        answer: bool,
     ) -> None:
-        """Pass ``reader``'s bytes on to ``writer`` until its end: a FIN is passed on as a FIN,
-        a reset (or a write that failed) as a reset."""
+        """Pass ``reader``'s bytes on to ``writer`` until its end, noting them on the
+        connection's ``exchanges``: a FIN is passed on as a FIN, a reset (or a write that
+        failed) as a reset."""
         try:
             while data := await reader.read(_READ_SIZE):
-                if stamped:
-                    with self._lock:
-                        self._reads.append((time.perf_counter_ns(), len(data)))
+                self._note(exchanges, data, answer=answer)
                 writer.write(data)
                 await writer.drain()
         except OSError:
             _reset(writer)
             return
+        finally:
+            if exchanges and exchanges[-1].ended is None:
+                exchanges[-1].ended = "upstream" if answer else "front"
         with contextlib.suppress(OSError):
             if writer.can_write_eof():
                 writer.write_eof()
 
-    def reads_between(self, start_ns: int, end_ns: int) -> list[tuple[int, int]]:
-        """``(stamp_ns, bytes)`` of every read of the answers from ``start_ns`` to ``end_ns``."""
+    def _note(self, exchanges: list[Exchange], data: bytes, *, answer: bool) -> None:
+        now = time.perf_counter_ns()
         with self._lock:
-            return [read for read in self._reads if start_ns <= read[0] <= end_ns]
+            if answer:
+                if exchanges:
+                    exchanges[-1].answered(now, data)
+                return
+            if not exchanges or exchanges[-1].answering:
+                exchanges.append(Exchange(now))
+                self._exchanges.append(exchanges[-1])
+            exchanges[-1].requested(data)
+
+    def exchange(
+        self, request_id: str | None, start_ns: int, end_ns: int, *, alone: bool, method: str = ""
+    ) -> Exchange | None:
+        """A client stream's exchange on this hop: the last one its ``request_id`` came
+        through on; else, for a stream that was the only one open (``alone``), the one request
+        of its ``method`` (any, if empty) sent from ``start_ns`` to ``end_ns`` when there was
+        exactly one (a probe's ``GET`` of a ready path beside a ``POST`` is not it); else
+        None."""
+        with self._lock:
+            if request_id is not None:
+                by_id = [e for e in self._exchanges if e.request_id == request_id]
+                if by_id:
+                    return by_id[-1]
+            during = [
+                e
+                for e in self._exchanges
+                if start_ns <= e.request_ns <= end_ns and method in ("", e.method)
+            ]
+            return during[0] if alone and len(during) == 1 else None
 
     def forget_before(self, stamp_ns: int) -> None:
-        """Drop the reads before ``stamp_ns`` (a test's end: no later stream needs them)."""
+        """Drop the exchanges requested before ``stamp_ns`` (a test's end: no later stream
+        needs them)."""
         with self._lock:
-            self._reads = [read for read in self._reads if read[0] >= stamp_ns]
+            self._exchanges = [e for e in self._exchanges if e.request_ns >= stamp_ns]
 
     def close(self) -> None:
         """Stop forwarding: close the listening socket and every connection, end the thread."""

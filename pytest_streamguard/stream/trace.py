@@ -179,14 +179,18 @@ def _client_delay(
 @dataclass
 class StackStamps:
     """A stream's place in a stack (``--streamguard-service``): ``entry``, the service the
-    client read from; ``inner``, for a stream read while no other was open, each inner hop's
-    reads of the answers as ``(stamp_ns, bytes)`` as the service in front received them, by
-    the name of the service the hop reaches, in start order (empty when not paired); ``note``,
-    why it could not be paired (None: paired)."""
+    client read from; ``inner``, each inner hop's reads of the answer's body as
+    ``(stamp_ns, bytes)`` as the service in front received them, by the name of the service
+    the hop reaches, in start order (empty when not paired); ``ended``, by the same names, which
+    side closed that hop's connection first (``upstream``: the service behind, ``front``: the
+    one in front; absent: neither); ``note``, why it could not be paired (None: paired);
+    ``request_id``, the id the client sent (``x-request-id``, and in a ``traceparent``)."""
 
     entry: str
     inner: dict[str, list[tuple[int, int]]] = field(default_factory=dict)
     note: str | None = None
+    request_id: str | None = None
+    ended: dict[str, str] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
         """Builtin-typed form."""
@@ -196,6 +200,8 @@ class StackStamps:
                 name: [[stamp, n] for stamp, n in reads] for name, reads in self.inner.items()
             },
             "note": self.note,
+            "request_id": self.request_id,
+            "ended": dict(self.ended),
         }
 
     @classmethod
@@ -208,6 +214,8 @@ class StackStamps:
                 for name, reads in (raw.get("inner") or {}).items()
             },
             note=raw.get("note"),
+            request_id=raw.get("request_id"),
+            ended={str(k): str(v) for k, v in (raw.get("ended") or {}).items()},
         )
 
 

@@ -1,31 +1,45 @@
 """Which hop of a stack a finding was seen at (``finding.hop``).
 
 Under a stack (``--streamguard-service``) every stream's trace names the entry service it was
-read from (``trace.stack.entry``) and, when it was the only stream open, each inner hop's reads
-of the answers (``trace.stack.inner``, :mod:`pytest_streamguard.services.tap`). A finding is
-seen at the entry unless the stamps say where: a ``buffered`` stream whose answer reached the
-entry spread over time was held by the entry itself; one that came to the entry in a burst too
-was held further in. Each inner hop is looked at from the entry inwards, assuming a chain (each
-service reaches the one started just before it): the first hop whose reads were spread over at
-least :data:`SPREAD_S` names the service in front of it; when none was, the first service
-started (the model) sent its answer at once. A finding of a stream that could not be paired
-stays at the entry (its trace's ``stack.note`` says why).
+read from (``trace.stack.entry``) and, where it was paired (by the request id it sent, else by
+time when it was the only stream open), each inner hop's reads of its answer's body and which
+side ended that hop's connection first (``trace.stack.inner``, ``trace.stack.ended``,
+:mod:`pytest_streamguard.services.tap`). A finding names a hop only where evidence puts it:
+
+- its own words or records placed it already (a ``server_error`` at the service that wrote it,
+  ``not_cancelled`` at the service whose gauges said so, an ``own_fault`` at the hop of the
+  plugin's fault; one of the entry's own faults is at the entry);
+- ``buffered``: the stamps, looked at from the entry inwards assuming a chain (each service
+  reaches the one started just before it): the first hop whose body reads were spread over at
+  least :data:`SPREAD_S` names the service in front of it; when none was, the first service
+  started (the model) sent its answer at once (:func:`buffered_at`);
+- ``idle_cut``: from the entry inwards, the first hop whose connection was not ended by the
+  service behind it names the service in front of it, which cut it (:func:`ended_at`);
+- ``blocked_loop`` confirmed by the probe (which is sent to the entry's ready path): the entry;
+- any finding of a stack of one service: that service.
+
+Every other finding, one whose streams were not paired, or whose streams place it at
+different hops, is at :data:`UNKNOWN` (shown ``at an unknown hop``); the unpaired streams'
+``stack.note`` says why.
 """
 
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Protocol, runtime_checkable
 
 from pytest_streamguard.verdict.findings import Finding
+from pytest_streamguard.verdict.findings.base import UNKNOWN_HOP
 from pytest_streamguard.verdict.findings.buffered import BUFFERED_SENT_SPAN_S
 
-__all__ = ["SPREAD_S", "at_hops", "buffered_at"]
+__all__ = ["SPREAD_S", "UNKNOWN", "at_hops", "buffered_at", "ended_at"]
 
-#: An inner hop whose reads of one answer span at least this many seconds passed it on as it
-#: came (the same bound as a server's send stamps spread over for ``buffered``).
+#: An inner hop whose body reads of one answer span at least this many seconds passed it on as
+#: it came (the same bound as a server's send stamps spread over for ``buffered``).
 SPREAD_S = BUFFERED_SENT_SPAN_S
+#: ``finding.hop`` where no evidence places the finding at a hop.
+UNKNOWN = UNKNOWN_HOP
 
 
 class _Stamps(Protocol):
@@ -33,6 +47,8 @@ class _Stamps(Protocol):
 
     entry: str
     inner: dict[str, list[tuple[int, int]]]
+    note: str | None
+    ended: dict[str, str]
 
 
 @runtime_checkable
@@ -46,24 +62,53 @@ class _Hopped(Protocol):
         """The stream's place in a stack; None without one."""
 
 
+def _chain(stamps: _Stamps) -> list[tuple[str, str]]:
+    """Each inner hop and the service in front of it, from the entry inwards."""
+    inner = list(stamps.inner)
+    return list(reversed(list(zip(inner, [*inner[1:], stamps.entry], strict=True))))
+
+
 def buffered_at(stamps: _Stamps) -> str:
     """The service that held a stream's answer back, from its ``stack`` stamps (see the
     module docstring)."""
-    inner = list(stamps.inner)
-    if not inner:
-        return stamps.entry
-    fronts = [*inner[1:], stamps.entry]
-    for name, front in reversed(list(zip(inner, fronts, strict=True))):
+    for name, front in _chain(stamps):
         reads = stamps.inner[name]
         if len(reads) >= 2 and (reads[-1][0] - reads[0][0]) / 1e9 >= SPREAD_S:
             return front
-    return inner[0] if all(stamps.inner[name] for name in inner) else stamps.entry
+    inner = list(stamps.inner)
+    if not inner:
+        return stamps.entry
+    return inner[0] if all(stamps.inner[name] for name in inner) else UNKNOWN
+
+
+def ended_at(stamps: _Stamps) -> str:
+    """The service that ended a stream, from which side closed each hop's connection first
+    (see the module docstring)."""
+    for name, front in _chain(stamps):
+        if stamps.ended.get(name) != "upstream":
+            return front
+    return next(iter(stamps.inner), stamps.entry)
+
+
+_PLACED: dict[str, Callable[[_Stamps], str]] = {"buffered": buffered_at, "idle_cut": ended_at}
+
+
+def _hop(finding: Finding, stacks: list[_Stamps]) -> str:
+    if finding.name == "own_fault" or (finding.name == "blocked_loop" and finding.cause):
+        return stacks[0].entry
+    if any(stamps.note is not None for stamps in stacks):
+        return UNKNOWN
+    if all(not stamps.inner for stamps in stacks):
+        return stacks[0].entry
+    rule = _PLACED.get(finding.name)
+    hops = {rule(stamps) for stamps in stacks} if rule is not None else {UNKNOWN}
+    return hops.pop() if len(hops) == 1 else UNKNOWN
 
 
 def at_hops(found: list[Finding], traces: Sequence[object]) -> list[Finding]:
     """``found`` with each finding's ``hop`` set from the streams it was seen on (a stream
-    without a stack, or without the stack's field, such as a load's shard's, is at no hop); a
-    finding that names its hop itself (``server_error``) keeps it."""
+    without a stack, or without the stack's field, such as a load's shard's, is at no hop; a
+    finding whose own evidence placed it keeps its hop)."""
     by_name = {
         trace.name: trace.stack
         for trace in traces
@@ -73,10 +118,7 @@ def at_hops(found: list[Finding], traces: Sequence[object]) -> list[Finding]:
     for finding in found:
         stacks = [by_name[name] for name in finding.streams if name in by_name]
         if not stacks or finding.hop is not None:
-            placed.append(finding)  # at no hop, or at the hop its own evidence names
+            placed.append(finding)
             continue
-        hop = stacks[0].entry
-        if finding.name == "buffered" and len(stacks) == 1:
-            hop = buffered_at(stacks[0])
-        placed.append(dataclasses.replace(finding, hop=hop))
+        placed.append(dataclasses.replace(finding, hop=_hop(finding, stacks)))
     return placed

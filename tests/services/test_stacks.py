@@ -19,9 +19,9 @@ from served import EXAMPLES, STREAM_APP
 GATEWAY = EXAMPLES / "stack" / "gateway.py"
 
 
-def stack_ini(*, buffer: bool = False, extra: str = "") -> str:
+def stack_ini(*, buffer: bool = False, drop_ids: bool = False, extra: str = "") -> str:
     """An ini that starts the example model server, then the example gateway in front of it."""
-    flag = " --buffer" if buffer else ""
+    flag = (" --buffer" if buffer else "") + (" --drop-ids" if drop_ids else "")
     return (
         "[pytest]\n"
         "asyncio_default_fixture_loop_scope = function\n"
@@ -270,8 +270,8 @@ def test_slow_reader_is_refused_on_an_inner_hop(
 def test_a_buffering_gateway_is_named_by_hop(pytester: pytest.Pytester, toxiproxy_url: str) -> None:
     """A gateway that sends each answer whole: the client's stream is ``buffered`` at
     ``gateway``, since the model's answer reached the gateway spread over time (the inner
-    hop's stamps, paired with the one stream open); streams read at once are not paired, and
-    their traces say so."""
+    hop's stamps, paired by the request id the gateway forwarded), for one stream and for two
+    read at once."""
     pytester.makeini(stack_ini(buffer=True))
     pytester.makepyfile(
         """
@@ -289,9 +289,14 @@ def test_a_buffering_gateway_is_named_by_hop(pytester: pytest.Pytester, toxiprox
 
         def test_two_at_once(streamguard):
             result = streamguard.load(2, path="/v1/chat/completions", json=SLOW, format="openai")
+            ids = {trace.stack.request_id for trace in result.traces}
+            assert len(ids) == 2 and None not in ids
             for trace in result.traces:
-                assert trace.stack.inner == {}
-                assert trace.stack.note.startswith("not paired with the inner hops: 2 streams")
+                assert trace.stack.note is None, trace.stack.note
+                model = trace.stack.inner["model"]
+                assert (model[-1][0] - model[0][0]) / 1e9 >= 0.5, model
+                assert sum(n for _, n in model) < 4000, "one stream's answer only"
+            assert {f.hop for f in result.findings if f.name == "buffered"} == {"gateway"}
         """
     )
     result = run_stack(pytester, toxiproxy_url, "-v")
@@ -353,3 +358,32 @@ def test_every_service_dies_when_pytest_is_killed_hard(
         if process.poll() is None:
             process.kill()
             process.wait(10)
+
+
+def test_streams_without_an_id_at_once_are_not_paired(
+    pytester: pytest.Pytester, toxiproxy_url: str
+) -> None:
+    """A gateway that forwards no request id: two streams read at once cannot be told apart on
+    the inner hop, so they are not paired, their traces say why, and the finding's hop is
+    unknown (never the entry by default)."""
+    pytester.makeini(stack_ini(buffer=True, drop_ids=True))
+    pytester.makepyfile(
+        """
+        SLOW = {"messages": [{"role": "user", "content": "hi"}], "stream": True,
+                "max_new_tokens": 16, "interval_s": 0.05}
+
+        def test_two_at_once(streamguard):
+            result = streamguard.load(2, path="/v1/chat/completions", json=SLOW, format="openai")
+            for trace in result.traces:
+                assert trace.stack.inner == {}
+                assert "2 streams were open at once" in trace.stack.note, trace.stack.note
+            assert {f.hop for f in result.findings if f.name == "buffered"} == {"unknown"}
+
+        def test_one_alone(streamguard):
+            trace = streamguard.stream("/v1/chat/completions", json=SLOW, format="openai")
+            assert trace.stack.note is None, trace.stack.note
+            assert [f.hop for f in trace.findings if f.name == "buffered"] == ["gateway"]
+        """
+    )
+    result = run_stack(pytester, toxiproxy_url, "-v")
+    result.assert_outcomes(passed=2)

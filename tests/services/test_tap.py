@@ -10,8 +10,9 @@ import time
 from collections.abc import Iterator
 
 import pytest
+from polling import wait_until
 
-from pytest_streamguard.services.tap import Tap
+from pytest_streamguard.services.tap import Exchange, Tap
 
 
 @pytest.fixture
@@ -57,12 +58,57 @@ def test_bytes_pass_both_ways_and_the_answer_is_stamped(upstream: socket.socket)
         while piece := client.recv(100):
             got += piece
         assert got == b"second"  # then the FIN: recv returned b""
-        reads = tap.reads_between(before, time.perf_counter_ns())
-        assert [n for _, n in reads] == [5, 6]
-        assert reads[0][0] <= reads[1][0]
+        # No id and no head's end: the stream alone in its window is paired by time, and an
+        # answer without a head's end is all head (no body byte).
+        found = tap.exchange(None, before, time.perf_counter_ns(), alone=True)
+        assert found is not None
+        assert found.request_id is None
+        assert found.reads == []
+        assert tap.exchange(None, before, time.perf_counter_ns(), alone=False) is None
         tap.forget_before(time.perf_counter_ns())
-        assert tap.reads_between(before, time.perf_counter_ns()) == []
+        assert tap.exchange(None, before, time.perf_counter_ns(), alone=True) is None
         client.close()
+        served.close()
+    finally:
+        tap.close()
+
+
+def test_each_request_is_an_exchange_found_by_its_id(upstream: socket.socket) -> None:
+    """Two requests on one kept-alive connection: each is found by its id (x-request-id, or a
+    traceparent's trace id), its body stamped without its head, and the side that closed
+    first is the one that ended the last."""
+    tap = Tap(_address(upstream))
+    try:
+        client = _connect(tap)
+        served, _ = upstream.accept()
+        client.sendall(b"POST /a HTTP/1.1\r\nX-Request-Id: one\r\n\r\n{}")
+        assert served.recv(100).endswith(b"{}")
+        served.sendall(b"HTTP/1.1 200 OK\r\n\r\n")
+        assert client.recv(100).startswith(b"HTTP/1.1")
+        served.sendall(b"body")
+        assert client.recv(100) == b"body"
+        trace_id = "4bf92f3577b34da6a3ce929d0e0e4736"
+        client.sendall(
+            f"GET /b HTTP/1.1\r\ntraceparent: 00-{trace_id}-00f067aa0ba902b7-01\r\n\r\n".encode()
+        )
+        assert served.recv(200).startswith(b"GET /b")
+        served.sendall(b"HTTP/1.1 200 OK\r\n\r\nall in one")
+        assert client.recv(100).endswith(b"all in one")
+        client.close()
+        wait_until(
+            lambda: (tap.exchange(trace_id, 0, 0, alone=False) or Exchange(0)).ended is not None,
+            5.0,
+            "the tap to see the client close",
+        )
+        first = tap.exchange("one", 0, 0, alone=False)
+        second = tap.exchange(trace_id, 0, 0, alone=False)
+        assert first is not None
+        assert second is not None
+        assert [n for _, n in first.reads] == [4]
+        assert first.ended is None
+        assert [n for _, n in second.reads] == [10]
+        assert second.ended == "front"
+        assert tap.exchange("another", 0, 0, alone=False) is None
         served.close()
     finally:
         tap.close()

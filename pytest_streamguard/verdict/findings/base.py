@@ -38,6 +38,10 @@ class Observed(Protocol):
         """Seconds from the request to the first token."""
 
 
+#: ``Finding.hop`` under a stack where no evidence places the finding at one of its hops.
+UNKNOWN_HOP = "unknown"
+
+
 @dataclass(frozen=True)
 class Finding:
     """One named incident and its evidence.
@@ -54,13 +58,15 @@ class Finding:
     data: dict[str, Any] = field(default_factory=dict)
     cause: str = ""
     #: Under a stack: the service it was seen at (``buffered`` at ``gateway``; see
-    #: :mod:`pytest_streamguard.verdict.hops`); None without a stack.
+    #: :mod:`pytest_streamguard.verdict.hops`), :data:`UNKNOWN_HOP` where no evidence places
+    #: it; None without a stack.
     hop: str | None = None
 
     def describe(self) -> str:
-        """``name: evidence`` (``name at HOP: evidence`` under a stack), as the verdict and the
-        summary show it."""
+        """``name: evidence`` (``name at HOP: evidence`` under a stack, ``name at an unknown
+        hop: evidence`` where no evidence places it), as the verdict and the summary show it."""
         at = "" if self.hop is None else f" at {self.hop}"
+        at = " at an unknown hop" if self.hop == UNKNOWN_HOP else at
         return f"{self.name}{at}: {self.evidence}"
 
     def to_dict(self) -> dict[str, Any]:

@@ -152,6 +152,8 @@ def own_fault(instead_of: str, own: OwnWindow, streams: Sequence[str], gap_s: fl
             f"the plugin's own fault {fault} held {counted(len(streams), 'stream')}, "
             f"not the app ({own.where})"
         ),
+        # An inner hop's fault is at its hop; the entry's own (no hop) is placed at the entry.
+        hop=getattr(own.fault, "hop", None),
     )
 
 
