@@ -15,6 +15,8 @@ import importlib.util
 from abc import ABC, abstractmethod
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
+from types import TracebackType
 from typing import Any
 
 from pytest_streamguard.formats import KINDS
@@ -23,6 +25,11 @@ from pytest_streamguard.stream.recorded import Recorded
 #: Seconds a replayed client waits on anything (a replay answers at once; no retries either:
 #: a client that retried would read the response twice).
 REPLAY_TIMEOUT_S = 10.0
+
+# The plugin's own code: an exception raised there (its innermost frame) is a judge defect, but
+# the replay's, which raises the recorded ending as the HTTP library would.
+_PACKAGE = Path(__file__).resolve().parent.parent
+_REPLAY = _PACKAGE / "judge" / "replay.py"
 
 
 @dataclass(frozen=True)
@@ -45,7 +52,9 @@ class Conclusion:
     without text (an image; output too); ``end_reason`` why generation ended,
     as the client exposes it (the last one the stream sent); ``allow_empty``: the request
     expected that an answer may have no output (``allow_empty=True``), so one without output
-    that the client read to its end is completed.
+    that the client read to its end is completed; ``defect``: an exception the plugin's own
+    code raised while the client read (``Type: message``), no conclusion of the client's: the
+    reader's verdict stands.
     """
 
     client: str
@@ -55,6 +64,7 @@ class Conclusion:
     others: int = 0
     end_reason: str | None = None
     allow_empty: bool = False
+    defect: str | None = None
 
     @property
     def produced(self) -> bool:
@@ -66,7 +76,7 @@ class Conclusion:
     def completed(self) -> bool:
         """The client read the stream to its end without raising, and it answered (or an
         empty answer was allowed)."""
-        return self.error is None and (self.produced or self.allow_empty)
+        return self.error is None and self.defect is None and (self.produced or self.allow_empty)
 
     def text_of(self, kind: str) -> str:
         """Everything of ``kind`` the client yielded, joined."""
@@ -121,15 +131,39 @@ class Assembly:
         """What of ``kind`` was kept so far."""
         return self.conclusion.text_of(kind)
 
+    def fail(self, error: str) -> None:
+        """The call failed as ``error`` (``Type: message``) where the client yields a failure
+        instead of raising it (an ``error`` event): stop reading."""
+        raise _Failed(error)
+
     def run(self, read: Callable[[], None]) -> Conclusion:
-        """Run ``read``; an exception the client raises is its conclusion."""
+        """Run ``read``; an exception the client (or the team's function) raises is its
+        conclusion, one the plugin's own code raises a :attr:`Conclusion.defect`."""
         try:
             read()
+        except _Failed as failed:
+            self.conclusion.error = str(failed)
         except Exception as exc:  # each client raises its own types; which one is the answer
-            self.conclusion.error = (
-                f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
-            )
+            said = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
+            if _ours(exc.__traceback__):
+                self.conclusion.defect = said
+            else:
+                self.conclusion.error = said
         return self.conclusion
+
+
+class _Failed(Exception):
+    """:meth:`Assembly.fail`'s: the conclusion the judge read from the client's events."""
+
+
+def _ours(trace: TracebackType | None) -> bool:
+    """Whether the innermost frame of ``trace`` is the plugin's own code (not the replay's)."""
+    if trace is None:
+        return False
+    while trace.tb_next is not None:
+        trace = trace.tb_next
+    where = Path(trace.tb_frame.f_code.co_filename).resolve()
+    return where != _REPLAY and where.is_relative_to(_PACKAGE)
 
 
 class ClientJudge(ABC):

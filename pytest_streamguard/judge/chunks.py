@@ -17,8 +17,13 @@ from pytest_streamguard.judge.base import Assembly
 def read_chunks(chunks: Iterable[Any], got: Assembly) -> None:
     """Assemble every choice's deltas of ``chunks`` (as the client yields them) into ``got``."""
     for chunk in chunks:
-        for choice in chunk.choices:
-            delta = choice.delta
+        # A usage chunk's choices may be null, and Azure's content-filter chunks carry a
+        # choice without a delta: the clients yield both.
+        for choice in getattr(chunk, "choices", None) or []:
+            got.ended(getattr(choice, "finish_reason", None))
+            delta = getattr(choice, "delta", None)
+            if delta is None:
+                continue
             got.add("reasoning", _field(delta, "reasoning_content") or _field(delta, "reasoning"))
             _content(delta.content, got)
             got.add("refusal", _field(delta, "refusal"))
@@ -35,7 +40,6 @@ def read_chunks(chunks: Iterable[Any], got: Assembly) -> None:
             if legacy is not None and not delta.tool_calls:
                 got.call(bool(_field(legacy, "name")))
                 got.add("tool", _field(legacy, "arguments"))
-            got.ended(choice.finish_reason)
 
 
 def _content(content: Any, got: Assembly, kind: str = "text") -> None:

@@ -1,6 +1,8 @@
 """The ollama client as judge: ``generate`` and ``chat`` with ``stream=True``.
 
-Which one the recorded request used is read from its path (``/api/generate``, else chat);
+Which one answered is read from the stream (a line's ``response`` or ``message``), else the
+request's body (``prompt`` or ``messages``), else its path (``/api/generate``, else chat), so a
+gateway's own route (``/generate``) is judged by what it served;
 thinking is reasoning, a tool call's arguments are compact JSON (as the reader counts them),
 and ``done_reason`` on the final line is the end reason.
 """
@@ -32,7 +34,7 @@ class OllamaJudge(ClientJudge):
         client = ollama.Client(
             host=REPLAY_URL, timeout=REPLAY_TIMEOUT_S, transport=replay.transport(httpx)
         )
-        generate = recorded.path.endswith("/api/generate")
+        generate = generates(recorded)
         with client:
             return got.run(lambda: (_generate if generate else _chat)(client, got))
 
@@ -53,3 +55,13 @@ def _chat(client: ollama.Client, got: Assembly) -> None:
         for call in message.tool_calls or []:
             got.call()
             got.add("tool", json.dumps(dict(call.function.arguments), separators=(",", ":")))
+
+
+def generates(recorded: Recorded) -> bool:
+    """Whether ``recorded`` is a ``generate`` stream (else ``chat``)."""
+    for line in recorded.objects():
+        if "response" in line or "message" in line:
+            return "response" in line
+    if recorded.asked("prompt", "messages"):
+        return recorded.asked("prompt")
+    return recorded.path.endswith("/api/generate")

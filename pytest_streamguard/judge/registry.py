@@ -62,7 +62,19 @@ JUDGES: dict[str, ClientJudge] = {
             f"{_HERE}.openai.OpenAIJudge",
         ),
         _Builtin(
+            "openai.stream",
+            frozenset({"openai", "openai-responses"}),
+            "openai",
+            f"{_HERE}.openai.OpenAIStreamJudge",
+        ),
+        _Builtin(
             "anthropic", frozenset({"anthropic"}), "anthropic", f"{_HERE}.anthropic.AnthropicJudge"
+        ),
+        _Builtin(
+            "anthropic.stream",
+            frozenset({"anthropic"}),
+            "anthropic",
+            f"{_HERE}.anthropic.AnthropicStreamJudge",
         ),
         _Builtin(
             "google-genai",

@@ -16,7 +16,9 @@ After a stream ends, :func:`judge_trace` replays its recorded response into the 
 The reader keeps running: ``trace.client`` names the judge, ``trace.reader_agrees`` says
 whether the reader concluded the same (completed, the text of every kind and the end reason),
 and where not, ``trace.judged`` says what each concluded and which rule, if any, explains it;
-a difference no rule explains is a plugin bug to report.
+a difference no rule explains is a plugin bug to report. So is a judge defect: an exception the
+plugin's own code raised inside a judge (:attr:`~.base.Conclusion.defect`) is no conclusion of
+the client's, and the reader's verdict stands (``trace.judged["defect"]`` holds it).
 """
 
 from __future__ import annotations
@@ -109,6 +111,15 @@ def rule(trace: StreamTrace, conclusion: Conclusion) -> None:
     """Make ``conclusion`` the verdict of ``trace`` (but where :data:`STRICTER` keeps the
     reader's), and record whether the reader agreed."""
     parts = {kind: trace.text_of(kind) for kind in KINDS}
+    if conclusion.defect is not None:
+        trace.client, trace.reader_agrees = conclusion.client, False
+        trace.judged = {
+            "reader": reader_line(trace),
+            "client": f"judge defect: {conclusion.defect}",
+            "rule": None,
+            "defect": conclusion.defect,
+        }
+        return
     same_text = parts == conclusion.parts and trace.end_reason == conclusion.end_reason
     agrees = trace.completed == conclusion.completed and (conclusion.error is not None or same_text)
     trace.client = conclusion.client

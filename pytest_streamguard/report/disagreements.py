@@ -3,7 +3,8 @@ HTML report.
 
 A client judge (:mod:`pytest_streamguard.judge`) decides a stream's verdict; the reader runs
 beside it. A difference that no documented stricter rule explains is a bug of the plugin's
-reader: the summary (:func:`disagreement_lines`) and the HTML report list each one
+reader; an exception the plugin's own code raised inside a judge is a judge defect (the
+reader's verdict stands). The summary (:func:`disagreement_lines`) and the HTML report list each one
 (:func:`disagreements`), what each side concluded, and the command that runs the test again,
 to report it with.
 """
@@ -29,6 +30,8 @@ class Disagreement:
     reader_concluded: str
     transcript: str | None = None
     """The recorded response saved as a transcript (``streamguard_transcripts``), if it was."""
+    defect: bool = False
+    """The judge's own code raised (``client_concluded`` says what): the reader's verdict stands."""
 
     @property
     def reproduce(self) -> str:
@@ -53,13 +56,21 @@ def disagreements(records: list[TestRecord]) -> list[Disagreement]:
                     judged["client"] or "",
                     judged["reader"] or "",
                     judged.get("transcript"),
+                    judged.get("defect") is not None,
                 )
             )
     return found
 
 
-def heading(count: int) -> str:
-    """What a list of ``count`` disagreements is, and what to do with it."""
+def heading(count: int, defects: int = 0) -> str:
+    """What a list of ``count`` disagreements (``defects`` of them judge defects) is, and what
+    to do with it."""
+    if defects:
+        return (
+            f"plugin bug: on {counted(count, 'stream')} the judge's own code failed (judge "
+            "defect: the reader's verdict stands) or the reader and the judging client disagree "
+            "(the client's verdict stands); please report these to pytest-streamguard:"
+        )
     return (
         f"plugin bug: the reader and the judging client disagree on {counted(count, 'stream')} "
         "(the client's verdict stands; please report these to pytest-streamguard):"
@@ -73,9 +84,16 @@ def disagreement_lines(records: list[TestRecord]) -> list[str]:
     if not found:
         return []
     lines = [
-        f"  {d.nodeid} {d.stream}: the {d.client} client concluded {d.client_concluded}; "
-        f"the reader {d.reader_concluded}; reproduce: {d.reproduce}"
+        f"  {d.nodeid} {d.stream}: "
+        + (
+            f"the {d.client} judge's own code raised, {d.client_concluded}; the reader's "
+            f"verdict stands ({d.reader_concluded})"
+            if d.defect
+            else f"the {d.client} client concluded {d.client_concluded}; "
+            f"the reader {d.reader_concluded}"
+        )
+        + f"; reproduce: {d.reproduce}"
         + (f"; bytes: {d.transcript}" if d.transcript else "")
         for d in found
     ]
-    return [heading(len(found)), *lines]
+    return [heading(len(found), sum(d.defect for d in found)), *lines]

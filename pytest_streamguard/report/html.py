@@ -547,8 +547,9 @@ def _disagreements(records: list[TestRecord]) -> str:
         + "</td></tr>"
         for d in found
     )
+    title = heading(len(found), sum(d.defect for d in found))
     return (
-        f'<section id="disagreements"><h3>{_e(heading(len(found)))}</h3>'
+        f'<section id="disagreements"><h3>{_e(title)}</h3>'
         + _table(
             "<table><tr><th>test</th><th>stream</th><th>the client concluded</th>"
             f"<th>the reader concluded</th><th>reproduce</th></tr>{rows}</table>"

@@ -107,6 +107,28 @@ class Recorded:
             at += size
         return recorded
 
+    def objects(self, limit: int = 16) -> list[dict[str, Any]]:
+        """The first ``limit`` JSON objects the body carries (a server-sent event's data, or a
+        JSON line): what a client judge tells the API that answered by, whatever the path."""
+        found: list[dict[str, Any]] = []
+        for line in self.body.splitlines():
+            line = line.removeprefix(b"data:").strip()
+            if not line.startswith(b"{"):
+                continue
+            try:
+                value = json.loads(line)
+            except ValueError:
+                continue
+            if isinstance(value, dict):
+                found.append(value)
+                if len(found) == limit:
+                    break
+        return found
+
+    def asked(self, *keys: str) -> bool:
+        """Whether the request's JSON body has any of ``keys``."""
+        return isinstance(self.json_body, dict) and any(key in self.json_body for key in keys)
+
     @property
     def path(self) -> str:
         """The request URL's path (how a client judge tells one API of a vendor from

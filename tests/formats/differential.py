@@ -376,6 +376,15 @@ DIVERGENCES: dict[str, Rule] = {
         and o.ours.why.startswith("truncated")
         and not _client_failed(o)
     ),
+    # response.incomplete (max_output_tokens, content filter), or [DONE] without
+    # response.completed: plain iteration of create(stream=True) (the default judge) reads the
+    # answer to its end, as a chat stream's finish_reason "length"; the openai stream helper
+    # raises for want of response.completed.
+    "responses-incomplete": lambda o: (
+        o.transcript.protocol == "openai-responses"
+        and o.ours.completed
+        and "response.completed" in o.theirs.why
+    ),
 }
 """Each deliberate difference of the plugin's verdict (a stream judged by its client, as
 ``client=auto`` judges it) from the client's: the rules where the plugin is stricter
@@ -411,15 +420,6 @@ READER_DIVERGENCES: dict[str, Rule] = {
         o.transcript.protocol.startswith("openai")
         and bool({"retry", "id"} & _notes(o))
         and "Expecting value: line 1 column 1 (char 0)" in o.theirs.why
-    ),
-    # response.incomplete (max_output_tokens, content filter): the reader completes the
-    # stream, as it does a chat stream's finish_reason "length"; the openai stream helper
-    # raises for want of response.completed.
-    "responses-incomplete": lambda o: (
-        o.transcript.protocol == "openai-responses"
-        and bool({"end=incomplete", "ResponseIncompleteEvent"} & set(o.transcript.notes))
-        and o.ours.completed
-        and "response.completed" in o.theirs.why
     ),
     # A Gemini body cut inside an event's JSON after the answer's end: google-genai raises on
     # the cut JSON; the reader drops the unfinished event and the answer is whole.
@@ -527,6 +527,13 @@ def _generate(protocol: str, seed: int, index: int, generator: str) -> Transcrip
         ) from exc
 
 
+HELPERS = {"anthropic": "anthropic.stream"}
+"""The judges (``client=``) that call the same stream helper as the oracles of these protocols
+(``oracles.py``): the default iterates ``create(stream=True)``. The Responses API's oracle
+iterates it too (and requires ``response.completed``, as the helper does, without its other
+checks): the default judges it, and ``responses-incomplete`` is the documented difference."""
+
+
 def run(
     protocols: tuple[str, ...],
     n: int,
@@ -565,8 +572,10 @@ def run(
                 for t in transcripts[:count]:
                     base = f"{origin}/t/{protocol}-{t.index}"
                     theirs = _safely(client_verdict, t, base, transport if local else None)
+                    # The oracles of these call the stream helpers: so does the judge then.
+                    named = HELPERS.get(protocol, judge) if judge == "auto" else judge
                     for fmt in (protocol, "auto"):
-                        ours = _safely(_read_plugin, base + t.suffix, fmt, transport, local, judge)
+                        ours = _safely(_read_plugin, base + t.suffix, fmt, transport, local, named)
                         tally.add(Outcome(t, f"{way} format={fmt}", ours, theirs))
             transport.transcripts.clear()
     finally:

@@ -49,7 +49,10 @@ def recorded_of(transcript: Transcript) -> Recorded:
 @pytest.mark.parametrize("protocol", PROTOCOLS)
 def test_the_product_judge_concludes_what_the_oracle_does(protocol: str) -> None:
     transport = differential.ReplayTransport()
-    judge = judge_for("auto", protocol)
+    judge = judge_for(
+        {**differential.HELPERS, "openai-responses": "openai.stream"}.get(protocol, "auto"),
+        protocol,
+    )
     assert judge is not None
     differ = []
     for index in range(PER_PROTOCOL):
