@@ -29,6 +29,7 @@ from __future__ import annotations
 import itertools
 from collections.abc import Sequence
 
+from pytest_streamguard.common.codings import DECODABLE
 from pytest_streamguard.common.display import counted
 from pytest_streamguard.errors import FaultsNotFired
 from pytest_streamguard.faults.profiles import Toxic
@@ -176,6 +177,48 @@ def _held_at_chunk(record: FaultRecord, hits: Sequence[StreamTrace]) -> tuple[bo
     )
 
 
+def _at_chunk(
+    record: FaultRecord, traces: Sequence[StreamTrace], triggered: Sequence[StreamTrace]
+) -> tuple[bool, str]:
+    """A stall, cut or reset the proxy applies right after chunk N of each stream."""
+    missing = _reached(record, traces, len(triggered))
+    if missing:
+        return False, missing
+    if record.kind == "stall":
+        return _held_at_chunk(record, triggered)
+    kinds = CLOSED if record.kind == "cut" else RESET
+    fired, evidence = _ended(triggered, kinds, record.kind, since=record.on_ns)
+    if fired:
+        return fired, evidence
+    return False, (
+        f"{counted(len(triggered), 'stream')} reached chunk {record.params['after_chunks']} "
+        f"but ended before the {record.kind} took effect ({evidence})"
+    )
+
+
+def _undecoded(traces: Sequence[StreamTrace]) -> str:
+    """Where streams came in a content coding this environment cannot decode, what that
+    means for a fault the proxy counts chunks for (it counts in a decoded copy)."""
+    codings = (
+        {
+            value.strip().lower()
+            for trace in traces
+            if trace.recorded is not None
+            for name, value in trace.recorded.headers
+            if name.lower() == "content-encoding"
+        }
+        - DECODABLE
+        - {"", "identity"}
+    )
+    if not codings:
+        return ""
+    return (
+        f"; the proxy cannot decode a {', '.join(sorted(codings))}-coded body, so it never "
+        "counted its chunks (install its decoder, e.g. brotli for br, zstandard for zstd, or "
+        "have the client not ask for it)"
+    )
+
+
 def judge_toxic(
     toxic: Toxic, record: FaultRecord, traces: Sequence[StreamTrace]
 ) -> tuple[bool, str]:
@@ -222,24 +265,9 @@ def judge(
             # Only a restart after N chunks waits to act.
             return False, f"the target was never killed: {_reached(record, traces, 0)}"
         return _ended(traces, DOWN, "cut by the kill", since=record.on_ns)
-    if kind == "stall":
-        missing = _reached(record, traces, len(triggered))
-        if missing:
-            return False, missing
-        return _held_at_chunk(record, triggered)
-    if kind in ("cut", "reset") and "after_chunks" in record.params:
-        missing = _reached(record, traces, len(triggered))
-        if missing:
-            return False, missing
-        kinds = CLOSED if kind == "cut" else RESET
-        fired, evidence = _ended(triggered, kinds, kind, since=record.on_ns)
-        if fired:
-            return fired, evidence
-        return False, (
-            f"{counted(len(triggered), 'stream')} reached chunk "
-            f"{record.params['after_chunks']} but "
-            f"ended before the {kind} took effect ({evidence})"
-        )
+    if kind == "stall" or (kind in ("cut", "reset") and "after_chunks" in record.params):
+        fired, evidence = _at_chunk(record, traces, triggered)
+        return fired, evidence if fired else evidence + _undecoded(traces)
     if kind == "cut":
         return _ended(traces, CLOSED, "cut")
     if kind == "reset":

@@ -21,10 +21,19 @@ request on the connection (none of the plugin's clients pipelines).
 The body is fed to the framer one line at a time (split after each LF), so a frame completed
 by a line ends exactly at that line's end; with HTTP chunked encoding, the CRLF that closes the
 HTTP chunk right after it is counted in, so the client's HTTP parser sees a whole HTTP chunk.
+
+A body with a ``Content-Encoding`` (gzip, deflate; br and zstd where their decoder is installed:
+:mod:`pytest_streamguard.common.codings`) is counted in a decoded copy, and the original bytes
+are forwarded untouched. The boundary is then the shortest prefix of the coded bytes that
+decodes to the Nth chunk's end (found on copies of the decoder, or a byte at a time for a
+decoder that cannot be copied); a back-reference that spans the chunk's end brings the bytes
+it covers along, as no coded byte splits it. A body in a coding not installed here is not
+counted: the fault never lands, and the plugin's record of it names the coding.
 """
 
 from __future__ import annotations
 
+from pytest_streamguard.common.codings import BodyDecoder, body_decoder
 from pytest_streamguard.errors import StreamError
 from pytest_streamguard.formats import BUILTIN_FORMATS
 from pytest_streamguard.formats.base import NDJSON_TYPES, SSE_TYPES, media_type
@@ -199,6 +208,7 @@ class ChunkCounter:
         self.state = "head"
         self.head = b""
         self.body: _EventBody | None = None
+        self.decoder: BodyDecoder | None = None
         self.chunked = False
         self.left: int | None = None  # body bytes left (Content-Length), or of the HTTP chunk
         self.size_line = b""
@@ -270,6 +280,11 @@ class ChunkCounter:
             return consumed
         if self.aim is not None and (self.requests is None or self.aim not in self.requests.latest):
             self.body = None  # not aimed at: framed through, never counted
+        coding = headers.get(b"content-encoding", b"").decode("latin-1").strip().lower()
+        plain = coding in ("", "identity")
+        self.decoder = None if plain else body_decoder(coding)
+        if not plain and self.decoder is None:
+            self.body = None  # a coding not installed here: its events cannot be counted
         if self.chunked:
             self.state, self.size_line = "size", b""
         else:
@@ -308,24 +323,56 @@ class ChunkCounter:
         return end + 1
 
     def _body(self, data: bytes, pos: int, end: int) -> int | None:
-        """Feed data[pos:end] line by line; the offset right after the Nth chunk, if reached
-        (what was fed up to it is consumed, and ``left`` accounts for it)."""
-        body = self.body
-        start = pos
+        """Count data[pos:end]; the offset right after the Nth chunk, if reached (what was
+        fed up to it is consumed, and ``left`` accounts for it)."""
+        hit = None
+        if self.body is not None and not self.reached:
+            hit = self._decoded(data, pos, end) if self.decoder else self._lines(data, pos, end)
+        if self.left is not None:
+            self.left -= (end if hit is None else hit) - pos
+        return hit
+
+    def _lines(self, data: bytes, start: int, end: int) -> int | None:
+        """Feed data[start:end] to the body line by line; the offset right after the line
+        that completes the Nth chunk, or None."""
+        assert self.body is not None
         while start < end:
             cut = data.find(b"\n", start, end)
             stop = end if cut < 0 else cut + 1
-            if body is not None and not self.reached:
-                body.feed(data[start:stop])
-                if body.chunks >= self.after_chunks:
-                    self.reached = True
-                    self.hits += 1
-                    if self.left is not None:
-                        self.left -= stop - pos
-                    return stop
+            self.body.feed(data[start:stop])
+            if self.body.chunks >= self.after_chunks:
+                self.reached = True
+                self.hits += 1
+                return stop
             start = stop
-        if self.left is not None:
-            self.left -= end - pos
+        return None
+
+    def _decoded(self, data: bytes, pos: int, end: int) -> int | None:
+        """Feed the decoded data[pos:end]; the offset right after the shortest prefix of it
+        that decodes to the Nth chunk's end, or None."""
+        decoder, body = self.decoder, self.body
+        assert decoder is not None
+        assert body is not None
+        piece = data[pos:end]
+        steps = [piece] if decoder.copyable else [piece[i : i + 1] for i in range(len(piece))]
+        for step in steps:
+            before = decoder.copy() if decoder.copyable else None
+            plain = decoder.decode(step)
+            if plain is None:
+                body.failed = True  # not in its coding after all: count nothing
+                return None
+            reach = self._lines(plain, 0, len(plain))
+            if reach is None:
+                pos += len(step)
+                continue
+            low, high = 1, len(step)
+            while before is not None and low < high:
+                mid = (low + high) // 2
+                if len(before.copy().decode(step[:mid]) or b"") >= reach:
+                    high = mid
+                else:
+                    low = mid + 1
+            return pos + high
         return None
 
     def _body_done(self) -> None:

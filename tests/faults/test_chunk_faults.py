@@ -157,3 +157,22 @@ def test_on_a_real_toxiproxy_a_chunk_fault_skips_its_test_with_the_reason(
         result.stdout.fnmatch_lines(
             [f"SKIPPED * test_*.py:*: profile '{profile}': faults.{call} {NEEDS}*"]
         )
+
+
+def test_a_chunk_cut_through_a_gzip_ingress_leaves_exactly_n_chunks(
+    pytester: pytest.Pytester, run
+) -> None:  # type: ignore[no-untyped-def]
+    """Issue 45: the client asks for gzip, a real nginx compresses the stream, and the proxy in
+    front of it still cuts right after chunk 3 (it counts in a decoded copy)."""
+    pytester.makepyfile(
+        """
+def test_cut(streamguard):
+    streamguard.ingress(gzip=True)
+    streamguard.faults.cut(after_chunks=3)
+    trace = streamguard.stream(json={"max_new_tokens": 30, "interval_s": 0.01})
+    assert trace.recorded is not None
+    assert ("content-encoding", "gzip") in trace.recorded.headers
+    assert len(trace.chunks) == 3, (len(trace.chunks), trace.error_kind)
+"""
+    )
+    run("--streamguard-strict-faults").assert_outcomes(passed=1)

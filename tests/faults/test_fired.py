@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from pytest_streamguard.faults.fired import judge
 from pytest_streamguard.faults.profiles import Toxic
+from pytest_streamguard.stream.recorded import Recorded
 from pytest_streamguard.stream.trace import Chunk, FaultRecord, StreamTrace
 
 MS = 1_000_000
@@ -102,6 +103,20 @@ def test_stall_and_chunk_cut_fire_on_the_streams_that_reached_their_chunk() -> N
     assert evidence.startswith("1 stream reached chunk 3 but ended before the cut took effect")
     ended = trace([(10, 100)], completed=False, error_kind="cut")
     assert judge(cut, [ended], triggered=[ended])[0]
+
+
+def test_a_chunk_fault_that_never_landed_names_a_coding_the_proxy_cannot_decode() -> None:
+    """Issue 45: the proxy counts chunks in a decoded copy; a body in a coding it has no
+    decoder for is never counted, and the record says which coding that was."""
+    cut = record("cut", after_chunks=3)
+    coded = chunked([10, 20, 30, 40])
+    coded.recorded = Recorded("POST", "/generate")
+    coded.recorded.answered(200, [("Content-Encoding", "x-unknown")])
+    fired, evidence = judge(cut, [coded], triggered=[coded])
+    assert not fired
+    assert "the proxy cannot decode a x-unknown-coded body" in evidence
+    coded.recorded.answered(200, [("Content-Encoding", "gzip")])
+    assert "cannot decode" not in judge(cut, [coded], triggered=[coded])[1]
 
 
 def chunked(
