@@ -380,47 +380,8 @@ class StreamTrace:
         return tuple(f.describe() for f in self.faults if f.active_during(self.request_ns, end))
 
     def timeline(self, marks: dict[int, str] | None = None) -> str:
-        """A compact, time-ordered view of the stream: ends, marked chunks, fault on/off,
-        heartbeats left out; ``marks`` puts a note on some chunk indexes."""
-        marks = marks or {}
-        t0 = self.request_ns
-        n = len(self.chunks)
-        keep = set(range(min(_TIMELINE_EDGE, n))) | set(range(max(n - _TIMELINE_EDGE, 0), n))
-        for index in marks:
-            keep.update(range(index - _TIMELINE_CONTEXT, index + _TIMELINE_CONTEXT + 1))
-        events: list[tuple[int, int, str]] = [(t0, 0, "request sent")]
-        if self.response_ns is not None:
-            events.append((self.response_ns, 1, f"response headers ({self.status_code})"))
-        previous = None
-        for chunk in self.chunks:
-            if chunk.index in keep:
-                gap = "" if previous is None else f" +{(chunk.stamp_ns - previous) / 1e6:.1f}"
-                mark = f"  <-- {marks[chunk.index]}" if chunk.index in marks else ""
-                kind = "" if chunk.kind == "text" else f" {chunk.kind}"
-                events.append(
-                    (chunk.stamp_ns, 2, f"chunk {chunk.index}{kind} ({chunk.nbytes} B){gap}{mark}")
-                )
-            previous = chunk.stamp_ns
-        for fault in self.faults:
-            if fault.on_ns is not None:
-                events.append((fault.on_ns, 1, f"fault on: {fault.describe()}"))
-            if fault.off_ns is not None:
-                events.append((fault.off_ns, 1, f"fault off: {fault.kind}"))
-        events += [(said.stamp_ns, 4, said.timeline_text()) for said in self.said]
-        if self.end_ns is not None:
-            outcome = "completed" if self.completed else f"{self.error_kind}: {self.error}"
-            events.append((self.end_ns, 3, f"end: {outcome}"))
-        events.sort(key=lambda e: (e[0], e[1]))
-        lines = [f"  timeline of {self.name} (ms since request sent):"]
-        last_chunk_shown = -1
-        for stamp, kind_rank, text in events:
-            if kind_rank == 2:
-                index = int(text.split()[1])
-                if index > last_chunk_shown + 1:
-                    lines.append(f"    {'...':>10}  ({index - last_chunk_shown - 1} chunks)")
-                last_chunk_shown = index
-            lines.append(f"    {(stamp - t0) / 1e6:10.1f}  {text}")
-        return "\n".join(lines)
+        """A compact, time-ordered view of the stream (see :func:`timeline_of`)."""
+        return timeline_of(self, marks or {})
 
     @property
     def findings(self) -> list[Finding]:
@@ -521,3 +482,47 @@ class StreamTrace:
             stack=None if raw.get("stack") is None else StackStamps.from_dict(raw["stack"]),
             said=[Said.from_dict(s) for s in raw.get("said", [])],
         )
+
+
+def timeline_of(trace: StreamTrace, marks: dict[int, str]) -> str:
+    """A compact, time-ordered view of ``trace``: ends, marked chunks, fault on/off, what the
+    hops said, heartbeats left out; ``marks`` puts a note on some chunk indexes. A function of
+    its own: how a trace is shown is not what a trace is."""
+    t0 = trace.request_ns
+    n = len(trace.chunks)
+    keep = set(range(min(_TIMELINE_EDGE, n))) | set(range(max(n - _TIMELINE_EDGE, 0), n))
+    for index in marks:
+        keep.update(range(index - _TIMELINE_CONTEXT, index + _TIMELINE_CONTEXT + 1))
+    events: list[tuple[int, int, str]] = [(t0, 0, "request sent")]
+    if trace.response_ns is not None:
+        events.append((trace.response_ns, 1, f"response headers ({trace.status_code})"))
+    previous = None
+    for chunk in trace.chunks:
+        if chunk.index in keep:
+            gap = "" if previous is None else f" +{(chunk.stamp_ns - previous) / 1e6:.1f}"
+            mark = f"  <-- {marks[chunk.index]}" if chunk.index in marks else ""
+            kind = "" if chunk.kind == "text" else f" {chunk.kind}"
+            events.append(
+                (chunk.stamp_ns, 2, f"chunk {chunk.index}{kind} ({chunk.nbytes} B){gap}{mark}")
+            )
+        previous = chunk.stamp_ns
+    for fault in trace.faults:
+        if fault.on_ns is not None:
+            events.append((fault.on_ns, 1, f"fault on: {fault.describe()}"))
+        if fault.off_ns is not None:
+            events.append((fault.off_ns, 1, f"fault off: {fault.kind}"))
+    events += [(said.stamp_ns, 4, said.timeline_text()) for said in trace.said]
+    if trace.end_ns is not None:
+        outcome = "completed" if trace.completed else f"{trace.error_kind}: {trace.error}"
+        events.append((trace.end_ns, 3, f"end: {outcome}"))
+    events.sort(key=lambda e: (e[0], e[1]))
+    lines = [f"  timeline of {trace.name} (ms since request sent):"]
+    last_chunk_shown = -1
+    for stamp, kind_rank, text in events:
+        if kind_rank == 2:
+            index = int(text.split()[1])
+            if index > last_chunk_shown + 1:
+                lines.append(f"    {'...':>10}  ({index - last_chunk_shown - 1} chunks)")
+            last_chunk_shown = index
+        lines.append(f"    {(stamp - t0) / 1e6:10.1f}  {text}")
+    return "\n".join(lines)
