@@ -40,6 +40,7 @@ from pathlib import Path
 
 from common import command_line, load_line, start_json, start_real_toxiproxy, stop
 
+from pytest_streamguard.faults.inject import log_of
 from pytest_streamguard.faults.toxiproxy_client import ToxiproxyAPI, ToxiproxyServer
 from pytest_streamguard.guard import StreamGuard
 from pytest_streamguard.services.app import Target
@@ -73,7 +74,7 @@ def guard(api: ToxiproxyAPI, name: str, url: str, pid: int) -> StreamGuard:
         deadline=None,
         seed=SEED,
     )
-    made.faults.target_pid = pid
+    log_of(made.faults).target_pid = pid
     return made
 
 
@@ -197,7 +198,7 @@ def freeze_at_5(api: ToxiproxyAPI, url: str, pid: int, name: str) -> str:
     try:
         record = sg.faults.freeze(0.5, after_chunks=5)
         result = sg.load(5, json={"max_new_tokens": TOKENS, "interval_s": 0.005})
-        sg.faults.judge(sg.traces)
+        log_of(sg.faults).judge(sg.traces)
     finally:
         sg.close()
         api.destroy_proxy(sg.proxy)

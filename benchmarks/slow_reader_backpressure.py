@@ -26,7 +26,7 @@ import threading
 import time
 from dataclasses import dataclass, field
 
-from pytest_streamguard.faults.inject import Faults
+from pytest_streamguard.faults.inject import FaultLog, Faults
 from pytest_streamguard.faults.toxiproxy_client import ToxiproxyAPI, ToxiproxyServer
 from pytest_streamguard.stream.client import StreamRecorder, aread_stream
 from pytest_streamguard.stream.request import ReadLimits, StreamRequest
@@ -130,7 +130,7 @@ def through_the_fault(
 ) -> Writes:
     """One stream read through the embedded proxy under ``faults.slow_reader(rate)``."""
     proxy = api.create_proxy(f"bench_backpressure_{rate}", f"127.0.0.1:{server.port}")
-    faults = Faults(api, proxy)
+    faults = Faults(FaultLog(api, proxy))
     try:
         faults.slow_reader(rate)
         read_for(f"http://{proxy.listen}/", seconds, rate)

@@ -22,7 +22,7 @@ import time
 
 from common import PacedStreamer
 
-from pytest_streamguard.faults.inject import Faults
+from pytest_streamguard.faults.inject import FaultLog, Faults
 from pytest_streamguard.faults.toxiproxy_client import ToxiproxyAPI, ToxiproxyServer
 from pytest_streamguard.stream.client import StreamRecorder, aread_stream
 from pytest_streamguard.stream.request import ReadLimits, StreamRequest
@@ -96,7 +96,8 @@ def start_upstream() -> int:
 def measure(api: ToxiproxyAPI, upstream: int, rate: int, seconds: float) -> tuple[float, int]:
     """Read one slow stream of about ``seconds`` at ``rate``; (delivered B/s, body bytes)."""
     proxy = api.create_proxy(f"bench_slow_reader_{rate}", f"127.0.0.1:{upstream}")
-    faults = Faults(api, proxy)
+    log = FaultLog(api, proxy)
+    faults = Faults(log)
     try:
         faults.slow_reader(rate)
         size = int(rate * seconds)
@@ -106,7 +107,7 @@ def measure(api: ToxiproxyAPI, upstream: int, rate: int, seconds: float) -> tupl
             f"http://{proxy.listen}/?bytes={size}&event={event}",
             format="sse",
             limits=ReadLimits(first=60, gap=60, total=seconds * 10 + 60),
-            slow_reader_bps=faults.slow_reader_bps,
+            slow_reader_bps=log.slow_reader_bps,
         )
         trace = asyncio.run(aread_stream(StreamRecorder(request, f"slow reader {rate} B/s")))
     finally:

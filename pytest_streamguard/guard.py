@@ -20,8 +20,8 @@ from toxiproxy.proxy import Proxy
 
 from pytest_streamguard.common.defaults import DEFAULT_MAX_STREAM_SECONDS, DEFAULT_PROXY_HOST
 from pytest_streamguard.errors import IngressError, ToxiproxyError
-from pytest_streamguard.faults.hops import AllHops, Hop, HopFaults, StackHops
-from pytest_streamguard.faults.inject import Faults
+from pytest_streamguard.faults.hops import AllHops, Hop, HopFaults, HopLog, StackHops
+from pytest_streamguard.faults.inject import FaultLog, Faults
 from pytest_streamguard.faults.profiles import Profile
 from pytest_streamguard.faults.toxiproxy_client import ToxiproxyAPI, proxy_url
 from pytest_streamguard.formats import StreamFormat
@@ -241,6 +241,7 @@ class _HeadroomSearches:
     probe_spec: ProbeSpec | None
     ray: RayShards | None
     faults: Faults
+    _log: FaultLog
     seed: int | None
     _streams: _Streams
     #: Every headroom search of the test, in the order run (the reports show them).
@@ -288,7 +289,7 @@ class _HeadroomSearches:
 
         def load(n: int, rate: float | None) -> LoadResult:
             plan = LoadPlan(n=n, rate=rate, seed=self.seed)
-            sharded = sharding(plan, processes, shards, self.ray, self.faults)
+            sharded = sharding(plan, processes, shards, self.ray, self._log)
             if sharded is not None:
                 with ProbeThread(self.probe_spec) as probe:
                     # A level's figures are the reader's, as for an unsharded level: no judge.
@@ -328,7 +329,7 @@ class _HeadroomSearches:
 
         async def load(n: int, rate: float | None) -> LoadResult:
             plan = LoadPlan(n=n, rate=rate, seed=self.seed)
-            sharded = sharding(plan, processes, shards, self.ray, self.faults)
+            sharded = sharding(plan, processes, shards, self.ray, self._log)
             if sharded is not None:
                 async with probing(self.probe_spec) as probed:
                     result = await sharded.arun(plan, request, NONE)
@@ -356,28 +357,29 @@ class _Hops:
     proxy: Proxy
     target: Target
     faults: Faults
+    _log: FaultLog
     upstream: str
     _ingress: IngressHop | None
     #: The stack's hops by service name, the entry's last (none without a stack).
     hops: dict[str, Hop]
     #: The inner hops' faults, in start order (the streams pass their chunks to them too).
-    _hop_faults: list[Faults]
+    _hop_logs: list[FaultLog]
     _stack: StackHops | None
 
     def _stack_hops(self, stack: StackHops | None, seed: int) -> None:
         """Make this test's handle of every hop of ``stack`` (each inner proxy cleared of what
         a test that crashed left on it)."""
         self.hops = {}
-        self._hop_faults = []
+        self._hop_logs = []
         self._stack = None
         if stack is None:
             return
         self._stack = stack
         for name, inner in stack.inner.items():
-            faults = HopFaults(self.api, inner.proxy, hop=name, target=inner.target, seed=seed)
-            faults.reset_proxy()
-            self.hops[name] = Hop(name, faults, inner.target, inner.proxy, inner.address)
-            self._hop_faults.append(faults)
+            log = HopLog(self.api, inner.proxy, hop=name, target=inner.target, seed=seed)
+            log.reset_proxy()
+            self.hops[name] = Hop(name, HopFaults(log), inner.target, inner.proxy, inner.address)
+            self._hop_logs.append(log)
         entry_address = str(self.proxy.listen)
         self.hops[stack.entry] = Hop(
             stack.entry, self.faults, self.target, self.proxy, entry_address
@@ -466,11 +468,6 @@ class _Hops:
             if found.ended is not None:
                 stamps.ended[name] = found.ended
 
-    @property
-    def all_faults(self) -> list[Faults]:
-        """The faults of every hop of the test: the client's own (``faults``) first."""
-        return [self.faults, *self._hop_faults]
-
     def ingress(
         self,
         read_timeout: float = 60.0,
@@ -498,7 +495,7 @@ class _Hops:
             gzip=gzip,
             send_timeout=send_timeout,
         ).start()
-        self.faults.records.append(hop.record)
+        self._log.records.append(hop.record)
         self._ingress = hop
         return hop.ingress
 
@@ -510,7 +507,7 @@ class _Hops:
             for inner in self._stack.inner.values():
                 inner.tap.forget_before(time.perf_counter_ns())
         try:
-            _clear_all(self.all_faults)
+            _clear_all([self._log, *self._hop_logs])
         finally:
             if self._ingress is not None:
                 hop, self._ingress = self._ingress, None
@@ -568,16 +565,17 @@ class StreamGuard(_HeadroomSearches, _Hops):
         # ingress hop.
         self.upstream = upstream if upstream is not None else target.address
         self.url = proxy_url(str(proxy.listen), proxy_host, api.host)
-        self.faults = Faults(
+        self._log = FaultLog(
             api,
             proxy,
             target_pid=target.pid,
             seed=seed or 0,
             target=target if target.process is not None else None,
         )
+        self.faults = Faults(self._log)
         self._stack_hops(stack, seed or 0)
         self._streams = _Streams(
-            AllHops(self.faults, self._hop_faults), client, transcripts, probe_spec
+            AllHops(self._log, self._hop_logs), client, transcripts, probe_spec
         )
         if stack is not None:
             self._streams.pair = self.pair_trace
@@ -624,11 +622,11 @@ class StreamGuard(_HeadroomSearches, _Hops):
             headers=dict(headers or {}),
             format=format,
             limits=limits,
-            slow_reader_bps=self.faults.slow_reader_bps,
+            slow_reader_bps=self._log.slow_reader_bps,
             allow_empty=allow_empty,
             expect=expect,
             require_done=require_done,
-            on_pace=self.faults.on_pace,
+            on_pace=self._log.on_pace,
         )
 
     def stream(
@@ -736,7 +734,7 @@ class StreamGuard(_HeadroomSearches, _Hops):
         request = self._request(
             path, json, method, headers, format, read_timeout, allow_empty, require_done, expect
         )
-        sharded = sharding(plan, processes, shards, self.ray, self.faults)
+        sharded = sharding(plan, processes, shards, self.ray, self._log)
         if sharded is not None:
             with ProbeThread(self.probe_spec) as probe:
                 result = sharded.run(plan, request, self._streams.choice(client))
@@ -777,7 +775,7 @@ class StreamGuard(_HeadroomSearches, _Hops):
         request = self._request(
             path, json, method, headers, format, read_timeout, allow_empty, require_done, expect
         )
-        sharded = sharding(plan, processes, shards, self.ray, self.faults)
+        sharded = sharding(plan, processes, shards, self.ray, self._log)
         if sharded is not None:
             async with probing(self.probe_spec) as probed:
                 result = await sharded.arun(plan, request, self._streams.choice(client))
@@ -793,7 +791,13 @@ class StreamGuard(_HeadroomSearches, _Hops):
         return self._streams.keep_load(result)
 
 
-def _clear_all(every: list[Faults]) -> None:
+def every_log(guard: StreamGuard) -> list[FaultLog]:
+    """The plugin's side of the faults of every hop of ``guard``'s test: the client's own
+    (``streamguard.faults``) first."""
+    return [guard._log, *guard._hop_logs]
+
+
+def _clear_all(every: list[FaultLog]) -> None:
     """Undo the faults of every hop, each whatever the others raised (the first error is
     raised once all were tried)."""
     errors: list[ToxiproxyError] = []

@@ -28,8 +28,8 @@ from dataclasses import dataclass
 from toxiproxy.proxy import Proxy
 
 from pytest_streamguard.faults.chunks import AIM_HEADER
-from pytest_streamguard.faults.inject import Faults
-from pytest_streamguard.faults.mechanism import Mechanism, active_on
+from pytest_streamguard.faults.inject import FaultLog, Faults
+from pytest_streamguard.faults.mechanism import active_on
 from pytest_streamguard.faults.toxiproxy_client import ToxiproxyAPI
 from pytest_streamguard.services.app import Target
 from pytest_streamguard.services.tap import Tap
@@ -40,21 +40,18 @@ from pytest_streamguard.stream.trace import FaultRecord, StreamTrace
 _ENDS_STREAMS = frozenset({"cut", "reset", "down", "blackhole", "restart"})
 _PASSED_ON = frozenset({"http", "server", "protocol", "empty"})
 
-__all__ = ["AllHops", "Hop", "HopFaults", "InnerHop", "StackHops"]
+__all__ = ["AllHops", "Hop", "HopFaults", "HopLog", "InnerHop", "StackHops"]
 
 
-class HopFaults(Faults):
-    """The fault vocabulary on one inner hop of a stack: each fault's record names the hop."""
+class HopLog(FaultLog):
+    """The faults of one inner hop of a stack as the plugin drives them: each fault's record
+    names the hop, and a fault that ends streams is judged on what the service in front made
+    of it too."""
 
     def __init__(
         self, api: ToxiproxyAPI, proxy: Proxy, *, hop: str, target: Target, seed: int = 0
     ) -> None:
-        super().__init__(api, proxy, target_pid=target.pid, seed=seed, target=target)
-        self.hop = hop
-
-    def _register(self, mechanism: Mechanism) -> FaultRecord:
-        mechanism.record.hop = self.hop
-        return super()._register(mechanism)
+        super().__init__(api, proxy, target_pid=target.pid, seed=seed, target=target, hop=hop)
 
     def judge(self, traces: list[StreamTrace]) -> list[FaultRecord]:
         """Judge each fault as on the client's hop (:mod:`~pytest_streamguard.faults.fired`);
@@ -78,6 +75,14 @@ class HopFaults(Faults):
                     )
                     break
         return [r for r in self.records if not r.fired]
+
+
+class HopFaults(Faults):
+    """The fault vocabulary on one inner hop of a stack (``streamguard.hop(NAME).faults``)."""
+
+    def __init__(self, log: HopLog) -> None:
+        super().__init__(log)
+        self.hop = log.hop
 
     def slow_reader(self, bytes_per_second: float, *, tiny: bool = False) -> FaultRecord:
         """Refused: the reader of an inner hop is the service in front of it, which the plugin
@@ -136,13 +141,13 @@ class AllHops:
     """The faults of every hop of a test, as the test's streams meet them: the entry's
     (``streamguard.faults``) and each inner hop's, in that order."""
 
-    def __init__(self, entry: Faults, hops: list[Faults]) -> None:
+    def __init__(self, entry: FaultLog, hops: list[FaultLog]) -> None:
         self.entry = entry
         #: The inner hops' faults (a list the guard fills; read on every call).
         self.hops = hops
 
     @property
-    def every(self) -> list[Faults]:
+    def every(self) -> list[FaultLog]:
         """The entry's faults, then each inner hop's."""
         return [self.entry, *self.hops]
 

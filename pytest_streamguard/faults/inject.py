@@ -6,7 +6,7 @@ which the test's traces carry. ``stall``, and ``cut`` and ``reset`` with ``after
 chunk toxics of the embedded server, which acts right after chunk N of each stream itself (a real
 Toxiproxy has none, so there they are refused); ``slow_reader`` makes the client read slowly
 through a small receive buffer, ``freeze`` stops the target's process group and ``restart``
-kills it and starts it again. When the test's body ends, :meth:`Faults.judge` says of each
+kills it and starts it again. When the test's body ends, :meth:`FaultLog.judge` says of each
 fault whether it took effect (:mod:`pytest_streamguard.faults.fired`).
 
 =================  =====================================================================
@@ -39,7 +39,8 @@ its 7th stream) or a fraction drawn from ``--streamguard-seed`` and each index (
 The toxic is then ``aimed``: the embedded proxy acts only on connections whose request names
 it in an ``x-streamguard-aim`` header, which the plugin sends on the streams aimed at.
 
-This module owns :class:`Faults`, the facade a test and the plugin use. Each word has the
+This module owns :class:`Faults`, the words a test calls, and :class:`FaultLog`, the plugin's
+side of them (the hooks the client, the loads and the session call). Each word has the
 module of its mechanism check its arguments and build one
 :class:`~pytest_streamguard.faults.mechanism.Mechanism` (:mod:`~pytest_streamguard.faults.toxics`:
 the proxy's toxics and state; :mod:`~pytest_streamguard.faults.chunks`: the chunk toxics;
@@ -97,8 +98,10 @@ __all__ = [
     "SLOW_READER_TOXIC_HEADROOM",
     "STREAMS",
     "Aim",
+    "FaultLog",
     "Faults",
     "chosen",
+    "log_of",
 ]
 
 
@@ -112,8 +115,11 @@ def _undo_order(on: list[Mechanism]) -> list[Mechanism]:
     return [*triggered, *standing, *down]
 
 
-class Faults:
-    """Faults for one test (``streamguard.faults``); all are undone when the test ends."""
+class FaultLog:
+    """The faults of one test as the plugin drives them: which are on, which streams they aim
+    at, the client's chunks and ends they hear, and how each is judged and undone when the test
+    ends. The plugin owns it (:func:`log_of` finds it behind a test's :class:`Faults`); a test
+    holds :class:`Faults`, whose words add faults to it."""
 
     def __init__(
         self,
@@ -122,9 +128,9 @@ class Faults:
         target_pid: int | None = None,
         seed: int = 0,
         target: Target | None = None,
+        hop: str | None = None,
     ) -> None:
-        self.api = api
-        self.proxy = proxy
+        self.control = ProxyControl(api, proxy)
         # A target the plugin started (for restart(); freeze() follows its process there).
         self.target = target
         # --streamguard-seed: which streams a fraction of streams= aims at.
@@ -132,9 +138,11 @@ class Faults:
         # The process (and group) of a target the plugin started, for freeze(); None for one
         # given by URL.
         self.target_pid = target_pid
+        #: Under a stack: the inner hop these faults act on (each record names it).
+        self.hop = hop
         self.records: list[FaultRecord] = []
+        #: The rate a slow reader paces the test's next streams to (None: full speed).
         self.slow_reader_bps: float | None = None
-        self._control = ProxyControl(api, proxy)
         # Every fault of the test (to judge them), and those not undone yet (which hear the
         # client's chunks).
         self._mechanisms: list[Mechanism] = []
@@ -143,21 +151,31 @@ class Faults:
         self._slow: SlowReader | None = None
 
     def _register(self, mechanism: Mechanism) -> FaultRecord:
+        if self.hop is not None:
+            mechanism.record.hop = self.hop
         self.records.append(mechanism.record)
         self._mechanisms.append(mechanism)
         self._on.append(mechanism)
         return mechanism.record
 
-    def _apply(self, mechanism: Mechanism) -> FaultRecord:
-        # Among the test's faults before it is applied: one applied in part is undone too.
+    def add(self, mechanism: Mechanism) -> FaultRecord:
+        """Apply ``mechanism`` as one of the test's faults (one applied in part is undone
+        too)."""
         record = self._register(mechanism)
         mechanism.apply()
         return record
 
-    def _apply_chunk(self, mechanism: ChunkToxic) -> FaultRecord:
-        # Applied first: a chunk toxic the proxy refused is not one of the test's faults.
+    def add_chunk(self, mechanism: ChunkToxic) -> FaultRecord:
+        """Apply a chunk toxic first: one the proxy refused is not one of the test's faults."""
         mechanism.apply()
         return self._register(mechanism)
+
+    def add_slow_reader(self, mechanism: SlowReader, bytes_per_second: float) -> FaultRecord:
+        """Apply a slow reader: the test's later streams are read at ``bytes_per_second``."""
+        self.slow_reader_bps = float(bytes_per_second)
+        record = self.add(mechanism)
+        self._slow = mechanism
+        return record
 
     def _chunk_toxics(self) -> list[ChunkToxic]:
         return [m for m in self._on if isinstance(m, ChunkToxic)]
@@ -191,39 +209,6 @@ class Faults:
         """The faults on now that are aimed at streams with ``streams=``."""
         return [t.record for t in self._chunk_toxics() if t.streams is not None]
 
-    def latency(self, ms: float, jitter: float = 0, stream: str = "downstream") -> FaultRecord:
-        """Delay every chunk by ``ms`` milliseconds (± ``jitter`` milliseconds) on ``stream``.
-
-        Toxiproxy's latency toxic takes whole milliseconds, so a delay between 0 and 1 ms (most
-        likely seconds written where milliseconds are meant) is refused."""
-        return self._apply(latency_fault(self._control, ms, jitter, stream))
-
-    def stall(self, after_chunks: int, seconds: float, *, streams: Any = None) -> FaultRecord:
-        """Pause each stream for ``seconds`` right after its ``after_chunks``-th data event
-        (the rest of it is held, not dropped). ``streams``: only the test's streams at these
-        indexes (0 first, in request order), or a seeded fraction of them (``0.3``); the others
-        are untouched."""
-        return self._apply_chunk(
-            stall_at_chunk(self._control, self.seed, after_chunks, seconds, streams)
-        )
-
-    def freeze(self, seconds: float, after_chunks: int | None = None) -> FaultRecord:
-        """Stop the target process the plugin started (its whole process group, SIGSTOP) for
-        ``seconds``, then continue it (SIGCONT): a blocked event loop, on any app. Right away,
-        or once a stream of the test has ``after_chunks`` chunks. Needs a target the plugin
-        starts (``--streamguard-target-cmd`` or the bundled one)."""
-        pid = self.target.pid if self.target is not None else self.target_pid
-        return self._apply(freeze_fault(seconds, after_chunks, pid))
-
-    def restart(self, after_chunks: int | None = None) -> FaultRecord:
-        """Kill the target process the plugin started (its whole process group, SIGKILL: a
-        crash) and start it again with the same command on the same port. Streams in flight
-        are cut; a stream opened while it starts again waits until it is ready. Right away
-        (this returns once the target is ready again), or once a stream of the test has
-        ``after_chunks`` chunks (it starts again in the background). Needs a target the plugin
-        starts (``--streamguard-target-cmd`` or the bundled one)."""
-        return self._apply(restart_fault(self.target, after_chunks))
-
     def reached(self, trace: StreamTrace) -> None:
         """A stream read elsewhere (a shard process) has ended: note it for the chunk faults
         that the proxy applied to it."""
@@ -242,107 +227,10 @@ class Faults:
             if isinstance(trigger, Restart):
                 trigger.wait()
 
-    def slow_reader(self, bytes_per_second: float, *, tiny: bool = False) -> FaultRecord:
-        """Read every later stream of the test at ``bytes_per_second`` (bytes, not KB) through a
-        receive buffer of about half a second of it, so backpressure reaches the server; the
-        proxy is throttled too, a little above the rate. Up to 10 MB/s
-        (``SLOW_READER_MAX_BPS``). On the embedded server the connections opened under the
-        throttle get small upstream socket buffers, so the server's writes wait within tens of
-        kilobytes (docs/faults.md, "Which buffers a slow reader fills"). A rate under 64
-        bytes/s is refused as a likely unit slip unless ``tiny=True`` says it is meant."""
-        mechanism = slow_reader_fault(self._control, bytes_per_second, tiny)
-        self.slow_reader_bps = float(bytes_per_second)
-        record = self._apply(mechanism)
-        self._slow = mechanism
-        return record
-
     def on_pace(self, seconds: float) -> None:
         """Called by the client each time a slow reader waits to keep to its rate."""
         if self._slow is not None:
             self._slow.waited += seconds
-
-    def bandwidth(self, kb_per_second: float) -> FaultRecord:
-        """Limit the downstream to ``kb_per_second`` KB/s (1 KB = 1000 bytes)."""
-        return self._apply(bandwidth_fault(self._control, kb_per_second))
-
-    def slicer(self, average_size: int, size_variation: int = 0, delay_us: int = 0) -> FaultRecord:
-        """Split response chunks into ~``average_size``-byte pieces, ``delay_us`` µs apart."""
-        return self._apply(slicer_fault(self._control, average_size, size_variation, delay_us))
-
-    def cut(
-        self,
-        after_bytes: int | None = None,
-        *,
-        after_chunks: int | None = None,
-        streams: Any = None,
-    ) -> FaultRecord:
-        """Close each connection (a FIN) after ``after_bytes`` response bytes (headers
-        included), or right after each stream's ``after_chunks``-th data event, whatever the
-        stream's length (a stream with fewer events is not cut; see
-        :class:`~pytest_streamguard.faults.chunks.ChunkToxic`). ``streams`` (with
-        ``after_chunks``): only the test's streams at these indexes (0 first, in request
-        order), or a seeded fraction of them; the others are untouched."""
-        if (after_bytes is None) == (after_chunks is None):
-            raise ValueError(
-                f"faults.cut(after_bytes={after_bytes!r}, after_chunks={after_chunks!r}): "
-                "expected exactly one of after_bytes (an integer >= 0) or after_chunks "
-                "(an integer >= 1)"
-            )
-        if after_chunks is not None:
-            return self._apply_chunk(
-                end_at_chunk(self._control, self.seed, "cut", "chunk_cut", after_chunks, streams)
-            )
-        if streams is not None:
-            raise ValueError(
-                f"faults.cut(after_bytes={after_bytes!r}, streams={streams!r}): streams= aims "
-                "a cut at chunk N; use it with after_chunks instead of after_bytes"
-            )
-        return self._apply(cut_after_bytes(self._control, after_bytes))
-
-    def reset(
-        self, after_ms: float = 0, *, after_chunks: int | None = None, streams: Any = None
-    ) -> FaultRecord:
-        """Reset (RST) each new connection ``after_ms`` ms after its first response chunk, or,
-        with ``after_chunks``, right after each stream's ``after_chunks``-th data event (the
-        embedded server's ``chunk_reset``). ``streams`` (with ``after_chunks``): only the
-        test's streams at these indexes (0 first, in request order), or a seeded fraction of
-        them; the others are untouched."""
-        if after_chunks is not None:
-            if after_ms:
-                raise ValueError(
-                    f"faults.reset(after_ms={after_ms!r}, after_chunks={after_chunks!r}): "
-                    "expected one of after_ms (a reset after the first response chunk) or "
-                    "after_chunks (a reset right after chunk N)"
-                )
-            return self._apply_chunk(
-                end_at_chunk(
-                    self._control, self.seed, "reset", "chunk_reset", after_chunks, streams
-                )
-            )
-        if streams is not None:
-            raise ValueError(
-                f"faults.reset(streams={streams!r}): streams= aims a reset at chunk N; use it "
-                "with after_chunks"
-            )
-        return self._apply(reset_after_ms(self._control, after_ms))
-
-    def blackhole(self) -> FaultRecord:
-        """Drop all data both ways while keeping connections open."""
-        return self._apply(blackhole_fault(self._control))
-
-    def down(self) -> FaultRecord:
-        """Disable the proxy: open connections are closed and new ones refused."""
-        return self._apply(ProxyDown(self._control))
-
-    def apply_profile(self, profile: Profile) -> list[FaultRecord]:
-        """Apply a named profile (see :mod:`pytest_streamguard.faults.profiles`): its toxics as one
-        ``profile(name=...)`` fault, then its fault-vocabulary calls; undone by :meth:`clear`."""
-        applied: list[FaultRecord] = []
-        if profile.toxics:
-            applied.append(self._apply(ProfileToxics(self._control, profile)))
-        for word, kwargs in profile.faults:
-            applied.append(getattr(self, word)(**kwargs))
-        return applied
 
     def on_chunk(self, trace: StreamTrace) -> None:
         """Called by the client after each data event (drives client-triggered faults)."""
@@ -396,4 +284,165 @@ class Faults:
 
     def reset_proxy(self) -> None:
         """Remove leftover toxics and re-enable the proxy (state from a test that crashed)."""
-        self._control.reset()
+        self.control.reset()
+
+
+class Faults:
+    """Faults for one test (``streamguard.faults``): each word applies one fault and returns
+    its :class:`~pytest_streamguard.stream.trace.FaultRecord`; all are undone when the test
+    ends."""
+
+    def __init__(self, log: FaultLog) -> None:
+        self._log = log
+
+    @property
+    def records(self) -> list[FaultRecord]:
+        """The test's faults so far, in the order they were applied."""
+        return self._log.records
+
+    def latency(self, ms: float, jitter: float = 0, stream: str = "downstream") -> FaultRecord:
+        """Delay every chunk by ``ms`` milliseconds (± ``jitter`` milliseconds) on ``stream``.
+
+        Toxiproxy's latency toxic takes whole milliseconds, so a delay between 0 and 1 ms (most
+        likely seconds written where milliseconds are meant) is refused."""
+        return self._log.add(latency_fault(self._log.control, ms, jitter, stream))
+
+    def stall(self, after_chunks: int, seconds: float, *, streams: Any = None) -> FaultRecord:
+        """Pause each stream for ``seconds`` right after its ``after_chunks``-th data event
+        (the rest of it is held, not dropped). ``streams``: only the test's streams at these
+        indexes (0 first, in request order), or a seeded fraction of them (``0.3``); the others
+        are untouched."""
+        return self._log.add_chunk(
+            stall_at_chunk(self._log.control, self._log.seed, after_chunks, seconds, streams)
+        )
+
+    def freeze(self, seconds: float, after_chunks: int | None = None) -> FaultRecord:
+        """Stop the target process the plugin started (its whole process group, SIGSTOP) for
+        ``seconds``, then continue it (SIGCONT): a blocked event loop, on any app. Right away,
+        or once a stream of the test has ``after_chunks`` chunks. Needs a target the plugin
+        starts (``--streamguard-target-cmd`` or the bundled one)."""
+        target = self._log.target
+        pid = target.pid if target is not None else self._log.target_pid
+        return self._log.add(freeze_fault(seconds, after_chunks, pid))
+
+    def restart(self, after_chunks: int | None = None) -> FaultRecord:
+        """Kill the target process the plugin started (its whole process group, SIGKILL: a
+        crash) and start it again with the same command on the same port. Streams in flight
+        are cut; a stream opened while it starts again waits until it is ready. Right away
+        (this returns once the target is ready again), or once a stream of the test has
+        ``after_chunks`` chunks (it starts again in the background). Needs a target the plugin
+        starts (``--streamguard-target-cmd`` or the bundled one)."""
+        return self._log.add(restart_fault(self._log.target, after_chunks))
+
+    def slow_reader(self, bytes_per_second: float, *, tiny: bool = False) -> FaultRecord:
+        """Read every later stream of the test at ``bytes_per_second`` (bytes, not KB) through a
+        receive buffer of about half a second of it, so backpressure reaches the server; the
+        proxy is throttled too, a little above the rate. Up to 10 MB/s
+        (``SLOW_READER_MAX_BPS``). On the embedded server the connections opened under the
+        throttle get small upstream socket buffers, so the server's writes wait within tens of
+        kilobytes (docs/faults.md, "Which buffers a slow reader fills"). A rate under 64
+        bytes/s is refused as a likely unit slip unless ``tiny=True`` says it is meant."""
+        mechanism = slow_reader_fault(self._log.control, bytes_per_second, tiny)
+        return self._log.add_slow_reader(mechanism, bytes_per_second)
+
+    def bandwidth(self, kb_per_second: float) -> FaultRecord:
+        """Limit the downstream to ``kb_per_second`` KB/s (1 KB = 1000 bytes)."""
+        return self._log.add(bandwidth_fault(self._log.control, kb_per_second))
+
+    def slicer(self, average_size: int, size_variation: int = 0, delay_us: int = 0) -> FaultRecord:
+        """Split response chunks into ~``average_size``-byte pieces, ``delay_us`` µs apart."""
+        return self._log.add(
+            slicer_fault(self._log.control, average_size, size_variation, delay_us)
+        )
+
+    def cut(
+        self,
+        after_bytes: int | None = None,
+        *,
+        after_chunks: int | None = None,
+        streams: Any = None,
+    ) -> FaultRecord:
+        """Close each connection (a FIN) after ``after_bytes`` response bytes (headers
+        included), or right after each stream's ``after_chunks``-th data event, whatever the
+        stream's length (a stream with fewer events is not cut; see
+        :class:`~pytest_streamguard.faults.chunks.ChunkToxic`). ``streams`` (with
+        ``after_chunks``): only the test's streams at these indexes (0 first, in request
+        order), or a seeded fraction of them; the others are untouched."""
+        if (after_bytes is None) == (after_chunks is None):
+            raise ValueError(
+                f"faults.cut(after_bytes={after_bytes!r}, after_chunks={after_chunks!r}): "
+                "expected exactly one of after_bytes (an integer >= 0) or after_chunks "
+                "(an integer >= 1)"
+            )
+        if after_chunks is not None:
+            return self._log.add_chunk(
+                end_at_chunk(
+                    self._log.control, self._log.seed, "cut", "chunk_cut", after_chunks, streams
+                )
+            )
+        if streams is not None:
+            raise ValueError(
+                f"faults.cut(after_bytes={after_bytes!r}, streams={streams!r}): streams= aims "
+                "a cut at chunk N; use it with after_chunks instead of after_bytes"
+            )
+        return self._log.add(cut_after_bytes(self._log.control, after_bytes))
+
+    def reset(
+        self, after_ms: float = 0, *, after_chunks: int | None = None, streams: Any = None
+    ) -> FaultRecord:
+        """Reset (RST) each new connection ``after_ms`` ms after its first response chunk, or,
+        with ``after_chunks``, right after each stream's ``after_chunks``-th data event (the
+        embedded server's ``chunk_reset``). ``streams`` (with ``after_chunks``): only the
+        test's streams at these indexes (0 first, in request order), or a seeded fraction of
+        them; the others are untouched."""
+        if after_chunks is not None:
+            if after_ms:
+                raise ValueError(
+                    f"faults.reset(after_ms={after_ms!r}, after_chunks={after_chunks!r}): "
+                    "expected one of after_ms (a reset after the first response chunk) or "
+                    "after_chunks (a reset right after chunk N)"
+                )
+            return self._log.add_chunk(
+                end_at_chunk(
+                    self._log.control, self._log.seed, "reset", "chunk_reset", after_chunks, streams
+                )
+            )
+        if streams is not None:
+            raise ValueError(
+                f"faults.reset(streams={streams!r}): streams= aims a reset at chunk N; use it "
+                "with after_chunks"
+            )
+        return self._log.add(reset_after_ms(self._log.control, after_ms))
+
+    def blackhole(self) -> FaultRecord:
+        """Drop all data both ways while keeping connections open."""
+        return self._log.add(blackhole_fault(self._log.control))
+
+    def down(self) -> FaultRecord:
+        """Disable the proxy: open connections are closed and new ones refused."""
+        return self._log.add(ProxyDown(self._log.control))
+
+    def apply_profile(self, profile: Profile) -> list[FaultRecord]:
+        """Apply a named profile (see :mod:`pytest_streamguard.faults.profiles`): its toxics as one
+        ``profile(name=...)`` fault, then its fault-vocabulary calls; undone by :meth:`clear`."""
+        applied: list[FaultRecord] = []
+        if profile.toxics:
+            applied.append(self._log.add(ProfileToxics(self._log.control, profile)))
+        for word, kwargs in profile.faults:
+            applied.append(getattr(self, word)(**kwargs))
+        return applied
+
+    def judge(self, traces: list[StreamTrace]) -> list[FaultRecord]:
+        """Judge now whether each fault of the test took effect on ``traces`` (the plugin
+        judges them when the body ends); return the faults that never fired."""
+        return self._log.judge(traces)
+
+    def clear(self) -> None:
+        """Undo every fault of this test so far (a fault added later is undone when the test
+        ends); raise ToxiproxyError if any could not be undone."""
+        self._log.clear()
+
+
+def log_of(faults: Faults) -> FaultLog:
+    """The plugin's side of a test's ``faults``: its :class:`FaultLog`."""
+    return faults._log

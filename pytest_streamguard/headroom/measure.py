@@ -14,7 +14,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from pytest_streamguard.faults.inject import Faults
+from pytest_streamguard.faults.inject import Faults, log_of
 from pytest_streamguard.headroom.forwarding import Forwarding, forwarding
 from pytest_streamguard.headroom.levels import RATE_WINDOW_S, Scale, judge, resolve_axis
 from pytest_streamguard.headroom.result import Headroom, HeadroomLevel
@@ -151,7 +151,7 @@ def measure(measurement: Measurement, load: LoadAt) -> Headroom:
             result = load(*measurement.load_at(level))
         finally:
             if record is not None:
-                measurement.faults.withdraw(record)
+                log_of(measurement.faults).withdraw(record)
         search.tell(measurement.keep(level, result))
     return measurement.headroom()
 
@@ -166,6 +166,6 @@ async def ameasure(measurement: Measurement, load: ALoadAt) -> Headroom:
             result = await load(*measurement.load_at(level))
         finally:
             if record is not None:
-                measurement.faults.withdraw(record)
+                log_of(measurement.faults).withdraw(record)
         search.tell(measurement.keep(level, result))
     return measurement.headroom()

@@ -21,6 +21,7 @@ from pytest_streamguard.common.display import shown_command
 from pytest_streamguard.common.names import SKIP_REASON
 from pytest_streamguard.errors import StartupError, ToxiproxyError
 from pytest_streamguard.faults.hops import InnerHop, StackHops
+from pytest_streamguard.faults.inject import log_of
 from pytest_streamguard.faults.toxiproxy_client import (
     ToxiproxyAPI,
     ToxiproxyServer,
@@ -282,7 +283,7 @@ def make_streamguard(
         # A second guard of the same test on the same proxy shares it: resetting it would undo
         # the first guard's faults under it (and its teardown would miss them).
         if not any(other.proxy is proxy for other in guards):
-            guard.faults.reset_proxy()
+            log_of(guard.faults).reset_proxy()
         guards.append(guard)
         # Every guard of the test is closed at its end, not only the streamguard fixture's: a
         # fault left on a proxy no later test resets (another target's, an inner hop's) would

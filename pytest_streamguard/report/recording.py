@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass, field, replace
 
-from pytest_streamguard.guard import StreamGuard
+from pytest_streamguard.guard import StreamGuard, every_log
 from pytest_streamguard.report.records import NOT_FIRED, TestRecord
 from pytest_streamguard.services.app import Target
 from pytest_streamguard.stream.trace import FaultRecord, StreamTrace
@@ -105,7 +105,7 @@ def record_test(
         guard.hear(guard.traces, wait=True)
     traces = guard_traces(guards)
     # Every hop's faults: the client's own, then a stack's inner hops' (streamguard.hop()).
-    faults = [r for guard in guards for hop in guard.all_faults for r in hop.records]
+    faults = [r for guard in guards for hop in every_log(guard) for r in hop.records]
     profile = next((g.profile for g in guards if g.profile is not None), None)
     headroom = [found for guard in guards for found in guard.headrooms]
     # A matrix item is kept even without streams (its cell says how it ended), and so is a
@@ -115,7 +115,7 @@ def record_test(
         return RecordedTest(record=None, traces=[], violations=[], gated=[], unfired=[])
     # Each guard's faults act on its own proxy, so each is judged on its own streams; an inner
     # hop's on the streams of the guard whose client crossed it (pytest_streamguard.faults.hops).
-    unfired = [f for g in guards for hop in g.all_faults for f in hop.judge(g.traces)]
+    unfired = [f for g in guards for hop in every_log(g) for f in hop.judge(g.traces)]
     probe = merge(guard.probe for guard in guards)
     record = TestRecord(
         nodeid=nodeid,

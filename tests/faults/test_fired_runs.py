@@ -19,6 +19,8 @@ import threading
 
 import pytest
 
+from pytest_streamguard.faults.inject import log_of
+
 # Events 0.2 s apart: a chunk-triggered cut's toxic (one API call) is on long before the next.
 SIX = {"max_new_tokens": 6, "interval_s": 0.2}
 
@@ -63,14 +65,15 @@ def test_faults_that_act(streamguard):
 
 def test_down_mid_stream_is_on_its_trace(streamguard):
     third = threading.Event()
-    original = streamguard.faults.on_chunk
+    log = log_of(streamguard.faults)  # the plugin's side, which hears each chunk
+    original = log.on_chunk
 
     def on_chunk(trace):
         original(trace)
         if len(trace.chunks) == 3:
             third.set()
 
-    streamguard.faults.on_chunk = on_chunk
+    log.on_chunk = on_chunk
     thread = threading.Thread(
         target=lambda: third.wait(30) and streamguard.faults.down(), daemon=True
     )
