@@ -7,7 +7,7 @@ each other. In it:
 - **Percentiles.** The nearest-rank percentile is the plugin's own
   (:func:`pytest_streamguard.verdict.stats.percentile`, q in 0..100; ``run.py``, ``fidelity.py``,
   ``wire.py``). Two older tables keep their own methods, so their figures stay comparable with
-  the runs recorded in docs/benchmarks.md: :func:`index_percentile` (q in 0..1, the sample at
+  the runs recorded in benchmarks/RESULTS.md: :func:`index_percentile` (q in 0..1, the sample at
   index ``round(q * (n - 1))``; ``proxy_overhead.py``, ``toxiproxy_compare.py``) and
   :func:`rounded_rank_percentile` (``target_load.py``, ``target_slow_readers.py``).
 - **Process readers** (Linux ``/proc``): :func:`rss_kib`, :func:`rss_mib`, :func:`cpu_s`,
