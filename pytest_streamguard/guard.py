@@ -54,11 +54,8 @@ class _Streams:
         faults: AllHops,
         client: str = AUTO,
         transcripts: Path | None = None,
-        probe: ProbeSpec | None = None,
     ) -> None:
         self.faults = faults
-        # --streamguard-probe: what is sent to the target beside each stream (None: nothing).
-        self.probe_spec = probe
         # --streamguard-client: which client judges a stream whose call names none.
         self.client = client
         # streamguard_transcripts: this test's folder for the bytes of disagreements.
@@ -97,31 +94,6 @@ class _Streams:
         """The next stream's name: ``stream 3 (POST /generate)``."""
         self._opened += 1
         return f"stream {self._opened} ({request.method} {path})"
-
-    def read(self, recorder: StreamRecorder, client: str | None) -> StreamTrace:
-        """Read one stream to its end with the probe beside it (a thread of its own), have
-        ``client`` judge it (:meth:`judged`) and keep both; a read stopped by Ctrl-C or
-        pytest-timeout keeps what was read so far."""
-        try:
-            with ProbeThread(self.probe_spec) as probing_thread:
-                trace = read_stream(recorder)
-        except (KeyboardInterrupt, pytest.fail.Exception) as exc:
-            self.keep_interrupted(recorder, exc)
-            raise
-        self.keep_probe(probing_thread.probed)
-        return self.keep(self.judged(trace, client))
-
-    async def aread(self, recorder: StreamRecorder, client: str | None) -> StreamTrace:
-        """The async twin of :meth:`read`: the probe is a task on the running loop, and the
-        judging (blocking: an SDK reads the replay) runs in a thread."""
-        try:
-            async with probing(self.probe_spec) as probed:
-                trace = await aread_stream(recorder)
-        except (KeyboardInterrupt, asyncio.CancelledError, pytest.fail.Exception) as exc:
-            self.keep_interrupted(recorder, exc)
-            raise
-        self.keep_probe(probed)
-        return self.keep(await asyncio.to_thread(self.judged, trace, client))
 
     def keep_probe(self, probed: Probed | None) -> None:
         """Add a stream's or a load's probe samples to the test's."""
@@ -229,166 +201,222 @@ class _Streams:
         return self.keep_load(result)
 
 
-class _HeadroomSearches:
-    """:meth:`headroom` and :meth:`aheadroom` of :class:`StreamGuard` (a class of their own to
-    keep StreamGuard's size in bounds): each level is a load read through the proxy like
-    :meth:`StreamGuard.load`'s, but its streams are the search's, not the test's (they are
-    judged level by level, so the loads above the boundary do not fail the test's deadline).
-    The probe (``probe_spec``) is sent beside each level's load, as beside :meth:`StreamGuard.load`,
-    and its samples go to the level's findings, not to the test's."""
+class _Reads:
+    """How one test's streams are read: each request built for the entry's proxy, a stream or
+    a load read with the probe beside it (a load in shards where it asks for them), and
+    handed to :class:`_Streams` to be judged and kept; a headroom search's levels are read the
+    same way but neither judged nor kept."""
 
-    deadline: Deadline | None
-    probe_spec: ProbeSpec | None
-    ray: RayShards | None
-    faults: Faults
-    _log: FaultLog
-    seed: int | None
-    _streams: _Streams
-    #: Every headroom search of the test, in the order run (the reports show them).
-    headrooms: list[Headroom]
-    _request: Callable[..., StreamRequest]
-
-    def headroom(
+    def __init__(
         self,
-        path: str = "/generate",
-        json: Any = None,
-        *,
-        vary: str = "streams",
-        up_to: float | None = None,
-        precision: float | None = None,
-        streams: int = 1,
-        format: str | StreamFormat = "auto",
-        method: str = "POST",
-        headers: dict[str, str] | None = None,
-        read_timeout: float | None = None,
-        processes: int | str | None = None,
-        shards: int | None = None,
-    ) -> Headroom:
-        """How far this stream is from breaking the test's ``token_deadline``: the largest
-        level of ``vary`` that still holds it (at the deadline's ``percentile``), found by a
-        search that grows, then bisects to ``precision`` (see docs/headroom.md).
+        streams: _Streams,
+        url: str,
+        deadline: Deadline | None,
+        max_stream_seconds: float,
+        ray: RayShards | None = None,
+        probe: ProbeSpec | None = None,
+    ) -> None:
+        self.streams = streams
+        # The base URL through the entry's proxy, and what bounds each stream's reads.
+        self.url, self.deadline, self.max_stream_seconds = url, deadline, max_stream_seconds
+        # --streamguard-ray: loads are sharded over that Ray cluster.
+        self.ray = ray
+        # --streamguard-probe: what is sent to the target beside each stream (None: nothing).
+        self.probe_spec = probe
 
-        ``vary``: ``streams`` (concurrent streams), ``rate`` (requests/s, open loop),
-        ``latency`` or ``jitter`` (ms added by the proxy), ``bandwidth`` (KB/s, searched down
-        from ``up_to``) or ``freeze`` (seconds the target is stopped). ``up_to`` and
-        ``precision`` default per ``vary`` (streams: 64 by 1; latency: 2000 ms by 5 ms).
-        ``streams``: each level's concurrent streams when ``vary`` is not ``streams``.
-        ``processes`` and ``shards``: each level's load is read as :meth:`StreamGuard.load`
-        reads it with them (local shard processes, or Ray tasks under ``--streamguard-ray``),
-        for levels beyond what one process's client reads on time. The rest is as in
-        :meth:`StreamGuard.stream`. Returns a
-        :class:`~pytest_streamguard.headroom.result.Headroom`, also kept in :attr:`headrooms`
-        for the reports and the ``headroom`` marker.
-        """
-        measurement = Measurement.of(
-            self.deadline, self.faults, vary=vary, up_to=up_to, precision=precision, streams=streams
-        )
-        request = self._request(
-            path, json, method, headers, format, read_timeout, False, False, None
-        )
+    def read(self, recorder: StreamRecorder, client: str | None) -> StreamTrace:
+        """Read one stream to its end with the probe beside it (a thread of its own), have
+        ``client`` judge it (:meth:`judged`) and keep both; a read stopped by Ctrl-C or
+        pytest-timeout keeps what was read so far."""
+        try:
+            with ProbeThread(self.probe_spec) as probing_thread:
+                trace = read_stream(recorder)
+        except (KeyboardInterrupt, pytest.fail.Exception) as exc:
+            self.streams.keep_interrupted(recorder, exc)
+            raise
+        self.streams.keep_probe(probing_thread.probed)
+        return self.streams.keep(self.streams.judged(trace, client))
 
-        def load(n: int, rate: float | None) -> LoadResult:
-            plan = LoadPlan(n=n, rate=rate, seed=self.seed)
-            sharded = sharding(plan, processes, shards, self.ray, self._log)
-            if sharded is not None:
-                with ProbeThread(self.probe_spec) as probe:
-                    # A level's figures are the reader's, as for an unsharded level: no judge.
-                    result = sharded.run(plan, request, NONE)
-                result.probe = probe.probed
-                return result
-            make = self._streams.tracking(request, path, [])
-            return run(plan, make, request.socket_options(), self.probe_spec)
+    async def aread(self, recorder: StreamRecorder, client: str | None) -> StreamTrace:
+        """The async twin of :meth:`read`: the probe is a task on the running loop, and the
+        judging (blocking: an SDK reads the replay) runs in a thread."""
+        try:
+            async with probing(self.probe_spec) as probed:
+                trace = await aread_stream(recorder)
+        except (KeyboardInterrupt, asyncio.CancelledError, pytest.fail.Exception) as exc:
+            self.streams.keep_interrupted(recorder, exc)
+            raise
+        self.streams.keep_probe(probed)
+        return self.streams.keep(await asyncio.to_thread(self.streams.judged, trace, client))
 
-        found = measure(measurement, load)
-        self.headrooms.append(found)
-        return found
-
-    async def aheadroom(
+    def request(
         self,
-        path: str = "/generate",
-        json: Any = None,
-        *,
-        vary: str = "streams",
-        up_to: float | None = None,
-        precision: float | None = None,
-        streams: int = 1,
-        format: str | StreamFormat = "auto",
-        method: str = "POST",
-        headers: dict[str, str] | None = None,
-        read_timeout: float | None = None,
-        processes: int | str | None = None,
-        shards: int | None = None,
-    ) -> Headroom:
-        """The async twin of :meth:`headroom`, on the test's own event loop."""
-        measurement = Measurement.of(
-            self.deadline, self.faults, vary=vary, up_to=up_to, precision=precision, streams=streams
-        )
-        request = self._request(
-            path, json, method, headers, format, read_timeout, False, False, None
+        path: str,
+        json: Any,
+        method: str,
+        headers: dict[str, str] | None,
+        format: str | StreamFormat,
+        read_timeout: float | None,
+        allow_empty: bool,
+        require_done: bool,
+        expect: str | None = None,
+    ) -> StreamRequest:
+        """Validate a stream's arguments into the request to send through the proxy (the
+        entry's slow reader, if any, paces it)."""
+        url = stream_url(self.url, path)
+        limits = read_limits(read_timeout, self.deadline, self.max_stream_seconds)
+        return StreamRequest(
+            method=method.upper(),
+            url=url,
+            json_body=json,
+            headers=dict(headers or {}),
+            format=format,
+            limits=limits,
+            slow_reader_bps=self.streams.faults.entry.slow_reader_bps,
+            allow_empty=allow_empty,
+            expect=expect,
+            require_done=require_done,
+            on_pace=self.streams.faults.entry.on_pace,
         )
 
-        async def load(n: int, rate: float | None) -> LoadResult:
-            plan = LoadPlan(n=n, rate=rate, seed=self.seed)
-            sharded = sharding(plan, processes, shards, self.ray, self._log)
-            if sharded is not None:
-                async with probing(self.probe_spec) as probed:
-                    result = await sharded.arun(plan, request, NONE)
-                result.probe = probed
-                return result
-            make = self._streams.tracking(request, path, [])
-            return await arun(plan, make, request.socket_options(), probe=self.probe_spec)
+    def load(
+        self,
+        plan: LoadPlan,
+        request: StreamRequest,
+        path: str,
+        shards: tuple[int | str | None, int | None],
+        client: str | None,
+    ) -> LoadResult:
+        """Read a load of the test with the probe beside it, in shards where ``shards`` (its
+        ``processes=`` and ``shards=``) ask for them (:func:`~.load.sharding.sharding`), judge
+        its streams by ``client`` and keep them; a load stopped by Ctrl-C or pytest-timeout
+        keeps every stream it started."""
+        sharded = sharding(plan, *shards, self.ray, self.streams.faults.entry)
+        if sharded is not None:
+            with ProbeThread(self.probe_spec) as probe:
+                result = sharded.run(plan, request, self.streams.choice(client))
+            return self.streams.keep_sharded(request, path, result, probe.probed, client)
+        started: list[StreamRecorder] = []
+        try:
+            make = self.streams.tracking(request, path, started)
+            result = run(plan, make, request.socket_options(), self.probe_spec)
+        except (KeyboardInterrupt, pytest.fail.Exception) as exc:
+            self.streams.keep_started(started, exc)
+            raise
+        return self.streams.keep_load(self.streams.judged_load(result, client))
 
-        found = await ameasure(measurement, load)
-        self.headrooms.append(found)
-        return found
+    async def aload(
+        self,
+        plan: LoadPlan,
+        request: StreamRequest,
+        path: str,
+        shards: tuple[int | str | None, int | None],
+        client: str | None,
+    ) -> LoadResult:
+        """The async twin of :meth:`load`: the judging runs in a thread."""
+        sharded = sharding(plan, *shards, self.ray, self.streams.faults.entry)
+        if sharded is not None:
+            async with probing(self.probe_spec) as probed:
+                result = await sharded.arun(plan, request, self.streams.choice(client))
+            return self.streams.keep_sharded(request, path, result, probed, client)
+        started: list[StreamRecorder] = []
+        try:
+            make = self.streams.tracking(request, path, started)
+            result = await arun(plan, make, request.socket_options(), probe=self.probe_spec)
+        except (KeyboardInterrupt, asyncio.CancelledError, pytest.fail.Exception) as exc:
+            self.streams.keep_started(started, exc)
+            raise
+        return self.streams.keep_load(
+            await asyncio.to_thread(self.streams.judged_load, result, client)
+        )
+
+    def level(
+        self,
+        plan: LoadPlan,
+        request: StreamRequest,
+        path: str,
+        shards: tuple[int | str | None, int | None],
+    ) -> LoadResult:
+        """One level of a headroom search: a load read like :meth:`load`'s, but neither kept
+        nor judged (a level's figures are the reader's), its probe samples its own."""
+        sharded = sharding(plan, *shards, self.ray, self.streams.faults.entry)
+        if sharded is not None:
+            with ProbeThread(self.probe_spec) as probe:
+                result = sharded.run(plan, request, NONE)
+            result.probe = probe.probed
+            return result
+        return run(
+            plan,
+            self.streams.tracking(request, path, []),
+            request.socket_options(),
+            self.probe_spec,
+        )
+
+    async def alevel(
+        self,
+        plan: LoadPlan,
+        request: StreamRequest,
+        path: str,
+        shards: tuple[int | str | None, int | None],
+    ) -> LoadResult:
+        """The async twin of :meth:`level`."""
+        sharded = sharding(plan, *shards, self.ray, self.streams.faults.entry)
+        if sharded is not None:
+            async with probing(self.probe_spec) as probed:
+                result = await sharded.arun(plan, request, NONE)
+            result.probe = probed
+            return result
+        make = self.streams.tracking(request, path, [])
+        return await arun(plan, make, request.socket_options(), probe=self.probe_spec)
 
 
 #: How long a stream that did not complete waits for each inner hop's connection to end.
 _SETTLE_S = 0.2
 
 
-class _Hops:
-    """The hops between the client and the app of :class:`StreamGuard` (a class of their own
-    to keep StreamGuard's size in bounds): :meth:`ingress`, a real nginx put in for the test,
-    and :meth:`hop`, a stack's services (``--streamguard-service``), each inner one behind a
-    proxy of its own with faults of its own (:mod:`pytest_streamguard.faults.hops`)."""
+class Route:
+    """The way one test's streams go from the client to the app, which the plugin owns beside
+    the test's :class:`StreamGuard`: the entry's proxy, an ingress put in for the test (a real
+    nginx, :meth:`ingress`), and a stack's inner services (``--streamguard-service``), each
+    behind a proxy of its own with faults of its own (:mod:`pytest_streamguard.faults.hops`).
+    It pairs each stream with the inner hops' stamps, gives it what every hop wrote while it
+    was open, and undoes every hop's faults when the test ends."""
 
-    api: ToxiproxyAPI
-    proxy: Proxy
-    target: Target
-    faults: Faults
-    _log: FaultLog
-    upstream: str
-    _ingress: IngressHop | None
-    #: The stack's hops by service name, the entry's last (none without a stack).
-    hops: dict[str, Hop]
-    #: The inner hops' faults, in start order (the streams pass their chunks to them too).
-    _hop_logs: list[FaultLog]
-    _stack: StackHops | None
-
-    def _stack_hops(self, stack: StackHops | None, seed: int) -> None:
-        """Make this test's handle of every hop of ``stack`` (each inner proxy cleared of what
-        a test that crashed left on it)."""
-        self.hops = {}
-        self._hop_logs = []
-        self._stack = None
+    def __init__(
+        self,
+        api: ToxiproxyAPI,
+        proxy: Proxy,
+        target: Target,
+        upstream: str | None,
+        stack: StackHops | None,
+        seed: int,
+    ) -> None:
+        self.api, self.proxy, self.target = api, proxy, target
+        # Where the proxy reaches the target (--streamguard-upstream-host), restored after an
+        # ingress hop.
+        self.upstream = upstream if upstream is not None else target.address
+        self._ingress: IngressHop | None = None
+        started = target if target.process is not None else None
+        entry = FaultLog(api, proxy, target_pid=target.pid, seed=seed, target=started)
+        #: The test's ``streamguard.faults``, on the entry's proxy.
+        self.faults = Faults(entry)
+        #: The plugin's side of every hop's faults: the entry's first, then each inner hop's
+        #: in start order (the streams pass their chunks to all of them).
+        self.logs = [entry]
+        #: The stack's hops by service name, the entry's last (none without a stack).
+        self.hops: dict[str, Hop] = {}
+        self._stack = stack
         if stack is None:
             return
-        self._stack = stack
         for name, inner in stack.inner.items():
             log = HopLog(self.api, inner.proxy, hop=name, target=inner.target, seed=seed)
             log.reset_proxy()
             self.hops[name] = Hop(name, HopFaults(log), inner.target, inner.proxy, inner.address)
-            self._hop_logs.append(log)
-        entry_address = str(self.proxy.listen)
-        self.hops[stack.entry] = Hop(
-            stack.entry, self.faults, self.target, self.proxy, entry_address
-        )
+            self.logs.append(log)
+        self.hops[stack.entry] = Hop(stack.entry, self.faults, target, proxy, str(proxy.listen))
 
     def hop(self, name: str) -> Hop:
-        """The hop of the stack's service ``name`` for this test: its ``faults`` act on the
-        proxy in front of that service (the entry's are ``streamguard.faults``), its ``target``
-        is the service itself. A ValueError names the hops there are."""
+        """The hop of the stack's service ``name`` (see :meth:`StreamGuard.hop`)."""
         found = self.hops.get(name)
         if found is None:
             if not self.hops:
@@ -475,14 +503,7 @@ class _Hops:
         gzip: bool = False,
         send_timeout: float = 60.0,
     ) -> Ingress:
-        """Put a real nginx between the proxy and the target until the test ends.
-
-        Starts :class:`~pytest_streamguard.services.ingress.Ingress` (``proxy_read_timeout``,
-        ``proxy_buffering``, ``gzip`` for event streams, ``send_timeout``; seconds) in front of
-        the target and points the Toxiproxy proxy's upstream at it, so every stream and fault
-        of the test goes client → proxy → nginx → target. Recorded like a fault (on/off stamps,
-        shown in verdicts and reports). Raises IngressError when nginx is missing or fails.
-        """
+        """Put a real nginx in for the test (see :meth:`StreamGuard.ingress`)."""
         if self._ingress is not None:
             raise IngressError(
                 f"streamguard.ingress() is already on for this test ({self._ingress.ingress!r})"
@@ -495,7 +516,7 @@ class _Hops:
             gzip=gzip,
             send_timeout=send_timeout,
         ).start()
-        self._log.records.append(hop.record)
+        self.logs[0].records.append(hop.record)
         self._ingress = hop
         return hop.ingress
 
@@ -507,7 +528,7 @@ class _Hops:
             for inner in self._stack.inner.values():
                 inner.tap.forget_before(time.perf_counter_ns())
         try:
-            _clear_all([self._log, *self._hop_logs])
+            _clear_all(self.logs)
         finally:
             if self._ingress is not None:
                 hop, self._ingress = self._ingress, None
@@ -521,18 +542,11 @@ def stream_ids() -> dict[str, str]:
     return {"x-request-id": trace_id, "traceparent": f"00-{trace_id}-{parent}-01"}
 
 
-class StreamGuard(_HeadroomSearches, _Hops):
-    """Per-test handle: open streams through the proxy, add faults, read traces.
-
-    ``url`` is the base URL through the proxy, ``proxy`` the toxiproxy-python ``Proxy``,
-    ``target`` the app itself (direct URL, ``metrics()``), ``traces`` every stream of this
-    test, ``faults`` the fault vocabulary, ``deadline`` the test's marker (None if unmarked),
-    ``ingress()`` a real nginx hop between the proxy and the target, ``hop(NAME)`` a stack's
-    service and the faults on the hop in front of it, ``max_stream_seconds`` the
-    bound on a stream without a ``total`` deadline (``--streamguard-max-stream-seconds``),
-    ``probe`` the samples of the probe sent to the target beside every stream and load of the
-    test (``probe_spec``, ``--streamguard-probe``; None when it is off).
-    """
+class StreamGuard:
+    """Per-test handle (the ``streamguard`` fixture): open streams through the proxy, add
+    faults, read traces. ``url`` is the base URL through the proxy, ``proxy`` the
+    toxiproxy-python ``Proxy``, ``target`` the app itself (direct URL, ``metrics()``),
+    ``deadline`` the test's marker (None if unmarked)."""
 
     def __init__(
         self,
@@ -552,36 +566,21 @@ class StreamGuard(_HeadroomSearches, _Hops):
         stack: StackHops | None = None,
     ) -> None:
         self.api = api
-        self.probe_spec = probe_spec
         # --streamguard-seed: open-loop arrival times drawn with it unless a load gives its own.
         self.seed = seed
-        # --streamguard-ray: loads are sharded over that Ray cluster.
-        self.ray = ray
-        self.max_stream_seconds = max_stream_seconds
         self.proxy = proxy
         self.target = target
         self.deadline = deadline
-        # Where the proxy reaches the target (--streamguard-upstream-host), restored after an
-        # ingress hop.
-        self.upstream = upstream if upstream is not None else target.address
         self.url = proxy_url(str(proxy.listen), proxy_host, api.host)
-        self._log = FaultLog(
-            api,
-            proxy,
-            target_pid=target.pid,
-            seed=seed or 0,
-            target=target if target.process is not None else None,
-        )
-        self.faults = Faults(self._log)
-        self._stack_hops(stack, seed or 0)
-        self._streams = _Streams(
-            AllHops(self._log, self._hop_logs), client, transcripts, probe_spec
-        )
+        self._route = Route(api, proxy, target, upstream, stack, seed or 0)
+        self.faults = self._route.faults
+        self._streams = _Streams(AllHops(self._route.logs), client, transcripts)
+        self._reads = _Reads(self._streams, self.url, deadline, max_stream_seconds, ray, probe_spec)
         if stack is not None:
-            self._streams.pair = self.pair_trace
-        self._streams.hear = self.hear
+            self._streams.pair = self._route.pair_trace
+        self._streams.hear = self._route.hear
+        #: Every headroom search of the test, in the order run (the reports show them).
         self.headrooms: list[Headroom] = []
-        self._ingress: IngressHop | None = None
         # Under @pytest.mark.streamguard_matrix: the item's profile (name, toxics, faults),
         # applied by the plugin before the body; None otherwise.
         self.profile: Profile | None = None
@@ -591,43 +590,117 @@ class StreamGuard(_HeadroomSearches, _Hops):
         """Every stream of this test, in the order they were opened (a load's too)."""
         return self._streams.traces
 
-    @traces.setter
-    def traces(self, traces: list[StreamTrace]) -> None:
-        self._streams.traces = traces
-
     @property
     def probe(self) -> Probed | None:
         """The samples of the probe sent beside this test's streams and loads (None: off)."""
         return self._streams.probe
 
-    def _request(
+    def headroom(
         self,
-        path: str,
-        json: Any,
-        method: str,
-        headers: dict[str, str] | None,
-        format: str | StreamFormat,
-        read_timeout: float | None,
-        allow_empty: bool,
-        require_done: bool,
-        expect: str | None = None,
-    ) -> StreamRequest:
-        """Validate a stream's arguments into the request to send through the proxy."""
-        url = stream_url(self.url, path)
-        limits = read_limits(read_timeout, self.deadline, self.max_stream_seconds)
-        return StreamRequest(
-            method=method.upper(),
-            url=url,
-            json_body=json,
-            headers=dict(headers or {}),
-            format=format,
-            limits=limits,
-            slow_reader_bps=self._log.slow_reader_bps,
-            allow_empty=allow_empty,
-            expect=expect,
-            require_done=require_done,
-            on_pace=self._log.on_pace,
+        path: str = "/generate",
+        json: Any = None,
+        *,
+        vary: str = "streams",
+        up_to: float | None = None,
+        precision: float | None = None,
+        streams: int = 1,
+        format: str | StreamFormat = "auto",
+        method: str = "POST",
+        headers: dict[str, str] | None = None,
+        read_timeout: float | None = None,
+        processes: int | str | None = None,
+        shards: int | None = None,
+    ) -> Headroom:
+        """How far this stream is from breaking the test's ``token_deadline``: the largest
+        level of ``vary`` that still holds it (at the deadline's ``percentile``), found by a
+        search that grows, then bisects to ``precision`` (see docs/headroom.md).
+
+        ``vary``: ``streams`` (concurrent streams), ``rate`` (requests/s, open loop),
+        ``latency`` or ``jitter`` (ms added by the proxy), ``bandwidth`` (KB/s, searched down
+        from ``up_to``) or ``freeze`` (seconds the target is stopped). ``up_to`` and
+        ``precision`` default per ``vary`` (streams: 64 by 1; latency: 2000 ms by 5 ms).
+        ``streams``: each level's concurrent streams when ``vary`` is not ``streams``.
+        ``processes`` and ``shards``: each level's load is read as :meth:`StreamGuard.load`
+        reads it with them (local shard processes, or Ray tasks under ``--streamguard-ray``),
+        for levels beyond what one process's client reads on time. The rest is as in
+        :meth:`StreamGuard.stream`. Returns a
+        :class:`~pytest_streamguard.headroom.result.Headroom`, also kept in :attr:`headrooms`
+        for the reports and the ``headroom`` marker.
+        """
+        measurement = Measurement.of(
+            self.deadline, self.faults, vary=vary, up_to=up_to, precision=precision, streams=streams
         )
+        request = self._reads.request(
+            path, json, method, headers, format, read_timeout, False, False, None
+        )
+
+        def load(n: int, rate: float | None) -> LoadResult:
+            plan = LoadPlan(n=n, rate=rate, seed=self.seed)
+            return self._reads.level(plan, request, path, (processes, shards))
+
+        found = measure(measurement, load)
+        self.headrooms.append(found)
+        return found
+
+    async def aheadroom(
+        self,
+        path: str = "/generate",
+        json: Any = None,
+        *,
+        vary: str = "streams",
+        up_to: float | None = None,
+        precision: float | None = None,
+        streams: int = 1,
+        format: str | StreamFormat = "auto",
+        method: str = "POST",
+        headers: dict[str, str] | None = None,
+        read_timeout: float | None = None,
+        processes: int | str | None = None,
+        shards: int | None = None,
+    ) -> Headroom:
+        """The async twin of :meth:`headroom`, on the test's own event loop."""
+        measurement = Measurement.of(
+            self.deadline, self.faults, vary=vary, up_to=up_to, precision=precision, streams=streams
+        )
+        request = self._reads.request(
+            path, json, method, headers, format, read_timeout, False, False, None
+        )
+
+        async def load(n: int, rate: float | None) -> LoadResult:
+            plan = LoadPlan(n=n, rate=rate, seed=self.seed)
+            return await self._reads.alevel(plan, request, path, (processes, shards))
+
+        found = await ameasure(measurement, load)
+        self.headrooms.append(found)
+        return found
+
+    def hop(self, name: str) -> Hop:
+        """The hop of the stack's service ``name`` for this test: its ``faults`` act on the
+        proxy in front of that service (the entry's are ``streamguard.faults``), its ``target``
+        is the service itself. A ValueError names the hops there are."""
+        return self._route.hop(name)
+
+    def ingress(
+        self,
+        read_timeout: float = 60.0,
+        buffering: bool = False,
+        gzip: bool = False,
+        send_timeout: float = 60.0,
+    ) -> Ingress:
+        """Put a real nginx between the proxy and the target until the test ends.
+
+        Starts :class:`~pytest_streamguard.services.ingress.Ingress` (``proxy_read_timeout``,
+        ``proxy_buffering``, ``gzip`` for event streams, ``send_timeout``; seconds) in front of
+        the target and points the Toxiproxy proxy's upstream at it, so every stream and fault
+        of the test goes client → proxy → nginx → target. Recorded like a fault (on/off stamps,
+        shown in verdicts and reports). Raises IngressError when nginx is missing or fails.
+        """
+        return self._route.ingress(read_timeout, buffering, gzip, send_timeout)
+
+    def close(self) -> None:
+        """Undo this test's faults on every hop and its ingress (proxy pointed back at the
+        target, nginx stopped)."""
+        self._route.close()
 
     def stream(
         self,
@@ -663,10 +736,10 @@ class StreamGuard(_HeadroomSearches, _Hops):
         the outcome is on the trace (``completed``, or ``error_kind`` and ``error``). ``client``:
         who judges it once read (``auto``, a client's name, ``none``; see docs/protocols.md).
         """
-        request = self._request(
+        request = self._reads.request(
             path, json, method, headers, format, read_timeout, allow_empty, require_done, expect
         )
-        return self._streams.read(self._streams.recorder(request, path), client)
+        return self._reads.read(self._streams.recorder(request, path), client)
 
     async def astream(
         self,
@@ -683,10 +756,10 @@ class StreamGuard(_HeadroomSearches, _Hops):
         client: str | None = None,
     ) -> StreamTrace:
         """The async twin of :meth:`stream`."""
-        request = self._request(
+        request = self._reads.request(
             path, json, method, headers, format, read_timeout, allow_empty, require_done, expect
         )
-        return await self._streams.aread(self._streams.recorder(request, path), client)
+        return await self._reads.aread(self._streams.recorder(request, path), client)
 
     def load(
         self,
@@ -731,22 +804,10 @@ class StreamGuard(_HeadroomSearches, _Hops):
         """
         seed = self.seed if seed is None else seed
         plan = LoadPlan(n=n, rate=rate, duration=duration, arrival=arrival, seed=seed)
-        request = self._request(
+        request = self._reads.request(
             path, json, method, headers, format, read_timeout, allow_empty, require_done, expect
         )
-        sharded = sharding(plan, processes, shards, self.ray, self._log)
-        if sharded is not None:
-            with ProbeThread(self.probe_spec) as probe:
-                result = sharded.run(plan, request, self._streams.choice(client))
-            return self._streams.keep_sharded(request, path, result, probe.probed, client)
-        started: list[StreamRecorder] = []
-        try:
-            make = self._streams.tracking(request, path, started)
-            result = run(plan, make, request.socket_options(), self.probe_spec)
-        except (KeyboardInterrupt, pytest.fail.Exception) as exc:
-            self._streams.keep_started(started, exc)
-            raise
-        return self._streams.keep_load(self._streams.judged_load(result, client))
+        return self._reads.load(plan, request, path, (processes, shards), client)
 
     async def aload(
         self,
@@ -772,29 +833,15 @@ class StreamGuard(_HeadroomSearches, _Hops):
         """The async twin of :meth:`load`, on the test's own event loop."""
         seed = self.seed if seed is None else seed
         plan = LoadPlan(n=n, rate=rate, duration=duration, arrival=arrival, seed=seed)
-        request = self._request(
+        request = self._reads.request(
             path, json, method, headers, format, read_timeout, allow_empty, require_done, expect
         )
-        sharded = sharding(plan, processes, shards, self.ray, self._log)
-        if sharded is not None:
-            async with probing(self.probe_spec) as probed:
-                result = await sharded.arun(plan, request, self._streams.choice(client))
-            return self._streams.keep_sharded(request, path, result, probed, client)
-        started: list[StreamRecorder] = []
-        try:
-            make = self._streams.tracking(request, path, started)
-            result = await arun(plan, make, request.socket_options(), probe=self.probe_spec)
-        except (KeyboardInterrupt, asyncio.CancelledError, pytest.fail.Exception) as exc:
-            self._streams.keep_started(started, exc)
-            raise
-        result = await asyncio.to_thread(self._streams.judged_load, result, client)
-        return self._streams.keep_load(result)
+        return await self._reads.aload(plan, request, path, (processes, shards), client)
 
 
-def every_log(guard: StreamGuard) -> list[FaultLog]:
-    """The plugin's side of the faults of every hop of ``guard``'s test: the client's own
-    (``streamguard.faults``) first."""
-    return [guard._log, *guard._hop_logs]
+def route_of(guard: StreamGuard) -> Route:
+    """The plugin's side of ``guard``: the way its test's streams go (:class:`Route`)."""
+    return guard._route
 
 
 def _clear_all(every: list[FaultLog]) -> None:

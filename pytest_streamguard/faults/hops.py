@@ -141,15 +141,14 @@ class AllHops:
     """The faults of every hop of a test, as the test's streams meet them: the entry's
     (``streamguard.faults``) and each inner hop's, in that order."""
 
-    def __init__(self, entry: FaultLog, hops: list[FaultLog]) -> None:
-        self.entry = entry
-        #: The inner hops' faults (a list the guard fills; read on every call).
-        self.hops = hops
+    def __init__(self, every: list[FaultLog]) -> None:
+        #: The entry's faults, then each inner hop's.
+        self.every = every
 
     @property
-    def every(self) -> list[FaultLog]:
-        """The entry's faults, then each inner hop's."""
-        return [self.entry, *self.hops]
+    def entry(self) -> FaultLog:
+        """The entry's faults (``streamguard.faults``): a slow reader paces the client there."""
+        return self.every[0]
 
     @property
     def records(self) -> list[FaultRecord]:

@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass, field, replace
 
-from pytest_streamguard.guard import StreamGuard, every_log
+from pytest_streamguard.guard import StreamGuard, route_of
 from pytest_streamguard.report.records import NOT_FIRED, TestRecord
 from pytest_streamguard.services.app import Target
 from pytest_streamguard.stream.trace import FaultRecord, StreamTrace
@@ -102,10 +102,10 @@ def record_test(
     could not check fails it under ``unchecked_fail``); ``body_failed``: the body raised (its
     record's verdict is then ``FAIL`` or ``error``)."""
     for guard in guards:
-        guard.hear(guard.traces, wait=True)
+        route_of(guard).hear(guard.traces, wait=True)
     traces = guard_traces(guards)
     # Every hop's faults: the client's own, then a stack's inner hops' (streamguard.hop()).
-    faults = [r for guard in guards for hop in every_log(guard) for r in hop.records]
+    faults = [r for guard in guards for hop in route_of(guard).logs for r in hop.records]
     profile = next((g.profile for g in guards if g.profile is not None), None)
     headroom = [found for guard in guards for found in guard.headrooms]
     # A matrix item is kept even without streams (its cell says how it ended), and so is a
@@ -115,7 +115,7 @@ def record_test(
         return RecordedTest(record=None, traces=[], violations=[], gated=[], unfired=[])
     # Each guard's faults act on its own proxy, so each is judged on its own streams; an inner
     # hop's on the streams of the guard whose client crossed it (pytest_streamguard.faults.hops).
-    unfired = [f for g in guards for hop in every_log(g) for f in hop.judge(g.traces)]
+    unfired = [f for g in guards for hop in route_of(g).logs for f in hop.judge(g.traces)]
     probe = merge(guard.probe for guard in guards)
     record = TestRecord(
         nodeid=nodeid,
@@ -129,7 +129,9 @@ def record_test(
     # client uses it) that exports its engine's requests (the bundled one); under a stack, on
     # each of its services, and the finding is at the service whose gauges said so.
     for guard in guards:
-        served: dict[str | None, Target] = {n: hop.target for n, hop in guard.hops.items()}
+        served: dict[str | None, Target] = {
+            n: hop.target for n, hop in route_of(guard).hops.items()
+        }
         served = served or {None: guard.target}
         for name, target in served.items():
             if target.process is None:

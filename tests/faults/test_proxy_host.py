@@ -41,6 +41,9 @@ def test_ini_keys_set_both_hosts(pytester: pytest.Pytester, run, app_url: str) -
     port = app_url.rsplit(":", 1)[1]
     pytester.makepyfile(
         f"""
+        from pytest_streamguard.guard import route_of
+
+
         def test_named_target_reached_by_address(streamguard):
             # The target is named "localhost"; Toxiproxy is told to reach it at 127.0.0.1.
             assert streamguard.target.address == "localhost:{port}"
@@ -49,7 +52,7 @@ def test_ini_keys_set_both_hosts(pytester: pytest.Pytester, run, app_url: str) -
             trace = streamguard.stream(json={BODY})
             assert trace.completed, trace.error
             # What an ingress hop is undone back to: the upstream host, not the target's name.
-            assert streamguard.upstream == "127.0.0.1:{port}"
+            assert route_of(streamguard).upstream == "127.0.0.1:{port}"
         """
     )
     # A later --streamguard-target-url wins over the fixture's own.
