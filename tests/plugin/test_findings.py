@@ -280,7 +280,7 @@ def test_an_unknown_fail_on_option_is_a_usage_error(
     result.stderr.fnmatch_lines(
         [
             "*'buffered,slow' from --streamguard-fail-on: unknown finding(s) slow; known "
-            "findings: buffered, blocked_loop, cold_start, idle_cut, held_open*"
+            "findings: server_error, buffered, blocked_loop, cold_start, idle_cut, held_open*"
         ]
     )
 
