@@ -81,6 +81,11 @@ class OutputLog:
             high = bisect.bisect_right(self._stamps, end_ns)
             return list(zip(self._stamps[low:high], self._texts[low:high], strict=True))
 
+    def lost_before(self, stamp_ns: int) -> bool:
+        """Whether lines written after ``stamp_ns`` may have been dropped to bound memory."""
+        with self.changed:
+            return self.dropped > 0 and (not self._stamps or self._stamps[0] > stamp_ns)
+
     def since(self, seen: int) -> tuple[list[str], int]:
         """The lines added after the first ``seen`` (those still kept), and the new count."""
         with self.changed:

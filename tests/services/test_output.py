@@ -122,3 +122,13 @@ def test_a_vanished_file_is_said_once_and_read_again_when_back(tmp_path: Path) -
         wait_until(lambda: sum("vanished" in t for t in _texts(log)) == 2, 10.0, "vanished again")
     finally:
         stop.set()
+
+
+def test_a_window_whose_first_lines_were_dropped_says_so() -> None:
+    log = OutputLog("app")
+    log.add("first", 10)
+    assert not log.lost_before(5)
+    for k in range(20_000):
+        log.add("x" * 99, 100 + k)
+    assert log.lost_before(50)
+    assert not log.lost_before(20_099)

@@ -95,11 +95,12 @@ def error_level(line: str) -> bool:
 
 
 def bounded(folded: Sequence[Said], keep: int = SAID_PER_HOP) -> list[Said]:
-    """At most ``keep`` of one hop's ``folded`` lines: the first errors, then the last other
-    lines, in time order."""
-    errors = [s for s in folded if s.error][:keep]
-    others = [s for s in folded if not s.error][::-1][: keep - len(errors)]
-    return sorted([*errors, *others], key=lambda s: s.stamp_ns)
+    """At most ``keep`` of one hop's ``folded`` lines: the first errors and the plugin's own
+    notes (``streamguard: ...``: lines dropped, a log file rotated or vanished), then the last
+    other lines, in time order."""
+    first = [s for s in folded if s.error or s.text.startswith("streamguard:")][:keep]
+    others = [s for s in folded if s not in first][::-1][: keep - len(first)]
+    return sorted([*first, *others], key=lambda s: s.stamp_ns)
 
 
 def fold(hop: str, lines: Sequence[tuple[int, str]]) -> list[Said]:
