@@ -166,3 +166,25 @@ def test_log_files_without_a_target_url_are_a_usage_error(pytester: pytest.Pytes
     result.stderr.fnmatch_lines(
         ["*streamguard_log_files is set but the target is not given by URL*"]
     )
+
+
+def test_a_stacks_model_exception_is_named_at_the_model(
+    pytester: pytest.Pytester, toxiproxy_url: str
+) -> None:
+    """The example gateway in front of the app as a stack's model: the model's exception is
+    named at ``model``, first, though the gateway logs the break it made too."""
+    pytester.makepyfile(app=APP, test_words=TESTS)
+    gateway = Path(__file__).resolve().parents[2] / "examples" / "stack" / "gateway.py"
+    pytester.makeini(
+        f"{INI}streamguard_ready_path = /readyz\nstreamguard_services =\n"
+        f"    model = {sys.executable} app.py --port {{port}}\n"
+        f"    gateway = {sys.executable} {gateway} --port {{port}} --upstream {{model}}\n"
+    )
+    result = pytester.runpytest(
+        "--streamguard", "--streamguard-toxiproxy", toxiproxy_url, "-p", "no:cacheprovider"
+    )
+    result.assert_outcomes(passed=1, failed=1)
+    failure = error_section(result.outlines, "test_stream_dies_mid_body")
+    top = "\n".join(failure[:20])
+    assert "likely cause: model raised _queue.Empty at " in top, "\n".join(failure)
+    assert "server said: model: _queue.Empty (at " in top
