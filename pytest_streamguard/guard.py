@@ -40,7 +40,7 @@ from pytest_streamguard.stream.probe import ProbeSpec, ProbeThread, probing
 from pytest_streamguard.stream.request import StreamRequest, read_limits, stream_url
 from pytest_streamguard.stream.trace import StackStamps, StreamTrace
 from pytest_streamguard.verdict.deadlines import Deadline
-from pytest_streamguard.verdict.findings.said import LATE_S, bounded, fold
+from pytest_streamguard.verdict.findings.said import LATE_S, Said, bounded, fold
 from pytest_streamguard.verdict.probe import Probed, merge
 
 
@@ -454,6 +454,10 @@ class Route:
         start = min(t.request_ns for t in traces)
         # Folded once per hop, then cut to each stream's window.
         folded = {name: fold(name, log.between(start, max(ends))) for name, log in logs.items()}
+        for name, log in logs.items():
+            if log.lost_before(start):  # said where the window's first lines would have been
+                gone = f"streamguard: {log.losses()}: the first lines of this window are gone"
+                folded[name].insert(0, Said(name, start, gone))
         for trace, end in zip(traces, ends, strict=True):
             trace.said = [
                 said

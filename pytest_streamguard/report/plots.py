@@ -48,6 +48,7 @@ COLORS = {
     "done": "#2ca02c",
     "cut": "#d62728",
     "ttft": "#d62728",
+    "said": "#8c564b",
 }
 
 
@@ -216,6 +217,7 @@ _LEGEND = [
         "heartbeat",
         f'<path d="M8 1l5 5-5 5-5-5z" fill="none" stroke="{COLORS["beat"]}" stroke-width="1.5"/>',
     ),
+    ("said", "a hop's own words", f'<path d="M3 2h10l-5 8z" fill="{COLORS["said"]}"/>'),
     ("chunks", "chunk", f'<circle cx="8" cy="6" r="3.5" fill="{COLORS["chunk"]}"/>'),
     ("done", "completed", f'<path d="M8 0l6 6-6 6-6-6z" fill="{COLORS["done"]}"/>'),
     (
@@ -263,6 +265,7 @@ class _Layers:
         )
         self.other = _Layer("other", f'stroke="{COLORS["other"]}" stroke-width="1.5"')
         self.beats = _Layer("beats", f'fill="#fff" stroke="{COLORS["beat"]}" stroke-width="1.5"')
+        self.said = _Layer("said", f'fill="{COLORS["said"]}"')
         self.chunks = _Layer("chunks", f'fill="{COLORS["chunk"]}"')
         self.done = _Layer("done", f'fill="{COLORS["done"]}"')
         self.cut = _Layer("cut", f'stroke="{COLORS["cut"]}" stroke-width="2.5"')
@@ -278,6 +281,7 @@ class _Layers:
             self.headers,
             self.other,
             self.beats,
+            self.said,
             self.chunks,
             self.expired,
             self.done,
@@ -387,6 +391,7 @@ def _draw_row(plot: _Plot, index: int, trace: StreamTrace) -> None:
     _draw_window(plot, row)
     _draw_chunks(plot, row)
     _draw_heartbeats(plot, row)
+    _draw_said(plot, row)
     _draw_other_reads(plot, row)
     _draw_faults(plot, row)
     _draw_headers(plot, row)
@@ -458,6 +463,21 @@ def _draw_heartbeats(plot: _Plot, row: _Row) -> None:
             f'<path d="M{_f(x)} {_f(y - d)}l{_f(d)} {_f(d)} {_f(-d)} {_f(d)} {_f(-d)} {_f(-d)}z"',
             title,
             count,
+        )
+
+
+def _draw_said(plot: _Plot, row: _Row) -> None:
+    """What the hops wrote while the stream was open (kept for a failed test), as triangles
+    over the row; hovering one shows the line (a traceback folded to its exception)."""
+    d = plot.r * 1.3
+    marks = [
+        _Mark(_s(s.stamp_ns, row.t0), f"{s.timeline_text()} at {_ms(_s(s.stamp_ns, row.t0))}")
+        for s in row.trace.said
+    ]
+    for x, count, title in _binned(marks, plot.scale, "lines"):
+        top = row.y - 3 * d
+        plot.layers.said.add(
+            f'<path d="M{_f(x - d)} {_f(top)}h{_f(2 * d)}l{_f(-d)} {_f(1.5 * d)}z"', title, count
         )
 
 

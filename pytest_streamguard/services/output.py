@@ -4,9 +4,10 @@ An :class:`OutputLog` keeps a process's output (stdout and stderr share one pipe
 order written) line by line, each line stamped with ``time.perf_counter_ns()`` as it arrived:
 the clock of the streams' own stamps, so a line can be placed in a stream's window. Memory is
 bounded: a line is cut at :data:`LINE_CAP` characters (the rest of it is read and dropped, so a
-10 MB line costs no more than a short one), and the oldest lines go once the kept text passes
-:data:`BYTES_CAP`; :meth:`OutputLog.losses` says how many were cut or dropped. Bytes that are
-not UTF-8 are decoded with replacement characters; a last line with no newline is kept at EOF.
+10 MB line costs no more than a short one), and the oldest lines go once what is kept passes
+:data:`BYTES_CAP` (a line's characters and :data:`LINE_COST`, so that short lines are bounded
+too); :meth:`OutputLog.losses` says how many were cut or dropped. Bytes that are not UTF-8 are
+decoded with replacement characters; a last line with no newline is kept at EOF.
 
 :func:`follow` tails a file (``streamguard_log_files``) from its end into a log: a file
 replaced or truncated (log rotation) is read again from its start, and a file that vanished is
@@ -22,10 +23,13 @@ import time
 from collections.abc import Callable
 from typing import IO
 
-__all__ = ["BYTES_CAP", "LINE_CAP", "OutputLog", "follow"]
+__all__ = ["BYTES_CAP", "LINE_CAP", "LINE_COST", "OutputLog", "follow"]
 
-#: The most characters of output text one log keeps (the oldest lines go first).
+#: The most bytes one log keeps: each line's characters and :data:`LINE_COST` (the oldest lines
+#: go first).
 BYTES_CAP = 1_000_000
+#: What a kept line costs besides its characters: its string's header, its stamp and two slots.
+LINE_COST = 100
 #: A longer line is cut to this many characters (and said to be cut).
 LINE_CAP = 4096
 #: How often a followed file is looked at for new lines, rotation or its vanishing.
@@ -57,13 +61,13 @@ class OutputLog:
         with self.changed:
             self._stamps.append(stamp)
             self._texts.append(text)
-            self._size += len(text) + 1
+            self._size += len(text) + LINE_COST
             self.count += 1
             if self._size > BYTES_CAP:
                 # Trim to nine tenths at once, so a busy process does not pay a trim per line.
                 drop, freed = 0, 0
                 while self._size - freed > BYTES_CAP * 9 // 10 and drop < len(self._texts):
-                    freed += len(self._texts[drop]) + 1
+                    freed += len(self._texts[drop]) + LINE_COST
                     drop += 1
                 del self._stamps[:drop], self._texts[:drop]
                 self._size -= freed
@@ -76,6 +80,11 @@ class OutputLog:
             low = bisect.bisect_left(self._stamps, start_ns)
             high = bisect.bisect_right(self._stamps, end_ns)
             return list(zip(self._stamps[low:high], self._texts[low:high], strict=True))
+
+    def lost_before(self, stamp_ns: int) -> bool:
+        """Whether lines written after ``stamp_ns`` may have been dropped to bound memory."""
+        with self.changed:
+            return self.dropped > 0 and (not self._stamps or self._stamps[0] > stamp_ns)
 
     def since(self, seen: int) -> tuple[list[str], int]:
         """The lines added after the first ``seen`` (those still kept), and the new count."""
@@ -91,7 +100,7 @@ class OutputLog:
 
     @property
     def size(self) -> int:
-        """Characters of text kept (with one per line for its newline)."""
+        """Bytes kept, as the cap counts them (characters, and :data:`LINE_COST` a line)."""
         return self._size
 
     def losses(self) -> str:

@@ -280,6 +280,7 @@ class ManagedProcess:
         return StartupError(
             f"{self.name} {what} ({status}); command: {shlex.join(self.argv)}\n"
             f"--- last output of {self.name} ---\n{self.tail()}"
+            + (f"\n({losses})" if (losses := self.output.losses()) else "")
         )
 
     def wait_for_line(

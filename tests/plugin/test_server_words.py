@@ -5,10 +5,16 @@ report keeps what the app wrote for the failed test and none for the passing one
 from __future__ import annotations
 
 import json
+import subprocess
 import sys
+from pathlib import Path
 
 import pytest
-from plugin_helpers import error_section
+from plugin_helpers import INI, error_section
+
+from pytest_streamguard.services.processes import free_port
+
+URL = "http://127.0.0.1:9"  # never dialled: the settings fail first
 
 # A Starlette app on uvicorn: OpenAI-style chat chunks from a sync generator (run in a thread,
 # as a streamer's loop is); "fail" makes it wait on an empty queue with a too-short timeout.
@@ -96,3 +102,89 @@ def test_a_server_exception_is_named_at_its_hop(
     [whole] = tests["test_streams_whole"]["traces"]
     assert "said" not in whole
     assert "server_error" not in [f["name"] for f in tests["test_streams_whole"]["findings"]]
+
+
+def test_a_url_targets_log_file_is_its_words(
+    pytester: pytest.Pytester, toxiproxy_url: str, tmp_path: Path
+) -> None:
+    """A target that runs on its own, writing its log to a file the ini names: the exception
+    it logs there is named at that file's NAME."""
+    pytester.makepyfile(app=APP, test_words=TESTS)
+    port = free_port()
+    log = tmp_path / "model.log"
+    with open(log, "wb") as stderr:
+        app = subprocess.Popen(
+            [sys.executable, "app.py", "--port", str(port)],
+            cwd=pytester.path,
+            stdout=stderr,
+            stderr=stderr,
+        )
+    try:
+        pytester.makeini(f"{INI}streamguard_log_files =\n    model = {log}\n")
+        result = pytester.runpytest(
+            "--streamguard",
+            "--streamguard-toxiproxy",
+            toxiproxy_url,
+            "--streamguard-target-url",
+            f"http://127.0.0.1:{port}",
+            "-p",
+            "no:cacheprovider",
+            "-p",
+            "no:randomly",
+        )
+    finally:
+        app.terminate()
+        app.wait(10)
+    result.assert_outcomes(passed=1, failed=1)
+    top = "\n".join(error_section(result.outlines, "test_stream_dies_mid_body")[:20])
+    assert "server said: model: _queue.Empty (at " in top
+
+
+@pytest.mark.parametrize(
+    ("lines", "words"),
+    [
+        ("model /var/log/model.log", "not NAME = PATH"),
+        ("model = a.log\n    model = b.log", "a name given twice"),
+        ("bad name = a.log", "not NAME = PATH"),
+    ],
+)
+def test_a_bad_log_files_line_is_a_usage_error(
+    pytester: pytest.Pytester, lines: str, words: str
+) -> None:
+    pytester.makeini(f"{INI}streamguard_log_files =\n    {lines}\n")
+    pytester.makepyfile("def test_nothing():\n    pass\n")
+    result = pytester.runpytest_subprocess("--streamguard", "--streamguard-target-url", URL)
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines([f"*from ini key streamguard_log_files*{words}; expected one*"])
+
+
+def test_log_files_without_a_target_url_are_a_usage_error(pytester: pytest.Pytester) -> None:
+    pytester.makeini(f"{INI}streamguard_log_files =\n    app = app.log\n")
+    pytester.makepyfile("def test_nothing():\n    pass\n")
+    result = pytester.runpytest_subprocess("--streamguard")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(
+        ["*streamguard_log_files is set but the target is not given by URL*"]
+    )
+
+
+def test_a_stacks_model_exception_is_named_at_the_model(
+    pytester: pytest.Pytester, toxiproxy_url: str
+) -> None:
+    """The example gateway in front of the app as a stack's model: the model's exception is
+    named at ``model``, first, though the gateway logs the break it made too."""
+    pytester.makepyfile(app=APP, test_words=TESTS)
+    gateway = Path(__file__).resolve().parents[2] / "examples" / "stack" / "gateway.py"
+    pytester.makeini(
+        f"{INI}streamguard_ready_path = /readyz\nstreamguard_services =\n"
+        f"    model = {sys.executable} app.py --port {{port}}\n"
+        f"    gateway = {sys.executable} {gateway} --port {{port}} --upstream {{model}}\n"
+    )
+    result = pytester.runpytest(
+        "--streamguard", "--streamguard-toxiproxy", toxiproxy_url, "-p", "no:cacheprovider"
+    )
+    result.assert_outcomes(passed=1, failed=1)
+    failure = error_section(result.outlines, "test_stream_dies_mid_body")
+    top = "\n".join(failure[:20])
+    assert "likely cause: model raised _queue.Empty at " in top, "\n".join(failure)
+    assert "server said: model: _queue.Empty (at " in top

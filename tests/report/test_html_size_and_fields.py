@@ -341,3 +341,24 @@ def test_the_probe_is_drawn_under_the_timeline_with_its_waits_merged() -> None:
     assert "the ready path /readyz: 9 probes every 50.0 ms" in section
     # A test without the probe's samples (off, or an older report) has no probe plot.
     assert '<svg class="probe"' not in _section(page, "test_plain")
+
+
+def test_what_a_hop_said_is_marked_on_the_timeline() -> None:
+    document = demo_like()
+    trace = document["tests"][0]["traces"][0]
+    trace["said"] = [
+        {
+            "hop": "model",
+            "stamp_ns": trace["request_ns"] + 20 * MS,
+            "text": "_queue.Empty",
+            "frame": "model/server.py:41 in tokens",
+            "error": True,
+        }
+    ]
+    section = _section(render_html(document), "test_shape_0")
+    assert "a hop&#x27;s own words" in section  # the legend
+    assert (
+        "<title>model said: _queue.Empty (at model/server.py:41 in tokens)  &lt;-- model&#x27;s "
+        "error at 20.0 ms</title>" in section
+    )
+    assert "own words" not in _section(render_html(demo_like()), "test_shape_0")

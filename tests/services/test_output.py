@@ -65,7 +65,7 @@ def test_a_flood_of_output_keeps_at_most_the_cap() -> None:
     assert log.size <= BYTES_CAP
     assert log.count == 200_000
     assert _texts(log)[-1] == f"{199_999:099d}"
-    assert log.dropped > 150_000
+    assert log.dropped > 190_000
     assert "dropped" in log.losses()
 
 
@@ -122,3 +122,13 @@ def test_a_vanished_file_is_said_once_and_read_again_when_back(tmp_path: Path) -
         wait_until(lambda: sum("vanished" in t for t in _texts(log)) == 2, 10.0, "vanished again")
     finally:
         stop.set()
+
+
+def test_a_window_whose_first_lines_were_dropped_says_so() -> None:
+    log = OutputLog("app")
+    log.add("first", 10)
+    assert not log.lost_before(5)
+    for k in range(20_000):
+        log.add("x" * 99, 100 + k)
+    assert log.lost_before(50)
+    assert not log.lost_before(20_099)

@@ -83,6 +83,28 @@ def test_a_chained_traceback_names_its_first_exception() -> None:
     assert (said.text, said.frame) == ("KeyError: 'k'", "app/main.py:10 in read")
 
 
+LIBRARY_CHAIN = """\
+Traceback (most recent call last):
+  File "/v/lib/python3.12/site-packages/httpcore/_exceptions.py", line 10, in map_exceptions
+    yield
+httpcore.RemoteProtocolError: peer closed connection
+
+The above exception was the direct cause of the following exception:
+
+Traceback (most recent call last):
+  File "/srv/gateway/gateway.py", line 47, in passed_on
+    async for chunk in upstream.aiter_raw():
+  File "/v/lib/python3.12/site-packages/httpx/_models.py", line 990, in aiter_raw
+    async for raw_stream_bytes in self.stream:
+httpx.RemoteProtocolError: peer closed connection"""
+
+
+def test_a_library_exception_names_the_apps_frame_in_its_chain() -> None:
+    [said] = fold("gateway", _lines(LIBRARY_CHAIN))
+    assert said.text == "httpcore.RemoteProtocolError: peer closed connection"
+    assert said.frame == "gateway/gateway.py:47 in passed_on"
+
+
 def test_a_node_error_names_its_first_own_frame() -> None:
     [said] = fold("gateway", _lines(NODE))
     assert said.error

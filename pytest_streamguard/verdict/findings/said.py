@@ -95,11 +95,12 @@ def error_level(line: str) -> bool:
 
 
 def bounded(folded: Sequence[Said], keep: int = SAID_PER_HOP) -> list[Said]:
-    """At most ``keep`` of one hop's ``folded`` lines: the first errors, then the last other
-    lines, in time order."""
-    errors = [s for s in folded if s.error][:keep]
-    others = [s for s in folded if not s.error][::-1][: keep - len(errors)]
-    return sorted([*errors, *others], key=lambda s: s.stamp_ns)
+    """At most ``keep`` of one hop's ``folded`` lines: the first errors and the plugin's own
+    notes (``streamguard: ...``: lines dropped, a log file rotated or vanished), then the last
+    other lines, in time order."""
+    first = [s for s in folded if s.error or s.text.startswith("streamguard:")][:keep]
+    others = [s for s in folded if s not in first][::-1][: keep - len(first)]
+    return sorted([*first, *others], key=lambda s: s.stamp_ns)
 
 
 def fold(hop: str, lines: Sequence[tuple[int, str]]) -> list[Said]:
@@ -141,7 +142,7 @@ def _python(texts: list[str], start: int) -> tuple[int, str, str | None]:
     of a chain) and that exception's deepest own frame."""
     frames: list[str] = []
     said: str | None = None
-    frame: str | None = None
+    first = 0  # how many frames the first exception's traceback has
     i = start + 1
     while i < len(texts):
         text = texts[i]
@@ -155,17 +156,25 @@ def _python(texts: list[str], start: int) -> tuple[int, str, str | None]:
             # A blank line ends the traceback unless a chained one follows.
             chained = texts[i + 1 : i + 2] and texts[i + 1].startswith(_CHAIN)
             if said is not None and not text.strip() and not chained:
-                return i + 1, said, frame
+                return i + 1, said, _own_frame(frames, first)
         elif said is None:
-            said = text.strip()
-            own = [f for f in frames if not f.startswith("\0")]
-            frame = own[-1] if own else (frames[-1].lstrip("\0") if frames else None)
+            said, first = text.strip(), len(frames)
         elif not texts[i - 1].strip() or texts[i - 1].startswith((" ", "\t")):
             pass  # a chained exception's own line
         else:
-            return i, said, frame
+            return i, said, _own_frame(frames, first)
         i += 1
-    return i, said or texts[start].strip(), frame
+    return i, said or texts[start].strip(), _own_frame(frames, first or len(frames))
+
+
+def _own_frame(frames: list[str], first: int) -> str | None:
+    """The deepest frame outside libraries (marked ``\0``) of the first exception's
+    ``first`` frames, else of the whole chain's (the app's code that caught it), else the
+    first exception's deepest frame."""
+    for part in (frames[:first], frames):
+        if own := [f for f in part if not f.startswith("\0")]:
+            return own[-1]
+    return frames[first - 1].lstrip("\0") if first else None
 
 
 def _node(texts: list[str], start: int) -> tuple[int, str, str | None]:
@@ -241,4 +250,5 @@ def server_error(traces: Sequence[object]) -> list[Finding]:
                 hop=hop,
             )
         )
-    return found
+    # The earliest first: what a hop further in raised comes before the break it made in front.
+    return sorted(found, key=lambda f: min(f.data["stamps_ns"]))
