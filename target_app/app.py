@@ -19,6 +19,7 @@ from starlette.routing import Route
 
 from .config import TargetConfig
 from .engines import GenerationRequest, make_engine
+from .engines.incident import incident_response
 from .engines.naive import NaiveRunner
 from .errors import ApiError
 from .formats import ChatFormat, CompletionFormat, NativeFormat, StreamFormat
@@ -238,10 +239,15 @@ async def _handle(
         ignore_eos=params.ignore_eos,
         raise_after=params.fault.raise_after,
     )
+    fmt = make_format(params.model or loaded.name, len(prepared.input_ids))
+    if config.text_streamer_timeout is not None and params.stream:
+        return incident_response(
+            loaded, generation, fmt, params.fault, config.text_streamer_timeout
+        )
     return GenerationResponse(
         state,
         generation,
-        make_format(params.model or loaded.name, len(prepared.input_ids)),
+        fmt,
         streaming=params.stream,
         fault=params.fault,
         arrival=arrival,

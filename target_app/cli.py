@@ -42,6 +42,15 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="serve with the blocking anti-pattern (sync streamer iterated in the async handler)",
     )
+    p.add_argument(
+        "--text-streamer-timeout",
+        type=float,
+        default=d.text_streamer_timeout,
+        metavar="SECONDS",
+        help="serve as the incident's app did: a sync generator iterating transformers' "
+        "TextIteratorStreamer(timeout=SECONDS), whose queue.Empty escapes mid-body when no "
+        "token comes in time; 0 = no timeout (the fix)",
+    )
     p.add_argument("--max-concurrency", type=int, default=d.max_concurrency)
     p.add_argument(
         "--heartbeat",
@@ -128,6 +137,7 @@ def config_from_args(args: argparse.Namespace) -> TargetConfig:
         dtype=args.dtype,
         engine=args.engine,
         naive=args.naive,
+        text_streamer_timeout=args.text_streamer_timeout,
         max_concurrency=args.max_concurrency,
         heartbeat=args.heartbeat,
         max_new_tokens_limit=args.max_new_tokens_limit,

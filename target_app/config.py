@@ -22,6 +22,9 @@ class TargetConfig:
     dtype: DtypeChoice = "auto"
     engine: Engine = "batch"
     naive: bool = False
+    #: ``--text-streamer-timeout``: serve as the incident's app did (engines/incident.py);
+    #: None: off, 0: no timeout (the fix).
+    text_streamer_timeout: float | None = None
     max_concurrency: int = 64
     heartbeat: float = 15.0
     max_new_tokens_limit: int = 2000
@@ -53,6 +56,11 @@ class TargetConfig:
             found.append(f"--max-unsent-bytes must be >= 1 byte, got {self.max_unsent_bytes}")
         if self.max_backlog < 1:
             found.append(f"--max-backlog must be >= 1 token, got {self.max_backlog}")
+        if self.text_streamer_timeout is not None and self.text_streamer_timeout < 0:
+            found.append(
+                "--text-streamer-timeout must be >= 0 seconds (0 = no timeout), got "
+                f"{self.text_streamer_timeout}"
+            )
         if self.stream_timeout <= 0:
             found.append(f"--stream-timeout must be > 0 seconds, got {self.stream_timeout}")
         if self.send_buffer < 0:

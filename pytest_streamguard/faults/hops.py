@@ -39,8 +39,33 @@ from pytest_streamguard.stream.trace import FaultRecord, StreamTrace
 #: front of the hop answers the broken upstream instead of passing the break on.
 _ENDS_STREAMS = frozenset({"cut", "reset", "down", "blackhole", "restart"})
 _PASSED_ON = frozenset({"http", "server", "protocol", "empty"})
+#: Faults that hold an inner hop's bytes, and how a client stream ends when the service in
+#: front timed out while they held it (cut it, or answered an error instead of the stream).
+_HOLDS = frozenset({"stall", "freeze", "latency"})
+_CUT_IN_FRONT = frozenset({"cut", "reset", "network", "truncated", "http", "server", "empty"})
 
-__all__ = ["AllHops", "Hop", "HopFaults", "HopLog", "InnerHop", "StackHops"]
+__all__ = ["AllHops", "Hop", "HopFaults", "HopLog", "InnerHop", "StackHops", "cut_in_front"]
+
+
+def cut_in_front(record: FaultRecord, traces: list[StreamTrace], hop: str) -> str | None:
+    """The evidence that a fault holding ``hop``'s bytes (``stall``, ``freeze``, ``latency``)
+    took effect through the service in front: a client stream it was active on ended in an
+    error while it held them (a ``stall``: after the stream's chunk N, before the next), as
+    when nginx's read timeout gave up waiting and cut or failed the stream; else None."""
+    if record.kind not in _HOLDS:
+        return None
+    after = int(record.params.get("after_chunks", 0))
+    since = record.on_ns if record.on_ns is not None else 0
+    for trace in active_on(record, traces):
+        if trace.completed or trace.error_kind not in _CUT_IN_FRONT or trace.end_ns is None:
+            continue
+        if trace.end_ns < since or (record.kind == "stall" and len(trace.chunks) != after):
+            continue
+        return (
+            f"{trace.name} ended {trace.error_kind} after {trace.nbytes:,} bytes while it held "
+            f"{hop}'s answer: the service in front cut or failed the stream"
+        )
+    return None
 
 
 class HopLog(FaultLog):
@@ -52,15 +77,21 @@ class HopLog(FaultLog):
         self, api: ToxiproxyAPI, proxy: Proxy, *, hop: str, target: Target, seed: int = 0
     ) -> None:
         super().__init__(api, proxy, target_pid=target.pid, seed=seed, target=target, hop=hop)
+        self.name = hop
 
     def judge(self, traces: list[StreamTrace]) -> list[FaultRecord]:
         """Judge each fault as on the client's hop (:mod:`~pytest_streamguard.faults.fired`);
-        a fault that ends streams (a cut, a reset, ``down``, ``blackhole``, a ``restart``) also
-        fired when a client stream it was active on ended in an error answer (``http``,
-        ``server``, ``protocol``, ``empty``) after it was on: the service in front turned the
-        broken upstream into that answer. Return the faults that never fired."""
+        a fault that holds bytes also fired when the service in front cut or failed a client
+        stream while it held them (:func:`cut_in_front`); a fault that ends streams (a cut,
+        a reset, ``down``, ``blackhole``, a ``restart``) also fired when a client stream it was
+        active on ended in an error answer (``http``, ``server``, ``protocol``, ``empty``)
+        after it was on: the service in front turned the broken upstream into that answer.
+        Return the faults that never fired."""
         super().judge(traces)
         for record in self.records:
+            cut = None if record.fired else cut_in_front(record, traces, self.name)
+            if cut is not None:
+                record.fired, record.evidence = True, cut
             if record.fired or record.kind not in _ENDS_STREAMS:
                 continue
             since = record.on_ns if record.on_ns is not None else 0
@@ -71,7 +102,7 @@ class HopLog(FaultLog):
                     record.fired = True
                     record.evidence = (
                         f"{trace.name} ended {trace.error_kind} after {trace.nbytes:,} bytes: "
-                        f"the service in front of {self.hop} answered the broken upstream so"
+                        f"the service in front of {self.name} answered the broken upstream so"
                     )
                     break
         return [r for r in self.records if not r.fired]

@@ -15,10 +15,10 @@ side ended that hop's connection first (``trace.stack.inner``, ``trace.stack.end
   started (the model) sent its answer at once (:func:`buffered_at`);
 - ``idle_cut``: from the entry inwards, the first hop whose connection was not ended by the
   service behind it names the service in front of it, which cut it (:func:`ended_at`);
-- ``blocked_loop`` confirmed by the probe (which is sent to the entry's ready path): the entry;
 - any finding of a stack of one service: that service.
 
-Every other finding, one whose streams were not paired, or whose streams place it at
+Every other finding (a ``blocked_loop`` too: the probe is sent to the entry's ready path, which
+may wait on any service behind it), one whose streams were not paired, or whose streams place it at
 different hops, is at :data:`UNKNOWN` (shown ``at an unknown hop``); the unpaired streams'
 ``stack.note`` says why.
 """
@@ -94,7 +94,7 @@ _PLACED: dict[str, Callable[[_Stamps], str]] = {"buffered": buffered_at, "idle_c
 
 
 def _hop(finding: Finding, stacks: list[_Stamps]) -> str:
-    if finding.name == "own_fault" or (finding.name == "blocked_loop" and finding.cause):
+    if finding.name == "own_fault":
         return stacks[0].entry
     if any(stamps.note is not None for stamps in stacks):
         return UNKNOWN

@@ -1,7 +1,8 @@
 """Which hop a finding was seen at: ``buffered`` is placed by the inner hops' body stamps (the
 first hop from the entry inwards whose answer came spread over time names the service in front
 of it), ``idle_cut`` by which side ended each hop's connection, ``own_fault`` by its fault's
-hop, a probe-confirmed ``blocked_loop`` at the entry (the probe's hop); every other finding, and
+hop; every other finding (a probe-confirmed ``blocked_loop`` too: the probe's path crosses every
+hop behind the entry), and
 a stream that could not be paired, is at an unknown hop, never the entry by default."""
 
 from __future__ import annotations
@@ -116,4 +117,4 @@ def test_own_words_and_own_faults_keep_their_hop() -> None:
         Finding("blocked_loop", "stalled", ("stream 1",)),
     ]
     hops = [f.hop for f in at_hops(found, [stamps])]
-    assert hops == ["model", "gateway", "model", "gateway", UNKNOWN]
+    assert hops == ["model", "gateway", "model", UNKNOWN, UNKNOWN]

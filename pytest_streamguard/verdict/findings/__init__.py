@@ -38,7 +38,7 @@ from pytest_streamguard.verdict.findings.base import Finding, Observed
 from pytest_streamguard.verdict.findings.buffered import buffered
 from pytest_streamguard.verdict.findings.bursts import bursts
 from pytest_streamguard.verdict.findings.capacity import cold_start, queued
-from pytest_streamguard.verdict.findings.ends import held_open, idle_cut
+from pytest_streamguard.verdict.findings.ends import held_open, idle_cut, same_silence
 from pytest_streamguard.verdict.findings.gates import Unchecked, unchecked_gates
 from pytest_streamguard.verdict.findings.loop import blocked_loop
 from pytest_streamguard.verdict.findings.said import Said, server_error
@@ -91,8 +91,8 @@ def group_findings(traces: Sequence[Observed], probe: Probed | None = None) -> l
     the hops said beside them, :mod:`.said`), ``blocked_loop`` (shared
     stalls, else a staircase of heads, else of first tokens, else streams served in turn, else
     every answer released at once; where ``probe`` has samples in the pattern's windows, only
-    if it waited there too), ``queued`` (only with the probe's samples), ``cold_start`` and
-    ``total_timeout``."""
+    if it waited there too), ``queued`` (only with the probe's samples), ``cold_start``,
+    ``total_timeout`` and ``idle_cut`` of streams a hop ended after the same silence."""
     found = (
         *server_error(traces),
         blocked_loop(traces, probe),
@@ -100,7 +100,11 @@ def group_findings(traces: Sequence[Observed], probe: Probed | None = None) -> l
         cold_start(traces),
         total_timeout(traces),
     )
-    return [f for f in found if f is not None]
+    return [f for f in found if f is not None] + same_silence(traces)
+
+
+def _of_idle_cut(finding: Finding) -> bool:
+    return finding.name == "idle_cut" or finding.data.get("instead_of") == "idle_cut"
 
 
 def findings_of(traces: Sequence[Observed], probe: Probed | None = None) -> list[Finding]:
@@ -108,7 +112,16 @@ def findings_of(traces: Sequence[Observed], probe: Probed | None = None) -> list
     finding seen on several streams is listed once per stream. ``probe``: the samples of the
     probe sent beside them (:mod:`pytest_streamguard.verdict.probe`), which ``blocked_loop``
     and ``queued`` read."""
-    found = [f for t in traces for f in trace_findings(t)] + group_findings(traces, probe)
+    grouped = group_findings(traces, probe)
+    # A stream of a same-silence idle_cut is named there, not by itself too.
+    cut = {name for f in grouped if _of_idle_cut(f) for name in f.streams}
+    own = [
+        f
+        for t in traces
+        for f in trace_findings(t)
+        if not (_of_idle_cut(f) and cut.intersection(f.streams))
+    ]
+    found = own + grouped
     order = list(KNOWN)
     return sorted(found, key=lambda f: order.index(f.name))
 
