@@ -8,7 +8,7 @@ After a stream ends, :func:`judge_trace` replays its recorded response into the 
   from the client's outputs the chunks become those outputs (each stamped by the read that let
   the client yield it), so TTFT and gaps are what the client saw. Stricter than the client
   only by :data:`STRICTER`: a reader's ``truncated`` (a clean close before the protocol's end,
-  which no client but the Responses API's raises on) stays.
+  which no client but the Responses API's stream helper raises on) stays.
 * The client raised (or yielded nothing): the stream is not completed. A reader's own failure
   keeps its kind and message (they say more than the client's exception); where the reader
   saw none, the kind is ``client`` and the message the client's exception.
