@@ -120,17 +120,24 @@ def rule(trace: StreamTrace, conclusion: Conclusion) -> None:
             "defect": conclusion.defect,
         }
         return
-    same_text = parts == conclusion.parts and trace.end_reason == conclusion.end_reason
-    agrees = trace.completed == conclusion.completed and (conclusion.error is not None or same_text)
+    differs = [f"{kind} text" for kind in KINDS if parts[kind] != conclusion.parts[kind]]
+    # A team's own function yields text only: it tells no end reason.
+    if conclusion.reasons and trace.end_reason != conclusion.end_reason:
+        differs.append(f"end reason ({trace.end_reason} vs {conclusion.end_reason})")
+    if conclusion.error is not None:
+        differs = []  # the client's exception is all it concluded
+    if trace.completed != conclusion.completed:
+        differs.insert(0, "completed")
     trace.client = conclusion.client
-    trace.reader_agrees = agrees
-    if agrees:
+    trace.reader_agrees = not differs
+    if not differs:
         return
     stricter = conclusion.completed and _stricter(trace, parts == conclusion.parts)
     trace.judged = {
         "reader": reader_line(trace),
         "client": conclusion.describe(),
         "rule": trace.error_kind if stricter and trace.error_kind is not None else None,
+        "differs": ", ".join(differs),
     }
     if stricter:
         return

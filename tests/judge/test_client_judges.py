@@ -270,6 +270,16 @@ def test_a_judge_defect_leaves_the_readers_verdict_and_is_listed_as_such() -> No
     assert trace.judged["rule"] is None
     record = TestRecord(nodeid="t.py::test_a", deadline=None, traces=[trace])
     (line,) = disagreement_lines([record])[1:]
-    assert "the openai judge's own code raised, judge defect: TypeError: x" in line
+    assert "judge defect: TypeError: x in the openai judge" in line
     assert "the reader's verdict stands (completed (text 2 chars))" in line
     assert "client concluded" not in line
+
+
+def test_the_comparison_names_every_field_that_differs_the_end_reason_too() -> None:
+    trace = _trace(True, None, "hi")
+    trace.end_reason = "stop"
+    rule(trace, Conclusion("openai", None, [Output("text", "hi", 7)], end_reason="length"))
+    assert trace.judged is not None
+    assert trace.judged["differs"] == "end reason (stop vs length)"
+    record = TestRecord(nodeid="t.py::test_a", deadline=None, traces=[trace])
+    assert "they differ on end reason (stop vs length)" in disagreement_lines([record])[1]
