@@ -43,6 +43,7 @@ class Shape:
     body: dict[str, Any] = field(default_factory=dict)
     content_type: str = SSE
     ending: str = "close"
+    """``close``, or ``cut``: the connection closes before the chunked body's end."""
     client: str = "auto"
 
     @property
@@ -246,6 +247,28 @@ OPENAI = [
         "Hi",
         "stop",
         CHAT,
+    ),
+    Shape(
+        "cut-after-done-groq-drains",
+        "openai",
+        "/openai/v1/chat/completions",
+        [_chunk("Hi", "stop"), DONE, 'data: {"id":"c","obj'],
+        False,
+        "Hi",
+        body=CHAT,
+        ending="cut",
+        client="groq",
+    ),
+    Shape(
+        "cut-after-done-openai-stops",
+        "openai",
+        "/v1/chat/completions",
+        [_chunk("Hi", "stop"), DONE, 'data: {"id":"c","obj'],
+        True,
+        "Hi",
+        "stop",
+        CHAT,
+        ending="cut",
     ),
     Shape(
         "bedrock-openai-compatible",

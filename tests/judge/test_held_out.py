@@ -17,6 +17,7 @@ from pytest_streamguard.stream.request import StreamRequest
 from pytest_streamguard.stream.trace import StreamTrace
 
 URL = "http://replay.invalid"
+CUT = "peer closed connection without sending complete message body"
 
 
 def recorded_of(shape: Shape) -> Recorded:
@@ -25,6 +26,8 @@ def recorded_of(shape: Shape) -> Recorded:
     recorded.answered(200, [("content-type", shape.content_type)])
     for index, piece in enumerate(shape.pieces):
         recorded.keep(piece, 1000 + index)
+    if shape.ending == "cut":
+        recorded.broke("cut", CUT)
     return recorded
 
 
@@ -47,6 +50,8 @@ class _Body(httpx.AsyncByteStream):
     async def __aiter__(self) -> AsyncIterator[bytes]:
         for piece in self.shape.pieces:
             yield piece
+        if self.shape.ending == "cut":
+            raise httpx.RemoteProtocolError(CUT)
 
 
 def _read(shape: Shape, client: str) -> StreamTrace:
@@ -74,3 +79,12 @@ def test_a_stream_the_reader_alone_passed_passes_under_the_default(shape: Shape)
         assert judged.completed, judged.judged
     if shape.client == "auto":
         assert judged.completed is shape.completed, (reader.error, judged.judged)
+
+
+def test_what_follows_the_end_is_replayed_to_a_client_that_drains_the_body() -> None:
+    (shape,) = [s for s in SHAPES if s.name == "cut-after-done-groq-drains"]
+    assert _read(shape, "none").completed  # the openai client stops at [DONE]: so does the reader
+    judged = _read(shape, "groq")
+    assert (judged.completed, judged.error_kind) == (False, "client")
+    assert judged.error is not None
+    assert CUT in judged.error
