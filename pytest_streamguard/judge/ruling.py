@@ -120,7 +120,7 @@ def rule(trace: StreamTrace, conclusion: Conclusion) -> None:
             "defect": conclusion.defect,
         }
         return
-    differs = [f"{kind} text" for kind in KINDS if parts[kind] != conclusion.parts[kind]]
+    differs = [kind for kind in KINDS if parts[kind] != conclusion.parts[kind]]
     # A team's own function yields text only: it tells no end reason.
     if conclusion.reasons and trace.end_reason != conclusion.end_reason:
         differs.append(f"end reason ({trace.end_reason} vs {conclusion.end_reason})")
