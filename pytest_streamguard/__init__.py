@@ -54,6 +54,7 @@ if TYPE_CHECKING:
     from pytest_streamguard.guard import StreamGuard
     from pytest_streamguard.headroom.result import Headroom, HeadroomLevel
     from pytest_streamguard.judge.base import Assembly, ClientJudge, Conclusion, Output
+    from pytest_streamguard.judge.chunks import read_chunks
     from pytest_streamguard.judge.registry import register_judge
     from pytest_streamguard.judge.replay import Replay
     from pytest_streamguard.load import LoadPlan, LoadResult
@@ -131,6 +132,7 @@ _PUBLIC = {
     "Recorded": "stream.recorded",
     "Replay": "judge.replay",
     "register_judge": "judge.registry",
+    "read_chunks": "judge.chunks",
     # a test's record in the reports
     "TestRecord": "report.records",
     # every exception a test may catch (the hierarchy is in errors.py's docstring)
@@ -214,6 +216,7 @@ __all__ = [
     "group_findings",
     "not_cancelled",
     "percentile",
+    "read_chunks",
     "register_judge",
     "target_gauges",
     "trace_findings",

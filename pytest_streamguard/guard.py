@@ -28,6 +28,7 @@ from pytest_streamguard.formats import StreamFormat
 from pytest_streamguard.headroom.measure import Measurement, ameasure, measure
 from pytest_streamguard.headroom.result import Headroom
 from pytest_streamguard.judge import AUTO, NONE, check_client, judge_trace, save_disagreement
+from pytest_streamguard.judge.team import TeamCall
 from pytest_streamguard.load import LoadPlan, LoadResult, arun, run
 from pytest_streamguard.load.cluster import RayShards
 from pytest_streamguard.load.sharding import sharding
@@ -99,7 +100,7 @@ class _Streams:
         """Add a stream's or a load's probe samples to the test's."""
         self.probe = merge([self.probe, probed])
 
-    def judged(self, trace: StreamTrace, client: str | None) -> StreamTrace:
+    def judged(self, trace: StreamTrace, client: str | TeamCall | None) -> StreamTrace:
         """``trace`` judged by the client ``client`` names (None: the session's choice), after
         the stream ended (:mod:`pytest_streamguard.judge`). Blocking: async callers use a thread."""
         judge_trace(trace, self.choice(client))
@@ -107,11 +108,11 @@ class _Streams:
             save_disagreement(trace, self.transcripts)
         return trace
 
-    def choice(self, client: str | None) -> str:
+    def choice(self, client: str | TeamCall | None) -> str:
         """The client that judges a stream whose call passes ``client`` (None: the session's)."""
         return self.client if client is None else check_client(client)
 
-    def judged_load(self, result: LoadResult, client: str | None) -> LoadResult:
+    def judged_load(self, result: LoadResult, client: str | TeamCall | None) -> LoadResult:
         """Every stream of a local load judged, as :meth:`judged` judges one."""
         for trace in result.traces:
             self.judged(trace, client)
@@ -180,7 +181,7 @@ class _Streams:
         path: str,
         result: LoadResult,
         probed: Probed | None,
-        client: str | None = None,
+        client: str | TeamCall | None = None,
     ) -> LoadResult:
         """Keep every stream of a sharded load, named in this test's numbering, with the
         samples of the probe sent beside the shards (``probed``), judged by ``client``."""
@@ -224,7 +225,7 @@ class _Reads:
         # --streamguard-probe: what is sent to the target beside each stream (None: nothing).
         self.probe_spec = probe
 
-    def read(self, recorder: StreamRecorder, client: str | None) -> StreamTrace:
+    def read(self, recorder: StreamRecorder, client: str | TeamCall | None) -> StreamTrace:
         """Read one stream to its end with the probe beside it (a thread of its own), have
         ``client`` judge it (:meth:`judged`) and keep both; a read stopped by Ctrl-C or
         pytest-timeout keeps what was read so far."""
@@ -237,7 +238,7 @@ class _Reads:
         self.streams.keep_probe(probing_thread.probed)
         return self.streams.keep(self.streams.judged(trace, client))
 
-    async def aread(self, recorder: StreamRecorder, client: str | None) -> StreamTrace:
+    async def aread(self, recorder: StreamRecorder, client: str | TeamCall | None) -> StreamTrace:
         """The async twin of :meth:`read`: the probe is a task on the running loop, and the
         judging (blocking: an SDK reads the replay) runs in a thread."""
         try:
@@ -285,7 +286,7 @@ class _Reads:
         request: StreamRequest,
         path: str,
         shards: tuple[int | str | None, int | None],
-        client: str | None,
+        client: str | TeamCall | None,
     ) -> LoadResult:
         """Read a load of the test with the probe beside it, in shards where ``shards`` (its
         ``processes=`` and ``shards=``) ask for them (:func:`~.load.sharding.sharding`), judge
@@ -311,7 +312,7 @@ class _Reads:
         request: StreamRequest,
         path: str,
         shards: tuple[int | str | None, int | None],
-        client: str | None,
+        client: str | TeamCall | None,
     ) -> LoadResult:
         """The async twin of :meth:`load`: the judging runs in a thread."""
         sharded = sharding(plan, *shards, self.ray, self.streams.faults.entry)
@@ -718,7 +719,7 @@ class StreamGuard:
         allow_empty: bool = False,
         require_done: bool = False,
         expect: str | None = None,
-        client: str | None = None,
+        client: str | TeamCall | None = None,
     ) -> StreamTrace:
         """Send a request through the proxy and read the streamed answer into a StreamTrace.
 
@@ -738,7 +739,9 @@ class StreamGuard:
         from the test's deadline, or 30 s); every stream ends within the ``total`` deadline's
         read limit or ``--streamguard-max-stream-seconds``. Never raises for a failed stream:
         the outcome is on the trace (``completed``, or ``error_kind`` and ``error``). ``client``:
-        who judges it once read (``auto``, a client's name, ``none``; see docs/protocols.md).
+        who judges it once read (``auto``, a call's name such as ``openai`` or ``openai.stream``,
+        ``none``, or a function of your own that reads the replayed answer; see
+        docs/protocols.md).
         """
         request = self._reads.request(
             path, json, method, headers, format, read_timeout, allow_empty, require_done, expect
@@ -757,7 +760,7 @@ class StreamGuard:
         allow_empty: bool = False,
         require_done: bool = False,
         expect: str | None = None,
-        client: str | None = None,
+        client: str | TeamCall | None = None,
     ) -> StreamTrace:
         """The async twin of :meth:`stream`."""
         request = self._reads.request(
@@ -784,7 +787,7 @@ class StreamGuard:
         expect: str | None = None,
         processes: int | str | None = None,
         shards: int | None = None,
-        client: str | None = None,
+        client: str | TeamCall | None = None,
     ) -> LoadResult:
         """Read many streams at once through the proxy and return a :class:`LoadResult`.
 
@@ -832,7 +835,7 @@ class StreamGuard:
         expect: str | None = None,
         processes: int | str | None = None,
         shards: int | None = None,
-        client: str | None = None,
+        client: str | TeamCall | None = None,
     ) -> LoadResult:
         """The async twin of :meth:`load`, on the test's own event loop."""
         seed = self.seed if seed is None else seed

@@ -31,8 +31,8 @@ EXPORTED = """
     ServerError SetupError ShardStartError StackStamps StartupError StreamError StreamFormat
     StreamGuard StreamTrace StreamguardError
     StreamguardFailure TGIFormat Target TestRecord ToxiproxyError ToxiproxyServer Violation
-    __version__ chosen findings_of group_findings not_cancelled percentile register_judge
-    target_gauges trace_findings
+    __version__ chosen findings_of group_findings not_cancelled percentile read_chunks
+    register_judge target_gauges trace_findings
 """.split()  # noqa: SIM905
 # Every name but the version string is a class or a function defined in one of the modules.
 DEFINED = [name for name in EXPORTED if name != "__version__"]

@@ -8,8 +8,10 @@ concludes is the stream's verdict (:mod:`.ruling`); the plugin's reader keeps ru
 and the trace says whether the two agree.
 
 Built-in judges (:data:`JUDGES`): ``openai`` (Chat Completions, Completions, Responses),
-``anthropic``, ``google-genai``, ``ollama`` and ``huggingface_hub``; the OpenAI-compatible
-vendors' own ``mistralai`` and ``groq`` (by name; ``auto`` picks ``openai``);
+``anthropic``, ``google-genai``, ``ollama`` and ``huggingface_hub``, each iterating the call
+its README shows first; the stream helpers ``openai.stream`` and ``anthropic.stream`` (by
+name); the OpenAI-compatible vendors' own ``mistralai`` and ``groq`` (by name; ``auto`` picks
+``openai``);
 :func:`register_judge` adds any other client through the small :class:`ClientJudge` interface
 (docs/protocols.md shows one).
 """

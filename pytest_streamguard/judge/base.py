@@ -65,6 +65,8 @@ class Conclusion:
     end_reason: str | None = None
     allow_empty: bool = False
     defect: str | None = None
+    reasons: bool = True
+    """Whether the call tells an end reason (a team's own function yields text only)."""
 
     @property
     def produced(self) -> bool:

@@ -1,5 +1,6 @@
 """What an OpenAI-compatible client yields for a chat stream, assembled the same way for each
-client built on OpenAI's chunk types (``openai``, ``groq``): :func:`read_chunks`.
+client built on OpenAI's chunk types (``openai``, ``groq``, and a judge of one's own for
+another such client): :func:`read_chunks`, public as ``pytest_streamguard.read_chunks``.
 
 Without importing any client: the chunks are read by attribute. A delta's
 ``reasoning_content``/``reasoning`` and ``audio`` are fields a client may not declare, which

@@ -2,7 +2,8 @@
 
 Each response's candidates' parts are the outputs: ``thought`` parts are reasoning, a
 ``function_call`` part is a tool call (its arguments as compact JSON, as the reader counts
-them); a candidate's ``finish_reason`` (or, with no candidate finished, the prompt feedback's
+them), code execution, inline data (audio, an image) and files are outputs without text; a
+candidate's ``finish_reason`` (or, with no candidate finished, the prompt feedback's
 ``block_reason``) is the end reason. The judge replays one response, so the client reads it
 as one request: without automatic continuation (a newer client's resuming of an answer whose
 candidate carries a ``continuationToken``, by follow-up requests).
@@ -21,6 +22,8 @@ from google.genai import types
 from pytest_streamguard.judge.base import REPLAY_TIMEOUT_S, Assembly, ClientJudge, Conclusion
 from pytest_streamguard.judge.replay import REPLAY_URL, Replay
 from pytest_streamguard.stream.recorded import Recorded
+
+_OTHERS = ("executable_code", "code_execution_result", "inline_data", "file_data")
 
 
 @functools.cache
@@ -81,6 +84,10 @@ def _read(client: genai.Client, got: Assembly) -> None:
                     got.call()
                     args = part.function_call.args or {}
                     got.add("tool", json.dumps(args, separators=(",", ":")))
+                # Output without text: code the model ran and its result, inline audio or an
+                # image, a file.
+                if any(getattr(part, name, None) is not None for name in _OTHERS):
+                    got.other()
             reason = getattr(candidate.finish_reason, "value", candidate.finish_reason)
             if reason not in (None, "FINISH_REASON_UNSPECIFIED"):
                 got.ended(reason)

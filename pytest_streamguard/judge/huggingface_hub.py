@@ -49,7 +49,8 @@ class HuggingFaceHubJudge(ClientJudge):
 
 def _read(client: huggingface_hub.InferenceClient, got: Assembly) -> None:
     for output in client.text_generation("hi", stream=True, details=True):
-        if not output.token.special:
-            got.add("text", output.token.text)
+        token = output.token
+        if token is not None and not token.special:
+            got.add("text", token.text)
         if output.generated_text is not None:
-            got.ended(output.details.finish_reason if output.details is not None else None)
+            got.ended(getattr(output.details, "finish_reason", None))

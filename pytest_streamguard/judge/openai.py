@@ -156,12 +156,11 @@ def _ended(event: Any, got: Assembly) -> None:
     """The response's status (the event's own word without one), or for an incomplete one the
     reason its ``incomplete_details`` give; its text where no event streamed any."""
     response = event.response
-    status = response.status or event.type.rsplit(".", 1)[1]
-    details = response.incomplete_details
-    incomplete = status == "incomplete" and details is not None and details.reason
-    got.ended(details.reason if incomplete else status)
+    status = getattr(response, "status", None) or event.type.rsplit(".", 1)[1]
+    reason = getattr(getattr(response, "incomplete_details", None), "reason", None)
+    got.ended(reason if status == "incomplete" and reason else status)
     if got.text_of("text"):
         return
-    for output in response.output or []:
+    for output in getattr(response, "output", None) or []:
         for part in getattr(output, "content", None) or []:
             got.add("text", part.text if getattr(part, "type", None) == "output_text" else None)

@@ -15,6 +15,7 @@ from functools import cached_property
 
 from pytest_streamguard.common.defaults import DEFAULT_CLIENT
 from pytest_streamguard.judge.base import ClientJudge, Conclusion
+from pytest_streamguard.judge.team import TeamJudge
 from pytest_streamguard.stream.recorded import Recorded
 
 AUTO = DEFAULT_CLIENT
@@ -119,8 +120,11 @@ def register_judge(judge: ClientJudge) -> ClientJudge:
 
 
 def check_client(value: object, source: str = "client=") -> str:
-    """``value`` if it is ``auto``, ``none`` or a judge's name, else a ValueError that names
-    it, where it came from, and what is accepted."""
+    """``value`` if it is ``auto``, ``none`` or a judge's name; for a function of the team's
+    own (:mod:`.team`), the name it is registered under; else a ValueError that names it,
+    where it came from, and what is accepted."""
+    if callable(value) and not isinstance(value, ClientJudge):
+        return register_judge(TeamJudge(value)).name
     if isinstance(value, str) and value in (AUTO, NONE):
         return value
     if isinstance(value, str) and value in JUDGES:
@@ -131,7 +135,7 @@ def check_client(value: object, source: str = "client=") -> str:
             )
         return value
     accepted = ", ".join([AUTO, NONE, *JUDGES])
-    raise ValueError(f"{source} {value!r}: expected one of {accepted}")
+    raise ValueError(f"{source} {value!r}: expected one of {accepted}, or a function of your own")
 
 
 def judge_for(choice: str, format: str) -> ClientJudge | None:
@@ -142,7 +146,8 @@ def judge_for(choice: str, format: str) -> ClientJudge | None:
         return None
     if choice != AUTO:
         judge = JUDGES[choice]
-        return judge if format in judge.formats else None
+        # A team's own function (no formats) reads every stream of the call that names it.
+        return judge if format in judge.formats or not judge.formats else None
     for judge in JUDGES.values():
         if format in judge.formats and judge.available():
             return judge

@@ -8,7 +8,7 @@ After a stream ends, :func:`judge_trace` replays its recorded response into the 
   from the client's outputs the chunks become those outputs (each stamped by the read that let
   the client yield it), so TTFT and gaps are what the client saw. Stricter than the client
   only by :data:`STRICTER`: a reader's ``truncated`` (a clean close before the protocol's end,
-  which no client but the Responses API's raises on) stays.
+  which no client but the Responses API's stream helper raises on) stays.
 * The client raised (or yielded nothing): the stream is not completed. A reader's own failure
   keeps its kind and message (they say more than the client's exception); where the reader
   saw none, the kind is ``client`` and the message the client's exception.
@@ -120,17 +120,24 @@ def rule(trace: StreamTrace, conclusion: Conclusion) -> None:
             "defect": conclusion.defect,
         }
         return
-    same_text = parts == conclusion.parts and trace.end_reason == conclusion.end_reason
-    agrees = trace.completed == conclusion.completed and (conclusion.error is not None or same_text)
+    differs = [kind for kind in KINDS if parts[kind] != conclusion.parts[kind]]
+    # A team's own function yields text only: it tells no end reason.
+    if conclusion.reasons and trace.end_reason != conclusion.end_reason:
+        differs.append(f"end reason ({trace.end_reason} vs {conclusion.end_reason})")
+    if conclusion.error is not None:
+        differs = []  # the client's exception is all it concluded
+    if trace.completed != conclusion.completed:
+        differs.insert(0, "completed")
     trace.client = conclusion.client
-    trace.reader_agrees = agrees
-    if agrees:
+    trace.reader_agrees = not differs
+    if not differs:
         return
     stricter = conclusion.completed and _stricter(trace, parts == conclusion.parts)
     trace.judged = {
         "reader": reader_line(trace),
         "client": conclusion.describe(),
         "rule": trace.error_kind if stricter and trace.error_kind is not None else None,
+        "differs": ", ".join(differs),
     }
     if stricter:
         return

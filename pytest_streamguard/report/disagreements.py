@@ -32,6 +32,8 @@ class Disagreement:
     """The recorded response saved as a transcript (``streamguard_transcripts``), if it was."""
     defect: bool = False
     """The judge's own code raised (``client_concluded`` says what): the reader's verdict stands."""
+    differs: str | None = None
+    """Every field on which they differ (``completed``, a kind's text, the end reason)."""
 
     @property
     def reproduce(self) -> str:
@@ -57,6 +59,7 @@ def disagreements(records: list[TestRecord]) -> list[Disagreement]:
                     judged["reader"] or "",
                     judged.get("transcript"),
                     judged.get("defect") is not None,
+                    judged.get("differs"),
                 )
             )
     return found
@@ -86,11 +89,12 @@ def disagreement_lines(records: list[TestRecord]) -> list[str]:
     lines = [
         f"  {d.nodeid} {d.stream}: "
         + (
-            f"the {d.client} judge's own code raised, {d.client_concluded}; the reader's "
-            f"verdict stands ({d.reader_concluded})"
+            f"{d.client_concluded} in the {d.client} judge; the reader's verdict stands "
+            f"({d.reader_concluded})"
             if d.defect
             else f"the {d.client} client concluded {d.client_concluded}; "
             f"the reader {d.reader_concluded}"
+            + (f"; they differ on {d.differs}" if d.differs else "")
         )
         + f"; reproduce: {d.reproduce}"
         + (f"; bytes: {d.transcript}" if d.transcript else "")

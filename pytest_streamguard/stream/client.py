@@ -515,15 +515,18 @@ async def _held_past_stop(body: AsyncIterator[bytes], recorder: StreamRecorder) 
     """After a terminal frame the stream's client stops at, read on to the body's end (or the
     stream's read limit) only to measure how long the body stayed open: the verdict stays the
     client's (completed), and a body still open at the limit is held open at least that long.
-    A body that ends at once costs no wait; the bytes are drained, not read as events."""
+    A body that ends at once costs no wait; the bytes are drained, not read as events. How the
+    body ended is recorded, for a judge whose client drains it (groq's raises on a cut there)."""
     since = recorder.trace.reads[-1][0] if recorder.trace.reads else time.perf_counter_ns()
     grace = max(recorder.seconds_left(time.perf_counter_ns()), 0.0)
     try:
         async with asyncio.timeout(grace):
             async for data in body:
                 recorder.recorded.keep(data, getattr(data, "stamp_ns", 0) or time.perf_counter_ns())
-    except (TimeoutError, httpx.HTTPError):
-        pass
+    except TimeoutError:
+        recorder.recorded.broke("timeout", "the body stayed open after data: [DONE]")
+    except httpx.HTTPError as exc:
+        recorder.recorded.broke(*_classify(exc))
     recorder.held_open((time.perf_counter_ns() - since) / 1e9)
 
 

@@ -300,9 +300,8 @@ class StreamTrace:
     """Whether the plugin's reader concluded what the client did; None where none judged."""
     judged: dict[str, str | None] | None = None
     """Where reader and client differ: what each concluded (``reader``, ``client``) and the
-    documented stricter ``rule`` keeping the reader's failure (None: a plugin bug to report);
-    ``defect``: the exception the judge's own code raised (a plugin bug; the reader's verdict
-    stands)."""
+    stricter ``rule`` keeping the reader's failure (None: a plugin bug), the fields that
+    ``differs`` name; ``defect``: what the judge's own code raised (the reader's verdict stands)."""
     stack: StackStamps | None = None
     """Under a stack (``--streamguard-service``): its entry and inner hops' stamps."""
     said: list[Said] = field(default_factory=list)

@@ -180,12 +180,13 @@ class _Draw:
     """The draws of one transcript: the structure's and every field's, from one random seeded
     by the transcript's seed, protocol and index (one transcript at a time)."""
 
-    def __init__(self, protocol: str, seed: int, index: int) -> None:
+    def __init__(self, protocol: str, seed: int, index: int, damage: bool = False) -> None:
         self.rng = _RANDOM
-        self.rng.seed(f"typed:{seed}:{protocol}:{index}")
+        self.rng.seed(f"typed:{seed}:{protocol}:{index}" + (":damaged" if damage else ""))
         _FAKER.seed_instance(self.rng.getrandbits(32))
         self.notes: list[str] = []
         self.drop_nulls = self.chance(0.5, "no-nulls")
+        self.damage = damage
 
     def chance(self, p: float, note: str) -> bool:
         if self.rng.random() < p:
@@ -202,7 +203,27 @@ class _Draw:
         else:
             data = json.loads(json.dumps(made))
         self.notes.append(model.__name__)
-        return _without_nulls(data) if self.drop_nulls else data  # type: ignore[no-any-return]
+        data = _without_nulls(data) if self.drop_nulls else data
+        return self._damaged(data, frozenset(fixed)) if self.damage else data  # type: ignore[no-any-return]
+
+    def _damaged(self, value: Any, keep: frozenset[str] = frozenset()) -> Any:
+        """``value`` with fields missing, null and unknown at random, at every depth (but the
+        ``keep`` fields of the top object): what a server the SDK's model does not foresee
+        sends."""
+        if isinstance(value, list):
+            return [self._damaged(item) for item in value]
+        if not isinstance(value, dict):
+            return value
+        out: dict[str, Any] = {}
+        for key, item in value.items():
+            roll = self.rng.random()
+            if key in keep or key == "type" or roll >= 0.3:
+                out[key] = self._damaged(item)
+            elif roll < 0.15:
+                out[key] = None
+        if self.rng.random() < 0.2:
+            out["x_unknown"] = self.rng.choice((None, 1, "x", [], {"a": None}))
+        return out
 
 
 def _without_nulls(value: Any) -> Any:
@@ -241,7 +262,8 @@ def _responses(d: _Draw) -> tuple[list[Event], bool]:
     by_type = {_type_of(m): m for m in members(ResponseStreamEvent)}
     middle = [m for t, m in by_type.items() if t not in _RESPONSES_ENDS]
     created = d.build(ResponseCreatedEvent)
-    created["response"]["status"] = "in_progress"
+    if isinstance(created.get("response"), dict):
+        created["response"]["status"] = "in_progress"
     events: list[Event] = [("response.created", created)]
     for _ in range(d.rng.randint(0, 8)):
         event = d.build(d.rng.choice(middle))
@@ -333,12 +355,13 @@ _SSE: dict[str, Callable[[_Draw], tuple[list[Event], bool]]] = {
 }
 
 
-def generate_typed(protocol: str, seed: int, index: int) -> Transcript:
+def generate_typed(protocol: str, seed: int, index: int, damage: bool = False) -> Transcript:
     """Transcript ``index`` of ``protocol`` for ``seed`` from the SDKs' typed models (the same
-    arguments give the same bytes)."""
+    arguments give the same bytes); ``damage``: with fields missing, null and unknown at random
+    (but the ``type`` discriminators and the fields the protocol fixes)."""
     if protocol not in PROTOCOLS:
         raise ValueError(f"protocol={protocol!r}: expected one of {', '.join(PROTOCOLS)}")
-    d = _Draw(protocol, seed, index)
+    d = _Draw(protocol, seed, index, damage)
     if protocol == "ollama":
         text = "".join(_j(line) + "\n" for line in _ollama(d))
         content_type = "application/x-ndjson"

@@ -66,7 +66,8 @@ def test_a_registered_client_judges_and_its_disagreement_is_reported(
             "verdict stands; please report these to pytest-streamguard):",
             "  test_a_registered_client_judges*.py::test_judged stream 1 (POST /ndjson): the "
             "shouting client concluded completed (text * chars); the reader completed (text 10 "
-            "chars); reproduce: pytest 'test_a_registered_client_judges*.py::test_judged' "
+            "chars); they differ on text; reproduce: pytest "
+            "'test_a_registered_client_judges*.py::test_judged' "
             "--streamguard --streamguard-client shouting; bytes: "
             "tx/test_a_registered_client_judges*.py-test_judged/stream-1-POST-ndjson.json",
         ]

@@ -8,12 +8,15 @@ not fail, the text of every kind and the end reason).
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
+from types import SimpleNamespace
 
 import differential
 import pytest
 from streamgen import PROTOCOLS, Transcript, generate
+from typedgen import generate_typed
 
 from pytest_streamguard.judge import (
     JUDGES,
@@ -26,6 +29,9 @@ from pytest_streamguard.judge import (
     rule,
 )
 from pytest_streamguard.judge.base import Assembly, Output
+from pytest_streamguard.judge.chunks import read_chunks
+from pytest_streamguard.report.disagreements import disagreement_lines
+from pytest_streamguard.report.records import TestRecord
 from pytest_streamguard.stream.recorded import Recorded
 from pytest_streamguard.stream.trace import Chunk, StreamTrace
 
@@ -218,3 +224,62 @@ def test_an_answer_that_is_not_a_stream_stays_protocol_by_the_documented_rule() 
     assert trace.error_kind == "protocol"
     assert trace.judged is not None
     assert trace.judged["rule"] == "protocol"
+
+
+DAMAGED_PER_PROTOCOL = 60
+
+
+@pytest.mark.parametrize("protocol", PROTOCOLS)
+def test_no_judge_fails_by_its_own_code_on_the_sdks_models_damaged(protocol: str) -> None:
+    """The SDKs' own models with fields missing, null and unknown (typedgen's ``damage``):
+    whatever each judge concludes, its own code raises nothing (no judge defect)."""
+    defects = []
+    for name, judge in JUDGES.items():
+        if protocol not in judge.formats:
+            continue
+        for index in range(DAMAGED_PER_PROTOCOL):
+            transcript = generate_typed(protocol, SEED, index, damage=True)
+            conclusion = judge.judge(recorded_of(transcript))
+            if conclusion.defect is not None:
+                defects.append(f"{name}: {conclusion.defect}\n  {transcript.replay()}")
+    assert not defects, "\n".join(defects[:5])
+
+
+def test_an_exception_of_the_plugins_own_code_is_a_judge_defect_not_the_clients() -> None:
+    # tool_calls that are no list: the plugin's own assembly (chunks.py) raises on it.
+    delta = SimpleNamespace(content="hi", tool_calls=5)
+    chunk = SimpleNamespace(choices=[SimpleNamespace(finish_reason=None, delta=delta)])
+    got = Assembly("openai", lambda: 0)
+    said = got.run(lambda: read_chunks([chunk], got))
+    assert (said.error, said.defect) == (None, "TypeError: 'int' object is not iterable")
+    assert not said.completed
+    # Raised by a library (or by the team's own code, here this file): the client's conclusion.
+    got = Assembly("openai", lambda: 0)
+    said = got.run(lambda: json.loads("{"))
+    assert said.defect is None
+    assert said.error is not None
+    assert said.error.startswith("JSONDecodeError")
+
+
+def test_a_judge_defect_leaves_the_readers_verdict_and_is_listed_as_such() -> None:
+    trace = _trace(True, None, "hi")
+    rule(trace, Conclusion("openai", outputs=[Output("text", "hi", 7)], defect="TypeError: x"))
+    assert (trace.completed, trace.error_kind, trace.reader_agrees) == (True, None, False)
+    assert trace.judged is not None
+    assert trace.judged["defect"] == "TypeError: x"
+    assert trace.judged["rule"] is None
+    record = TestRecord(nodeid="t.py::test_a", deadline=None, traces=[trace])
+    (line,) = disagreement_lines([record])[1:]
+    assert "judge defect: TypeError: x in the openai judge" in line
+    assert "the reader's verdict stands (completed (text 2 chars))" in line
+    assert "client concluded" not in line
+
+
+def test_the_comparison_names_every_field_that_differs_the_end_reason_too() -> None:
+    trace = _trace(True, None, "hi")
+    trace.end_reason = "stop"
+    rule(trace, Conclusion("openai", None, [Output("text", "hi", 7)], end_reason="length"))
+    assert trace.judged is not None
+    assert trace.judged["differs"] == "end reason (stop vs length)"
+    record = TestRecord(nodeid="t.py::test_a", deadline=None, traces=[trace])
+    assert "they differ on end reason (stop vs length)" in disagreement_lines([record])[1]

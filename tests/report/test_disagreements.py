@@ -52,8 +52,8 @@ def test_the_summary_lists_them_as_plugin_bugs() -> None:
         "plugin bug: the reader and the judging client disagree on 1 stream (the client's "
         "verdict stands; please report these to pytest-streamguard):",
         "  t.py::test_a stream 3 (POST /v1): the openai client concluded APIError: <boom> "
-        "(text 2 chars); the reader completed (text 2 chars); reproduce: pytest "
-        "'t.py::test_a' --streamguard --streamguard-client openai",
+        "(text 2 chars); the reader completed (text 2 chars); they differ on completed; "
+        "reproduce: pytest 't.py::test_a' --streamguard --streamguard-client openai",
     ]
     agreeing = [TestRecord(nodeid="t.py::b", deadline=None, traces=_records()[0].traces[:2])]
     assert disagreement_lines(agreeing) == []
