@@ -102,7 +102,8 @@ PROBE_HELP = (
     "of every test and load, straight to the target (never through the fault proxy), so the "
     "findings can tell a blocked event loop (the probe waits) from a full server (it answers "
     "at once): 'off', 'tcp' (a TCP connect; the kernel answers it, so it cannot see a blocked "
-    "loop) or a PATH to GET. Default: the target's ready path"
+    "loop) or a PATH to GET. Default: the target's ready path, or /health where that is a "
+    "model route such as /v1/models (llama-cpp-python ends the stream in progress to answer it)"
 )
 PROBE_INTERVAL_HELP = "Seconds between two probes. Default: 0.05"
 TOXIPROXY_HELP = (

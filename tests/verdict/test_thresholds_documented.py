@@ -19,6 +19,7 @@ FAMILIES = (
     "backpressure",
     "server",
     "own",
+    "interrupted",
 )
 ROW = re.compile(r"^\| [^|]+ \| `(?P<name>[A-Z_]+)` \| (?P<value>[^|]+) \| `(?P<module>[^`]+)` \|$")
 

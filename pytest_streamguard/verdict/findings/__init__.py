@@ -17,6 +17,7 @@ One module per family of findings:
 - :mod:`.capacity`: ``queued`` and ``cold_start`` (capacity, not blame);
 - :mod:`.server`: ``not_cancelled``, read from the target's gauges;
 - :mod:`.own`: ``own_fault``, a gap the plugin's own fault made, named instead of a cause;
+- :mod:`.interrupted`: ``probe_interrupted``, a stream the probe itself may have ended;
 - :mod:`.gates`: the ``fail_on`` gates a test could not check (``unchecked``).
 
 :func:`trace_findings` reads one stream; :func:`group_findings` reads the streams of one test
@@ -39,6 +40,7 @@ from pytest_streamguard.verdict.findings.bursts import bursts
 from pytest_streamguard.verdict.findings.capacity import cold_start, queued
 from pytest_streamguard.verdict.findings.ends import held_open, idle_cut
 from pytest_streamguard.verdict.findings.gates import Unchecked, unchecked_gates
+from pytest_streamguard.verdict.findings.interrupted import probe_interrupted
 from pytest_streamguard.verdict.findings.loop import blocked_loop
 from pytest_streamguard.verdict.findings.server import (
     ENGINE_GAUGE,
@@ -87,13 +89,14 @@ def group_findings(traces: Sequence[Observed], probe: Probed | None = None) -> l
     """The findings only several streams of one test or load show: ``blocked_loop`` (shared
     stalls, else a staircase of heads, else of first tokens, else streams served in turn, else
     every answer released at once; where ``probe`` has samples in the pattern's windows, only
-    if it waited there too), ``queued`` (only with the probe's samples), ``cold_start`` and
-    ``total_timeout``."""
+    if it waited there too), ``queued`` (only with the probe's samples), ``cold_start``,
+    ``total_timeout`` and ``probe_interrupted`` (a stream the probe may have ended)."""
     found = (
         blocked_loop(traces, probe),
         queued(traces, probe),
         cold_start(traces),
         total_timeout(traces),
+        probe_interrupted(traces, probe),
     )
     return [f for f in found if f is not None]
 
