@@ -77,6 +77,8 @@ KNOWN: dict[str, str] = {
     "(a hop's write or total timeout)",
     "own_fault": "a gap another finding would have blamed on the app or a hop lay in the window "
     "of a fault the plugin itself applied (evidence, never a cause)",
+    "probe_interrupted": "a completed stream ended while the probe waited for it (a probe path "
+    "that takes the model's lock can end a stream early)",
 }
 
 

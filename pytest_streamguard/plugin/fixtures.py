@@ -39,6 +39,7 @@ from pytest_streamguard.plugin.settings import Settings
 from pytest_streamguard.services.app import Target, start_target
 from pytest_streamguard.services.stack import Stack, start_stack
 from pytest_streamguard.services.tap import Tap
+from pytest_streamguard.stream.endings import pytest_timeout_limit
 from pytest_streamguard.stream.probe import ProbeSpec
 
 #: The session's started stack, for the guards of its entry (``streamguard.hop()``).
@@ -99,6 +100,10 @@ def streamguard_stack(
     except (StartupError, ToxiproxyError, OSError) as exc:
         # OSError: a tap that could not listen on 127.0.0.1.
         error = f"streamguard stack failed to start: {exc}"
+    except pytest.fail.Exception as exc:
+        error = _timed_out("stack", exc)
+        if error is None:
+            raise
     if error is not None:
         close_hops()
         pytest.fail(error, pytrace=False)
@@ -114,6 +119,21 @@ def streamguard_stack(
         del pytestconfig.stash[STACK_KEY]
         close_hops()
         stack.stop()
+
+
+def _timed_out(what: str, exc: BaseException) -> str | None:
+    """The error for a start that pytest-timeout's per-test limit broke off (its signal method
+    fails whatever runs, here the session's start, charged to the first test); None for any
+    other failure."""
+    limit = pytest_timeout_limit(exc)
+    if limit is None:
+        return None
+    return (
+        f"streamguard {what} failed to start: pytest-timeout's limit of {limit} s for the "
+        f"first test ran out while the {what} started (a session fixture is charged to the "
+        "first test that uses it); set timeout_func_only = true in the ini file (pytest-timeout "
+        "then times the test function only), or give that test a longer timeout"
+    )
 
 
 def _destroy(api: ToxiproxyAPI, proxies: Sequence[Proxy]) -> None:
@@ -164,6 +184,11 @@ def make_streamguard_target(
             except (StartupError, ValueError) as exc:
                 error = f"streamguard target failed to start: {exc}"
                 failed[key] = f"{error.splitlines()[0]} (see the first error for its output)"
+            except pytest.fail.Exception as exc:
+                timed_out = _timed_out("target", exc)
+                if timed_out is None:
+                    raise
+                error = failed[key] = timed_out
             if error is not None:
                 # Outside the except block, so pytest shows no "During handling of ..." chain.
                 pytest.fail(error, pytrace=False)

@@ -134,6 +134,13 @@ def held_open_message(format_name: str, seconds: float, limit: str) -> str:
     )
 
 
+def pytest_timeout_limit(stopped_by: BaseException) -> str | None:
+    """pytest-timeout's limit (seconds, as it wrote them) where ``stopped_by`` is the failure its
+    signal method raised, else None."""
+    match = _PYTEST_TIMEOUT.search(str(stopped_by))
+    return None if match is None else match["limit"]
+
+
 def stopped_mid_stream(stopped_by: BaseException, trace: StreamTrace) -> tuple[str, str] | None:
     """How a stream ended whose read ``stopped_by`` (a pytest outcome) broke off: ``timeout``
     when it is pytest-timeout's (its signal method fails the test from inside the read, so its
@@ -144,10 +151,10 @@ def stopped_mid_stream(stopped_by: BaseException, trace: StreamTrace) -> tuple[s
     end = trace.end_ns if trace.end_ns is not None else time.perf_counter_ns()
     elapsed = (end - trace.request_ns) / 1e9
     read = f"{counted(len(trace.chunks), 'chunk')} read in {elapsed:.3f} s"
-    match = _PYTEST_TIMEOUT.search(str(stopped_by))
-    if match is not None:
+    limit = pytest_timeout_limit(stopped_by)
+    if limit is not None:
         return "timeout", (
-            f"pytest-timeout's limit of {match['limit']} s for the whole test ran out while "
+            f"pytest-timeout's limit of {limit} s for the whole test ran out while "
             f"this stream was read ({read}); it stopped the test mid-stream"
         )
     return "interrupted", (

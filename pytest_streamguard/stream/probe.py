@@ -27,9 +27,14 @@ from types import TracebackType
 import httpx
 
 from pytest_streamguard.common.defaults import DEFAULT_PROBE_INTERVAL
-from pytest_streamguard.verdict.probe import PROBE_KINDS, Probed
+from pytest_streamguard.verdict.probe import PROBE_KINDS, Probed, model_route
 
 __all__ = ["DEFAULT_PROBE_INTERVAL", "ProbeSpec", "ProbeThread", "aprobe", "probing"]
+
+#: The default probe's path where the ready path is a model route (:func:`model_route`): any
+#: status is an answer from the app's loop (llama-cpp-python's is a 404, given without its
+#: model).
+PROBE_BESIDE_MODELS = "/health"
 
 #: A probe without an answer after this many seconds is recorded as none (latency None): long
 #: enough for any stall a finding names, short enough that the next probe still goes out.
@@ -64,13 +69,14 @@ class ProbeSpec:
     def for_target(
         cls, setting: str, url: str, ready_path: str, interval_s: float, pid: int | None = None
     ) -> ProbeSpec:
-        """The probe ``setting`` asks for (``tcp``, a path, or empty for ``ready_path``) on the
-        target at base ``url`` (its process ``pid`` where the plugin started it); ``off`` is
-        for the caller to handle (no probe)."""
+        """The probe ``setting`` asks for (``tcp``, a path, or empty for ``ready_path``, or
+        :data:`PROBE_BESIDE_MODELS` where that is a :func:`model_route`) on the target at base
+        ``url`` (its process ``pid`` where the plugin started it); ``off`` is for the caller
+        to handle (no probe)."""
         if setting == "tcp":
             address = url.split("://", 1)[-1].split("/", 1)[0]
             return cls("tcp", url, address, interval_s, pid=pid)
-        path = setting or ready_path
+        path = setting or (PROBE_BESIDE_MODELS if model_route(ready_path) else ready_path)
         return cls("http", url.rstrip("/") + path, path, interval_s, pid=pid)
 
     def new(self) -> Probed:

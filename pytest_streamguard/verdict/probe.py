@@ -21,17 +21,31 @@ from dataclasses import dataclass, field
 from typing import Any
 
 __all__ = [
+    "MODEL_ROUTES",
     "PROBE_KINDS",
     "PROBE_WAIT_S",
     "ProbeWaits",
     "Probed",
     "Waited",
     "merge",
+    "model_route",
     "waits",
 ]
 
 #: ``http``: a GET of the target's ready path; ``tcp``: a TCP connect to its port.
 PROBE_KINDS = ("http", "tcp")
+
+#: Paths that touch the model: an OpenAI-compatible server's model list (llama-cpp-python takes
+#: its model's lock to answer it, which ends the stream in progress) and Ollama's.
+MODEL_ROUTES = ("/v1/models", "/models", "/api/tags", "/api/ps")
+
+
+def model_route(path: str) -> bool:
+    """Whether a probe of ``path`` touches the model (:data:`MODEL_ROUTES`, or one model's
+    entry under ``/v1/models/``)."""
+    route = path.split("?", 1)[0].rstrip("/")
+    return route in MODEL_ROUTES or route.startswith("/v1/models/")
+
 
 #: A sample waited when its answer took at least this many seconds (a stall's floor,
 #: ``STALL_MIN_S``: a ready path on loopback answers in about a millisecond, under 10 ms with

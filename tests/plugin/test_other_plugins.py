@@ -7,6 +7,7 @@ from __future__ import annotations
 import html
 import json
 import re
+import sys
 import xml.etree.ElementTree as ET
 from collections.abc import Callable
 from pathlib import Path
@@ -113,6 +114,55 @@ def test_a_stream_that_pytest_timeout_stops_is_kept_as_timeout(
     assert trace["error"].startswith("pytest-timeout's limit of 1.0 s for the whole test"), trace
     (fault,) = record["faults"]
     assert (fault["kind"], fault["fired"]) == ("blackhole", True), fault
+
+
+SLOW_START = f"""
+import pytest
+
+BODY = {BODY!r}
+
+
+@pytest.mark.timeout(1)
+def test_first(streamguard):
+    assert streamguard.stream("/generate", json=BODY).completed
+
+
+@pytest.mark.timeout(1)
+def test_second(streamguard):
+    assert streamguard.stream("/generate", json=BODY).completed
+"""
+
+
+@pytest.mark.parametrize("func_only", [False, True], ids=["plain", "timeout_func_only"])
+def test_pytest_timeouts_start_of_the_target_names_the_setting_that_fixes_it(
+    pytester: pytest.Pytester, toxiproxy_url: str, func_only: bool
+) -> None:
+    """Issue 45: the target's start (a session fixture, 2 s here) is charged to the first test's
+    ``@pytest.mark.timeout(1)``: each test errors naming ``timeout_func_only``, which, set,
+    leaves the start out of the limit."""
+    pytester.makepyfile(test_slow_start=SLOW_START)
+    app = Path(__file__).resolve().parents[2] / "examples" / "stream_app.py"
+    command = (
+        f'{sys.executable} -c "import runpy, sys, time; time.sleep(2); '
+        f"sys.argv[0] = {str(app)!r}; runpy.run_path(sys.argv[0], run_name='__main__')\" "
+        "--port {port}"
+    )
+    result = pytester.runpytest_subprocess(
+        "--streamguard", "--streamguard-toxiproxy", toxiproxy_url,
+        "--streamguard-target-cmd", command, "-p", "timeout", "--timeout-method", "signal",
+        "-p", "no:cacheprovider", *(["-o", "timeout_func_only=true"] if func_only else []),
+    )  # fmt: skip
+    if func_only:
+        result.assert_outcomes(passed=2)
+        return
+    result.assert_outcomes(errors=2)
+    result.stdout.fnmatch_lines(
+        [
+            "*streamguard target failed to start: pytest-timeout's limit of 1.0 s for the first "
+            "test ran out while the target started*set timeout_func_only = true*",
+        ]
+    )
+    assert result.stdout.str().count("set timeout_func_only = true") >= 2
 
 
 PASSING = f"""

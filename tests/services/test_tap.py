@@ -138,3 +138,23 @@ def test_close_ends_open_connections_and_the_thread(upstream: socket.socket) -> 
     assert not tap._thread.is_alive()
     client.close()
     served.close()
+
+
+def test_closing_a_tap_with_an_open_connection_logs_nothing(
+    upstream: socket.socket, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Issue 45: close() cancels the connections it ends, and asyncio logged each cancelled
+    handler as an error with a CancelledError traceback, in the captured log of every test."""
+    tap = Tap(_address(upstream))
+    try:
+        client = _connect(tap)
+        client.sendall(b"hi")
+        conn, _ = upstream.accept()
+        assert conn.recv(2) == b"hi"
+        conn.sendall(b"hello")
+        assert client.recv(5) == b"hello"
+    finally:
+        tap.close()
+    client.close()
+    conn.close()
+    assert [r for r in caplog.records if r.name == "asyncio"] == []

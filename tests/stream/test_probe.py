@@ -21,7 +21,7 @@ from plugin_helpers import streamguard_runner
 from served import loopback_socket, serve_in_thread
 from starlette.applications import Starlette
 from starlette.requests import Request
-from starlette.responses import PlainTextResponse, Response, StreamingResponse
+from starlette.responses import JSONResponse, PlainTextResponse, Response, StreamingResponse
 from starlette.routing import Route
 
 SubRun = Callable[..., pytest.RunResult]
@@ -215,3 +215,82 @@ def test_a_bad_probe_setting_is_a_usage_error(pytester: pytest.Pytester) -> None
     )
     result = pytester.runpytest("--streamguard", "-o", "streamguard_probe_interval=0")
     result.stderr.fnmatch_lines(["*'0' from ini key streamguard_probe_interval is not a valid*"])
+
+
+def interrupting_app() -> Starlette:
+    """llama-cpp-python's locks, at its default ``interrupt_requests=True``: a stream holds the
+    model's (inner) lock; ``GET /v1/models`` takes the outer lock and then the inner one, and a
+    stream that sees the outer lock taken after a token ends there with its normal end."""
+    outer, inner = asyncio.Lock(), asyncio.Lock()
+
+    async def completions(request: Request) -> Response:
+        tokens, interval = await _tokens(request)
+
+        async def events() -> AsyncIterator[bytes]:
+            async with inner:
+                for index in range(tokens):
+                    await asyncio.sleep(interval)
+                    yield _event(index)
+                    if outer.locked():
+                        break
+            yield DONE
+
+        return StreamingResponse(events(), media_type="text/event-stream")
+
+    async def models(request: Request) -> Response:
+        async with outer, inner:
+            return JSONResponse({"object": "list", "data": [{"id": "tiny"}]})
+
+    return Starlette(
+        routes=[Route("/generate", completions, methods=["POST"]), Route("/v1/models", models)]
+    )
+
+
+INTERRUPTED_TESTS = """
+import json
+
+def test_every_token(streamguard):
+    traces = [
+        streamguard.stream(json={"max_new_tokens": 40, "interval_s": 0.02}) for _ in range(3)
+    ]
+    seen = {"chunks": [len(t.chunks) for t in traces], "completed": [t.completed for t in traces],
+            "names": [t.name for t in traces], "probe": streamguard.probe.target,
+            "samples": len(streamguard.probe.samples)}
+    with open("seen.json", "w") as f:
+        json.dump(seen, f)
+"""
+
+
+@pytest.mark.parametrize("probe", ["default", "/v1/models"])
+def test_a_probe_never_ends_a_stream_it_measures_and_says_so_where_it_may_have(
+    pytester: pytest.Pytester, toxiproxy_url: str, probe: str
+) -> None:
+    """Issue 45: a server that ends its stream whenever its ready path (``/v1/models``) is
+    asked, as llama-cpp-python does. Under the plugin's defaults the probe asks ``/health``
+    (a 404: any status is an answer) and every token arrives; a probe of ``/v1/models`` ends
+    streams early, and ``probe_interrupted`` marks them."""
+    pytester.makepyfile(INTERRUPTED_TESTS)
+    with loopback_socket() as sock, serve_in_thread(interrupting_app(), [sock]):
+        run = streamguard_runner(
+            pytester, toxiproxy_url, f"http://127.0.0.1:{sock.getsockname()[1]}"
+        )
+        asked = [] if probe == "default" else ["--streamguard-probe", probe]
+        result = run("--streamguard-ready-path", "/v1/models", "--streamguard-json=sg.json", *asked)
+    result.assert_outcomes(passed=1)
+    seen = json.loads(Path(pytester.path, "seen.json").read_text())
+    assert all(seen["completed"]), seen
+    (record,) = json.loads(Path(pytester.path, "sg.json").read_text())["tests"]
+    interrupted = _found(record, "probe_interrupted")
+    if probe == "default":
+        assert seen["probe"] == "/health"
+        # The probe ran beside the streams (0.8 s each), not just once.
+        assert seen["samples"] >= 9, seen
+        assert seen["chunks"] == [40, 40, 40], seen
+        assert interrupted == []
+    else:
+        assert max(seen["chunks"]) < 40, seen
+        # A probe the server answers within 2 ms of its arrival goes unmarked (module
+        # docstring of verdict/findings/interrupted.py): one of three streams at least.
+        (finding,) = interrupted
+        assert set(finding["streams"]) <= set(seen["names"]), (finding, seen)
+        assert "--streamguard-probe off" in str(finding["evidence"])

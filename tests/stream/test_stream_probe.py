@@ -97,3 +97,17 @@ def test_two_processes_on_one_core_each_wait_for_it() -> None:
     # A process that is gone, or none named: nothing to read.
     assert cpu_wait_ns(spinners[0].pid) is None
     assert cpu_wait_ns(None) is None
+
+
+def test_the_default_probe_asks_no_model_route() -> None:
+    """Issue 45: llama-cpp-python answers ``/v1/models`` by ending the stream in progress, so
+    where the ready path is a model route the default probe asks ``/health``; a path the user
+    sets is asked as set."""
+    url = "http://127.0.0.1:8000"
+    for ready, probed in (
+        ("/v1/models", "/health"),
+        ("/api/tags", "/health"),
+        ("/readyz", "/readyz"),
+    ):
+        assert ProbeSpec.for_target("", url, ready, 0.05).url == url + probed
+    assert ProbeSpec.for_target("/v1/models", url, "/v1/models", 0.05).target == "/v1/models"

@@ -623,3 +623,22 @@ def test_the_first_line_of_a_failure_names_the_cause_in_words() -> None:
         "streamguard finding(s) this test fails on (fail_on): blocked_loop (likely cause: the "
         "event loop was blocked: the ready path /readyz took 0.15 s while 10 streams stalled)"
     )
+
+
+def test_probe_interrupted_marks_a_stream_a_model_route_probe_waited_to_end() -> None:
+    """Issue 45: tokens 20 ms apart, the last at 100 ms, the end at 101 ms; a probe of
+    ``/v1/models`` sent at 90 ms answered at 103 ms waited for the end."""
+    stream = make("s", 0, [20, 40, 60, 80, 100])
+    held = Probed("http", "/v1/models", 0.05, [(10 * MS, MS), (90 * MS, 13 * MS)])
+    (found,) = findings_of([stream], held)
+    assert found.name == "probe_interrupted"
+    assert found.streams == ("s",)
+    assert "--streamguard-probe off" in found.evidence
+    # The twins: a path that is no model route, an end the protocol gave a reason for, a probe
+    # answered before the last token, one that waited out a stall (0.2 s), one that is fast.
+    assert findings_of([stream], Probed("http", "/health", 0.05, held.samples)) == []
+    reasoned = make("s", 0, [20, 40, 60, 80, 100])
+    reasoned.end_reason = "stop"
+    assert findings_of([reasoned], held) == []
+    for sample in ((90 * MS, 5 * MS), (50 * MS, 200 * MS), (99 * MS, MS)):
+        assert findings_of([stream], Probed("http", "/v1/models", 0.05, [sample])) == []

@@ -20,6 +20,7 @@ FAMILIES = (
     "server",
     "own",
     "said",
+    "interrupted",
 )
 ROW = re.compile(r"^\| [^|]+ \| `(?P<name>[A-Z_]+)` \| (?P<value>[^|]+) \| `(?P<module>[^`]+)` \|$")
 

@@ -18,6 +18,7 @@ One module per family of findings:
 - :mod:`.server`: ``not_cancelled``, read from the target's gauges;
 - :mod:`.said`: ``server_error``, what a hop wrote (a traceback, an error line) beside streams;
 - :mod:`.own`: ``own_fault``, a gap the plugin's own fault made, named instead of a cause;
+- :mod:`.interrupted`: ``probe_interrupted``, a stream the probe itself may have ended;
 - :mod:`.gates`: the ``fail_on`` gates a test could not check (``unchecked``).
 
 :func:`trace_findings` reads one stream; :func:`group_findings` reads the streams of one test
@@ -40,6 +41,7 @@ from pytest_streamguard.verdict.findings.bursts import bursts
 from pytest_streamguard.verdict.findings.capacity import cold_start, queued
 from pytest_streamguard.verdict.findings.ends import held_open, idle_cut, same_silence
 from pytest_streamguard.verdict.findings.gates import Unchecked, unchecked_gates
+from pytest_streamguard.verdict.findings.interrupted import probe_interrupted
 from pytest_streamguard.verdict.findings.loop import blocked_loop
 from pytest_streamguard.verdict.findings.said import Said, server_error
 from pytest_streamguard.verdict.findings.server import (
@@ -92,13 +94,15 @@ def group_findings(traces: Sequence[Observed], probe: Probed | None = None) -> l
     stalls, else a staircase of heads, else of first tokens, else streams served in turn, else
     every answer released at once; where ``probe`` has samples in the pattern's windows, only
     if it waited there too), ``queued`` (only with the probe's samples), ``cold_start``,
-    ``total_timeout`` and ``idle_cut`` of streams a hop ended after the same silence."""
+    ``total_timeout``, ``idle_cut`` of streams a hop ended after the same silence, and
+    ``probe_interrupted`` (a stream the probe may have ended)."""
     found = (
         *server_error(traces),
         blocked_loop(traces, probe),
         queued(traces, probe),
         cold_start(traces),
         total_timeout(traces),
+        probe_interrupted(traces, probe),
     )
     return [f for f in found if f is not None] + same_silence(traces)
 
