@@ -217,17 +217,17 @@ def stall_at_chunk(
 
 
 def end_at_chunk(
-    control: ProxyControl, seed: int, kind: str, type_: str, after_chunks: int, streams: Any
+    control: ProxyControl, seed: int, kind: str, after_chunks: int, streams: Any
 ) -> ChunkToxic:
-    """``cut``/``reset`` right after chunk ``after_chunks``: the embedded server's ``type_``
-    toxic, aimed at ``streams`` when given."""
+    """``cut``/``reset`` right after chunk ``after_chunks``: the embedded server's
+    ``chunk_cut``/``chunk_reset`` toxic, aimed at ``streams`` when given."""
     checked_number(kind, "after_chunks", after_chunks, minimum=1, integer=True)
     return ChunkToxic(
         control,
         seed,
         kind,
         {"after_chunks": after_chunks},
-        type_,
+        f"chunk_{kind}",
         {"after_chunks": int(after_chunks)},
         aimed_streams(kind, streams),
     )
