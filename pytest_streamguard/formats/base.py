@@ -21,7 +21,6 @@ from typing import Any, Literal
 from pytest_streamguard.errors import ProtocolError
 
 Framing = Literal["sse", "lines", "raw"]
-FRAMINGS: tuple[Framing, ...] = ("sse", "lines", "raw")
 
 TEXT = "text"
 REASONING = "reasoning"
