@@ -19,6 +19,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from pytest_streamguard.common.display import counted
+from pytest_streamguard.common.numbers import whole
 from pytest_streamguard.errors import NeedsEmbeddedToxiproxy, ToxiproxyError
 from pytest_streamguard.faults.fired import judge
 from pytest_streamguard.faults.mechanism import Mechanism, active_on, checked_number
@@ -63,7 +64,7 @@ def aimed_streams(call: str, streams: Any) -> Aim:
         if not indexes:
             raise ValueError(f"{where}: an empty list aims at no stream; {_STREAMS_ACCEPTED}")
         for index in indexes:
-            if isinstance(index, bool) or not isinstance(index, int) or index < 0:
+            if not whole(index) or index < 0:
                 raise ValueError(
                     f"{where}: {index!r} is not a stream index (an integer >= 0); "
                     f"{_STREAMS_ACCEPTED}"
@@ -216,17 +217,17 @@ def stall_at_chunk(
 
 
 def end_at_chunk(
-    control: ProxyControl, seed: int, kind: str, type_: str, after_chunks: int, streams: Any
+    control: ProxyControl, seed: int, kind: str, after_chunks: int, streams: Any
 ) -> ChunkToxic:
-    """``cut``/``reset`` right after chunk ``after_chunks``: the embedded server's ``type_``
-    toxic, aimed at ``streams`` when given."""
+    """``cut``/``reset`` right after chunk ``after_chunks``: the embedded server's
+    ``chunk_cut``/``chunk_reset`` toxic, aimed at ``streams`` when given."""
     checked_number(kind, "after_chunks", after_chunks, minimum=1, integer=True)
     return ChunkToxic(
         control,
         seed,
         kind,
         {"after_chunks": after_chunks},
-        type_,
+        f"chunk_{kind}",
         {"after_chunks": int(after_chunks)},
         aimed_streams(kind, streams),
     )

@@ -376,9 +376,7 @@ class Faults:
             )
         if after_chunks is not None:
             return self._log.add_chunk(
-                end_at_chunk(
-                    self._log.control, self._log.seed, "cut", "chunk_cut", after_chunks, streams
-                )
+                end_at_chunk(self._log.control, self._log.seed, "cut", after_chunks, streams)
             )
         if streams is not None:
             raise ValueError(
@@ -403,9 +401,7 @@ class Faults:
                     "after_chunks (a reset right after chunk N)"
                 )
             return self._log.add_chunk(
-                end_at_chunk(
-                    self._log.control, self._log.seed, "reset", "chunk_reset", after_chunks, streams
-                )
+                end_at_chunk(self._log.control, self._log.seed, "reset", after_chunks, streams)
             )
         if streams is not None:
             raise ValueError(

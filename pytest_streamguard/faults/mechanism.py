@@ -16,11 +16,11 @@ Each mechanism lives beside this interface in a module of its own:
 
 from __future__ import annotations
 
-import math
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from typing import Any
 
+from pytest_streamguard.common.numbers import finite
 from pytest_streamguard.faults.fired import judge
 from pytest_streamguard.stream.trace import FaultRecord, StreamTrace
 
@@ -37,9 +37,7 @@ def checked_number(
     """``value`` as a float, or a ValueError that names ``faults.<fault>(<name>=...)`` and what
     it accepts (a number, or an integer, of ``unit``, at least ``minimum``)."""
     kind = ("an integer" if integer else "a number") + (f" of {unit}" if unit else "")
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        raise ValueError(f"faults.{fault}({name}={value!r}): expected {kind} >= {minimum:g}")
-    if not math.isfinite(value) or value < minimum or (integer and value != int(value)):
+    if not finite(value) or value < minimum or (integer and value != int(value)):
         raise ValueError(f"faults.{fault}({name}={value!r}): expected {kind} >= {minimum:g}")
     return float(value)
 

@@ -16,11 +16,11 @@ named by its stem, holding either a JSON list of toxics or an object
 from __future__ import annotations
 
 import json
-import math
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from pytest_streamguard.common.numbers import finite, whole
 from pytest_streamguard.errors import ProfileError
 
 # Toxiproxy 2.x toxic types and the attributes each takes (all integers).
@@ -166,12 +166,7 @@ def _toxic(raw: Any, source: str, index: int) -> Toxic:
     if stream not in STREAMS:
         raise _bad(source, f"{where} has stream {stream!r}")
     toxicity = raw.get("toxicity", 1.0)
-    if (
-        isinstance(toxicity, bool)
-        or not isinstance(toxicity, int | float)
-        or not math.isfinite(toxicity)
-        or not 0 <= toxicity <= 1
-    ):
+    if not finite(toxicity) or not 0 <= toxicity <= 1:
         raise _bad(source, f"{where} has toxicity {toxicity!r}")
     name = raw.get("name")
     if name is not None and (not isinstance(name, str) or not name):
@@ -183,7 +178,7 @@ def _toxic(raw: Any, source: str, index: int) -> Toxic:
     if extra:
         raise _bad(source, f"{where} ({type_}) has unknown attribute(s) {', '.join(extra)}")
     for key, value in attributes.items():
-        if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        if not whole(value) or value < 0:
             raise _bad(source, f"{where} ({type_}) has {key}={value!r}, not an integer >= 0")
     return Toxic(type_, dict(attributes), stream, float(toxicity), name)
 

@@ -14,14 +14,13 @@ from __future__ import annotations
 
 import json
 from abc import ABC, abstractmethod
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any, Literal
 
 from pytest_streamguard.errors import ProtocolError
 
 Framing = Literal["sse", "lines", "raw"]
-FRAMINGS: tuple[Framing, ...] = ("sse", "lines", "raw")
 
 TEXT = "text"
 REASONING = "reasoning"
@@ -112,6 +111,15 @@ def reason_of(obj: Any, fields: tuple[str, ...] = REASON_FIELDS) -> str | None:
         if isinstance(value, str) and value:
             return value
     return None
+
+
+def indexed(items: Any) -> Iterator[tuple[int, dict[str, Any]]]:
+    """The objects of a ``choices`` or ``candidates`` list, each with its ``index`` (its
+    position in the list where it has no integer ``index``)."""
+    for position, item in enumerate(items if isinstance(items, list) else []):
+        if isinstance(item, dict):
+            index = item.get("index", position)
+            yield (index if isinstance(index, int) else position), item
 
 
 def parse_json(data: str, what: str) -> Any:

@@ -22,6 +22,7 @@ from pytest_streamguard.formats.base import (
     Piece,
     Reading,
     StreamFormat,
+    indexed,
     parse_object,
     reason_of,
 )
@@ -64,12 +65,7 @@ class GeminiFormat(StreamFormat):
         answers: list[int] = []
         finished: list[int] = []
         ended: str | None = None
-        candidates = obj.get("candidates")
-        for position, candidate in enumerate(candidates if isinstance(candidates, list) else []):
-            if not isinstance(candidate, dict):
-                continue
-            index = candidate.get("index", position)
-            index = index if isinstance(index, int) else position
+        for index, candidate in indexed(obj.get("candidates")):
             answers.append(index)
             content = candidate.get("content")
             parts = content.get("parts") if isinstance(content, dict) else None

@@ -33,6 +33,7 @@ from pytest_streamguard.formats.base import (
     Piece,
     Reading,
     StreamFormat,
+    indexed,
     parse_object,
     reason_of,
 )
@@ -129,12 +130,7 @@ class OpenAIChatFormat(StreamFormat):
         finished: list[int] = []
         output = False
         reason: str | None = None
-        choices = obj.get("choices")
-        for position, choice in enumerate(choices if isinstance(choices, list) else []):
-            if not isinstance(choice, dict):
-                continue
-            index = choice.get("index", position)
-            index = index if isinstance(index, int) else position
+        for index, choice in indexed(obj.get("choices")):
             answers.append(index)
             delta = choice.get("delta")
             if isinstance(delta, dict):

@@ -32,6 +32,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from pytest_streamguard.common.display import counted
+from pytest_streamguard.common.numbers import finite
 from pytest_streamguard.faults.inject import Faults
 from pytest_streamguard.load import LoadResult
 from pytest_streamguard.stream.trace import FaultRecord
@@ -97,13 +98,7 @@ VARY = tuple(AXES)
 
 
 def _positive(name: str, value: Any, axis: Axis) -> float:
-    if (
-        isinstance(value, bool)
-        or not isinstance(value, int | float)
-        or not math.isfinite(value)
-        or value <= 0
-        or (axis.whole and value != int(value))
-    ):
+    if not finite(value) or value <= 0 or (axis.whole and value != int(value)):
         kind = "a whole number" if axis.whole else "a number"
         raise ValueError(
             f"headroom(vary={axis.vary!r}, {name}={value!r}): expected {kind} of {axis.unit} > 0"

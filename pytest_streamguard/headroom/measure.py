@@ -14,6 +14,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from pytest_streamguard.common.numbers import whole
 from pytest_streamguard.faults.inject import Faults, log_of
 from pytest_streamguard.headroom.forwarding import Forwarding, forwarding
 from pytest_streamguard.headroom.levels import RATE_WINDOW_S, Scale, judge, resolve_axis
@@ -65,11 +66,7 @@ class Measurement:
         if deadline is None:
             raise ValueError(NO_DEADLINE)
         scale = resolve_axis(vary, up_to, precision)
-        if (
-            isinstance(streams, bool)
-            or not isinstance(streams, int)
-            or not 1 <= streams <= MAX_STREAMS
-        ):
+        if not whole(streams) or not 1 <= streams <= MAX_STREAMS:
             raise ValueError(
                 f"headroom(streams={streams!r}): expected a whole number of concurrent streams "
                 f"from 1 to {MAX_STREAMS} (each level's load, unless vary='streams')"

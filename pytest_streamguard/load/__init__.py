@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import asyncio
 import gc
-import math
 import random
 import time
 from collections.abc import Awaitable, Callable, Coroutine, Sequence
@@ -32,6 +31,7 @@ from typing import Any
 import httpx
 
 from pytest_streamguard.common.display import counted
+from pytest_streamguard.common.numbers import finite
 from pytest_streamguard.stream.client import StreamRecorder, aread_stream
 from pytest_streamguard.stream.probe import ProbeSpec, probing
 from pytest_streamguard.stream.request import CONNECT_TIMEOUT
@@ -78,12 +78,7 @@ class LoadPlan:
         ):
             if value is None:
                 continue
-            if (
-                isinstance(value, bool)
-                or not isinstance(value, int | float)
-                or not math.isfinite(value)
-                or not 0 < value <= top
-            ):
+            if not finite(value) or not 0 < value <= top:
                 unit = "requests per second" if name == "rate" else "seconds"
                 raise ValueError(
                     f"load {name}={value!r} is not accepted: expected a number of {unit}, "

@@ -29,6 +29,7 @@ import asyncio
 import time
 from typing import Any
 
+from pytest_streamguard.common.numbers import whole
 from pytest_streamguard.judge import NONE
 from pytest_streamguard.load import LoadPlan, LoadResult, _loop_factory
 from pytest_streamguard.load.shards import Shard, aread_shard, lost_traces, merge, split
@@ -52,7 +53,7 @@ def check_shards(shards: object) -> int | None:
     """``shards`` as given to ``load()``, or a ValueError saying what is accepted."""
     if shards is None:
         return None
-    if isinstance(shards, bool) or not isinstance(shards, int) or not 1 <= shards <= MAX_SHARDS:
+    if not whole(shards) or not 1 <= shards <= MAX_SHARDS:
         raise ValueError(
             f"load shards={shards!r} is not accepted: expected an int from 1 to {MAX_SHARDS} "
             "(Ray tasks that read the load's streams), or None for one per alive node"

@@ -33,6 +33,7 @@ import time
 from pathlib import Path
 from typing import Any, BinaryIO
 
+from pytest_streamguard.common.numbers import whole
 from pytest_streamguard.errors import ShardStartError
 from pytest_streamguard.judge import NONE
 from pytest_streamguard.load import LoadPlan, LoadResult, _loop_factory, run_private
@@ -77,11 +78,7 @@ def check_processes(processes: object) -> int | str:
     """``processes`` as given to ``load()``, or a ValueError saying what is accepted."""
     if isinstance(processes, str) and processes == AUTO:
         return AUTO
-    if (
-        isinstance(processes, bool)
-        or not isinstance(processes, int)
-        or not 1 <= processes <= MAX_PROCESSES
-    ):
+    if not whole(processes) or not 1 <= processes <= MAX_PROCESSES:
         raise ValueError(
             f"load processes={processes!r} is not accepted: expected an int from 1 to "
             f"{MAX_PROCESSES} (processes that read the load's streams), 'auto' (one per core "

@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 
 from pytest_streamguard.common.names import HEADROOM_MARKER_NAME, MARKER_LINE, MARKER_NAME
+from pytest_streamguard.common.numbers import finite, number
 from pytest_streamguard.headroom.levels import AXES, VARY
 from pytest_streamguard.headroom.result import Headroom
 from pytest_streamguard.plugin.settings import Settings
@@ -37,14 +38,13 @@ _KEYS = ("ttft", "chunk", "total", "percentile")
 def _check_value(key: str, value: Any) -> float | None:
     if value is None:
         return None
-    if isinstance(value, bool) or not isinstance(value, int | float):
+    if not number(value):
         raise ValueError(f"token_deadline({key}={value!r}) is not a number. {ACCEPTED}.")
-    number = float(value)
-    if not math.isfinite(number) or number <= 0:
+    if not math.isfinite(value) or value <= 0:
         raise ValueError(f"token_deadline({key}={value!r}) must be > 0. {ACCEPTED}.")
-    if key == "percentile" and number > 100:
+    if key == "percentile" and value > 100:
         raise ValueError(f"token_deadline(percentile={value!r}) must be <= 100. {ACCEPTED}.")
-    return number
+    return float(value)
 
 
 def resolve_deadline(item: pytest.Item, settings: Settings) -> Deadline | None:
@@ -123,12 +123,7 @@ def resolve_headroom(item: pytest.Item) -> tuple[tuple[str, float], ...]:
         at_least = mark.kwargs.get("at_least")
         if vary not in VARY:
             raise ValueError(f"headroom(vary={vary!r}) is not known. {HEADROOM_ACCEPTED}.")
-        if (
-            isinstance(at_least, bool)
-            or not isinstance(at_least, int | float)
-            or not math.isfinite(at_least)
-            or at_least < 0
-        ):
+        if not finite(at_least) or at_least < 0:
             raise ValueError(
                 f"headroom(at_least={at_least!r}) is not a number >= 0. {HEADROOM_ACCEPTED}."
             )

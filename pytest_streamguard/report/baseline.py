@@ -26,8 +26,6 @@ from pytest_streamguard.report.bounds import HEADROOM, METRICS, Bound
 from pytest_streamguard.report.records import TestRecord
 from pytest_streamguard.verdict.stats import percentile
 
-DEFAULT_MIN_SAMPLES = 5
-
 
 def figures(record: TestRecord) -> dict[str, tuple[float | None, int]]:
     """Each metric of one test (seconds) and how many samples it was computed from."""

@@ -18,7 +18,6 @@ METRICS: dict[str, tuple[str, float | None]] = {
 }
 #: A test's headroom (``streamguard.headroom()``): how much it may drop, in % only.
 HEADROOM = "headroom"
-UNITS = ("%", "s", "ms")
 USAGE = (
     "expected comma-separated metric:bound pairs such as 'ttft_p95:20%,gap_p95:30%,"
     f"gap_max:0.1s'; metrics: {', '.join(METRICS)}; a bound is a number >= 0 with a unit: "

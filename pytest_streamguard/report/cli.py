@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from pytest_streamguard.common.display import counted
+from pytest_streamguard.common.numbers import whole
 from pytest_streamguard.report.html import write_html
 from pytest_streamguard.report.merge import Merger
 from pytest_streamguard.report.records import (
@@ -53,7 +54,7 @@ def read_document(path: Path) -> dict[str, Any]:
             f'object with "format": "{JSON_FORMAT}", as --streamguard-json writes'
         )
     version = raw.get("version")
-    if isinstance(version, bool) or not isinstance(version, int) or version < 1:
+    if not whole(version) or version < 1:
         raise ValueError(f"{path} has report version {version!r}; expected an integer >= 1")
     if version > JSON_VERSION:
         raise ValueError(

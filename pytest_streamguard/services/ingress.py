@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import contextlib
 import grp
-import math
 import os
 import pwd
 import shutil
@@ -29,6 +28,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import Self
 
+from pytest_streamguard.common.numbers import finite
 from pytest_streamguard.errors import IngressError
 from pytest_streamguard.services.processes import Reaper, stop_group
 from pytest_streamguard.stream.trace import FaultRecord
@@ -359,12 +359,7 @@ def _ms(seconds: float) -> int:
 
 
 def _check_timeout(name: str, value: object) -> float:
-    if (
-        isinstance(value, bool)
-        or not isinstance(value, int | float)
-        or not math.isfinite(value)
-        or value < _MIN_TIMEOUT_S
-    ):
+    if not finite(value) or value < _MIN_TIMEOUT_S:
         raise ValueError(
             f"{name} must be a finite number of seconds >= {_MIN_TIMEOUT_S}, got {value!r}"
         )

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from pytest_streamguard.common.defaults import DEFAULT_MAX_STREAM_SECONDS
+from pytest_streamguard.common.numbers import number
 from pytest_streamguard.formats import AUTO, StreamFormat, resolve_format
 from pytest_streamguard.verdict.deadlines import Deadline
 
@@ -154,11 +155,7 @@ def read_limits(
     ``total`` deadline says otherwise."""
     if read_timeout is None:
         return ReadLimits.for_deadline(deadline, max_stream)
-    if (
-        isinstance(read_timeout, bool)
-        or not isinstance(read_timeout, int | float)
-        or read_timeout <= 0
-    ):
+    if not number(read_timeout) or read_timeout <= 0:
         raise ValueError(f"read_timeout={read_timeout!r}: expected a number of seconds > 0")
     return ReadLimits(first=float(read_timeout), gap=float(read_timeout), total=max_stream)
 

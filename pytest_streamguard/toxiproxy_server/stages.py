@@ -71,11 +71,8 @@ class Stage:
 
     async def pipe(self) -> None:
         """Move chunks from ``inp`` to ``out``, applying the toxic."""
-        while True:
-            item = await self.next_item()
+        while (item := await self.next_data()) is not None:
             await self.emit(item)
-            if item is EOF:
-                return
 
     async def next_item(self) -> Item:
         """The chunk in hand, or the next one from the input channel."""
@@ -85,6 +82,14 @@ class Stage:
                 await inp.wait_readable()
             self.pending = inp.pop()
         return self.pending
+
+    async def next_data(self) -> Item | None:
+        """The next chunk of data in hand; None once the stream's end is handed on."""
+        item = await self.next_item()
+        if item is EOF:
+            await self.emit(item)
+            return None
+        return item
 
     async def emit(self, item: Item, rest: Item | None = None) -> None:
         """Hand ``item`` on once the outlet has room; ``rest`` is what is still in hand."""
@@ -115,11 +120,7 @@ class LatencyStage(Stage):
         jitter = self.toxic.attr("jitter")
         key = self.rng.getrandbits(64)
         offset = 0
-        while True:
-            item = await self.next_item()
-            if item is EOF:
-                await self.emit(item)
-                return
+        while (item := await self.next_data()) is not None:
             delay = latency
             if jitter > 0:
                 draw = random.Random(key ^ offset).randrange(2 * jitter)
@@ -141,11 +142,7 @@ class BandwidthStage(Stage):
         """Go's bandwidth toxic: a sleep debt per chunk, big chunks cut into 100 ms pieces."""
         rate = self.toxic.attr("rate")
         debt = 0
-        while True:
-            item = await self.next_item()
-            if item is EOF:
-                await self.emit(item)
-                return
+        while (item := await self.next_data()) is not None:
             if rate <= 0:
                 # rate 0 holds the data until the toxic is changed or removed.
                 await asyncio.get_running_loop().create_future()
@@ -240,11 +237,7 @@ class SlicerStage(Stage):
     async def pipe(self) -> None:
         """Emit the pieces one by one with the delay after every piece."""
         delay = self.toxic.attr("delay") / 1e6
-        while True:
-            item = await self.next_item()
-            if item is EOF:
-                await self.emit(item)
-                return
+        while (item := await self.next_data()) is not None:
             data, stamp = item
             start = 0
             for end in self.cuts(len(data)):
@@ -262,11 +255,7 @@ class LimitDataStage(Stage):
         """The count lives in the link's toxic state, so it survives updates."""
         limit = self.toxic.attr("bytes")
         state = self.state
-        while True:
-            item = await self.next_item()
-            if item is EOF:
-                await self.emit(item)
-                return
+        while (item := await self.next_data()) is not None:
             data = item[0][: max(limit - state.transmitted, 0)]
             if data:
                 await self.emit((data, item[1]))
@@ -294,11 +283,7 @@ class ChunkStage(Stage):
         if state.stall_until is not None:
             # A stall under way when the chain was re-wired goes on for its time.
             await self._hold()
-        while True:
-            item = await self.next_item()
-            if item is EOF:
-                await self.emit(item)
-                return
+        while (item := await self.next_data()) is not None:
             data, stamp = item
             offset = counter.boundary(data)
             if offset is None:
