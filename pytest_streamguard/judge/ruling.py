@@ -38,7 +38,8 @@ STRICTER: dict[str, str] = {
     ),
     "protocol": (
         "an answer that is not a stream (a whole JSON answer where a stream was asked) is "
-        "protocol, though a client may read it as a stream of one event"
+        "protocol, though a client may read it as a stream of one event (an event stream under "
+        "a wrong content type is the client's: rule content-type)"
     ),
 }
 """The reader's failures kept where the client completed, by ``error_kind``: the documented
@@ -139,6 +140,10 @@ def rule(trace: StreamTrace, conclusion: Conclusion) -> None:
         "rule": trace.error_kind if stricter and trace.error_kind is not None else None,
         "differs": ", ".join(differs),
     }
+    if conclusion.completed and _refused(trace) and _events(trace):
+        # An event stream under a wrong content type: the client reads it; reported, not failed.
+        trace.judged["rule"] = "content-type"
+        trace.judged["content_type"] = trace.error
     if stricter:
         return
     if conclusion.completed:
@@ -160,7 +165,18 @@ def _stricter(trace: StreamTrace, same_text: bool) -> bool:
     completed."""
     if trace.error_kind == "truncated":
         return same_text
+    return _refused(trace) and not _events(trace)
+
+
+def _refused(trace: StreamTrace) -> bool:
+    """Whether the reader refused the answer as not a stream (by its content type or body)."""
     return trace.error_kind == "protocol" and _NOT_A_STREAM in (trace.error or "")
+
+
+def _events(trace: StreamTrace) -> bool:
+    """Whether the recorded body carries events (two JSON objects or more): an event stream,
+    whatever its content type said, not one whole answer."""
+    return trace.recorded is not None and len(trace.recorded.objects(2)) == 2
 
 
 def chunks_of(outputs: list[Output]) -> list[Chunk]:

@@ -153,10 +153,11 @@ class StreamRecorder(AfterEnd):
         if problem is not None:
             self.fail("protocol", problem)
 
-    def add_body(self, body: bytes) -> None:
+    def add_body(self, body: bytes, keep: bool = True) -> None:
         """Append the start of a rejected answer's body to its error message (and, for an
-        answer that is not a stream of the format, what it looks like)."""
-        if body:
+        answer that is not a stream of the format, what it looks like); ``keep``: record it
+        (not where its reads are recorded already)."""
+        if body and keep:
             self.recorded.keep(body, time.perf_counter_ns())
         snippet = body[:ERROR_BODY_LIMIT].decode("utf-8", "replace").strip()
         if self.trace.error is None:
@@ -461,6 +462,23 @@ async def aread_stream(
         return await _aread(own, recorder)
 
 
+async def _keep_refused(response: httpx.Response, recorder: StreamRecorder) -> None:
+    """A 200 answer that is not a stream of its format, read to its end (within the stream's
+    read limit) and kept read by read for its judge: an event stream under a wrong content type
+    is the client's to read. Its start goes to the error message (:meth:`~StreamRecorder.
+    add_body`)."""
+    head = b""
+    try:
+        async with asyncio.timeout(max(recorder.seconds_left(time.perf_counter_ns()), 0.0)):
+            async for data in response.aiter_bytes():
+                if len(head) < ERROR_BODY_LIMIT:
+                    head += data
+                recorder.recorded.keep(data, getattr(data, "stamp_ns", 0) or time.perf_counter_ns())
+    except (TimeoutError, httpx.HTTPError):
+        pass  # the verdict is the reader's protocol failure; the judge reads what came
+    recorder.add_body(head, keep=False)
+
+
 async def _read_some(response: httpx.Response) -> bytes:
     body = b""
     async for data in response.aiter_bytes():
@@ -563,6 +581,10 @@ async def _aread(client: httpx.AsyncClient, recorder: StreamRecorder) -> StreamT
                         response.extensions.get("streamguard_head_ns"),
                         response.headers.multi_items(),
                     )
+                    if recorder.stopped and recorder.trace.error_kind == "protocol":
+                        # Every read kept: a client may read it as a stream all the same.
+                        await _keep_refused(response, recorder)
+                        return recorder.trace
                     if recorder.stopped:
                         recorder.add_body(await _read_some(response))
                         return recorder.trace

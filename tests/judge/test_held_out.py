@@ -4,6 +4,7 @@ does, and never by its own code; a stream the reader alone passed passes judged 
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 from collections.abc import AsyncIterator
 
 import httpx
@@ -54,14 +55,14 @@ class _Body(httpx.AsyncByteStream):
             raise httpx.RemoteProtocolError(CUT)
 
 
-def _read(shape: Shape, client: str) -> StreamTrace:
+def _read(shape: Shape, client: str, format: str = "auto") -> StreamTrace:
     async def read() -> StreamTrace:
         def answer(request: httpx.Request) -> httpx.Response:
             return httpx.Response(
                 200, headers={"content-type": shape.content_type}, stream=_Body(shape)
             )
 
-        request = StreamRequest("POST", URL + shape.path, json_body=shape.body, format="auto")
+        request = StreamRequest("POST", URL + shape.path, json_body=shape.body, format=format)
         async with httpx.AsyncClient(transport=httpx.MockTransport(answer)) as http:
             return await aread_stream(StreamRecorder(request, "s"), http)
 
@@ -88,3 +89,32 @@ def test_what_follows_the_end_is_replayed_to_a_client_that_drains_the_body() -> 
     assert (judged.completed, judged.error_kind) == (False, "client")
     assert judged.error is not None
     assert CUT in judged.error
+
+
+@pytest.mark.parametrize(
+    ("name", "content_type"),
+    [("litellm-usage-choices-null", "text/plain"), ("ollama-chat-length", "application/json")],
+)
+def test_an_event_stream_under_a_wrong_content_type_is_the_clients_to_read(
+    name: str, content_type: str
+) -> None:
+    (shape,) = [s for s in SHAPES if s.name == name]
+    shape = dataclasses.replace(shape, content_type=content_type)
+    reader = _read(shape, "none", shape.format)
+    assert (reader.completed, reader.error_kind) == (False, "protocol")
+    judged = _read(shape, "auto", shape.format)
+    assert (judged.completed, judged.text) == (True, shape.text)
+    assert judged.judged is not None
+    assert judged.judged["rule"] == "content-type"  # reported, not a plugin bug
+    assert f"answered {content_type}, not a stream" in (judged.judged["content_type"] or "")
+
+
+def test_a_whole_json_answer_stays_not_a_stream() -> None:
+    whole = (
+        '{"id":"c","object":"chat.completion","choices":[{"index":0,"message":{"content":"Hi"}}]}'
+    )
+    shape = Shape(
+        "whole", "openai", "/v1/chat/completions", [whole], False, content_type="application/json"
+    )
+    judged = _read(shape, "auto", "openai")
+    assert (judged.completed, judged.error_kind) == (False, "protocol")
