@@ -391,7 +391,7 @@ class _Hops:
             )
         return found
 
-    def _logs(self) -> dict[str, OutputLog]:
+    def logs(self) -> dict[str, OutputLog]:
         """What each hop wrote (its process's output, or its followed log files), by name."""
         if self._stack is None:
             return self.target.logs("target")
@@ -404,7 +404,7 @@ class _Hops:
         :mod:`pytest_streamguard.verdict.findings.said`). ``wait``: first let
         :data:`~pytest_streamguard.verdict.findings.said.LATE_S` pass after the last end when
         a stream ended early, so that a traceback still on its way is read."""
-        logs = self._logs()
+        logs = self.logs()
         if not traces or not logs:
             return
         late = int(LATE_S * 1e9)
