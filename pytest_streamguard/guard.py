@@ -405,6 +405,8 @@ class _Hops:
         :data:`~pytest_streamguard.verdict.findings.said.LATE_S` pass after the last end when
         a stream ended early, so that a traceback still on its way is read."""
         logs = self.logs()
+        # A stream read on a Ray node has that node's clock: its window is not the logs'.
+        traces = [t for t in traces if t.node is None]
         if not traces or not logs:
             return
         late = int(LATE_S * 1e9)
