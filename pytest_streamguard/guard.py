@@ -432,7 +432,7 @@ class Route:
             )
         return found
 
-    def _logs(self) -> dict[str, OutputLog]:
+    def logs(self) -> dict[str, OutputLog]:
         """What each hop wrote (its process's output, or its followed log files), by name."""
         if self._stack is None:
             return self.target.logs("target")
@@ -445,7 +445,9 @@ class Route:
         :mod:`pytest_streamguard.verdict.findings.said`). ``wait``: first let
         :data:`~pytest_streamguard.verdict.findings.said.LATE_S` pass after the last end when
         a stream ended early, so that a traceback still on its way is read."""
-        logs = self._logs()
+        logs = self.logs()
+        # A stream read on a Ray node has that node's clock: its window is not the logs'.
+        traces = [t for t in traces if t.node is None]
         if not traces or not logs:
             return
         late = int(LATE_S * 1e9)

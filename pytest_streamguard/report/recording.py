@@ -84,7 +84,11 @@ def _unchecked(
     started = [guard for guard in guards if guard.target.process is not None]
     if "not_cancelled" in fail_on and started:
         gauges = all(target_gauges(guard.target.url)() is not None for guard in started)
-    return unchecked_gates(fail_on, traces, probe, gauges=gauges)
+    found = unchecked_gates(fail_on, traces, probe, gauges=gauges)
+    if "server_error" in fail_on and traces and not any(guard.logs() for guard in guards):
+        reason = "the target is given by URL and names no log file (ini streamguard_log_files)"
+        found.append(Unchecked("server_error", f"{reason}: what it writes is unseen"))
+    return found
 
 
 def record_test(

@@ -188,3 +188,30 @@ def test_a_stacks_model_exception_is_named_at_the_model(
     top = "\n".join(failure[:20])
     assert "likely cause: model raised _queue.Empty at " in top, "\n".join(failure)
     assert "server said: model: _queue.Empty (at " in top
+
+
+def test_a_server_error_gate_on_a_url_target_without_log_files_is_unchecked(
+    pytester: pytest.Pytester, toxiproxy_url: str, app_url: str
+) -> None:
+    pytester.makepyfile(
+        """
+        import pytest
+
+        @pytest.mark.token_deadline(ttft=5.0, chunk=5.0, fail_on="server_error")
+        def test_gated(streamguard):
+            streamguard.stream(json={"max_new_tokens": 3, "interval_s": 0.01})
+        """
+    )
+    result = pytester.runpytest(
+        "--streamguard",
+        "--streamguard-toxiproxy",
+        toxiproxy_url,
+        "--streamguard-target-url",
+        app_url,
+        "-p",
+        "no:cacheprovider",
+    )
+    result.assert_outcomes(passed=1)
+    result.stdout.fnmatch_lines(
+        ["*not checked: server_error (the target is given by URL and names no log file*"]
+    )

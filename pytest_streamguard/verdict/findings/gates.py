@@ -10,6 +10,8 @@ each name of ``fail_on`` is checked against what the rule needs (:func:`unchecke
   send stamps (``sent_ns``) on its chunks;
 - ``queued``: the probe's answers from the target's own loop (not ``off``, not ``tcp``);
 - ``blocked_loop``, ``cold_start``, ``queued``: enough streams read together;
+- ``server_error``: what the target writes (read in ``report/recording.py``: a target the
+  plugin started, or one given by URL with ``streamguard_log_files``);
 - every finding: at least one stream read.
 
 Each one that cannot be checked is an :class:`Unchecked` on the test's record (JSON key
