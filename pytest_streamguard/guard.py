@@ -403,7 +403,7 @@ class Route:
         self.faults = Faults(entry)
         #: The plugin's side of every hop's faults: the entry's first, then each inner hop's
         #: in start order (the streams pass their chunks to all of them).
-        self.logs = [entry]
+        self.fault_logs = [entry]
         #: The stack's hops by service name, the entry's last (none without a stack).
         self.hops: dict[str, Hop] = {}
         self._stack = stack
@@ -413,7 +413,7 @@ class Route:
             log = HopLog(self.api, inner.proxy, hop=name, target=inner.target, seed=seed)
             log.reset_proxy()
             self.hops[name] = Hop(name, HopFaults(log), inner.target, inner.proxy, inner.address)
-            self.logs.append(log)
+            self.fault_logs.append(log)
         self.hops[stack.entry] = Hop(stack.entry, self.faults, target, proxy, str(proxy.listen))
 
     def hop(self, name: str) -> Hop:
@@ -432,7 +432,7 @@ class Route:
             )
         return found
 
-    def logs(self) -> dict[str, OutputLog]:
+    def output_logs(self) -> dict[str, OutputLog]:
         """What each hop wrote (its process's output, or its followed log files), by name."""
         if self._stack is None:
             return self.target.logs("target")
@@ -445,7 +445,7 @@ class Route:
         :mod:`pytest_streamguard.verdict.findings.said`). ``wait``: first let
         :data:`~pytest_streamguard.verdict.findings.said.LATE_S` pass after the last end when
         a stream ended early, so that a traceback still on its way is read."""
-        logs = self.logs()
+        logs = self.output_logs()
         # A stream read on a Ray node has that node's clock: its window is not the logs'.
         traces = [t for t in traces if t.node is None]
         if not traces or not logs:
@@ -523,7 +523,7 @@ class Route:
             gzip=gzip,
             send_timeout=send_timeout,
         ).start()
-        self.logs[0].records.append(hop.record)
+        self.fault_logs[0].records.append(hop.record)
         self._ingress = hop
         return hop.ingress
 
@@ -535,7 +535,7 @@ class Route:
             for inner in self._stack.inner.values():
                 inner.tap.forget_before(time.perf_counter_ns())
         try:
-            _clear_all(self.logs)
+            _clear_all(self.fault_logs)
         finally:
             if self._ingress is not None:
                 hop, self._ingress = self._ingress, None
@@ -581,7 +581,7 @@ class StreamGuard:
         self.url = proxy_url(str(proxy.listen), proxy_host, api.host)
         self._route = Route(api, proxy, target, upstream, stack, seed or 0)
         self.faults = self._route.faults
-        self._streams = _Streams(AllHops(self._route.logs), client, transcripts)
+        self._streams = _Streams(AllHops(self._route.fault_logs), client, transcripts)
         self._reads = _Reads(self._streams, self.url, deadline, max_stream_seconds, ray, probe_spec)
         if stack is not None:
             self._streams.pair = self._route.pair_trace

@@ -85,7 +85,11 @@ def _unchecked(
     if "not_cancelled" in fail_on and started:
         gauges = all(target_gauges(guard.target.url)() is not None for guard in started)
     found = unchecked_gates(fail_on, traces, probe, gauges=gauges)
-    if "server_error" in fail_on and traces and not any(guard.logs() for guard in guards):
+    if (
+        "server_error" in fail_on
+        and traces
+        and not any(route_of(guard).output_logs() for guard in guards)
+    ):
         reason = "the target is given by URL and names no log file (ini streamguard_log_files)"
         found.append(Unchecked("server_error", f"{reason}: what it writes is unseen"))
     return found
@@ -109,7 +113,7 @@ def record_test(
         route_of(guard).hear(guard.traces, wait=True)
     traces = guard_traces(guards)
     # Every hop's faults: the client's own, then a stack's inner hops' (streamguard.hop()).
-    faults = [r for guard in guards for hop in route_of(guard).logs for r in hop.records]
+    faults = [r for guard in guards for hop in route_of(guard).fault_logs for r in hop.records]
     profile = next((g.profile for g in guards if g.profile is not None), None)
     headroom = [found for guard in guards for found in guard.headrooms]
     # A matrix item is kept even without streams (its cell says how it ended), and so is a
@@ -119,7 +123,7 @@ def record_test(
         return RecordedTest(record=None, traces=[], violations=[], gated=[], unfired=[])
     # Each guard's faults act on its own proxy, so each is judged on its own streams; an inner
     # hop's on the streams of the guard whose client crossed it (pytest_streamguard.faults.hops).
-    unfired = [f for g in guards for hop in route_of(g).logs for f in hop.judge(g.traces)]
+    unfired = [f for g in guards for hop in route_of(g).fault_logs for f in hop.judge(g.traces)]
     probe = merge(guard.probe for guard in guards)
     record = TestRecord(
         nodeid=nodeid,
