@@ -148,7 +148,9 @@ def test_the_user_job_runs_both_toxiproxies_and_keeps_every_report() -> None:
     assert "--streamguard-toxiproxy http://127.0.0.1:8474" in official
     for run in pytest_runs:
         assert '--streamguard-target-cmd "$APP_CMD"' in run
-        for flag in ("--streamguard-json reports/", "--streamguard-html reports/", "--junitxml"):
+        # Paths joined by "=": a path given apart is taken for a path to collect once it
+        # exists (issue 45: the same job run again in one folder failed).
+        for flag in ("--streamguard-json=reports/", "--streamguard-html=reports/", "--junitxml="):
             assert flag in run
     (upload,) = _uses(job, "actions/upload-artifact")
     assert upload["if"] == "${{ !cancelled() }}"

@@ -12,6 +12,9 @@ import httpx
 import pytest
 from toxiproxy_helpers import connect, recv_all, recv_exactly
 
+from pytest_streamguard.common import codings
+from pytest_streamguard.toxiproxy_server.events import ChunkCounter
+
 TOKENS = 8
 EVENTS = [
     b": ping\n\n",
@@ -88,3 +91,22 @@ def test_a_coding_not_installed_here_is_forwarded_whole(
     with connect(listen) as sock:
         sock.sendall(b"GET / HTTP/1.1\r\n\r\n")
         assert recv_exactly(sock, len(answer)) == answer
+
+
+@pytest.mark.parametrize("per_event", [True, False], ids=["flush-per-event", "one-block"])
+def test_a_decoder_that_cannot_be_copied_finds_the_same_boundary(
+    monkeypatch: pytest.MonkeyPatch, per_event: bool
+) -> None:
+    """br and zstd decoders cannot be copied, so their bodies are fed a byte at a time; the
+    boundary must be the one the copies of a zlib decoder find (gzip standing in for them)."""
+    monkeypatch.setattr(codings, "DECODABLE", codings.DECODABLE | {"x-stepped"})
+    monkeypatch.setitem(
+        codings._OTHERS, "x-stepped", lambda: zlib.decompressobj(WBITS["gzip"]).decompress
+    )
+    answer = _answer("gzip", per_event)
+    stepped = answer.replace(b"encoding: gzip", b"encoding: x-stepped")
+    copied, fed = ChunkCounter(3), ChunkCounter(3)
+    at = copied.boundary(answer)
+    assert at is not None
+    assert fed.boundary(stepped) == at + len(b"x-stepped") - len(b"gzip")
+    assert _tokens(answer[:at], "gzip") == 3
