@@ -10,8 +10,9 @@ side ended that hop's connection first (``trace.stack.inner``, ``trace.stack.end
   ``not_cancelled`` at the service whose gauges said so, an ``own_fault`` at the hop of the
   plugin's fault; one of the entry's own faults is at the entry);
 - ``buffered``: the stamps, looked at from the entry inwards assuming a chain (each service
-  reaches the one started just before it): the first hop whose body reads were spread over at
-  least :data:`SPREAD_S` names the service in front of it; when none was, the first service
+  reaches the one started just before it): the first hop whose answer's body came spread over
+  at least :data:`SPREAD_S` (from its first tenth to its last, :data:`SPREAD_SHARE`) names the
+  service in front of it; when none was, the first service
   started (the model) sent its answer at once (:func:`buffered_at`);
 - ``idle_cut``: from the entry inwards, the first hop whose connection was not ended by the
   service behind it names the service in front of it, which cut it (:func:`ended_at`);
@@ -26,6 +27,7 @@ different hops, is at :data:`UNKNOWN` (shown ``at an unknown hop``); the unpaire
 from __future__ import annotations
 
 import dataclasses
+import itertools
 from collections.abc import Callable, Sequence
 from typing import Protocol, runtime_checkable
 
@@ -33,11 +35,15 @@ from pytest_streamguard.verdict.findings import Finding
 from pytest_streamguard.verdict.findings.base import UNKNOWN_HOP
 from pytest_streamguard.verdict.findings.buffered import BUFFERED_SENT_SPAN_S
 
-__all__ = ["SPREAD_S", "UNKNOWN", "at_hops", "buffered_at", "ended_at"]
+__all__ = ["SPREAD_S", "SPREAD_SHARE", "UNKNOWN", "at_hops", "buffered_at", "ended_at"]
 
 #: An inner hop whose body reads of one answer span at least this many seconds passed it on as
-#: it came (the same bound as a server's send stamps spread over for ``buffered``).
+#: it came (the same bound as a server's send stamps spread over for ``buffered``) ...
 SPREAD_S = BUFFERED_SENT_SPAN_S
+#: ... counted from the read that brought the body past this share of its bytes to the one that
+#: brought the rest but this share: a role-only first event sent with the head (an OpenAI-style
+#: chat stream) and the whole answer 0.4 s later is an answer sent in one piece.
+SPREAD_SHARE = 0.1
 #: ``finding.hop`` where no evidence places the finding at a hop.
 UNKNOWN = UNKNOWN_HOP
 
@@ -68,12 +74,25 @@ def _chain(stamps: _Stamps) -> list[tuple[str, str]]:
     return list(reversed(list(zip(inner, [*inner[1:], stamps.entry], strict=True))))
 
 
+def _spread_s(reads: list[tuple[int, int]]) -> float:
+    """Seconds from the read that brought the answer's body past :data:`SPREAD_SHARE` of its
+    bytes to the one that brought it to ``1 - SPREAD_SHARE``."""
+    total = sum(n for _, n in reads)
+    seen = list(itertools.accumulate(n for _, n in reads))
+    past = [
+        stamp for (stamp, _), upto in zip(reads, seen, strict=True) if upto > SPREAD_SHARE * total
+    ]
+    rest = [
+        s for (s, _), upto in zip(reads, seen, strict=True) if upto >= (1 - SPREAD_SHARE) * total
+    ]
+    return (rest[0] - past[0]) / 1e9 if past and rest else 0.0
+
+
 def buffered_at(stamps: _Stamps) -> str:
     """The service that held a stream's answer back, from its ``stack`` stamps (see the
     module docstring)."""
     for name, front in _chain(stamps):
-        reads = stamps.inner[name]
-        if len(reads) >= 2 and (reads[-1][0] - reads[0][0]) / 1e9 >= SPREAD_S:
+        if _spread_s(stamps.inner[name]) >= SPREAD_S:
             return front
     inner = list(stamps.inner)
     if not inner:

@@ -425,3 +425,26 @@ def test_a_gateway_read_timeout_is_an_idle_cut_at_the_gateway(
     )
     result = run_stack(pytester, toxiproxy_url, "-v")
     result.assert_outcomes(passed=2)
+
+
+def test_a_model_that_answers_in_one_piece_is_named(
+    pytester: pytest.Pytester, toxiproxy_url: str
+) -> None:
+    """A model that sends its response head at once and its whole answer 0.4 s later, through
+    a gateway that passes bytes on as they come: ``buffered at model``, since the hop's stamps
+    count the answer's body, not its head (from the head, the answer looked spread over 0.4 s
+    and the gateway was named)."""
+    pytester.makeini(stack_ini())
+    pytester.makepyfile(
+        """
+        def test_one_piece(streamguard):
+            request = {"messages": [{"role": "user", "content": "hi"}], "stream": True,
+                       "max_new_tokens": 16, "interval_s": 0, "first_token_s": 0.4}
+            trace = streamguard.stream("/v1/chat/completions", json=request, format="openai")
+            assert trace.completed, trace.error
+            [found] = [f for f in trace.findings if f.name == "buffered"]
+            assert found.hop == "model", (found, trace.stack)
+        """
+    )
+    result = run_stack(pytester, toxiproxy_url, "-v")
+    result.assert_outcomes(passed=1)
