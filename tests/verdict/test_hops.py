@@ -127,6 +127,9 @@ def test_a_first_event_with_the_head_does_not_spread_an_answer_sent_in_one_piece
     assert buffered_at(StackStamps("gateway", {"model": one_piece})) == "model"
     # A trailing end event long after the answer does not spread it either.
     assert buffered_at(StackStamps("gateway", {"model": [(0, 1263), (300 * MS, 14)]})) == "model"
+    # Two tokens, a 1 s stall in generation, then the rest at once: the model's burst.
+    stalled = [(0, 428), (20 * MS, 210), (1020 * MS, 1050)]
+    assert buffered_at(StackStamps("gateway", {"model": stalled})) == "model"
     # Tokens that came over time did spread it: the gateway held them.
     assert buffered_at(StackStamps("gateway", {"model": [(0, 73), *spread(400, 8, 50)]})) == (
         "gateway"
