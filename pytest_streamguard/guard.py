@@ -371,7 +371,8 @@ class _Reads:
         return await arun(plan, make, request.socket_options(), probe=self.probe_spec)
 
 
-#: How long a stream that did not complete waits for each inner hop's connection to end.
+#: How long after its end a stream that did not complete waits for the inner hops' connections
+#: to end.
 _SETTLE_S = 0.2
 
 
@@ -495,9 +496,12 @@ class Route:
                     "carried its id"
                 )
                 return
-            # A cut's close reaches the inner hops a little after the client saw it.
-            settled = time.monotonic() + _SETTLE_S
-            while not trace.completed and found.ended is None and time.monotonic() < settled:
+            # A cut's close reaches the inner hops a little after the client saw it (counted
+            # from the stream's end: a load's streams, kept after all ended, wait no more).
+            settled = end + int(_SETTLE_S * 1e9)
+            while not trace.completed and found.ended is None:
+                if time.perf_counter_ns() >= settled:
+                    break
                 time.sleep(0.005)
             stamps.inner[name] = list(found.reads)
             if found.ended is not None:

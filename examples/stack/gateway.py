@@ -6,7 +6,9 @@ content type, and ``x-request-id`` and ``x-streamguard-aim`` when the client sen
 streams the answer back as it comes. With ``--buffer`` it reads the whole answer before sending
 any of it, as a gateway with response buffering on does: every token then reaches the client at
 once, at the end; with ``--drop-ids`` it forwards no ``x-request-id``, as a gateway that does
-not pass request ids on. ``/readyz`` answers 200 once the model server's ``/readyz`` does.
+not pass request ids on; with ``--read-timeout SECONDS`` it gives up on an upstream silent that
+long (httpx's read timeout) and ends the client's answer unfinished. ``/readyz`` answers 200
+once the model server's ``/readyz`` does.
 
 Run it with ``python gateway.py --port 8080 --upstream 127.0.0.1:8000``; it binds 127.0.0.1.
 """
@@ -26,10 +28,13 @@ from starlette.routing import Route
 FORWARDED = ("content-type", "x-request-id", "x-streamguard-aim")
 
 
-def make_app(upstream: str, buffer: bool, drop_ids: bool = False) -> Starlette:
+def make_app(
+    upstream: str, buffer: bool, drop_ids: bool = False, read_timeout: float | None = None
+) -> Starlette:
     """The gateway's app, forwarding to ``upstream`` (``host:port``)."""
     forwarded = [name for name in FORWARDED if not (drop_ids and name == "x-request-id")]
-    client = httpx.AsyncClient(base_url=f"http://{upstream}", timeout=httpx.Timeout(10, read=None))
+    timeout = httpx.Timeout(10, read=read_timeout)
+    client = httpx.AsyncClient(base_url=f"http://{upstream}", timeout=timeout)
 
     async def forward(request: Request) -> Response:
         headers = {k: v for k, v in request.headers.items() if k.lower() in forwarded}
@@ -78,8 +83,9 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--upstream", required=True, help="the model server's HOST:PORT")
     parser.add_argument("--buffer", action="store_true", help="send each answer whole")
     parser.add_argument("--drop-ids", action="store_true", help="forward no x-request-id")
+    parser.add_argument("--read-timeout", type=float, help="seconds of upstream silence allowed")
     args = parser.parse_args(argv)
-    app = make_app(args.upstream, args.buffer, args.drop_ids)
+    app = make_app(args.upstream, args.buffer, args.drop_ids, args.read_timeout)
     uvicorn.run(app, host="127.0.0.1", port=args.port, log_level="warning")
 
 

@@ -10,8 +10,9 @@ side ended that hop's connection first (``trace.stack.inner``, ``trace.stack.end
   ``not_cancelled`` at the service whose gauges said so, an ``own_fault`` at the hop of the
   plugin's fault; one of the entry's own faults is at the entry);
 - ``buffered``: the stamps, looked at from the entry inwards assuming a chain (each service
-  reaches the one started just before it): the first hop whose body reads were spread over at
-  least :data:`SPREAD_S` names the service in front of it; when none was, the first service
+  reaches the one started just before it): the first hop whose answer's body came spread over
+  at least :data:`SPREAD_S` (from half its bytes to 90 %: :data:`SPREAD_FROM`,
+  :data:`SPREAD_TO`) names the service in front of it; when none was, the first service
   started (the model) sent its answer at once (:func:`buffered_at`);
 - ``idle_cut``: from the entry inwards, the first hop whose connection was not ended by the
   service behind it names the service in front of it, which cut it (:func:`ended_at`);
@@ -26,6 +27,7 @@ different hops, is at :data:`UNKNOWN` (shown ``at an unknown hop``); the unpaire
 from __future__ import annotations
 
 import dataclasses
+import itertools
 from collections.abc import Callable, Sequence
 from typing import Protocol, runtime_checkable
 
@@ -33,11 +35,18 @@ from pytest_streamguard.verdict.findings import Finding
 from pytest_streamguard.verdict.findings.base import UNKNOWN_HOP
 from pytest_streamguard.verdict.findings.buffered import BUFFERED_SENT_SPAN_S
 
-__all__ = ["SPREAD_S", "UNKNOWN", "at_hops", "buffered_at", "ended_at"]
+__all__ = ["SPREAD_FROM", "SPREAD_S", "SPREAD_TO", "UNKNOWN", "at_hops", "buffered_at", "ended_at"]
 
 #: An inner hop whose body reads of one answer span at least this many seconds passed it on as
-#: it came (the same bound as a server's send stamps spread over for ``buffered``).
+#: it came (the same bound as a server's send stamps spread over for ``buffered``) ...
 SPREAD_S = BUFFERED_SENT_SPAN_S
+#: ... counted from the read that brought the body past this share of its bytes to the one that
+#: brought it past ``SPREAD_TO``: the answer's later part, the one a buffered stream's client
+#: got in its burst (a role-only first event sent with the head, an OpenAI-style chat stream's,
+#: and the whole answer 0.4 s later is an answer sent in one piece; so are two tokens, a 1 s
+#: stall in generation, then the rest at once).
+SPREAD_FROM = 0.5
+SPREAD_TO = 0.9
 #: ``finding.hop`` where no evidence places the finding at a hop.
 UNKNOWN = UNKNOWN_HOP
 
@@ -68,12 +77,22 @@ def _chain(stamps: _Stamps) -> list[tuple[str, str]]:
     return list(reversed(list(zip(inner, [*inner[1:], stamps.entry], strict=True))))
 
 
+def _spread_s(reads: list[tuple[int, int]]) -> float:
+    """Seconds from the read that brought the answer's body past :data:`SPREAD_FROM` of its
+    bytes to the one that brought it past :data:`SPREAD_TO`."""
+    total = sum(n for _, n in reads)
+    sums = itertools.accumulate(n for _, n in reads)
+    arrived = list(zip((stamp for stamp, _ in reads), sums, strict=True))
+    start = [stamp for stamp, upto in arrived if upto > SPREAD_FROM * total]
+    end = [stamp for stamp, upto in arrived if upto > SPREAD_TO * total]
+    return (end[0] - start[0]) / 1e9 if start and end else 0.0
+
+
 def buffered_at(stamps: _Stamps) -> str:
     """The service that held a stream's answer back, from its ``stack`` stamps (see the
     module docstring)."""
     for name, front in _chain(stamps):
-        reads = stamps.inner[name]
-        if len(reads) >= 2 and (reads[-1][0] - reads[0][0]) / 1e9 >= SPREAD_S:
+        if _spread_s(stamps.inner[name]) >= SPREAD_S:
             return front
     inner = list(stamps.inner)
     if not inner:

@@ -21,10 +21,14 @@ cuts the fixed stack too (measured: 30 of 30 streams, ``--text-streamer-timeout 
 
 from __future__ import annotations
 
+import json
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
+
+from pytest_streamguard import Finding
 
 HERE = Path(__file__).resolve().parent / "incident_stack"
 READ_TIMEOUT_S = 2.0
@@ -57,21 +61,41 @@ def inner_tests(**knobs: dict[str, float]) -> str:
 def test_{name}(streamguard):
     request = {{"messages": [{{"role": "user", "content": "tell me a story"}}], "stream": True,
                 "max_tokens": 6, "fault": {fault!r}}}
-    result = streamguard.load({STREAMS}, path="/v1/chat/completions", json=request,
-                              format="openai")
-    for finding in result.findings:
-        print("\\nFINDING", finding.describe())
-    print("\\nENDED", sorted({{str(t.error_kind) for t in result.traces}}))
+    streamguard.load({STREAMS}, path="/v1/chat/completions", json=request, format="openai")
 """
         for name, fault in knobs.items()
     ]
     return "".join(tests)
 
 
-def run(pytester: pytest.Pytester, toxiproxy_url: str) -> pytest.RunResult:
-    return pytester.runpytest_subprocess(
-        "--streamguard", "--streamguard-toxiproxy", toxiproxy_url, "-p", "no:cacheprovider", "-s"
+def run(pytester: pytest.Pytester, toxiproxy_url: str, tests: int) -> dict[str, dict[str, Any]]:
+    """Run the ``tests`` inner tests (each must pass); their records of the JSON report by
+    test name."""
+    report = pytester.path / "streamguard.json"
+    result = pytester.runpytest_subprocess(
+        "--streamguard",
+        "--streamguard-toxiproxy",
+        toxiproxy_url,
+        "-p",
+        "no:cacheprovider",
+        "--streamguard-json",
+        str(report),
     )
+    result.assert_outcomes(passed=tests)
+    return {
+        record["nodeid"].rsplit("::", 1)[-1]: record
+        for record in json.loads(report.read_text())["tests"]
+    }
+
+
+def described(record: dict[str, Any]) -> list[str]:
+    """A record's findings as the verdict shows them."""
+    return [Finding.from_dict(raw).describe() for raw in record["findings"]]
+
+
+def ended(record: dict[str, Any]) -> set[str]:
+    """How a record's streams ended (``completed``, or the error kind)."""
+    return {t["error_kind"] or "completed" for t in record["traces"]}
 
 
 def test_the_streamer_timeout_is_named_at_the_model(
@@ -79,19 +103,18 @@ def test_the_streamer_timeout_is_named_at_the_model(
 ) -> None:
     pytester.makeini(stack_ini(0.3))
     pytester.makepyfile(inner_tests(late_token=LATE_TOKEN))
-    result = run(pytester, toxiproxy_url)
-    result.assert_outcomes(passed=1)
-    findings = [line for line in result.outlines if line.startswith("FINDING")]
+    record = run(pytester, toxiproxy_url, tests=1)["test_late_token"]
+    findings = described(record)
+    assert "cut" in ended(record), ended(record)
     # The streams were ended by the model, after the streamer's timeout (one whose reader came
     # to the streamer after the late token, on a busy machine's thread pool, completes): placed
     # there by which side closed each hop's connection first, not at the ingress the client
     # read from.
-    assert any(line.startswith("FINDING idle_cut at model") for line in findings), findings
+    assert any(line.startswith("idle_cut at model") for line in findings), findings
     assert not any(" at ingress" in line for line in findings), findings
     # The model's own words name the exception, at its hop (its output kept: issue 43).
     assert any(
-        line.startswith("FINDING server_error at model") and "_queue.Empty" in line
-        for line in findings
+        line.startswith("server_error at model") and "_queue.Empty" in line for line in findings
     ), findings
 
 
@@ -100,14 +123,15 @@ def test_without_a_streamer_timeout_no_finding_and_nginx_cut_at_the_ingress(
 ) -> None:
     pytester.makeini(stack_ini(0))
     pytester.makepyfile(inner_tests(late_token=LATE_TOKEN, too_late=TOO_LATE))
-    result = run(pytester, toxiproxy_url)
-    result.assert_outcomes(passed=2)
-    lines = result.outlines
-    fixed = lines[: lines.index("ENDED ['None']")]
+    records = run(pytester, toxiproxy_url, tests=2)
     # The fix: every stream waited out its late token and completed, with no finding.
-    assert not [line for line in fixed if line.startswith("FINDING")], fixed
-    assert "ENDED ['None']" in result.outlines
+    fixed = records["test_late_token"]
+    assert ended(fixed) == {"completed"}
+    assert described(fixed) == []
     # A stall longer than nginx's read timeout: nginx cut every stream, after that silence.
-    result.stdout.fnmatch_lines(
-        [f"FINDING idle_cut at ingress: {STREAMS} streams ended cut after the same 2.0*"]
-    )
+    cut = records["test_too_late"]
+    assert ended(cut) == {"cut"}
+    assert any(
+        line.startswith(f"idle_cut at ingress: {STREAMS} streams ended cut after the same 2.0")
+        for line in described(cut)
+    ), described(cut)

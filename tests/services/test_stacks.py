@@ -19,9 +19,12 @@ from served import EXAMPLES, STREAM_APP
 GATEWAY = EXAMPLES / "stack" / "gateway.py"
 
 
-def stack_ini(*, buffer: bool = False, drop_ids: bool = False, extra: str = "") -> str:
-    """An ini that starts the example model server, then the example gateway in front of it."""
-    flag = (" --buffer" if buffer else "") + (" --drop-ids" if drop_ids else "")
+def stack_ini(
+    *, buffer: bool = False, drop_ids: bool = False, gateway: str = "", extra: str = ""
+) -> str:
+    """An ini that starts the example model server, then the example gateway in front of it
+    (``gateway``: more of its flags)."""
+    flag = (" --buffer" if buffer else "") + (" --drop-ids" if drop_ids else "") + gateway
     return (
         "[pytest]\n"
         "asyncio_default_fixture_loop_scope = function\n"
@@ -387,3 +390,59 @@ def test_streams_without_an_id_at_once_are_not_paired(
     )
     result = run_stack(pytester, toxiproxy_url, "-v")
     result.assert_outcomes(passed=2)
+
+
+def test_a_gateway_read_timeout_is_an_idle_cut_at_the_gateway(
+    pytester: pytest.Pytester, toxiproxy_url: str
+) -> None:
+    """A gateway that gives up on an upstream silent 0.4 s: 4 streams at once whose model
+    writes a token every 0.7 s are cut after that same silence, at the gateway (it closed the
+    model's connection first); the same streams at a 0.05 s pace complete with no finding."""
+    pytester.makeini(stack_ini(gateway=" --read-timeout 0.4"))
+    pytester.makepyfile(
+        """
+        def chat(interval_s):
+            return {"messages": [{"role": "user", "content": "hi"}], "stream": True,
+                    "max_new_tokens": 4, "interval_s": interval_s}
+
+        def test_slow_model(streamguard):
+            result = streamguard.load(4, path="/v1/chat/completions", json=chat(0.7),
+                                      format="openai")
+            assert all(not t.completed for t in result.traces)
+            [found] = [f for f in result.findings if f.name == "idle_cut"]
+            assert found.hop == "gateway", found
+            assert len(found.streams) == 4, found
+            assert 0.35 <= found.data["silence_s"] <= 0.6, found
+
+        def test_healthy(streamguard):
+            result = streamguard.load(4, path="/v1/chat/completions", json=chat(0.05),
+                                      format="openai")
+            assert all(t.completed for t in result.traces)
+            assert result.findings == []
+        """
+    )
+    result = run_stack(pytester, toxiproxy_url, "-v")
+    result.assert_outcomes(passed=2)
+
+
+def test_a_model_that_answers_in_one_piece_is_named(
+    pytester: pytest.Pytester, toxiproxy_url: str
+) -> None:
+    """A model that sends its response head at once and its whole answer 0.4 s later, through
+    a gateway that passes bytes on as they come: ``buffered at model``, since the hop's stamps
+    count the answer's body, not its head (from the head, the answer looked spread over 0.4 s
+    and the gateway was named)."""
+    pytester.makeini(stack_ini())
+    pytester.makepyfile(
+        """
+        def test_one_piece(streamguard):
+            request = {"messages": [{"role": "user", "content": "hi"}], "stream": True,
+                       "max_new_tokens": 16, "interval_s": 0, "first_token_s": 0.4}
+            trace = streamguard.stream("/v1/chat/completions", json=request, format="openai")
+            assert trace.completed, trace.error
+            [found] = [f for f in trace.findings if f.name == "buffered"]
+            assert found.hop == "model", (found, trace.stack)
+        """
+    )
+    result = run_stack(pytester, toxiproxy_url, "-v")
+    result.assert_outcomes(passed=1)

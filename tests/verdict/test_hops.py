@@ -118,3 +118,19 @@ def test_own_words_and_own_faults_keep_their_hop() -> None:
     ]
     hops = [f.hop for f in at_hops(found, [stamps])]
     assert hops == ["model", "gateway", "model", UNKNOWN, UNKNOWN]
+
+
+def test_a_first_event_with_the_head_does_not_spread_an_answer_sent_in_one_piece() -> None:
+    # An OpenAI-style chat stream: a role-only event (73 bytes) with the head, the whole
+    # answer (1,263 bytes) 0.4 s later: the model sent it in one piece.
+    one_piece = [(0, 73), (400 * MS, 1263)]
+    assert buffered_at(StackStamps("gateway", {"model": one_piece})) == "model"
+    # A trailing end event long after the answer does not spread it either.
+    assert buffered_at(StackStamps("gateway", {"model": [(0, 1263), (300 * MS, 14)]})) == "model"
+    # Two tokens, a 1 s stall in generation, then the rest at once: the model's burst.
+    stalled = [(0, 428), (20 * MS, 210), (1020 * MS, 1050)]
+    assert buffered_at(StackStamps("gateway", {"model": stalled})) == "model"
+    # Tokens that came over time did spread it: the gateway held them.
+    assert buffered_at(StackStamps("gateway", {"model": [(0, 73), *spread(400, 8, 50)]})) == (
+        "gateway"
+    )
