@@ -175,8 +175,10 @@ def record_test(
     if body_failed:
         record.verdict = "FAIL" if caught or violations else "error"
     if record.verdict not in ("FAIL", "error"):
+        # A passing test keeps none of what the servers said, but keeps what it showed.
+        record.server_findings += [f for f in record.findings if f.name == "server_error"]
         for trace in traces:
-            trace.said = []  # a passing test keeps none of what the servers said
+            trace.said = []
     return RecordedTest(
         record=record,
         traces=traces,
