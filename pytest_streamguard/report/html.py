@@ -20,7 +20,6 @@ chunk texts the JSON report left out (:mod:`.compact`: a passing stream, without
 
 from __future__ import annotations
 
-import html
 import json
 import os
 import time
@@ -33,6 +32,7 @@ from pytest_streamguard.report.compact import texts_stored
 from pytest_streamguard.report.disagreements import disagreements, heading
 from pytest_streamguard.report.headroom_view import headroom_html
 from pytest_streamguard.report.plots import (
+    _e,
     fault_fired,
     gap_histogram_svg,
     gap_stats,
@@ -128,10 +128,6 @@ for (const table of document.querySelectorAll("table.sortable")) {
   }));
 }
 """
-
-
-def _e(value: object) -> str:
-    return html.escape(str(value), quote=True)
 
 
 def _ms(seconds: float | None) -> str:
