@@ -33,6 +33,7 @@ from pytest_streamguard.report.disagreements import disagreements, heading
 from pytest_streamguard.report.headroom_view import headroom_html
 from pytest_streamguard.report.plots import (
     _e,
+    _s,
     fault_fired,
     gap_histogram_svg,
     gap_stats,
@@ -146,10 +147,6 @@ def _verdict(verdict: str) -> str:
 
 def _test_anchor(index: int) -> str:
     return f"test-{index}"
-
-
-def _s(ns: int, origin_ns: int) -> float:
-    return (ns - origin_ns) / 1e9
 
 
 def split_nodeid(nodeid: str) -> tuple[str, str]:
