@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from pytest_streamguard.common.display import counted
 from pytest_streamguard.report.bounds import HEADROOM, METRICS, Bound
 from pytest_streamguard.report.records import TestRecord
+from pytest_streamguard.report.records import _fmt as _ms
 from pytest_streamguard.verdict.stats import percentile
 
 
@@ -88,10 +89,6 @@ class Change:
         if self.regression and self.bound is not None:
             text += f" REGRESSION over {self.bound.describe()}"
         return text
-
-
-def _ms(seconds: float | None) -> str:
-    return "-" if seconds is None else f"{seconds * 1e3:.1f}"
 
 
 def compare(

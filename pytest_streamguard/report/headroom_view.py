@@ -18,13 +18,12 @@ plot is a few dozen shapes, and the page stays one file that opens offline. Text
 
 from __future__ import annotations
 
-import html
 import math
 import re
 from dataclasses import dataclass
 
 from pytest_streamguard.headroom.result import Headroom, HeadroomLevel
-from pytest_streamguard.report.plots import COLORS, WIDTH
+from pytest_streamguard.report.plots import COLORS, WIDTH, _e, _f
 
 __all__ = ["headroom_html", "headroom_svg"]
 
@@ -35,15 +34,6 @@ _FIGURES = (("ttft", "ttft", "TTFT"), ("gap", "chunk", "gap"), ("total", "total"
 _KEY = re.compile(r"^(ttft|gap|total)_(p[0-9.]+|max)_s$")
 _HELD = "#2ca02c"
 _FORWARDING = "#7f7f7f"
-
-
-def _e(value: object) -> str:
-    return html.escape(str(value), quote=True)
-
-
-def _f(value: float) -> str:
-    text = f"{value:.1f}"
-    return text[:-2] if text.endswith(".0") else text
 
 
 def _ticks(hi: float, target: int = 6) -> list[float]:

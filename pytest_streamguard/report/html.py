@@ -20,7 +20,6 @@ chunk texts the JSON report left out (:mod:`.compact`: a passing stream, without
 
 from __future__ import annotations
 
-import html
 import json
 import os
 import time
@@ -33,6 +32,8 @@ from pytest_streamguard.report.compact import texts_stored
 from pytest_streamguard.report.disagreements import disagreements, heading
 from pytest_streamguard.report.headroom_view import headroom_html
 from pytest_streamguard.report.plots import (
+    _e,
+    _s,
     fault_fired,
     gap_histogram_svg,
     gap_stats,
@@ -130,10 +131,6 @@ for (const table of document.querySelectorAll("table.sortable")) {
 """
 
 
-def _e(value: object) -> str:
-    return html.escape(str(value), quote=True)
-
-
 def _ms(seconds: float | None) -> str:
     return "" if seconds is None else f"{seconds * 1e3:.1f}"
 
@@ -150,10 +147,6 @@ def _verdict(verdict: str) -> str:
 
 def _test_anchor(index: int) -> str:
     return f"test-{index}"
-
-
-def _s(ns: int, origin_ns: int) -> float:
-    return (ns - origin_ns) / 1e9
 
 
 def split_nodeid(nodeid: str) -> tuple[str, str]:

@@ -53,6 +53,7 @@ COLORS = {
 
 
 def _e(value: object) -> str:
+    """``value`` as text for HTML or SVG, quotes escaped too (the report's pages use it)."""
     return html.escape(str(value), quote=True)
 
 
