@@ -357,10 +357,3 @@ def test_matrix_ids_next_to_other_parameters(pytester: pytest.Pytester) -> None:
         ), nodeid
     assert matrix_test("t.py::x[latency-200]", "latency-200") == "t.py::x"
     assert matrix_test("t.py::x[a-b-none]", "none") == "t.py::x[a-b]"
-
-
-def test_matrix_test_still_imports_from_the_matrix_module_with_a_warning() -> None:
-    with pytest.deprecated_call(match="report.recording"):
-        from pytest_streamguard.plugin.matrix import matrix_test as old
-
-    assert old is matrix_test
