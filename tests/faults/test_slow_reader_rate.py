@@ -5,7 +5,7 @@ Rates are asserted only where correctness needs them: the reader never runs ahea
 (a lower bound the pacing guarantees, whatever the machine's load), a fast slow reader is not
 capped near 45 KB/s (an upper bound ten times the expected time), and a slow one is clearly
 slower than a normal reader. How close the rate comes is measured, not asserted:
-``benchmarks/slow_reader_rate.py``, table in docs/faults.md.
+``benchmarks/slow_reader_rate.py``, table in benchmarks/RESULTS.md.
 """
 
 from __future__ import annotations
