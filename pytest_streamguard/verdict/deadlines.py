@@ -6,8 +6,9 @@ that were active, followed by a compact timeline of the stream.
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field, fields
 from typing import Any, Protocol
 
 from pytest_streamguard.common.display import counted
@@ -81,36 +82,17 @@ class Deadline:
 
     def describe(self) -> str:
         """``ttft=0.5, chunk=0.2`` for the bounds that are set."""
-        parts = [
-            f"{name}={value:g}"
-            for name, value in (
-                ("ttft", self.ttft),
-                ("chunk", self.chunk),
-                ("total", self.total),
-                ("percentile", self.percentile),
-            )
-            if value is not None
-        ]
+        parts = [f"{name}={value:g}" for name, value in self.to_dict().items() if value is not None]
         return ", ".join(parts) or "no bounds"
 
     def to_dict(self) -> dict[str, Any]:
         """Builtin-typed form."""
-        return {
-            "ttft": self.ttft,
-            "chunk": self.chunk,
-            "total": self.total,
-            "percentile": self.percentile,
-        }
+        return asdict(self)
 
     @classmethod
     def from_dict(cls, raw: dict[str, Any]) -> Deadline:
         """Inverse of :meth:`to_dict`."""
-        return cls(
-            ttft=raw.get("ttft"),
-            chunk=raw.get("chunk"),
-            total=raw.get("total"),
-            percentile=raw.get("percentile"),
-        )
+        return cls(**{f.name: raw.get(f.name) for f in fields(cls)})
 
 
 @dataclass(frozen=True)
@@ -237,14 +219,8 @@ def format_violations(
     said = {s.describe(): s.hop for t in traces or () for s in getattr(t, "said", ()) if s.error}
     lines += [f"  server said: {hop}: {text}" for text, hop in list(said.items())[:SHOWN_SAID]]
     if traces is not None and len(traces) > 1:
-        outcomes: dict[str, int] = {}
-        for trace in traces:
-            outcome = "completed" if trace.completed else str(trace.error_kind)
-            outcomes[outcome] = outcomes.get(outcome, 0) + 1
-        broken: dict[str, int] = {}
-        for violation in violations:
-            word = _BOUND_WORDS.get(violation.bound, violation.bound)
-            broken[word] = broken.get(word, 0) + 1
+        outcomes = Counter("completed" if t.completed else str(t.error_kind) for t in traces)
+        broken = Counter(_BOUND_WORDS.get(v.bound, v.bound) for v in violations)
         lines.append(
             f"  {counted(len(traces), 'stream')} read: "
             + ", ".join(f"{n} {outcome}" for outcome, n in outcomes.items())
@@ -335,16 +311,7 @@ class _Broken:
         line = trace.timeline(self.marks)
         faults = trace.active_faults()
         return [
-            Violation(
-                stream=trace.name,
-                bound=bound,
-                measured=measured,
-                limit=limit,
-                chunk_index=index,
-                detail=detail,
-                faults=faults,
-                timeline=line,
-            )
+            Violation(trace.name, bound, measured, limit, index, detail, faults, line)
             for bound, measured, limit, index, detail in self.found
         ]
 
