@@ -91,10 +91,10 @@ def split(plan: LoadPlan, request: StreamRequest, count: int, client: str = NONE
         sizes = [plan.n // count + (k < plan.n % count) for k in range(count)]
         return [
             Shard(
-                k,
-                count,
-                LoadPlan(n=size, duration=plan.duration),
-                request,
+                index=k,
+                of=count,
+                plan=LoadPlan(n=size, duration=plan.duration),
+                request=request,
                 client=client,
                 ship=ship,
             )
