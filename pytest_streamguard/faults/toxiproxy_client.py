@@ -403,20 +403,9 @@ class ToxiproxyServer:
     def embedded(cls, startup_timeout: float, seed: int | None = None) -> ToxiproxyServer:
         """Start ``python -m pytest_streamguard.toxiproxy_server`` on a free loopback port
         (with ``-seed``, as the real server takes it, when ``seed`` is given)."""
+        argv = ["-m", "pytest_streamguard.toxiproxy_server", "-host", "127.0.0.1", "-port", "0"]
         seeded = [] if seed is None else ["-seed", str(seed)]
-        process = ManagedProcess(
-            "embedded toxiproxy server",
-            [
-                sys.executable,
-                "-m",
-                "pytest_streamguard.toxiproxy_server",
-                "-host",
-                "127.0.0.1",
-                "-port",
-                "0",
-                *seeded,
-            ],
-        )
+        process = ManagedProcess("embedded toxiproxy server", [sys.executable, *argv, *seeded])
         try:
             url = process.wait_for_line(toxiproxy_listening, startup_timeout)
             process.wait_ready(f"{url}/version", startup_timeout)

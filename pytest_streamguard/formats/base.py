@@ -106,11 +106,7 @@ def reason_of(obj: Any, fields: tuple[str, ...] = REASON_FIELDS) -> str | None:
     """The first non-empty string among ``fields`` of ``obj`` (a dict), else None."""
     if not isinstance(obj, dict):
         return None
-    for name in fields:
-        value = obj.get(name)
-        if isinstance(value, str) and value:
-            return value
-    return None
+    return next((v for name in fields if isinstance(v := obj.get(name), str) and v), None)
 
 
 def indexed(items: Any) -> Iterator[tuple[int, dict[str, Any]]]:

@@ -21,6 +21,7 @@ Start = Literal["sse", "object", "array", "html", "text"]
 """How a body begins: SSE fields, a JSON object (JSON lines, or one JSON document), a JSON
 array, an HTML page, or anything else (plain text)."""
 
+_STARTS: dict[str, Start] = {"{": "object", "[": "array", "<": "html"}
 _SSE_FIELDS = ("data:", "event:", ":", "id:", "retry:", "data\n", "data\r")
 _ANTHROPIC_TYPES = frozenset(
     {
@@ -59,14 +60,7 @@ def body_start(head: bytes) -> Start | None:
         return "sse"
     if any(field.startswith(text) for field in _SSE_FIELDS):
         return None  # the start of a field name: the next read tells
-    first = text[0]
-    if first == "{":
-        return "object"
-    if first == "[":
-        return "array"
-    if first == "<":
-        return "html"
-    return "text"
+    return _STARTS.get(text[0], "text")
 
 
 def _json(text: str) -> Any:

@@ -52,18 +52,13 @@ def default_text(data: Any) -> str | None:
 
 
 def _first_text(obj: Any) -> str | None:
-    if isinstance(obj, dict):
-        for key in TEXT_KEYS:
-            value = obj.get(key)
-            if isinstance(value, str):
-                return value
-    return None
+    if not isinstance(obj, dict):
+        return None
+    return next((v for key in TEXT_KEYS if isinstance(v := obj.get(key), str)), None)
 
 
 def _line_error(obj: Any) -> str | None:
-    if isinstance(obj, dict) and obj.get("error"):
-        return error_message(obj)
-    return None
+    return error_message(obj) if isinstance(obj, dict) and obj.get("error") else None
 
 
 class SSEFormat(StreamFormat):

@@ -84,20 +84,15 @@ def _delta_pieces(delta: dict[str, Any]) -> tuple[list[Piece], bool]:
     if isinstance(audio, dict) and (transcript := _text(audio.get("transcript"))):
         pieces.append(Piece(TEXT, transcript))
     calls = delta.get("tool_calls")
-    for call in calls if isinstance(calls, list) else []:
-        function = call.get("function") if isinstance(call, dict) else None
-        if not isinstance(function, dict):
-            continue
-        started = started or bool(_text(function.get("name")))
-        if arguments := _text(function.get("arguments")):
-            pieces.append(Piece(TOOL, arguments))
+    calls = calls if isinstance(calls, list) else []
+    functions = [call.get("function") if isinstance(call, dict) else None for call in calls]
     # The legacy field, unless the same delta carries tool_calls: llama.cpp's server repeats
     # every tool_calls piece in it (the openai client's tool_calls hold it once).
-    legacy = delta.get("function_call")
-    if isinstance(legacy, dict) and not (isinstance(calls, list) and calls):
-        started = started or bool(_text(legacy.get("name")))
-        if arguments := _text(legacy.get("arguments")):
-            pieces.append(Piece(TOOL, arguments))
+    for function in functions or [delta.get("function_call")]:
+        if isinstance(function, dict):
+            started = started or bool(_text(function.get("name")))
+            if arguments := _text(function.get("arguments")):
+                pieces.append(Piece(TOOL, arguments))
     return pieces, started
 
 

@@ -70,29 +70,17 @@ class Axis:
     fault: Callable[[Faults, float], FaultRecord] | None = None
 
 
-def _latency(faults: Faults, ms: float) -> FaultRecord:
-    return faults.latency(ms)
-
-
-def _jitter(faults: Faults, ms: float) -> FaultRecord:
-    return faults.latency(0, jitter=ms)
-
-
-def _bandwidth(faults: Faults, kb: float) -> FaultRecord:
-    return faults.bandwidth(kb)
-
-
-def _freeze(faults: Faults, seconds: float) -> FaultRecord:
-    return faults.freeze(seconds)
-
-
 AXES: dict[str, Axis] = {
     "streams": Axis("streams", "streams", 1, 64, whole=True),
     "rate": Axis("rate", "requests/s", 1, 100),
-    "latency": Axis("latency", "ms", 5, 2000, whole=True, fault=_latency),
-    "jitter": Axis("jitter", "ms", 5, 2000, whole=True, fault=_jitter),
-    "bandwidth": Axis("bandwidth", "KB/s", 1, 1000, downward=True, fault=_bandwidth),
-    "freeze": Axis("freeze", "s", 0.05, 5, fault=_freeze),
+    "latency": Axis("latency", "ms", 5, 2000, whole=True, fault=lambda f, ms: f.latency(ms)),
+    "jitter": Axis(
+        "jitter", "ms", 5, 2000, whole=True, fault=lambda f, ms: f.latency(0, jitter=ms)
+    ),
+    "bandwidth": Axis(
+        "bandwidth", "KB/s", 1, 1000, downward=True, fault=lambda f, kb: f.bandwidth(kb)
+    ),
+    "freeze": Axis("freeze", "s", 0.05, 5, fault=lambda f, s: f.freeze(s)),
 }
 VARY = tuple(AXES)
 
@@ -200,9 +188,5 @@ def judge(result: LoadResult, deadline: Deadline) -> Judged:
             )
         else:
             violations.append(f"{label} {name} {value:.3g} s > {bound:g} s")
-    return Judged(
-        held=not violations,
-        figures=figures,
-        violations=tuple(violations),
-        findings=likely_cause(traces, probe=result.probe),
-    )
+    findings = likely_cause(traces, probe=result.probe)
+    return Judged(not violations, figures, tuple(violations), findings)

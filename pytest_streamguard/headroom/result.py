@@ -7,7 +7,7 @@ saved baseline unchanged.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
 __all__ = ["Headroom", "HeadroomLevel"]
@@ -49,15 +49,7 @@ class HeadroomLevel:
 
     def to_dict(self) -> dict[str, Any]:
         """Builtin-typed form."""
-        return {
-            "level": self.level,
-            "held": self.held,
-            "figures": dict(self.figures),
-            "violations": list(self.violations),
-            "findings": self.findings,
-            "confirming": self.confirming,
-            "forwarding": self.forwarding,
-        }
+        return {**asdict(self), "violations": list(self.violations)}
 
     @classmethod
     def from_dict(cls, raw: dict[str, Any]) -> HeadroomLevel:

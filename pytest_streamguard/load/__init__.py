@@ -24,6 +24,7 @@ import asyncio
 import gc
 import random
 import time
+from collections import Counter
 from collections.abc import Awaitable, Callable, Coroutine, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -190,11 +191,7 @@ class LoadResult:
         """How many streams ended in each outcome: ``completed`` or an ``error_kind``
         (``empty``, ``truncated``, ``protocol``, ``server``, ``http``, ``cut``, ``reset``,
         ``timeout``, ``connect``, ``network``, ``interrupted``)."""
-        counts: dict[str, int] = {}
-        for trace in self.traces:
-            outcome = "completed" if trace.completed else str(trace.error_kind)
-            counts[outcome] = counts.get(outcome, 0) + 1
-        return counts
+        return dict(Counter("completed" if t.completed else str(t.error_kind) for t in self.traces))
 
     @property
     def findings(self) -> list[Finding]:
@@ -210,13 +207,8 @@ class LoadResult:
             raise ValueError(
                 f"metric={metric!r} is not known: expected one of {', '.join(METRICS)}"
             )
-        if metric == "gap":
-            return self.gaps
-        if metric == "ttft":
-            return self.ttft
-        if metric == "total":
-            return self.totals
-        return self.delivery
+        pooled: list[float] = getattr(self, {"gap": "gaps", "total": "totals"}.get(metric, metric))
+        return pooled
 
     def percentile(self, q: float, metric: str = "gap") -> float | None:
         """The nearest-rank ``q``-th percentile of the pooled ``metric`` samples."""

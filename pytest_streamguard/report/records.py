@@ -82,13 +82,11 @@ class TestRecord:
 
     def worst_ttft(self) -> float | None:
         """The largest TTFT among the test's streams."""
-        values = [t.ttft for t in self.traces if t.ttft is not None]
-        return max(values) if values else None
+        return max((t.ttft for t in self.traces if t.ttft is not None), default=None)
 
     def max_gap(self) -> float | None:
         """The largest gap among the test's streams."""
-        gaps = self.gaps()
-        return max(gaps) if gaps else None
+        return max(self.gaps(), default=None)
 
     def all_faults(self) -> list[FaultRecord]:
         """Every fault of the test: its own list, or (in a report written before tests kept
@@ -115,12 +113,10 @@ class TestRecord:
 
     def fault_names(self) -> list[str]:
         """Distinct faults of the test, in order; one that never fired is marked so."""
-        names: list[str] = []
-        for fault in self.all_faults():
-            name = fault.describe() + (" (never fired)" if fault.fired is False else "")
-            if name not in names:
-                names.append(name)
-        return names
+        marked = (
+            f.describe() + (" (never fired)" if f.fired is False else "") for f in self.all_faults()
+        )
+        return list(dict.fromkeys(marked))
 
     def to_dict(self) -> dict[str, Any]:
         """Builtin-typed form."""
@@ -347,12 +343,11 @@ def matrix(records: list[TestRecord]) -> list[dict[str, Any]]:
             continue
         test = record.matrix_test or record.nodeid
         row = rows.setdefault(test, {"test": test, "profiles": {}})
-        gaps = record.gaps()
         row["profiles"][record.profile] = {
             "nodeid": record.nodeid,
             "verdict": record.verdict,
             "worst_ttft_s": record.worst_ttft(),
-            "gap_p95_s": percentile(gaps, 95),
+            "gap_p95_s": percentile(record.gaps(), 95),
             "streams": len(record.traces),
         }
     return list(rows.values())
@@ -363,9 +358,7 @@ def matrix_lines(records: list[TestRecord]) -> list[str]:
     rows = matrix(records)
     if not rows:
         return []
-    profiles: list[str] = []
-    for row in rows:
-        profiles.extend(p for p in row["profiles"] if p not in profiles)
+    profiles = list(dict.fromkeys(p for row in rows for p in row["profiles"]))
     table = [["test", *profiles]]
     for row in rows:
         cells = [row["test"]]

@@ -26,7 +26,7 @@ import urllib.parse
 from collections.abc import Callable
 from pathlib import Path
 from types import TracebackType
-from typing import Self
+from typing import Any, Self
 
 from pytest_streamguard.common.numbers import finite
 from pytest_streamguard.errors import IngressError
@@ -416,19 +416,13 @@ class IngressHop:
         gzip: bool,
         send_timeout: float,
     ) -> None:
-        self.ingress = Ingress(
-            target,
-            read_timeout=read_timeout,
-            send_timeout=send_timeout,
-            buffering=buffering,
-            gzip=gzip,
-        )
-        params = {
+        params: dict[str, Any] = {
             "read_timeout": read_timeout,
             "buffering": buffering,
             "gzip": gzip,
             "send_timeout": send_timeout,
         }
+        self.ingress = Ingress(target, **params)
         self.record = FaultRecord(kind="ingress", params=params, toxics=[])
         self._repoint = repoint
 

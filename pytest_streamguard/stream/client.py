@@ -345,15 +345,9 @@ class StreamRecorder(AfterEnd):
             parts = {}
             for piece in pieces:
                 parts[piece.kind] = parts.get(piece.kind, "") + piece.text
-        chunk = Chunk(
-            index=len(self.trace.chunks),
-            stamp_ns=framed.stamp_ns,
-            first_byte_ns=framed.start_ns,
-            nbytes=framed.nbytes,
-            text="".join(piece.text for piece in pieces),
-            data=reading.data,
-            parts=parts,
-        )
+        text = "".join(piece.text for piece in pieces)
+        index, data = len(self.trace.chunks), reading.data
+        chunk = Chunk(index, framed.stamp_ns, framed.start_ns, framed.nbytes, text, data, parts)
         self.trace.chunks.append(chunk)
         if self._on_chunk is not None:
             self._on_chunk(self.trace)

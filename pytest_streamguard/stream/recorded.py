@@ -15,7 +15,7 @@ disagreed on can be judged again from the file.
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
@@ -70,18 +70,9 @@ class Recorded:
         (``path`` with the suffix ``.body``); returns ``path``."""
         path.parent.mkdir(parents=True, exist_ok=True)
         path.with_suffix(".body").write_bytes(self.body)
-        described = {
-            "method": self.method,
-            "url": self.url,
-            "json_body": self.json_body,
-            "format": self.format,
-            "allow_empty": self.allow_empty,
-            "status": self.status,
-            "headers": [list(header) for header in self.headers],
-            "reads": [[stamp_ns, len(data)] for stamp_ns, data in self.reads],
-            "ending": self.ending,
-            "message": self.message,
-        }
+        described = {f.name: getattr(self, f.name) for f in fields(self)}
+        described["headers"] = [list(header) for header in self.headers]
+        described["reads"] = [[stamp_ns, len(data)] for stamp_ns, data in self.reads]
         path.write_text(json.dumps(described, indent=1), encoding="utf-8")
         return path
 

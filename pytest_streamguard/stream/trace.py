@@ -8,7 +8,7 @@ from builtin-typed dicts for the JSON report and for pytest-xdist's ``workeroutp
 from __future__ import annotations
 
 import itertools
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import Any
 
 from pytest_streamguard.stream.recorded import Recorded
@@ -219,6 +219,16 @@ class StackStamps:
         )
 
 
+#: The fields :meth:`StreamTrace.to_dict` writes last, where set (``recorded``: never).
+_LAST = ("stack", "said", "recorded")
+#: The fields :meth:`StreamTrace.from_dict` converts; it reads the others as they are.
+_SET = (
+    *("name", "method", "url", "format", "format_auto", "request_ns", "chunks", "reads"),
+    *("heartbeats", "heartbeat_ns", "completed", "faults", "caught", "read_delay_ns", "judged"),
+    *_LAST,
+)
+
+
 @dataclass
 class StreamTrace:
     """The record of one stream read through the plugin.
@@ -408,36 +418,18 @@ class StreamTrace:
 
     def to_dict(self) -> dict[str, Any]:
         """Builtin-typed form with raw stamps and derived stats."""
+        out = {f.name: getattr(self, f.name) for f in fields(self) if f.name not in _LAST}
+        out.update(
+            chunks=[c.to_dict() for c in self.chunks],
+            reads=[[stamp, n] for stamp, n in self.reads],
+            heartbeat_ns=list(self.heartbeat_ns),
+            faults=[f.to_dict() for f in self.faults],
+            caught=list(self.caught),
+            read_delay_ns=list(self.read_delay_ns),
+            judged=None if self.judged is None else dict(self.judged),
+        )
         return {
-            "name": self.name,
-            "method": self.method,
-            "url": self.url,
-            "format": self.format,
-            "format_auto": self.format_auto,
-            "request_ns": self.request_ns,
-            "status_code": self.status_code,
-            "response_ns": self.response_ns,
-            "end_ns": self.end_ns,
-            "chunks": [c.to_dict() for c in self.chunks],
-            "reads": [[stamp, n] for stamp, n in self.reads],
-            "heartbeats": self.heartbeats,
-            "heartbeat_ns": list(self.heartbeat_ns),
-            "completed": self.completed,
-            "error": self.error,
-            "error_kind": self.error_kind,
-            "faults": [f.to_dict() for f in self.faults],
-            "caught": list(self.caught),
-            "expect": self.expect,
-            "held_open_s": self.held_open_s,
-            "end_reason": self.end_reason,
-            "node": self.node,
-            "queued_ns": self.queued_ns,
-            "local": self.local,
-            "stamps": self.stamps,
-            "read_delay_ns": list(self.read_delay_ns),
-            "client": self.client,
-            "reader_agrees": self.reader_agrees,
-            "judged": None if self.judged is None else dict(self.judged),
+            **out,
             "client_delay_s": self.client_delay,
             "stats": self.summary(),
             "findings": [f.to_dict() for f in self.findings],
@@ -455,31 +447,19 @@ class StreamTrace:
             format=str(raw["format"]),
             format_auto=bool(raw.get("format_auto", False)),
             request_ns=int(raw["request_ns"]),
-            status_code=raw.get("status_code"),
-            response_ns=raw.get("response_ns"),
-            end_ns=raw.get("end_ns"),
             chunks=[Chunk.from_dict(c) for c in raw.get("chunks", [])],
             reads=[(int(s), int(n)) for s, n in raw.get("reads", [])],
             heartbeats=int(raw.get("heartbeats", 0)),
             heartbeat_ns=[int(s) for s in raw.get("heartbeat_ns", [])],
             completed=bool(raw.get("completed", False)),
-            error=raw.get("error"),
-            error_kind=raw.get("error_kind"),
             faults=[FaultRecord.from_dict(f) for f in raw.get("faults", [])],
             caught=[str(c) for c in raw.get("caught", [])],
-            expect=raw.get("expect"),
-            held_open_s=raw.get("held_open_s"),
-            end_reason=raw.get("end_reason"),
-            node=raw.get("node"),
-            queued_ns=raw.get("queued_ns"),
-            local=raw.get("local"),
-            stamps=raw.get("stamps"),
             read_delay_ns=[int(d) for d in raw.get("read_delay_ns", [])],
-            client=raw.get("client"),
-            reader_agrees=raw.get("reader_agrees"),
             judged=None if raw.get("judged") is None else dict(raw["judged"]),
             stack=None if raw.get("stack") is None else StackStamps.from_dict(raw["stack"]),
             said=[Said.from_dict(s) for s in raw.get("said", [])],
+            # The rest are None by default, and read back as they were written.
+            **{f.name: raw.get(f.name) for f in fields(cls) if f.name not in _SET},
         )
 
 

@@ -218,10 +218,7 @@ class Link:
         ranked = [(rank[stage.toxic.name], stage.inp) for stage in new_stages]
 
         def outlet_at(position: int) -> Outlet:
-            for stage_rank, channel in ranked:
-                if stage_rank >= position:
-                    return channel
-            return self.sink
+            return next((channel for at, channel in ranked if at >= position), self.sink)
 
         # Oldest data sits nearest the sink, so walk the old chain from its end.
         for old in reversed(old_stages):

@@ -303,21 +303,12 @@ class Connection:
                 if sock is not None:
                     sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
         requests = RequestAims()
-        up = Link(
-            Direction.UPSTREAM,
-            client_t,
-            upstream_t,
-            f"{self.seed}:up",
-            self._link_finished,
-            requests,
-        )
-        down = Link(
-            Direction.DOWNSTREAM,
-            upstream_t,
-            client_t,
-            f"{self.seed}:down",
-            self._link_finished,
-            requests,
+        up, down = (
+            Link(direction, source, sink, f"{self.seed}:{tag}", self._link_finished, requests)
+            for direction, source, sink, tag in (
+                (Direction.UPSTREAM, client_t, upstream_t, "up"),
+                (Direction.DOWNSTREAM, upstream_t, client_t, "down"),
+            )
         )
         self.links = {Direction.UPSTREAM: up, Direction.DOWNSTREAM: down}
         self.client.reader, self.client.sink = up, down.sink
@@ -471,10 +462,7 @@ class Proxy:
 
     def find_toxic(self, name: str) -> ProxyToxic | None:
         """The toxic called ``name`` in either direction."""
-        for toxic in self.toxics:
-            if toxic.name == name:
-                return toxic
-        return None
+        return next((toxic for toxic in self.toxics if toxic.name == name), None)
 
     def add_toxic(self, toxic: ProxyToxic) -> None:
         """Append a toxic and re-wire every open connection before returning."""

@@ -7,6 +7,7 @@ path, so such values get a 400 here that says what is accepted.
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -240,14 +241,8 @@ def new_toxic(body: object, taken: Callable[[str], bool]) -> ProxyToxic:
     decode_fields(obj, {}, "", {"attributes": decoded})
     decoded.apply(attributes)
     _check_consistency(toxic_type, attributes)
-    return ProxyToxic(
-        name=name,
-        type=toxic_type,
-        stream=stream,
-        direction=direction,
-        toxicity=fields.get("toxicity", 1.0),
-        attributes=attributes,
-    )
+    toxicity = fields.get("toxicity", 1.0)
+    return ProxyToxic(name, toxic_type, stream, direction, toxicity, attributes)
 
 
 _PATCH_BODY: Final = (
@@ -267,14 +262,8 @@ def updated_toxic(current: ProxyToxic, body: object) -> ProxyToxic:
     fields = decode_fields(obj, {"toxicity": "float32"}, "", {"attributes": decoded})
     decoded.apply(attributes)
     _check_consistency(current.type, attributes)
-    return ProxyToxic(
-        name=current.name,
-        type=current.type,
-        stream=current.stream,
-        direction=current.direction,
-        toxicity=fields.get("toxicity", current.toxicity),
-        attributes=attributes,
-    )
+    toxicity = fields.get("toxicity", current.toxicity)
+    return dataclasses.replace(current, toxicity=toxicity, attributes=attributes)
 
 
 def _check_consistency(toxic_type: ToxicType, attributes: Mapping[str, int]) -> None:

@@ -6,8 +6,9 @@ that were active, followed by a compact timeline of the stream.
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field, fields
 from typing import Any, Protocol
 
 from pytest_streamguard.common.display import counted
@@ -81,36 +82,17 @@ class Deadline:
 
     def describe(self) -> str:
         """``ttft=0.5, chunk=0.2`` for the bounds that are set."""
-        parts = [
-            f"{name}={value:g}"
-            for name, value in (
-                ("ttft", self.ttft),
-                ("chunk", self.chunk),
-                ("total", self.total),
-                ("percentile", self.percentile),
-            )
-            if value is not None
-        ]
+        parts = [f"{name}={value:g}" for name, value in self.to_dict().items() if value is not None]
         return ", ".join(parts) or "no bounds"
 
     def to_dict(self) -> dict[str, Any]:
         """Builtin-typed form."""
-        return {
-            "ttft": self.ttft,
-            "chunk": self.chunk,
-            "total": self.total,
-            "percentile": self.percentile,
-        }
+        return asdict(self)
 
     @classmethod
     def from_dict(cls, raw: dict[str, Any]) -> Deadline:
         """Inverse of :meth:`to_dict`."""
-        return cls(
-            ttft=raw.get("ttft"),
-            chunk=raw.get("chunk"),
-            total=raw.get("total"),
-            percentile=raw.get("percentile"),
-        )
+        return cls(**{f.name: raw.get(f.name) for f in fields(cls)})
 
 
 @dataclass(frozen=True)
@@ -237,14 +219,8 @@ def format_violations(
     said = {s.describe(): s.hop for t in traces or () for s in getattr(t, "said", ()) if s.error}
     lines += [f"  server said: {hop}: {text}" for text, hop in list(said.items())[:SHOWN_SAID]]
     if traces is not None and len(traces) > 1:
-        outcomes: dict[str, int] = {}
-        for trace in traces:
-            outcome = "completed" if trace.completed else str(trace.error_kind)
-            outcomes[outcome] = outcomes.get(outcome, 0) + 1
-        broken: dict[str, int] = {}
-        for violation in violations:
-            word = _BOUND_WORDS.get(violation.bound, violation.bound)
-            broken[word] = broken.get(word, 0) + 1
+        outcomes = Counter("completed" if t.completed else str(t.error_kind) for t in traces)
+        broken = Counter(_BOUND_WORDS.get(v.bound, v.bound) for v in violations)
         lines.append(
             f"  {counted(len(traces), 'stream')} read: "
             + ", ".join(f"{n} {outcome}" for outcome, n in outcomes.items())
@@ -335,16 +311,7 @@ class _Broken:
         line = trace.timeline(self.marks)
         faults = trace.active_faults()
         return [
-            Violation(
-                stream=trace.name,
-                bound=bound,
-                measured=measured,
-                limit=limit,
-                chunk_index=index,
-                detail=detail,
-                faults=faults,
-                timeline=line,
-            )
+            Violation(trace.name, bound, measured, limit, index, detail, faults, line)
             for bound, measured, limit, index, detail in self.found
         ]
 
@@ -364,13 +331,8 @@ def check_trace(trace: CheckedStream, deadline: Deadline) -> list[Violation]:
         else:
             _check_every_gap(gaps, deadline.chunk, broken)
     if deadline.total is not None and trace.total is not None and trace.total > deadline.total:
-        broken.add(
-            "total",
-            trace.total,
-            deadline.total,
-            None,
-            f"total {trace.total:.3f} s > deadline {deadline.total:.3f} s",
-        )
+        detail = f"total {trace.total:.3f} s > deadline {deadline.total:.3f} s"
+        broken.add("total", trace.total, deadline.total, None, detail)
     return broken.violations(trace)
 
 
@@ -380,13 +342,10 @@ def _check_ending(trace: CheckedStream, cut: bool, broken: _Broken) -> None:
     chunks = counted(len(trace.chunks), "chunk")
     if trace.expect == "cut" and not cut:
         what = "completed" if trace.completed else f"{trace.error_kind}: {trace.error}"
-        broken.add(
-            "expect",
-            trace.total,
-            None,
-            len(trace.chunks),
-            f"expected a cut (expect='cut'), but the stream was not cut ({what}) after {chunks}",
+        detail = (
+            f"expected a cut (expect='cut'), but the stream was not cut ({what}) after {chunks}"
         )
+        broken.add("expect", trace.total, None, len(trace.chunks), detail)
     elif not trace.completed and trace.expect != "cut":
         # (A cut the test asked for is no violation; what came before it is still held to
         # the bounds checked after this one.)
@@ -394,26 +353,19 @@ def _check_ending(trace: CheckedStream, cut: bool, broken: _Broken) -> None:
         if trace.chunks and trace.end_ns is not None:
             idle = ns_to_s(trace.end_ns - trace.chunks[-1].stamp_ns)
             trailing = f", {idle:.3f} s after chunk {trace.chunks[-1].index}"
-        broken.add(
-            "completed",
-            trace.total,
-            None,
-            len(trace.chunks),
-            f"stream did not complete ({trace.error_kind}: {trace.error}) after {chunks}{trailing}",
-        )
+        failure = f"{trace.error_kind}: {trace.error}"
+        detail = f"stream did not complete ({failure}) after {chunks}{trailing}"
+        broken.add("completed", trace.total, None, len(trace.chunks), detail)
 
 
 def _check_held_open(trace: CheckedStream, broken: _Broken) -> None:
     """A body the server kept open after the stream's end."""
     if trace.held_open_s is not None:
-        broken.add(
-            "held_open",
-            trace.held_open_s,
-            None,
-            len(trace.chunks),
+        detail = (
             f"body held open {trace.held_open_s:.3f} s after the stream's end "
-            "(an SDK client that reads to the body's end waits there until its own timeout)",
+            "(an SDK client that reads to the body's end waits there until its own timeout)"
         )
+        broken.add("held_open", trace.held_open_s, None, len(trace.chunks), detail)
 
 
 def _check_ttft(trace: CheckedStream, ttft: float, cut: bool, broken: _Broken) -> None:
@@ -423,26 +375,18 @@ def _check_ttft(trace: CheckedStream, ttft: float, cut: bool, broken: _Broken) -
         # to the answer itself (request to end), as a user waiting on it would see it.
         waited = trace.total
         if waited is not None and waited > ttft:
-            broken.add(
-                "ttft",
-                waited,
-                ttft,
-                0,
-                f"empty answer (allowed) ended after {waited:.3f} s > ttft deadline {ttft:.3f} s",
+            detail = (
+                f"empty answer (allowed) ended after {waited:.3f} s > ttft deadline {ttft:.3f} s"
             )
+            broken.add("ttft", waited, ttft, 0, detail)
     elif trace.ttft is None:
         # A stream that ended without a token already broke "completed"; its ttft is
         # broken too only if it was still waiting when the ttft deadline ran out.
         waited = trace.total
         if (waited is None or waited > ttft) and not (trace.expect == "cut" and cut):
             after = "" if waited is None else f" in {waited:.3f} s"
-            broken.add(
-                "ttft",
-                waited,
-                ttft,
-                0,
-                f"no data event arrived{after} (ttft deadline {ttft:.3f} s)",
-            )
+            detail = f"no data event arrived{after} (ttft deadline {ttft:.3f} s)"
+            broken.add("ttft", waited, ttft, 0, detail)
     elif trace.ttft > ttft:
         broken.marks[0] = f"over ttft {ttft * 1e3:.1f} ms"
         broken.add("ttft", trace.ttft, ttft, 0, f"ttft {trace.ttft:.3f} s > deadline {ttft:.3f} s")
@@ -456,14 +400,11 @@ def _check_gap_percentile(gaps: list[float], chunk: float, at: float, broken: _B
         over = [i for i, g in enumerate(gaps) if g > chunk]
         for i in over:
             broken.marks[i + 1] = "gap over chunk deadline"
-        broken.add(
-            "chunk",
-            value,
-            chunk,
-            over[0] + 1,
+        detail = (
             f"p{at:g} gap {value:.3f} s > chunk deadline {chunk:.3f} s "
-            f"({len(over)} of {len(gaps)} gaps over, first before chunk {over[0] + 1})",
+            f"({len(over)} of {len(gaps)} gaps over, first before chunk {over[0] + 1})"
         )
+        broken.add("chunk", value, chunk, over[0] + 1, detail)
 
 
 def _check_every_gap(gaps: list[float], chunk: float, broken: _Broken) -> None:
@@ -473,14 +414,11 @@ def _check_every_gap(gaps: list[float], chunk: float, broken: _Broken) -> None:
         worst = max(over, key=lambda i: gaps[i])
         for i in over:
             broken.marks[i + 1] = f"over {chunk * 1e3:.1f} ms"
-        broken.add(
-            "chunk",
-            gaps[worst],
-            chunk,
-            worst + 1,
+        detail = (
             f"gap before chunk {worst + 1} = {gaps[worst]:.3f} s > chunk deadline "
-            f"{chunk:.3f} s ({len(over)} of {len(gaps)} gaps over)",
+            f"{chunk:.3f} s ({len(over)} of {len(gaps)} gaps over)"
         )
+        broken.add("chunk", gaps[worst], chunk, worst + 1, detail)
 
 
 def check_traces(traces: Sequence[CheckedStream], deadline: Deadline) -> list[Violation]:
