@@ -25,6 +25,7 @@ from ..formats import StreamFormat
 from ..loading import LoadedModel
 from ..stream import Done, Token, now_ns
 from .base import GenerationRequest
+from .naive import generate_options
 
 
 class _StallingStreamer(TextIteratorStreamer):
@@ -58,14 +59,7 @@ def incident_response(
     import torch
 
     ids = torch.tensor([request.input_ids], device=loaded.device)
-    options: dict[str, Any] = {
-        "attention_mask": ids.new_ones(ids.shape),
-        "max_new_tokens": request.max_new_tokens,
-        "do_sample": False,
-        "streamer": streamer,
-    }
-    if request.ignore_eos:
-        options["min_new_tokens"] = request.max_new_tokens
+    options = generate_options(request, ids, streamer)
     thread = threading.Thread(
         target=loaded.model.generate, args=(ids,), kwargs=options, daemon=True
     )

@@ -66,15 +66,7 @@ class NaiveRunner:
     def _generate(self, request: GenerationRequest, streamer: _FaultyStreamer) -> None:
         try:
             ids = _tensor(request.input_ids, self._loaded.device)
-            options: dict[str, Any] = {
-                "attention_mask": ids.new_ones(ids.shape),
-                "max_new_tokens": request.max_new_tokens,
-                "do_sample": False,
-                "streamer": streamer,
-            }
-            if request.ignore_eos:
-                options["min_new_tokens"] = request.max_new_tokens
-            self._loaded.model.generate(ids, **options)
+            self._loaded.model.generate(ids, **generate_options(request, ids, streamer))
         except Exception:
             # As in the write-ups: the error dies with the thread and the reader is left to
             # time out on the streamer's queue.
@@ -110,6 +102,20 @@ class NaiveGeneration:
         token = Token(self._count, text, now_ns())
         self._count += 1
         return token
+
+
+def generate_options(request: GenerationRequest, ids: Any, streamer: Any) -> dict[str, Any]:
+    """``generate()``'s keyword arguments for ``request`` (prompt ``ids``), streaming into
+    ``streamer``: greedy, and every token asked for when the request ignores the end token."""
+    options: dict[str, Any] = {
+        "attention_mask": ids.new_ones(ids.shape),
+        "max_new_tokens": request.max_new_tokens,
+        "do_sample": False,
+        "streamer": streamer,
+    }
+    if request.ignore_eos:
+        options["min_new_tokens"] = request.max_new_tokens
+    return options
 
 
 def _tensor(ids: list[int], device: Any) -> Any:
