@@ -50,11 +50,12 @@ def test_the_same_seed_gives_the_same_jitter_and_another_seed_other_jitter(
     assert len(first) == len(again) == len(other) == 11
     # Tokens leave the app every 150 ms; each is delayed 100 ms +- 90 ms, so a gap is 150 ms
     # plus the difference of two draws: the same draws give the same gaps within a few ms of
-    # scheduling, other draws gaps tens of ms apart. On a machine kept busy one gap of the 11
-    # can take a scheduling delay of its own (20.4 ms once, with a load average of 4 on 2
-    # cores), so the same seed's bound holds for all gaps but the one furthest off.
-    same = sorted(abs(a - b) for a, b in zip(first, again, strict=True))
-    assert same[-2] < 0.02, (first, again)
+    # scheduling, other draws gaps tens of ms apart. On a machine kept busy a gap can take a
+    # scheduling delay of its own (20.4 ms once with a load average of 4 on 2 cores, two gaps
+    # of 11 with 25 and 30 ms at a load average of 10), so the same seed's bound holds for
+    # most gaps, not all.
+    same = [abs(a - b) < 0.02 for a, b in zip(first, again, strict=True)]
+    assert sum(same) >= 8, (first, again)
     assert max(abs(a - b) for a, b in zip(first, other, strict=True)) > 0.04, (first, other)
     assert json.loads(pytester.path.joinpath("report.json").read_text())["seed"] == 8
     result.stdout.fnmatch_lines(["streamguard: *, seed=7"])
