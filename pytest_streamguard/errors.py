@@ -15,7 +15,7 @@ The hierarchy::
     │   ├── ShardStartError             a load shard's process failed before it was ready
     │   └── ToxiproxyError              a Toxiproxy API call failed or timed out
     ├── ProfileError                    a fault profile that cannot be used (a ValueError)
-├── NeedsEmbeddedToxiproxy          a fault this Toxiproxy cannot apply (the test is skipped)
+    ├── NeedsEmbeddedToxiproxy          a fault this Toxiproxy cannot apply (the test is skipped)
     └── StreamError                     a frame that ends a stream as a failure
         ├── ServerError                 the server said, inside the stream, that it failed
         └── ProtocolError               what arrived is not a stream of that protocol

@@ -321,10 +321,7 @@ def make_streamguard(
     finally:
         if ray is not None:
             ray.close()
-        for proxy in proxies.values():
-            # A server that died with the session leaves no proxy to delete.
-            with contextlib.suppress(ToxiproxyError):
-                api.destroy_proxy(proxy)
+        _destroy(api, list(proxies.values()))
         api.close()
 
 

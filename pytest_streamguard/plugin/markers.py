@@ -35,6 +35,14 @@ ACCEPTED = (
 _KEYS = ("ttft", "chunk", "total", "percentile")
 
 
+def _check_arguments(mark: pytest.Mark, keys: set[str], accepted: str) -> None:
+    if mark.args:
+        raise ValueError(f"{mark.name} got positional arguments {mark.args!r}. {accepted}.")
+    unknown = sorted(set(mark.kwargs) - keys)
+    if unknown:
+        raise ValueError(f"{mark.name} got unknown argument(s) {', '.join(unknown)}. {accepted}.")
+
+
 def _check_value(key: str, value: Any) -> float | None:
     if value is None:
         return None
@@ -56,13 +64,7 @@ def resolve_deadline(item: pytest.Item, settings: Settings) -> Deadline | None:
     seen = False
     for mark in item.iter_markers(MARKER_NAME):
         seen = True
-        if mark.args:
-            raise ValueError(f"token_deadline got positional arguments {mark.args!r}. {ACCEPTED}.")
-        unknown = sorted(set(mark.kwargs) - {*_KEYS, "long", "fail_on"})
-        if unknown:
-            raise ValueError(
-                f"token_deadline got unknown argument(s) {', '.join(unknown)}. {ACCEPTED}."
-            )
+        _check_arguments(mark, {*_KEYS, "long", "fail_on"}, ACCEPTED)
         merged = dict(mark.kwargs) | merged
     if not seen:
         return None
@@ -110,15 +112,7 @@ def resolve_headroom(item: pytest.Item) -> tuple[tuple[str, float], ...]:
     naming what is accepted for a bad argument."""
     bounds: list[tuple[str, float]] = []
     for mark in item.iter_markers(HEADROOM_MARKER_NAME):
-        if mark.args:
-            raise ValueError(
-                f"headroom got positional arguments {mark.args!r}. {HEADROOM_ACCEPTED}."
-            )
-        unknown = sorted(set(mark.kwargs) - {"vary", "at_least"})
-        if unknown:
-            raise ValueError(
-                f"headroom got unknown argument(s) {', '.join(unknown)}. {HEADROOM_ACCEPTED}."
-            )
+        _check_arguments(mark, {"vary", "at_least"}, HEADROOM_ACCEPTED)
         vary = mark.kwargs.get("vary", "streams")
         at_least = mark.kwargs.get("at_least")
         if vary not in VARY:

@@ -83,47 +83,43 @@ def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
         )
 
 
-def _skip() -> None:
-    pytest.skip(SKIP_REASON)
-
-
 @pytest.fixture(scope="session")
 def make_streamguard_target() -> None:
     """Factory for variants of the target (needs ``--streamguard``; skips while off)."""
-    _skip()
+    pytest.skip(SKIP_REASON)
 
 
 @pytest.fixture(scope="session")
 def streamguard_target() -> None:
     """The app under test (needs ``--streamguard``; skips while off)."""
-    _skip()
+    pytest.skip(SKIP_REASON)
 
 
 @pytest.fixture(scope="session")
 def streamguard_stack() -> None:
     """The stack of ``--streamguard-service`` (needs ``--streamguard``; skips while off)."""
-    _skip()
+    pytest.skip(SKIP_REASON)
 
 
 @pytest.fixture(scope="session")
 def streamguard_toxiproxy_server() -> None:
     """The session's Toxiproxy server (needs ``--streamguard``; skips while off)."""
-    _skip()
+    pytest.skip(SKIP_REASON)
 
 
 @pytest.fixture(scope="session")
 def make_streamguard() -> None:
     """Factory of per-test handles (needs ``--streamguard``; skips while off)."""
-    _skip()
+    pytest.skip(SKIP_REASON)
 
 
 @pytest.fixture
 def streamguard() -> None:
     """Per-test handle (needs ``--streamguard``; skips while off)."""
-    _skip()
+    pytest.skip(SKIP_REASON)
 
 
 @pytest.fixture(scope="session")
 def toxiproxy() -> None:
     """A toxiproxy-python client (needs ``--streamguard``; skips while off)."""
-    _skip()
+    pytest.skip(SKIP_REASON)

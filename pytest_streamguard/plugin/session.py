@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import os
 import sys
-from collections.abc import Generator
+from collections.abc import Generator, Iterable
 from pathlib import Path
 from typing import Any, NoReturn
 
@@ -107,6 +107,10 @@ class _Fitted:
         for piece in lines:
             self.reporter.write_line(piece, **markup)
 
+    def write_lines(self, lines: Iterable[str], **markup: bool) -> None:
+        for line in lines:
+            self.write_line(line, **markup)
+
 
 class StreamGuardSession:
     """Per-session state and the hooks that only run when the plugin is on."""
@@ -135,16 +139,6 @@ class StreamGuardSession:
                     f"({exc}); expected a JSON report saved by --streamguard-save"
                 ) from None
         self.gate: Gate | None = None
-
-    @property
-    def workers(self) -> dict[str, dict[str, Any]]:
-        """Under pytest-xdist (controller only): what each worker sent."""
-        return self.merger.parts
-
-    @property
-    def missing_workers(self) -> list[dict[str, str]]:
-        """Under pytest-xdist (controller only): the workers that sent nothing."""
-        return self.merger.missing
 
     def pytest_configure(self, config: pytest.Config) -> None:
         """Merge pytest-xdist workers' results on the controller (when xdist is loaded)."""
@@ -282,17 +276,17 @@ class StreamGuardSession:
         if verbosity < 0:
             if verbosity == -1 and self.records:
                 out.write_line(quiet_line(self.records))
-                for line in unfired_lines(self.records, strict=self.settings.strict_faults):
-                    out.write_line(line)
-                for line in unchecked_lines(self.records, fail=self.settings.unchecked == "fail"):
-                    out.write_line(line)
+                out.write_lines(unfired_lines(self.records, strict=self.settings.strict_faults))
+                out.write_lines(
+                    unchecked_lines(self.records, fail=self.settings.unchecked == "fail")
+                )
             self._write_gate_problems(out)
             self._write_report_paths(out)
             return
         out.section("streamguard")
-        if self.workers or self.missing_workers:
-            for line in self.merger.worker_lines():
-                out.write_line(line)
+        # Under pytest-xdist the controller knows what each worker sent (or that it sent none).
+        if self.merger.parts or self.merger.missing:
+            out.write_lines(self.merger.worker_lines())
         else:
             started = self.meta.get("target_command")
             out.write_line(
@@ -310,23 +304,22 @@ class StreamGuardSession:
         if not self.records:
             out.write_line("no test read a stream")
         else:
-            lines = [
-                *summary_lines(self.records, out.width),
-                *matrix_lines(self.records),
-                *findings_lines(self.records),
-                *unchecked_lines(self.records, fail=self.settings.unchecked == "fail"),
-                *headroom_lines(self.records),
-                *unfired_lines(self.records, strict=self.settings.strict_faults),
-                *attempt_lines(self.records),
-                *timing.client_delay_lines(self.records),
-                *timing.stamp_source_lines(self.records),
-                *disagreement_lines(self.records),
-            ]
-            for line in lines:
-                out.write_line(line)
+            out.write_lines(
+                [
+                    *summary_lines(self.records, out.width),
+                    *matrix_lines(self.records),
+                    *findings_lines(self.records),
+                    *unchecked_lines(self.records, fail=self.settings.unchecked == "fail"),
+                    *headroom_lines(self.records),
+                    *unfired_lines(self.records, strict=self.settings.strict_faults),
+                    *attempt_lines(self.records),
+                    *timing.client_delay_lines(self.records),
+                    *timing.stamp_source_lines(self.records),
+                    *disagreement_lines(self.records),
+                ]
+            )
         if self.gate is not None:
-            for line in self.gate.table_lines():
-                out.write_line(line)
+            out.write_lines(self.gate.table_lines())
             self._write_gate_problems(out)
         if self.settings.save_path is not None:
             out.write_line(f"baseline saved: {self.settings.save_path}")
@@ -342,8 +335,7 @@ class StreamGuardSession:
         if self.gate is None:
             return
         red = self.gate.failed
-        for line in self.gate.problem_lines():
-            out.write_line(line, red=red, yellow=not red)
+        out.write_lines(self.gate.problem_lines(), red=red, yellow=not red)
 
     def pytest_unconfigure(self, config: pytest.Config) -> None:
         """After pytest's counts line (the last line a CI log shows): say that the baseline

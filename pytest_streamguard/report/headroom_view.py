@@ -18,12 +18,11 @@ plot is a few dozen shapes, and the page stays one file that opens offline. Text
 
 from __future__ import annotations
 
-import math
 import re
 from dataclasses import dataclass
 
 from pytest_streamguard.headroom.result import Headroom, HeadroomLevel
-from pytest_streamguard.report.plots import COLORS, WIDTH, _e, _f
+from pytest_streamguard.report.plots import COLORS, WIDTH, _e, _f, _ticks
 
 __all__ = ["headroom_html", "headroom_svg"]
 
@@ -34,14 +33,6 @@ _FIGURES = (("ttft", "ttft", "TTFT"), ("gap", "chunk", "gap"), ("total", "total"
 _KEY = re.compile(r"^(ttft|gap|total)_(p[0-9.]+|max)_s$")
 _HELD = "#2ca02c"
 _FORWARDING = "#7f7f7f"
-
-
-def _ticks(hi: float, target: int = 6) -> list[float]:
-    """Round values from 0 to ``hi``, 1, 2 or 5 times a power of ten apart."""
-    raw = hi / target
-    power = 10 ** math.floor(math.log10(raw))
-    step = next(m * power for m in (1, 2, 5, 10) if m * power >= raw)
-    return [round(k * step, 12) for k in range(int(hi / step + 1e-9) + 1)]
 
 
 def _figure_name(levels: tuple[HeadroomLevel, ...], key: str) -> str | None:
@@ -82,13 +73,13 @@ def _level_title(found: Headroom, level: HeadroomLevel, label: str, ms: float | 
 
 def _axes_svg(found: Headroom, axes: _Axes, label: str) -> str:
     parts = []
-    for tick in _ticks(axes.x_hi):
+    for tick in _ticks(0.0, axes.x_hi, 6):
         x = _f(axes.x(tick))
         parts.append(
             f'<path d="M{x} {_TOP}V{_BOTTOM}" stroke="#eee"/>'
             f'<text x="{x}" y="{_BOTTOM + 15}" text-anchor="middle">{tick:g}</text>'
         )
-    for tick in _ticks(axes.y_hi, 4):
+    for tick in _ticks(0.0, axes.y_hi, 4):
         y = _f(axes.y(tick))
         parts.append(
             f'<path d="M{_X0} {y}H{_X1}" stroke="#eee"/>'

@@ -203,15 +203,11 @@ class _Test:
 
 def _unique_faults(record: TestRecord) -> list[FaultRecord]:
     """Each fault once, although every stream it was active during carries a copy."""
-    seen: set[tuple[str, int | None]] = set()
-    faults: list[FaultRecord] = []
+    faults: dict[tuple[str, int | None], FaultRecord] = {}
     for trace in record.traces:
         for fault in trace.faults:
-            key = (fault.describe(), fault.on_ns)
-            if key not in seen:
-                seen.add(key)
-                faults.append(fault)
-    return faults
+            faults.setdefault((fault.describe(), fault.on_ns), fault)
+    return list(faults.values())
 
 
 _UNFIRED = '<span class="badge unfired">never fired</span>'

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 
 from pytest_streamguard.common.display import counted
 from pytest_streamguard.report.records import TestRecord
-from pytest_streamguard.stream.trace import FaultRecord, StreamTrace
+from pytest_streamguard.stream.trace import StreamTrace
 from pytest_streamguard.verdict.deadlines import Deadline
 from pytest_streamguard.verdict.probe import PROBE_WAIT_S
 from pytest_streamguard.verdict.stats import percentile
@@ -249,45 +249,27 @@ def _chunk_title(
     return f"{title}: {_short(chunk.text, _HOVER_TEXT_CHARS)!r}" if text else title
 
 
-class _Layers:
-    """Every layer of the timeline, one per kind of mark."""
+# Each layer's style, bottom first: the deadline window under everything, the stream's end
+# on top.
+_LAYER_STYLES = {
+    "window": f'fill="{COLORS["window"]}"',
+    "over": f'fill="{COLORS["over"]}"',
+    "faults": f'fill="{COLORS["fault"]}"',
+    "faults-unfired": f'fill="none" stroke="{COLORS["fault"]}" stroke-width="1.5" '
+    'stroke-dasharray="4 3"',
+    "headers": f'fill="#fff" stroke="{COLORS["headers"]}" stroke-width="1.2"',
+    "other": f'stroke="{COLORS["other"]}" stroke-width="1.5"',
+    "beats": f'fill="#fff" stroke="{COLORS["beat"]}" stroke-width="1.5"',
+    "said": f'fill="{COLORS["said"]}"',
+    "chunks": f'fill="{COLORS["chunk"]}"',
+    "expired": f'stroke="{COLORS["expired"]}" stroke-width="2"',
+    "done": f'fill="{COLORS["done"]}"',
+    "cut": f'stroke="{COLORS["cut"]}" stroke-width="2.5"',
+}
 
-    def __init__(self) -> None:
-        self.window = _Layer("window", f'fill="{COLORS["window"]}"')
-        self.over = _Layer("over", f'fill="{COLORS["over"]}"')
-        self.expired = _Layer("expired", f'stroke="{COLORS["expired"]}" stroke-width="2"')
-        self.faults = _Layer("faults", f'fill="{COLORS["fault"]}"')
-        self.unfired = _Layer(
-            "faults-unfired",
-            f'fill="none" stroke="{COLORS["fault"]}" stroke-width="1.5" stroke-dasharray="4 3"',
-        )
-        self.headers = _Layer(
-            "headers", f'fill="#fff" stroke="{COLORS["headers"]}" stroke-width="1.2"'
-        )
-        self.other = _Layer("other", f'stroke="{COLORS["other"]}" stroke-width="1.5"')
-        self.beats = _Layer("beats", f'fill="#fff" stroke="{COLORS["beat"]}" stroke-width="1.5"')
-        self.said = _Layer("said", f'fill="{COLORS["said"]}"')
-        self.chunks = _Layer("chunks", f'fill="{COLORS["chunk"]}"')
-        self.done = _Layer("done", f'fill="{COLORS["done"]}"')
-        self.cut = _Layer("cut", f'stroke="{COLORS["cut"]}" stroke-width="2.5"')
 
-    def in_drawing_order(self) -> list[_Layer]:
-        """The layers bottom first: the deadline window under everything, the stream's end
-        on top."""
-        return [
-            self.window,
-            self.over,
-            self.faults,
-            self.unfired,
-            self.headers,
-            self.other,
-            self.beats,
-            self.said,
-            self.chunks,
-            self.expired,
-            self.done,
-            self.cut,
-        ]
+def _layers() -> dict[str, _Layer]:
+    return {kind: _Layer(kind, style) for kind, style in _LAYER_STYLES.items()}
 
 
 @dataclass
@@ -300,7 +282,7 @@ class _Plot:
     row_h: float
     fired: dict[tuple[str, int | None], bool | None]
     untexted: Collection[int] = ()
-    layers: _Layers = field(default_factory=_Layers)
+    layers: dict[str, _Layer] = field(default_factory=_layers)
     labels: list[str] = field(default_factory=list)
 
     @property
@@ -355,7 +337,7 @@ def timeline_svg(
         _draw_row(plot, index, trace)
     plot_bottom = _TOP + rows * row_h
     height = plot_bottom + _AXIS_H
-    layers = plot.layers.in_drawing_order()
+    layers = plot.layers.values()
     present = {layer.kind for layer in layers if layer.shapes}
     body = "".join(layer.svg() for layer in layers)
     return (
@@ -415,7 +397,7 @@ def _draw_window(plot: _Plot, row: _Row) -> None:
                 continue
             end = min(end, until)
         x0, x1 = plot.scale.clamped(start), plot.scale.clamped(end)
-        plot.layers.window.add(
+        plot.layers["window"].add(
             f'<rect x="{_f(x0)}" y="{_f(row.y - band / 2)}" width="{_f(x1 - x0)}" '
             f'height="{_f(band)}"',
             f"within deadline from {_ms(start)} to {_ms(end)}",
@@ -435,20 +417,22 @@ def _draw_chunks(plot: _Plot, row: _Row) -> None:
         marks.append(_Mark(x, title, trace.chunks[i].index))
         if previous is not None and chunk is not None and x - previous > chunk:
             x0, x1 = scale(previous), scale(x)
-            plot.layers.over.add(
+            plot.layers["over"].add(
                 f'<rect x="{_f(x0)}" y="{_f(y - band / 4)}" width="{_f(x1 - x0)}" '
                 f'height="{_f(band / 2)}"',
                 f"gap {_ms(x - previous)} > chunk deadline {_ms(chunk)} "
                 f"(before chunk {trace.chunks[i].index})",
             )
             xe = scale(previous + chunk)
-            plot.layers.expired.add(
+            plot.layers["expired"].add(
                 f'<path d="M{_f(xe)} {_f(y - band)}v{_f(2 * band)}"',
                 f"chunk deadline ran out ({_ms(chunk)} after the previous chunk)",
             )
         previous = x
     for x, count, title in _binned(marks, scale, "chunks"):
-        plot.layers.chunks.add(f'<circle cx="{_f(x)}" cy="{_f(y)}" r="{_f(plot.r)}"', title, count)
+        plot.layers["chunks"].add(
+            f'<circle cx="{_f(x)}" cy="{_f(y)}" r="{_f(plot.r)}"', title, count
+        )
 
 
 def _draw_heartbeats(plot: _Plot, row: _Row) -> None:
@@ -460,7 +444,7 @@ def _draw_heartbeats(plot: _Plot, row: _Row) -> None:
     ]
     d = plot.r * 1.3
     for x, count, title in _binned(beat_marks, plot.scale, "heartbeats"):
-        plot.layers.beats.add(
+        plot.layers["beats"].add(
             f'<path d="M{_f(x)} {_f(y - d)}l{_f(d)} {_f(d)} {_f(-d)} {_f(d)} {_f(-d)} {_f(-d)}z"',
             title,
             count,
@@ -477,7 +461,7 @@ def _draw_said(plot: _Plot, row: _Row) -> None:
     ]
     for x, count, title in _binned(marks, plot.scale, "lines"):
         top = row.y - 3 * d
-        plot.layers.said.add(
+        plot.layers["said"].add(
             f'<path d="M{_f(x - d)} {_f(top)}h{_f(2 * d)}l{_f(-d)} {_f(1.5 * d)}z"', title, count
         )
 
@@ -493,7 +477,9 @@ def _draw_other_reads(plot: _Plot, row: _Row) -> None:
     ]
     band = plot.band
     for x, count, title in _binned(other_marks, plot.scale, "reads"):
-        plot.layers.other.add(f'<path d="M{_f(x)} {_f(row.y - band / 2)}v{_f(band)}"', title, count)
+        plot.layers["other"].add(
+            f'<path d="M{_f(x)} {_f(row.y - band / 2)}v{_f(band)}"', title, count
+        )
 
 
 def _draw_faults(plot: _Plot, row: _Row) -> None:
@@ -506,8 +492,8 @@ def _draw_faults(plot: _Plot, row: _Row) -> None:
         on = max(_s(fault.on_ns, t0), 0.0)
         off = max(_s(fault.off_ns if fault.off_ns is not None else end_ns, t0), on)
         x0, x1 = plot.scale.clamped(on), plot.scale.clamped(off)
-        was_fired = plot.fired.get(_fault_key(fault))
-        layer = plot.layers.unfired if was_fired is False else plot.layers.faults
+        was_fired = plot.fired.get((fault.describe(), fault.on_ns))
+        layer = plot.layers["faults-unfired"] if was_fired is False else plot.layers["faults"]
         note = ": never fired" if was_fired is False else ""
         fy = row.y + plot.row_h * 0.3
         layer.add(
@@ -521,7 +507,7 @@ def _draw_headers(plot: _Plot, row: _Row) -> None:
     trace = row.trace
     if trace.response_ns is not None:
         x = _s(trace.response_ns, row.t0)
-        plot.layers.headers.add(
+        plot.layers["headers"].add(
             f'<circle cx="{_f(plot.scale(x))}" cy="{_f(row.y)}" r="{_f(plot.r * 1.3)}"',
             f"response headers ({trace.status_code}) at {_ms(x)}",
         )
@@ -535,13 +521,13 @@ def _draw_end(plot: _Plot, row: _Row) -> None:
     x = _s(trace.end_ns, row.t0)
     px, d = plot.scale(x), plot.r * 1.6
     if trace.completed:
-        plot.layers.done.add(
+        plot.layers["done"].add(
             f'<path d="M{_f(px)} {_f(y - d)}l{_f(d)} {_f(d)} {_f(-d)} {_f(d)} {_f(-d)} {_f(-d)}z"',
             f"completed at {_ms(x)}",
         )
     else:
         what = f"{trace.error_kind}: " if trace.error_kind else ""
-        plot.layers.cut.add(
+        plot.layers["cut"].add(
             f'<path d="M{_f(px - d)} {_f(y - d)}l{_f(2 * d)} {_f(2 * d)}'
             f'm0 {_f(-2 * d)}l{_f(-2 * d)} {_f(2 * d)}"',
             f"stopped at {_ms(x)}: {what}{trace.error or 'ended early'}",
@@ -635,10 +621,6 @@ def probe_svg(record: TestRecord) -> str:
         f'<g class="axis" font-size="11" fill="#444">{ticks}</g>'
         f"{answered.svg()}{waited.svg()}</svg>"
     )
-
-
-def _fault_key(fault: FaultRecord) -> tuple[str, int | None]:
-    return fault.describe(), fault.on_ns
 
 
 def gap_histogram_svg(record: TestRecord) -> str:

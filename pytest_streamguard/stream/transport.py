@@ -271,16 +271,14 @@ class _Connection:
         (handed to the kernel)."""
         payload = b"".join(self.h11.send(event) or b"" for event in events)
         try:
-            sent = self.sock.send(payload)
-        except (BlockingIOError, InterruptedError):
-            sent = 0
+            try:
+                sent = self.sock.send(payload)
+            except (BlockingIOError, InterruptedError):
+                sent = 0
+            if sent < len(payload):
+                await self.loop.sock_sendall(self.sock, payload[sent:])
         except OSError as exc:
             raise httpx.WriteError(f"{type(exc).__name__}: {exc}") from None
-        if sent < len(payload):
-            try:
-                await self.loop.sock_sendall(self.sock, payload[sent:])
-            except OSError as exc:
-                raise httpx.WriteError(f"{type(exc).__name__}: {exc}") from None
         now = time.perf_counter_ns()
         stamp = self._sent_stamp()
         return now if stamp is None else min(stamp, now)

@@ -64,7 +64,7 @@ def _request_id() -> str:
     return base64.b32hexencode(os.urandom(12)).decode("ascii").rstrip("=").lower()
 
 
-async def _read_body(request: Request) -> bytes:
+async def _body(request: Request) -> Any:
     chunks: list[bytes] = []
     size = 0
     async for chunk in request.stream():
@@ -72,11 +72,7 @@ async def _read_body(request: Request) -> bytes:
         if size > MAX_BODY:
             raise invalid_input(f"request body is over {MAX_BODY} bytes; send at most 1 MiB")
         chunks.append(chunk)
-    return b"".join(chunks)
-
-
-async def _body(request: Request) -> Any:
-    return parse_body(await _read_body(request))
+    return parse_body(b"".join(chunks))
 
 
 class Api:

@@ -46,7 +46,10 @@ class Collection:
             raise PROXY_NOT_FOUND
         return proxy
 
-    def _new_proxy(self, fields: dict[str, Any]) -> Proxy:
+    def _new_proxy(self, fields: dict[str, Any], at: str = "") -> Proxy:
+        for required in ("name", "upstream"):
+            if not fields.get(required):
+                raise MISSING_FIELD.joined(required + at)
         check_name(fields["name"], "proxy")
         check_upstream(fields["upstream"])
         # Without a listen address Toxiproxy binds a random port on every interface; this
@@ -57,9 +60,6 @@ class Collection:
     async def create(self, body: object) -> Proxy:
         """``POST /proxies``: add a proxy and start it unless ``enabled`` is false."""
         fields = decode_fields(expect_object(body, "toxiproxy.Proxy"), _PROXY_FIELDS, "Proxy")
-        for required in ("name", "upstream"):
-            if not fields.get(required):
-                raise MISSING_FIELD.joined(required)
         proxy = self._new_proxy(fields)
         async with self.lock:
             if proxy.name in self.proxies:
@@ -96,10 +96,9 @@ class Collection:
             raise first
         entries: list[tuple[Proxy, bool]] = []
         for index, fields in enumerate(decoded, start=1):
-            for required in ("name", "upstream"):
-                if not fields.get(required):
-                    raise MISSING_FIELD.joined(f"{required} at proxy {index}")
-            entries.append((self._new_proxy(fields), fields.get("enabled", True)))
+            entries.append(
+                (self._new_proxy(fields, f" at proxy {index}"), fields.get("enabled", True))
+            )
         done: list[Proxy] = []
         async with self.lock:
             for proxy, enabled in entries:

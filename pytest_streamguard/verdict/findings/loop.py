@@ -341,14 +341,6 @@ def _served_in_turn(traces: Sequence[Observed]) -> _Matched | None:
     return found, [(t0, latest)]
 
 
-def _probe_words(seen: ProbeWaits, probe: Probed) -> str:
-    return (
-        f"{probe.what} took up to {seen.longest_s:.3f} s there, waiting "
-        f"{seen.share:.0%} of that time ({seen.waited} of {counted(seen.samples, 'probe')} "
-        "waited)"
-    )
-
-
 def probe_data(seen: ProbeWaits) -> dict[str, Any]:
     """The probe's wait as a finding's ``data``."""
     return {
@@ -372,7 +364,9 @@ def _confirmed(matched: _Matched, probe: Probed | None) -> Finding | None:
     streams = counted(len(finding.streams), "stream")
     return Finding(
         finding.name,
-        f"{finding.evidence}; {_probe_words(seen, probe)}",
+        f"{finding.evidence}; {probe.what} took up to {seen.longest_s:.3f} s there, waiting "
+        f"{seen.share:.0%} of that time ({seen.waited} of {counted(seen.samples, 'probe')} "
+        "waited)",
         finding.streams,
         {**finding.data, **probe_data(seen)},
         cause=(
