@@ -19,7 +19,7 @@ from pytest_streamguard.faults.inject import Faults, log_of
 from pytest_streamguard.headroom.forwarding import Forwarding, forwarding
 from pytest_streamguard.headroom.levels import RATE_WINDOW_S, Scale, judge, resolve_axis
 from pytest_streamguard.headroom.result import Headroom, HeadroomLevel
-from pytest_streamguard.headroom.search import Search
+from pytest_streamguard.headroom.search import REPEATS, Search
 from pytest_streamguard.load import MAX_STREAMS, LoadResult
 from pytest_streamguard.stream.trace import FaultRecord
 from pytest_streamguard.verdict.deadlines import Deadline
@@ -49,7 +49,7 @@ class Measurement:
     search: Search = field(init=False)
 
     def __post_init__(self) -> None:
-        self.search = Search(self.scale.count)
+        self.search = Search(self.scale.count, REPEATS)
 
     @classmethod
     def of(
@@ -124,11 +124,13 @@ class Measurement:
         search, scale = self.search, self.scale
         broke = search.broke_at
         broke_at = None if broke is None else scale.level(broke)
+        low, high = sorted(map(scale.level, search.spread))
         cause = next((kept.cause for kept in reversed(self.levels) if kept.level == broke_at), "")
         return Headroom(
             vary=scale.axis.vary,
             unit=scale.axis.unit,
             value=scale.level(search.value),
+            spread=(low, high),
             broke_at=broke_at,
             cause=cause,
             levels=tuple(self.levels),

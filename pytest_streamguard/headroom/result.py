@@ -72,7 +72,9 @@ class Headroom:
     did not (``broke_at``; None when every level up to ``up_to`` held), what broke it
     (``cause``: the violations and findings at ``broke_at``), every level run in the order
     run (``levels``) and how many loads the search spent (``runs``). ``unit`` names the
-    level's unit (``streams``, ``ms``, ...); ``deadline`` is the bounds it was judged by."""
+    level's unit (``streams``, ``ms``, ...); ``deadline`` is the bounds it was judged by.
+    ``spread``: the lowest and highest value the repeats of the boundary levels were consistent
+    with (:attr:`span`; None, as in a report saved before them: ``value`` alone)."""
 
     vary: str
     unit: str
@@ -83,6 +85,12 @@ class Headroom:
     up_to: float
     precision: float
     deadline: dict[str, Any] = field(default_factory=dict)
+    spread: tuple[float, float] | None = None
+
+    @property
+    def span(self) -> tuple[float, float]:
+        """The lowest and highest value consistent with the repeats (``value`` twice if none)."""
+        return self.spread or (self.value, self.value)
 
     @property
     def runs(self) -> int:
@@ -107,7 +115,11 @@ class Headroom:
             tail = f"every level up to {shown(self.up_to)}{unit} held"
         else:
             tail = f"{shown(self.broke_at)}{unit} broke: {self.cause}"
-        return f"headroom {self.vary}: {shown(self.value)}{unit} ({tail}; {self.forwarding()})"
+        low, high = self.span
+        spread = f"; spread {shown(low)}-{shown(high)}" if low != high else ""
+        return (
+            f"headroom {self.vary}: {shown(self.value)}{unit} ({tail}{spread}; {self.forwarding()})"
+        )
 
     def to_dict(self) -> dict[str, Any]:
         """Builtin-typed form."""
@@ -121,13 +133,14 @@ class Headroom:
             "up_to": self.up_to,
             "precision": self.precision,
             "deadline": dict(self.deadline),
+            "spread": list(self.span),
             "levels": [level.to_dict() for level in self.levels],
         }
 
     @classmethod
     def from_dict(cls, raw: dict[str, Any]) -> Headroom:
         """Inverse of :meth:`to_dict`."""
-        broke_at = raw.get("broke_at")
+        broke_at, spread = raw.get("broke_at"), raw.get("spread")
         return cls(
             vary=str(raw["vary"]),
             unit=str(raw["unit"]),
@@ -138,4 +151,5 @@ class Headroom:
             up_to=float(raw["up_to"]),
             precision=float(raw["precision"]),
             deadline=dict(raw.get("deadline", {})),
+            spread=None if spread is None else (float(spread[0]), float(spread[1])),
         )

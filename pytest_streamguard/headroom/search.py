@@ -17,6 +17,11 @@ it can be tested on synthetic predicates without running a load.
   search spends at most ``floor(log2(n)) + 3`` runs, the confirmation included
   (:func:`max_runs`). A noisy predicate can cost one more confirmation (and the bisection it
   reopens) per lucky run.
+- **Repeats.** With ``repeats`` (the guard's :data:`REPEATS`), the two levels at the boundary,
+  the last that held and the first that broke, are then run until each ran ``repeats`` times
+  (at most ``2 * repeats - 3`` more runs). They move no answer; they give its
+  :attr:`~Search.spread`: the values a search of the same target could have found instead, so
+  a baseline gate can tell a target's own noise from a drop.
 """
 
 from __future__ import annotations
@@ -24,7 +29,10 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
-__all__ = ["Search", "Step", "max_runs"]
+__all__ = ["REPEATS", "Search", "Step", "max_runs"]
+
+#: How many times the guard runs each boundary level in all (a noisy target showing it).
+REPEATS = 3
 
 
 def max_runs(levels: int) -> int:
@@ -47,6 +55,7 @@ class Search:
     """The search over levels ``1..levels``; see the module docstring."""
 
     levels: int
+    repeats: int = 0
     steps: list[Step] = field(default_factory=list)
     # The largest level believed to hold (0: none yet) and the smallest that broke
     # (levels + 1: none yet).
@@ -54,6 +63,8 @@ class Search:
     _high: int = 0
     _grown: bool = False
     _pending: int | None = None
+    # The boundary once found: ``(value, broke_at index)``, for the repeats.
+    _found: tuple[int, int] | None = None
 
     def __post_init__(self) -> None:
         if isinstance(self.levels, bool) or not isinstance(self.levels, int) or self.levels < 1:
@@ -78,13 +89,31 @@ class Search:
 
     def next_level(self) -> int | None:
         """The level to run next, or None when the search is over."""
+        if self._found is not None:
+            return self._repeat()
         if self._pending is not None:
             return self._pending
         if self._high - self._low > 1:
             return self._probe()
         if self._low >= 1 and not self._confirmed(self._low):
             return self._low
-        return None
+        self._found = (self._low, self._high)
+        return self._repeat()
+
+    def _repeat(self) -> int | None:
+        found = self._found or ()
+        return next(
+            (k for k in found if 0 < k <= self.levels and self._ran(k) < self.repeats), None
+        )
+
+    @property
+    def spread(self) -> tuple[int, int]:
+        """The lowest and highest value consistent with the repeats: one level below
+        :attr:`value` when it broke on a repeat, :attr:`broke_at` when that held on one."""
+        low, high = self._low, self._high
+        broke = any(not s.held for s in self.steps if s.level == low)
+        held = any(s.held for s in self.steps if s.level == high)
+        return (low - 1 if low and broke else low), (high if high <= self.levels and held else low)
 
     def tell(self, held: bool) -> None:
         """Whether the level :meth:`next_level` named held."""
@@ -94,6 +123,8 @@ class Search:
         confirming = any(s.level == level for s in self.steps)
         self.steps.append(Step(level, held, confirming))
         self._pending = None
+        if self._found is not None:
+            return
         if held:
             self._low = max(self._low, level)
             return
@@ -105,6 +136,9 @@ class Search:
             held_below = [s.level for s in self.steps if s.held and s.level < level]
             broke = {s.level for s in self.steps if not s.held}
             self._low = max((x for x in held_below if x not in broke), default=0)
+
+    def _ran(self, level: int) -> int:
+        return sum(s.level == level for s in self.steps)
 
     def _confirmed(self, level: int) -> bool:
         runs = [s for s in self.steps if s.level == level]

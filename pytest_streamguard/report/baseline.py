@@ -5,7 +5,8 @@
 in TTFT p50/p95 and gap p95/max, and in each headroom its ``streamguard.headroom()`` searches
 measured (``headroom streams``); ``--streamguard-compare-fail EXPR`` (``metric:bound,...``,
 e.g. ``ttft_p95:20%,gap_p95:30%,gap_max:0.1s,headroom:20%``) fails the run when a figure got
-worse by more than its bound (a headroom: when it dropped by more than that share). A figure
+worse by more than its bound (a headroom: when the top of its spread, the value its repeats
+were consistent with, fell below the bottom of the baseline's by more than that share). A figure
 computed from fewer than ``streamguard_compare_min_samples`` samples (in either run) is
 shown but never fails the run: one slow stream is noise.
 
@@ -57,6 +58,8 @@ class Change:
     noisy: bool
     #: A headroom's unit (``streams``, ``ms``, ...); None for the times (seconds).
     unit: str | None = None
+    #: A headroom's spread in each run (lowest, highest): what its bound was checked against.
+    spreads: tuple[tuple[float, float], tuple[float, float]] | None = None
 
     @property
     def samples(self) -> int:
@@ -86,6 +89,9 @@ class Change:
         if self.old and self.new is not None:
             rel = f" ({(self.new - self.old) / self.old * 100:+.0f}%)"
         text = f"{self.metric} {old} -> {new} {self.unit}{rel}"
+        if self.spreads is not None:
+            (a, b), (c, d) = self.spreads
+            text += f" (spread {a:g}-{b:g} -> {c:g}-{d:g})"
         if self.regression and self.bound is not None:
             text += f" REGRESSION over {self.bound.describe()}"
         return text
@@ -128,17 +134,20 @@ def compare(
 
 def _headroom_changes(old: TestRecord, new: TestRecord, bound: Bound | None) -> list[Change]:
     """Each headroom of a test measured in both runs (the first search of each ``vary``):
-    a regression when it dropped by more than ``bound`` (for bandwidth, whose search runs
-    down, when it rose by more)."""
+    a regression when the top of its spread fell below the bottom of the baseline's by more than
+    ``bound`` (for bandwidth, whose search runs down, its bottom rose above the top by more)."""
     before = {h.vary: h for h in reversed(old.headroom)}
     changes = []
     for vary, now in {h.vary: h for h in reversed(new.headroom)}.items():
         then = before.get(vary)
         if then is None:
             continue
-        worse = now.value > then.value if vary == "bandwidth" else now.value < then.value
+        (old_low, old_high), (low, high) = then.span, now.span
+        # The new value nearest the old, from the old value nearest it: a drop only past both.
+        old_end, new_end = (old_high, low) if vary == "bandwidth" else (old_low, high)
+        worse = new_end > old_end if vary == "bandwidth" else new_end < old_end
         # A headroom of 0 that stays 0 did not drop; one that was 0 and is not, rose.
-        share = abs(now.value - then.value) / then.value * 100 if then.value else math.inf
+        share = abs(new_end - old_end) / old_end * 100 if old_end else math.inf
         regression = bound is not None and worse and share > bound.value
         changes.append(
             Change(
@@ -152,6 +161,7 @@ def _headroom_changes(old: TestRecord, new: TestRecord, bound: Bound | None) -> 
                 regression,
                 False,
                 now.unit,
+                (then.span, now.span),
             )
         )
     return changes

@@ -55,7 +55,7 @@ def test_capacity(streamguard):
     assert found.value == SLOTS, found.describe()
     assert found.broke_at == SLOTS + 1, found.describe()
     assert "TTFT" in found.cause, found.cause
-    assert found.runs <= 7
+    assert found.runs <= 10  # max_runs(16) and the 3 repeats
     for level in found.levels:
         # The hop's delay, from the app's send stamps to the kernel's receipt at the client:
         # well under the TTFT bound (a generous ceiling: the search's loads share a busy machine).
@@ -294,18 +294,22 @@ def test_capacity(streamguard):
 """
 
 
-def test_a_baseline_compare_fails_when_the_capacity_is_halved(pytester: pytest.Pytester) -> None:
+def test_a_baseline_compare_passes_on_the_same_capacity_every_time_and_fails_on_half(
+    pytester: pytest.Pytester,
+) -> None:
     pytester.makepyfile(BASELINE_TEST)
     saved = run_with(pytester, 4, "--streamguard-save", "base.json")
     saved.assert_outcomes(passed=1)
     saved.stdout.fnmatch_lines(["*headroom streams: 4 (5 broke: *"])
-    same = run_with(
-        pytester,
-        4,
-        *("--streamguard-compare", "base.json", "--streamguard-compare-fail", "headroom:20%"),
-    )
-    assert same.ret == 0
-    same.stdout.fnmatch_lines(["*headroom streams 4 -> 4 streams (+0%)*"])
+    for _ in range(2):
+        # The same capacity passes every time: the steady app gives a spread of none.
+        same = run_with(
+            pytester,
+            4,
+            *("--streamguard-compare", "base.json", "--streamguard-compare-fail", "headroom:20%"),
+        )
+        assert same.ret == 0
+        same.stdout.fnmatch_lines(["*headroom streams 4 -> 4 streams (+0%) (spread 4-4 -> 4-4)"])
     halved = run_with(
         pytester,
         2,
@@ -316,6 +320,7 @@ def test_a_baseline_compare_fails_when_the_capacity_is_halved(pytester: pytest.P
     halved.stdout.fnmatch_lines(
         [
             "1 regression over --streamguard-compare-fail:",
-            "*headroom streams 4 -> 2 streams (-50%) REGRESSION over headroom:20%",
+            "*headroom streams 4 -> 2 streams (-50%) (spread 4-4 -> 2-2) "
+            "REGRESSION over headroom:20%",
         ]
     )

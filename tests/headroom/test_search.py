@@ -7,7 +7,7 @@ from collections.abc import Callable
 
 import pytest
 
-from pytest_streamguard.headroom.search import Search, max_runs
+from pytest_streamguard.headroom.search import REPEATS, Search, max_runs
 
 
 def run(levels: int, held: Callable[[int], bool]) -> Search:
@@ -97,3 +97,42 @@ def test_a_search_needs_a_level_and_ends() -> None:
     assert (search.value, search.broke_at, search.done) == (4, None, True)
     with pytest.raises(RuntimeError, match="the search is over"):
         search.tell(True)
+
+
+def run_repeated(levels: int, held: Callable[[int], bool]) -> Search:
+    search = Search(levels, REPEATS)
+    while (level := search.next_level()) is not None:
+        search.tell(held(level))
+    return search
+
+
+@pytest.mark.parametrize("capacity", [0, 1, 5, 12, 16])
+def test_repeats_run_each_boundary_level_three_times_and_a_steady_target_has_no_spread(
+    capacity: int,
+) -> None:
+    search = run_repeated(16, lambda level: level <= capacity)
+    assert search.value == capacity
+    assert search.spread == (capacity, capacity)
+    ran = [s.level for s in search.steps]
+    for level in {capacity, capacity + 1} & set(range(1, 17)):
+        assert ran.count(level) == REPEATS, ran
+    # The repeats cost at most three loads beyond the search's own bound.
+    assert len(search.steps) <= max_runs(16) + 2 * REPEATS - 3
+
+
+def test_a_boundary_that_flips_on_its_repeats_widens_the_spread_and_keeps_the_value() -> None:
+    # 12 held its first two runs then broke; 13 broke once, then held: the target is noisy.
+    runs: dict[int, int] = {}
+
+    def held(level: int) -> bool:
+        runs[level] = runs.get(level, 0) + 1
+        if level == 12:
+            return runs[level] <= 2
+        if level == 13:
+            return runs[level] > 1
+        return level < 12
+
+    search = run_repeated(16, held)
+    assert (search.value, search.broke_at) == (12, 13)
+    assert search.spread == (11, 13)
+    assert runs[12] == runs[13] == REPEATS
