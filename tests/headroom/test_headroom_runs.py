@@ -147,7 +147,8 @@ def test_latency(streamguard):
     # just under 300 ms, found to the 5 ms precision (generous room for a busy machine).
     assert 230 <= found.value < 300, found.describe()
     assert found.broke_at == found.value + 5, found.describe()
-    assert all(not level.held for level in found.levels if level.level > found.value)
+    # Above the spread's top nothing held (a repeat of the boundary may hold: its spread).
+    assert all(not level.held for level in found.levels if level.level > found.span[1])
     # The levels' faults were the search's, undone and not among the test's.
     assert streamguard.faults.records == []
     for level in found.levels:
@@ -179,9 +180,14 @@ def test_capacity(streamguard):
     # for the findings to read a pattern).
     found = streamguard.headroom(vary="streams", up_to=8)
     assert (found.value, found.broke_at) == (4, 5), found.describe()
-    broke = [level for level in found.levels if level.level == found.broke_at][-1]
-    assert "blocked_loop" in broke.findings and "queued" not in broke.findings, broke.findings
-    assert broke.figures["probe_longest_s"] >= 0.04, broke.figures
+    # The boundary's level runs more than once (its repeats give the spread): none reads as a
+    # full server, and the probe waited in a run that named the blocked loop (a run's two or
+    # three probes, each held up to 2 s by the block, need not all fall in its window).
+    broke = [level for level in found.levels if level.level == found.broke_at]
+    assert not any("queued" in level.findings for level in broke), [l.findings for l in broke]
+    named = [level for level in broke if "blocked_loop" in level.findings]
+    assert named, [level.findings for level in broke]
+    assert max(l.figures["probe_longest_s"] for l in named) >= 0.04, [l.figures for l in named]
 """
 
 
