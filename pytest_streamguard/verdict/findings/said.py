@@ -210,6 +210,10 @@ def _short(path: str) -> str:
     return "/".join(re.split(r"[/\\]", path)[-2:])
 
 
+#: Exceptions that report the other side of a connection going away, not the server failing.
+_PEER_GONE = ("ConnectionResetError", "BrokenPipeError", "ConnectionAbortedError")
+
+
 def server_error(traces: Sequence[object]) -> list[Finding]:
     """One ``server_error`` per hop and exception line said beside ``traces``; see the module
     docstring."""
@@ -229,6 +233,9 @@ def server_error(traces: Sequence[object]) -> list[Finding]:
     for (hop, text), said in seen.items():
         open_beside = streams[(hop, text)]
         early = [name for name, completed in open_beside.items() if not completed]
+        if not early and text.startswith(_PEER_GONE):
+            continue  # a peer that went away beside streams that all completed
+
         times = f"{len(said)} times" if len(said) > 1 else "once"
         evidence = (
             f"{said[0].describe()}, said {times} beside {counted(len(open_beside), 'stream')}"
