@@ -56,9 +56,9 @@ def assert_faults_fired(streamguard: StreamGuard) -> None:
 def findings(streamguard: StreamGuard, traces: list[StreamTrace] | None = None) -> list[Finding]:
     """What the plugin finds on ``traces`` (default: every stream of the test so far), and
     generation the target kept up after a cut stream (``not_cancelled``), as the test's record
-    will show them."""
+    will show them (beside the probe's samples, as the record reads them)."""
     read = streamguard.traces if traces is None else traces
-    found = findings_of(read)
+    found = findings_of(read, streamguard.probe)
     left = not_cancelled(read, target_gauges(streamguard.target.url))
     return found if left is None else [*found, left]
 
