@@ -23,7 +23,10 @@ the client's, and the reader's verdict stands (``trace.judged["defect"]`` holds 
 
 from __future__ import annotations
 
+import contextlib
+import gc
 import re
+from collections.abc import Iterator
 from pathlib import Path
 
 from pytest_streamguard.formats import KINDS, TEXT
@@ -58,6 +61,20 @@ def judge_trace(trace: StreamTrace, choice: str) -> None:
     if judge is not None:
         assert trace.recorded is not None
         settle(trace, judge.judge(trace.recorded))
+
+
+@contextlib.contextmanager
+def collector_paused() -> Iterator[None]:
+    """Judge a load's streams with the cyclic collector paused, as the load reads them
+    (:func:`pytest_streamguard.load.arun`): judging leaves no cyclic garbage, and the passes
+    it set off over the heap of 200 streams just read took 30 to 270 ms and freed nothing."""
+    collecting = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if collecting:
+            gc.enable()
 
 
 def judge_of(trace: StreamTrace, choice: str) -> ClientJudge | None:

@@ -8,6 +8,7 @@ not fail, the text of every kind and the end reason).
 
 from __future__ import annotations
 
+import gc
 import json
 import subprocess
 import sys
@@ -32,6 +33,7 @@ from pytest_streamguard.judge import (
 from pytest_streamguard.judge.base import Assembly, Output
 from pytest_streamguard.judge.chunks import read_chunks
 from pytest_streamguard.judge.replay import kept_client
+from pytest_streamguard.judge.ruling import collector_paused
 from pytest_streamguard.report.disagreements import disagreement_lines
 from pytest_streamguard.report.records import TestRecord
 from pytest_streamguard.stream.recorded import Recorded
@@ -146,6 +148,17 @@ def test_a_thread_keeps_one_client_and_judges_each_stream_on_its_own() -> None:
     worker.join()
     assert len(elsewhere) == 1
     assert elsewhere[0] is not client
+
+
+@pytest.mark.parametrize("before", [True, False])
+def test_the_collector_is_paused_while_a_load_is_judged_and_left_as_it_was(before: bool) -> None:
+    (gc.enable if before else gc.disable)()
+    try:
+        with collector_paused():
+            assert not gc.isenabled()
+        assert gc.isenabled() is before
+    finally:
+        gc.enable()
 
 
 def _trace(completed: bool, kind: str | None, text: str) -> StreamTrace:
