@@ -40,8 +40,8 @@ Client = TypeVar("Client")
 
 
 class Replay:
-    """Serves one recorded response to every request a client makes through :meth:`client`
-    or :meth:`transport` (each request from the first read again)."""
+    """Serves a recorded response (till :meth:`serve` gives another) to every request a client
+    makes through :meth:`client` or :meth:`transport`, each request from the first read again."""
 
     def __init__(self, recorded: Recorded) -> None:
         self.serve(recorded)
@@ -93,8 +93,8 @@ def kept_client(
 ) -> tuple[Replay, Client]:
     """This thread's ``sdk`` client (one of those built alike: ``openai.OpenAI``,
     ``anthropic.Anthropic``, ``groq.Groq``) over a ``module`` client of a replay, and that
-    replay, now serving ``recorded``. Built once per thread, not per stream: that cost a
-    twentieth of judging a stream of 50 events (benchmarks/judge_cost.py)."""
+    replay, now serving ``recorded``. Built once per thread, not per stream: building them took
+    about 0.1 ms of the 3.5 ms judging a stream of 50 events takes (benchmarks/RESULTS.md)."""
     kept: dict[Any, tuple[Replay, Any]] = _KEPT.__dict__.setdefault("clients", {})
     if sdk not in kept:
         replay = Replay(recorded)
