@@ -4,7 +4,8 @@ plugin's reader alone (``client=none``) and judged by the ``openai`` client (``c
 The example app (``examples/stream_app.py``, started here on a free port) streams
 ``/v1/completions`` with ``"stream": true``; each round reads the load both ways, in turn
 (which goes first alternates), as ``streamguard.load()`` does: the load on a private loop, then
-each trace judged (:func:`pytest_streamguard.judge.judge_trace`). One row per way: the median
+each trace judged (:func:`pytest_streamguard.judge.judge_trace`) with the cyclic collector
+paused (:func:`pytest_streamguard.judge.ruling.collector_paused`). One row per way: the median
 wall time of a round's load (the load and its judging), the ratio to the reader alone (the
 goal: at most 1.25x on 200 streams of 50 events 10 ms apart), TTFT p50 and p99 over every
 stream of every round, the CPU time judging took per stream (median of the rounds), and how
@@ -23,6 +24,7 @@ import time
 import common
 
 from pytest_streamguard.judge import NONE, judge_trace
+from pytest_streamguard.judge.ruling import collector_paused
 from pytest_streamguard.load import LoadPlan, LoadResult, run
 from pytest_streamguard.stream.client import StreamRecorder
 from pytest_streamguard.stream.request import StreamRequest
@@ -40,8 +42,9 @@ def read_load(
     started = time.perf_counter()
     result = run(LoadPlan(n=streams), lambda i: StreamRecorder(request, f"stream {i + 1}"))
     judging = time.thread_time()
-    for trace in result.traces:
-        judge_trace(trace, client)
+    with collector_paused():
+        for trace in result.traces:
+            judge_trace(trace, client)
     judging = time.thread_time() - judging
     return time.perf_counter() - started, judging, result
 

@@ -28,6 +28,7 @@ from pytest_streamguard.formats import StreamFormat
 from pytest_streamguard.headroom.measure import Measurement, ameasure, measure
 from pytest_streamguard.headroom.result import Headroom
 from pytest_streamguard.judge import AUTO, NONE, check_client, judge_trace, save_disagreement
+from pytest_streamguard.judge.ruling import collector_paused
 from pytest_streamguard.judge.team import TeamCall
 from pytest_streamguard.load import LoadPlan, LoadResult, arun, run
 from pytest_streamguard.load.cluster import RayShards
@@ -114,8 +115,9 @@ class _Streams:
 
     def judged_load(self, result: LoadResult, client: str | TeamCall | None) -> LoadResult:
         """Every stream of a local load judged, as :meth:`judged` judges one."""
-        for trace in result.traces:
-            self.judged(trace, client)
+        with collector_paused():
+            for trace in result.traces:
+                self.judged(trace, client)
         return result
 
     def keep(self, trace: StreamTrace) -> StreamTrace:

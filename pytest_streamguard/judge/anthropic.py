@@ -18,8 +18,8 @@ from typing import Any
 import anthropic
 import httpx2
 
-from pytest_streamguard.judge.base import REPLAY_TIMEOUT_S, Assembly, ClientJudge, Conclusion
-from pytest_streamguard.judge.replay import REPLAY_URL, Replay
+from pytest_streamguard.judge.base import Assembly, ClientJudge, Conclusion
+from pytest_streamguard.judge.replay import kept_client
 from pytest_streamguard.stream.recorded import Recorded
 
 # A delta's type: (the kind of output, the delta's field that carries it).
@@ -40,17 +40,9 @@ class AnthropicJudge(ClientJudge):
 
     def judge(self, recorded: Recorded) -> Conclusion:
         """Replay ``recorded`` into ``anthropic.Anthropic`` and assemble what it yields."""
-        replay = Replay(recorded)
+        replay, client = kept_client(anthropic.Anthropic, httpx2, recorded)
         got = Assembly(self.name, replay.stamp)
-        client = anthropic.Anthropic(
-            base_url=REPLAY_URL,
-            api_key="replay",
-            max_retries=0,
-            timeout=REPLAY_TIMEOUT_S,
-            http_client=replay.client(httpx2),
-        )
-        with client:
-            return got.run(lambda: _read(client, got, self.helper))
+        return got.run(lambda: _read(client, got, self.helper))
 
 
 class AnthropicStreamJudge(AnthropicJudge):

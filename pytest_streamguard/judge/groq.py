@@ -9,9 +9,9 @@ from __future__ import annotations
 import groq
 import httpx
 
-from pytest_streamguard.judge.base import REPLAY_TIMEOUT_S, Assembly, ClientJudge, Conclusion
+from pytest_streamguard.judge.base import Assembly, ClientJudge, Conclusion
 from pytest_streamguard.judge.chunks import read_chunks
-from pytest_streamguard.judge.replay import REPLAY_URL, Replay
+from pytest_streamguard.judge.replay import kept_client
 from pytest_streamguard.stream.recorded import Recorded
 
 
@@ -24,17 +24,9 @@ class GroqJudge(ClientJudge):
 
     def judge(self, recorded: Recorded) -> Conclusion:
         """Replay ``recorded`` into ``groq.Groq`` and assemble what it yields."""
-        replay = Replay(recorded)
+        replay, client = kept_client(groq.Groq, httpx, recorded)
         got = Assembly(self.name, replay.stamp)
-        client = groq.Groq(
-            base_url=REPLAY_URL,
-            api_key="replay",
-            max_retries=0,
-            timeout=REPLAY_TIMEOUT_S,
-            http_client=replay.client(httpx),
-        )
-        with client:
-            return got.run(lambda: _read(client, got))
+        return got.run(lambda: _read(client, got))
 
 
 def _read(client: groq.Groq, got: Assembly) -> None:

@@ -20,9 +20,9 @@ import httpx2
 import openai
 from openai.types.chat import ChatCompletionMessageParam
 
-from pytest_streamguard.judge.base import REPLAY_TIMEOUT_S, Assembly, ClientJudge, Conclusion
+from pytest_streamguard.judge.base import Assembly, ClientJudge, Conclusion
 from pytest_streamguard.judge.chunks import read_chunks
-from pytest_streamguard.judge.replay import REPLAY_URL, Replay
+from pytest_streamguard.judge.replay import kept_client
 from pytest_streamguard.stream.recorded import Recorded
 
 _DELTAS = {
@@ -55,20 +55,12 @@ class OpenAIJudge(ClientJudge):
 
     def judge(self, recorded: Recorded) -> Conclusion:
         """Replay ``recorded`` into ``openai.OpenAI`` and assemble what it yields."""
-        replay = Replay(recorded)
+        replay, client = kept_client(openai.OpenAI, httpx2, recorded)
         got = Assembly(self.name, replay.stamp)
-        client = openai.OpenAI(
-            base_url=REPLAY_URL,
-            api_key="replay",
-            max_retries=0,
-            timeout=REPLAY_TIMEOUT_S,
-            http_client=replay.client(httpx2),
-        )
         read = {"chat": _chat, "completions": _completions, "responses": _responses}[
             api_of(recorded)
         ]
-        with client:
-            return got.run(lambda: read(client, got, self.helper))
+        return got.run(lambda: read(client, got, self.helper))
 
 
 class OpenAIStreamJudge(OpenAIJudge):

@@ -53,53 +53,23 @@ class _Builtin(ClientJudge):
 
 
 _HERE = __name__.rpartition(".")[0]
+# Each built-in judge: its name, the formats it judges, the module it imports, its adapter.
+_BUILTINS = (
+    ("openai", "openai openai-responses", "openai", "openai.OpenAIJudge"),
+    ("openai.stream", "openai openai-responses", "openai", "openai.OpenAIStreamJudge"),
+    ("anthropic", "anthropic", "anthropic", "anthropic.AnthropicJudge"),
+    ("anthropic.stream", "anthropic", "anthropic", "anthropic.AnthropicStreamJudge"),
+    ("google-genai", "gemini", "google.genai", "google_genai.GoogleGenAIJudge"),
+    ("ollama", "ollama", "ollama", "ollama.OllamaJudge"),
+    ("huggingface_hub", "tgi", "huggingface_hub", "huggingface_hub.HuggingFaceHubJudge"),
+    # OpenAI-compatible vendors' own clients: judges of the openai format by name (auto
+    # picks openai's, listed first).
+    ("mistralai", "openai", "mistralai.client", "mistralai.MistralAIJudge"),
+    ("groq", "openai", "groq", "groq.GroqJudge"),
+)
 JUDGES: dict[str, ClientJudge] = {
-    judge.name: judge
-    for judge in (
-        _Builtin(
-            "openai",
-            frozenset({"openai", "openai-responses"}),
-            "openai",
-            f"{_HERE}.openai.OpenAIJudge",
-        ),
-        _Builtin(
-            "openai.stream",
-            frozenset({"openai", "openai-responses"}),
-            "openai",
-            f"{_HERE}.openai.OpenAIStreamJudge",
-        ),
-        _Builtin(
-            "anthropic", frozenset({"anthropic"}), "anthropic", f"{_HERE}.anthropic.AnthropicJudge"
-        ),
-        _Builtin(
-            "anthropic.stream",
-            frozenset({"anthropic"}),
-            "anthropic",
-            f"{_HERE}.anthropic.AnthropicStreamJudge",
-        ),
-        _Builtin(
-            "google-genai",
-            frozenset({"gemini"}),
-            "google.genai",
-            f"{_HERE}.google_genai.GoogleGenAIJudge",
-        ),
-        _Builtin("ollama", frozenset({"ollama"}), "ollama", f"{_HERE}.ollama.OllamaJudge"),
-        _Builtin(
-            "huggingface_hub",
-            frozenset({"tgi"}),
-            "huggingface_hub",
-            f"{_HERE}.huggingface_hub.HuggingFaceHubJudge",
-        ),
-        # OpenAI-compatible vendors' own clients: judges of the openai format by name (auto
-        # picks openai's, listed first).
-        _Builtin(
-            "mistralai",
-            frozenset({"openai"}),
-            "mistralai.client",
-            f"{_HERE}.mistralai.MistralAIJudge",
-        ),
-        _Builtin("groq", frozenset({"openai"}), "groq", f"{_HERE}.groq.GroqJudge"),
-    )
+    name: _Builtin(name, frozenset(formats.split()), module, f"{_HERE}.{adapter}")
+    for name, formats, module, adapter in _BUILTINS
 }
 """Every judge by name, the built-in ones first; :func:`register_judge` adds to it."""
 

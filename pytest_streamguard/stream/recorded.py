@@ -15,6 +15,7 @@ disagreed on can be judged again from the file.
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
@@ -98,10 +99,11 @@ class Recorded:
             at += size
         return recorded
 
-    def objects(self, limit: int = 16) -> list[dict[str, Any]]:
+    def objects(self, limit: int = 16) -> Iterator[dict[str, Any]]:
         """The first ``limit`` JSON objects the body carries (a server-sent event's data, or a
-        JSON line): what a client judge tells the API that answered by, whatever the path."""
-        found: list[dict[str, Any]] = []
+        JSON line), parsed as they are asked for: what a client judge tells the API that
+        answered by, whatever the path."""
+        found = 0
         for line in self.body.splitlines():
             line = line.removeprefix(b"data:").strip()
             if not line.startswith(b"{"):
@@ -111,10 +113,10 @@ class Recorded:
             except ValueError:
                 continue
             if isinstance(value, dict):
-                found.append(value)
-                if len(found) == limit:
-                    break
-        return found
+                yield value
+                found += 1
+                if found == limit:
+                    return
 
     def asked(self, *keys: str) -> bool:
         """Whether the request's JSON body has any of ``keys``."""

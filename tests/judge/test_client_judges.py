@@ -8,9 +8,11 @@ not fail, the text of every kind and the end reason).
 
 from __future__ import annotations
 
+import gc
 import json
 import subprocess
 import sys
+import threading
 from types import SimpleNamespace
 
 import differential
@@ -30,6 +32,8 @@ from pytest_streamguard.judge import (
 )
 from pytest_streamguard.judge.base import Assembly, Output
 from pytest_streamguard.judge.chunks import read_chunks
+from pytest_streamguard.judge.replay import kept_client
+from pytest_streamguard.judge.ruling import collector_paused
 from pytest_streamguard.report.disagreements import disagreement_lines
 from pytest_streamguard.report.records import TestRecord
 from pytest_streamguard.stream.recorded import Recorded
@@ -106,6 +110,55 @@ def test_the_replay_raises_the_recorded_ending_and_leaves_out_the_wire_headers()
         assert (next(reads), replay.stamp()) == (b"abc", 5)
         with pytest.raises(httpx.ReadError, match="reset by peer"):
             next(reads)
+
+
+def _chat(texts: list[str], ending: str = "close") -> Recorded:
+    """A chat stream of one chunk per text, each read stamped by its index, then ``ending``."""
+    recorded = Recorded("POST", "http://h/v1/chat/completions", format="openai")
+    recorded.answered(200, [("content-type", "text/event-stream")])
+    for stamp, text in enumerate(texts):
+        chunk = {"choices": [{"index": 0, "delta": {"content": text}}]}
+        recorded.keep(f"data: {json.dumps(chunk)}\n\n".encode(), stamp)
+    if ending == "close":
+        recorded.keep(b"data: [DONE]\n\n", len(texts))
+    recorded.broke(ending, "the connection broke")
+    return recorded
+
+
+def test_a_thread_keeps_one_client_and_judges_each_stream_on_its_own() -> None:
+    import httpx2
+    import openai
+
+    cut, whole = _chat(["a", "b", "c"], ending="cut"), _chat(["x", "y"])
+    first = JUDGES["openai"].judge(cut)
+    second = JUDGES["openai"].judge(whole)
+    assert (first.completed, first.text_of("text")) == (False, "abc")
+    assert first.error is not None
+    assert first.error.startswith("APIConnectionError")
+    assert second.completed
+    assert [(o.text, o.stamp_ns) for o in second.outputs] == [("x", 0), ("y", 1)]
+    replay, client = kept_client(openai.OpenAI, httpx2, cut)
+    assert kept_client(openai.OpenAI, httpx2, whole) == (replay, client)
+    assert replay.recorded is whole
+    elsewhere: list[object] = []
+    worker = threading.Thread(
+        target=lambda: elsewhere.append(kept_client(openai.OpenAI, httpx2, whole)[1])
+    )
+    worker.start()
+    worker.join()
+    assert len(elsewhere) == 1
+    assert elsewhere[0] is not client
+
+
+@pytest.mark.parametrize("before", [True, False])
+def test_the_collector_is_paused_while_a_load_is_judged_and_left_as_it_was(before: bool) -> None:
+    (gc.enable if before else gc.disable)()
+    try:
+        with collector_paused():
+            assert not gc.isenabled()
+        assert gc.isenabled() is before
+    finally:
+        gc.enable()
 
 
 def _trace(completed: bool, kind: str | None, text: str) -> StreamTrace:
