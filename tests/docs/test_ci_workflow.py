@@ -1,10 +1,11 @@
 """``.github/workflows/ci.yml`` and docs/ci.md's job for a user's repository: they parse, the
-workflow installs only what each job needs, the documented job is the one CI runs, and its
-steps run as written."""
+workflow installs only what each job needs, the documented job (and its stack form) is the one
+CI runs, and its steps run as written."""
 
 from __future__ import annotations
 
 import importlib.metadata
+import json
 import os
 import re
 import shlex
@@ -22,6 +23,7 @@ import yaml
 from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
 from plugin_helpers import NODE_GATEWAY, NODE_STREAM_TEST
+from served import EXAMPLES, STREAM_APP
 from toxiproxy_fronts import toxiproxy_2x
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -31,7 +33,11 @@ CI_PAGE = ROOT / "docs" / "ci.md"
 PYPROJECT = ROOT / "pyproject.toml"
 
 USER_JOB = "stream-deadlines"
+STACK_JOB = "stream-deadlines-stack"
+STACK_FORM = "### A stack (several services) in this job"
 NODE_FORM = "### A Node.js (or any other) app"
+# What a stack's test steps drop from the job's (a stack refuses them), with their values.
+TARGET_FLAGS = ("--streamguard-target-cmd", "--streamguard-ready-path", "--streamguard-target-args")
 TORCH_CPU_INDEX = "--index-url https://download.pytorch.org/whl/cpu"
 
 
@@ -71,7 +77,7 @@ def _uses(job: dict[str, Any], action: str) -> list[dict[str, Any]]:
 def test_workflow_has_the_make_test_job_and_the_documented_user_job() -> None:
     workflow = _workflow()
     assert set(workflow["on"]) == {"push", "pull_request"}
-    assert set(workflow["jobs"]) == {"test", USER_JOB}
+    assert set(workflow["jobs"]) == {"test", USER_JOB, STACK_JOB}
     assert "make test" in _runs(workflow["jobs"]["test"])
 
 
@@ -248,6 +254,59 @@ def test_the_node_variant_changes_only_env_and_adds_node() -> None:
     assert _uses({"steps": variant["steps"]}, "actions/setup-node")
 
 
+def _stack_job() -> dict[Any, Any]:
+    """The documented job in its stack form: the stack section's env, and its steps in place of
+    the job's steps of the same name."""
+    job = _documented_workflow()["jobs"][USER_JOB]
+    variant = _variant(STACK_FORM)
+    replaced = {step["name"]: step for step in variant["steps"]}
+    steps = [replaced.get(step.get("name", ""), step) for step in job["steps"]]
+    return {**job, "env": variant["env"], "steps": steps}
+
+
+def test_the_stack_form_drops_only_the_targets_flags_from_the_test_steps() -> None:
+    """docs/ci.md's stack form: no target in its env (the ini names the services), and its two
+    test steps are the job's, flag for flag, without the ones a stack refuses."""
+    job = _documented_workflow()["jobs"][USER_JOB]
+    variant = _variant(STACK_FORM)
+    assert variant["env"] == {
+        "STREAMGUARD": "",
+        "APP_SETUP": job["env"]["APP_SETUP"],
+        "STREAM_TESTS": "stack",
+    }
+    names = [step["name"] for step in variant["steps"]]
+    assert names == ["Stream tests, embedded Toxiproxy", "Stream tests, official toxiproxy-server"]
+    for step in variant["steps"]:
+        (original,) = [s for s in job["steps"] if s.get("name") == step["name"]]
+        assert {k: v for k, v in step.items() if k != "run"} == {
+            k: v for k, v in original.items() if k != "run"
+        }
+        words = _words(original["run"])
+        for flag in TARGET_FLAGS:
+            if flag in words:
+                at = words.index(flag)
+                del words[at : at + 2]
+        # The same run, flag for flag (proxy host, ports, bridge, report paths), but the target's.
+        assert _words(step["run"]) == words
+        assert not set(TARGET_FLAGS) & set(_words(step["run"]))
+
+
+def test_ci_runs_the_stack_form_on_examples_stack() -> None:
+    """ci.yml's stack job is docs/ci.md's stack form, on examples/stack."""
+    ours = _workflow()["jobs"][STACK_JOB]
+    documented = _stack_job()
+    assert set(ours["env"]) == set(documented["env"])
+    assert ours["env"] == {"STREAMGUARD": ".", "APP_SETUP": "", "STREAM_TESTS": "examples/stack"}
+    (upload,) = _uses(ours, "actions/upload-artifact")
+    (documented_upload,) = _uses(documented, "actions/upload-artifact")
+    # One workflow run's jobs cannot upload under one name: the only other difference.
+    assert upload["with"]["name"] != documented_upload["with"]["name"]
+    upload["with"]["name"] = documented_upload["with"]["name"]
+    assert {k: v for k, v in ours.items() if k != "env"} == {
+        k: v for k, v in documented.items() if k != "env"
+    }
+
+
 # What a GitHub runner and the job's service container give the steps, and the loopback stand-ins
 # the job's script runs with here: the service's API is a Toxiproxy 2.x on a free port (the real
 # server STREAMGUARD_TOXIPROXY_SERVER names, or the 2.12.0 front of toxiproxy_fronts.py), its
@@ -256,7 +315,7 @@ def test_the_node_variant_changes_only_env_and_adds_node() -> None:
 RUNNER_API = "http://127.0.0.1:8474"
 RUNNER_PROXY_HOST = "--streamguard-proxy-host 0.0.0.0"
 RUNNER_BRIDGE = "172.17.0.1"
-# The app's flag that binds every interface; tests bind loopback only.
+# The app's or the services' flag that binds every interface; tests bind loopback only.
 ALL_INTERFACES = "--host 0.0.0.0"
 NOT_IN_A_CHECKOUT = shutil.ignore_patterns(
     ".git", ".venv", "__pycache__", "*.pyc", ".*_cache", "reports", "site", "build", "dist"
@@ -465,6 +524,46 @@ def test_the_workflows_user_job_runs_as_a_script_on_both_toxiproxies(
     # The skipped example says why in the JUnit report the upload step keeps.
     junit = (runner.checkout / "reports" / "toxiproxy-junit.xml").read_text(encoding="utf-8")
     assert "test_a_mid_stream_stall_is_caught" in junit
+    assert "needs the embedded Toxiproxy server" in junit
+
+
+def test_the_documented_stack_job_runs_in_a_new_repository_on_both_toxiproxies(
+    tmp_path: Path, runner: Runner, toxiproxy_url: str
+) -> None:
+    """Issue 45: docs/ci.md's job in its stack form, its test steps as written, in a new
+    repository of examples/stack's files (``STREAM_TESTS``, whose pytest.ini starts the model
+    server ``../stream_app.py`` and the gateway), with the plugin the user job installed. The
+    services listen on 127.0.0.1 in place of every interface, the runner's and the container's
+    addresses are the loopback ones of the job above."""
+    job = _stack_job()
+    repo = tmp_path / "stack-repo"
+    stack = repo / job["env"]["STREAM_TESTS"]
+    shutil.copytree(EXAMPLES / "stack", stack, ignore=NOT_IN_A_CHECKOUT)
+    shutil.copy(STREAM_APP, repo / "stream_app.py")
+    ini = stack / "pytest.ini"
+    services = ini.read_text(encoding="utf-8")
+    # Every service listens where the container reaches it (docs/ci.md says so); tests bind
+    # loopback only, where the proxies reach them here. (By hand, the ini as it is passed with a
+    # real toxiproxy-server dialing 127.0.0.3 for the bridge, and failed without the flag.)
+    assert services.count(f" {ALL_INTERFACES}\n") == 2, services
+    ini.write_text(services.replace(ALL_INTERFACES, "--host 127.0.0.1"), encoding="utf-8")
+    with toxiproxy_2x(toxiproxy_url) as api:
+        outputs = _run_tests(job, repo, runner.env(job["env"]), api)
+    embedded = outputs["Stream tests, embedded Toxiproxy"]
+    assert re.search(r"=+ 3 passed in ", embedded), embedded
+    assert re.search(r"stack: model \(python \.\./stream_app\.py --port \d+ ", embedded), embedded
+    real = outputs["Stream tests, official toxiproxy-server"]
+    assert re.search(r"=+ 2 passed, 1 skipped in ", real), real
+    assert "toxiproxy=external" in real
+    assert _reports(repo) == REPORTS
+    # The inner hop's cut landed on the embedded server, and is gone by the next test.
+    report = json.loads((repo / "reports" / "embedded.json").read_text(encoding="utf-8"))
+    tests = {t["nodeid"].rsplit("::", 1)[1]: t for t in report["tests"]}
+    [cut] = tests["test_model_cut_reaches_the_client"]["faults"]
+    assert (cut["kind"], cut["hop"], cut["fired"]) == ("cut", "model", True)
+    assert tests["test_next_test_streams_whole"]["faults"] == []
+    junit = (repo / "reports" / "toxiproxy-junit.xml").read_text(encoding="utf-8")
+    assert "test_model_cut_reaches_the_client" in junit
     assert "needs the embedded Toxiproxy server" in junit
 
 
