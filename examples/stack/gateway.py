@@ -10,7 +10,8 @@ not pass request ids on; with ``--read-timeout SECONDS`` it gives up on an upstr
 long (httpx's read timeout) and ends the client's answer unfinished. ``/readyz`` answers 200
 once the model server's ``/readyz`` does.
 
-Run it with ``python gateway.py --port 8080 --upstream 127.0.0.1:8000``; it binds 127.0.0.1.
+Run it with ``python gateway.py --port 8080 --upstream 127.0.0.1:8000``; it binds ``--host``
+(127.0.0.1 unless given, 0.0.0.0 for every interface).
 """
 
 from __future__ import annotations
@@ -77,16 +78,17 @@ def make_app(
 
 
 def main(argv: list[str] | None = None) -> None:
-    """``python gateway.py --port PORT --upstream HOST:PORT [--buffer]``."""
+    """``python gateway.py --port PORT --upstream HOST:PORT [--host HOST] [--buffer]``."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--port", type=int, required=True)
+    parser.add_argument("--host", default="127.0.0.1", help="the interface to listen on")
     parser.add_argument("--upstream", required=True, help="the model server's HOST:PORT")
     parser.add_argument("--buffer", action="store_true", help="send each answer whole")
     parser.add_argument("--drop-ids", action="store_true", help="forward no x-request-id")
     parser.add_argument("--read-timeout", type=float, help="seconds of upstream silence allowed")
     args = parser.parse_args(argv)
     app = make_app(args.upstream, args.buffer, args.drop_ids, args.read_timeout)
-    uvicorn.run(app, host="127.0.0.1", port=args.port, log_level="warning")
+    uvicorn.run(app, host=args.host, port=args.port, log_level="warning")
 
 
 if __name__ == "__main__":

@@ -1,8 +1,11 @@
 """``.github/workflows/ci.yml`` and docs/ci.md's job for a user's repository: they parse, the
-workflow installs only what each job needs, and the documented job is the one CI runs."""
+workflow installs only what each job needs, the documented job (and its stack form) is the one
+CI runs, and its steps run as written."""
 
 from __future__ import annotations
 
+import importlib.metadata
+import json
 import os
 import re
 import shlex
@@ -10,14 +13,17 @@ import shutil
 import socket
 import subprocess
 import sys
-import sysconfig
 import tomllib
-from pathlib import Path
+from dataclasses import dataclass
+from pathlib import Path, PurePath
 from typing import Any
 
 import pytest
 import yaml
+from packaging.requirements import Requirement
+from packaging.utils import canonicalize_name
 from plugin_helpers import NODE_GATEWAY, NODE_STREAM_TEST
+from served import EXAMPLES, STREAM_APP
 from toxiproxy_fronts import toxiproxy_2x
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -27,6 +33,11 @@ CI_PAGE = ROOT / "docs" / "ci.md"
 PYPROJECT = ROOT / "pyproject.toml"
 
 USER_JOB = "stream-deadlines"
+STACK_JOB = "stream-deadlines-stack"
+STACK_FORM = "### A stack (several services) in this job"
+NODE_FORM = "### A Node.js (or any other) app"
+# What a stack's test steps drop from the job's (a stack refuses them), with their values.
+TARGET_FLAGS = ("--streamguard-target-cmd", "--streamguard-ready-path", "--streamguard-target-args")
 TORCH_CPU_INDEX = "--index-url https://download.pytorch.org/whl/cpu"
 
 
@@ -66,7 +77,7 @@ def _uses(job: dict[str, Any], action: str) -> list[dict[str, Any]]:
 def test_workflow_has_the_make_test_job_and_the_documented_user_job() -> None:
     workflow = _workflow()
     assert set(workflow["on"]) == {"push", "pull_request"}
-    assert set(workflow["jobs"]) == {"test", USER_JOB}
+    assert set(workflow["jobs"]) == {"test", USER_JOB, STACK_JOB}
     assert "make test" in _runs(workflow["jobs"]["test"])
 
 
@@ -164,9 +175,14 @@ def test_the_readme_points_to_the_documented_job() -> None:
     assert "(docs/ci.md#a-job-for-your-repository)" in README.read_text(encoding="utf-8")
 
 
+def _words(run: str) -> list[str]:
+    """A (backslash-continued) shell command's words."""
+    return shlex.split(run.replace("\\\n", " "))
+
+
 def _flag(run: str, flag: str) -> str:
     """The value given to ``flag`` in a (backslash-continued) shell command."""
-    words = shlex.split(run.replace("\\\n", " "))
+    words = _words(run)
     assert words.count(flag) == 1, (flag, run)
     return words[words.index(flag) + 1]
 
@@ -206,9 +222,10 @@ def test_the_official_toxiproxy_is_a_service_container_reached_through_published
     assert "--streamguard-target-args" not in embedded
 
 
-def _node_variant() -> dict[Any, Any]:
+def _variant(heading: str) -> dict[Any, Any]:
+    """The YAML block of docs/ci.md's section ``heading``: a form of the job above it."""
     text = CI_PAGE.read_text(encoding="utf-8")
-    section = text.index("### A Node.js (or any other) app")
+    section = text.index(heading)
     start = text.index("```yaml\n", section) + len("```yaml\n")
     raw = yaml.safe_load(text[start : text.index("```", start)])
     assert isinstance(raw, dict)
@@ -218,14 +235,14 @@ def _node_variant() -> dict[Any, Any]:
 def _node_job() -> dict[Any, Any]:
     """The documented job with the Node variant's env and steps before "Set up the app"."""
     job = _documented_workflow()["jobs"][USER_JOB]
-    variant = _node_variant()
+    variant = _variant(NODE_FORM)
     setup = next(i for i, step in enumerate(job["steps"]) if step.get("name") == "Set up the app")
     return {**job, "env": variant["env"], "steps": variant["steps"] + job["steps"][setup:]}
 
 
 def test_the_node_variant_changes_only_env_and_adds_node() -> None:
     job = _documented_workflow()["jobs"][USER_JOB]
-    variant = _node_variant()
+    variant = _variant(NODE_FORM)
     assert set(variant["env"]) == set(job["env"])
     assert variant["env"]["APP_SETUP"] == "npm ci"
     assert "{port}" not in variant["env"]["APP_CMD"]
@@ -237,47 +254,57 @@ def test_the_node_variant_changes_only_env_and_adds_node() -> None:
     assert _uses({"steps": variant["steps"]}, "actions/setup-node")
 
 
-def test_the_node_variants_steps_run_against_a_node_app(tmp_path: Path) -> None:
-    node = shutil.which("node")
-    npm = shutil.which("npm")
-    if node is None or npm is None:
-        if os.environ.get("CI"):
-            pytest.fail("node and npm must be on PATH in CI: the Node.js job variant is tested")
-        pytest.skip("node and npm are not on PATH (the Node.js job variant needs them)")
-    job = _node_job()
-    repo = tmp_path / "gateway-repo"
-    tests = repo / "tests" / "streams"
-    tests.mkdir(parents=True)
-    shutil.copy(NODE_GATEWAY, repo / "server.js")
-    (tests / "test_gateway.py").write_text(NODE_STREAM_TEST)
-    package = '{"name": "gateway", "version": "1.0.0", "private": true}\n'
-    (repo / "package.json").write_text(package)
-    lock = (
-        '{"name": "gateway", "version": "1.0.0", "lockfileVersion": 3, "requires": true, '
-        '"packages": {"": {"name": "gateway", "version": "1.0.0"}}}\n'
-    )
-    (repo / "package-lock.json").write_text(lock)
-    # The runner's python is this suite's, which has the plugin installed: the "Install the
-    # plugin" step is what tests/install checks; here the job's own commands run as written.
-    env = {
-        **{k: v for k, v in os.environ.items() if not k.startswith("PYTEST_")},
-        **{k: str(v) for k, v in job["env"].items()},
-        "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}",
+def _stack_job() -> dict[Any, Any]:
+    """The documented job in its stack form: the stack section's env, and its steps in place of
+    the job's steps of the same name."""
+    job = _documented_workflow()["jobs"][USER_JOB]
+    variant = _variant(STACK_FORM)
+    replaced = {step["name"]: step for step in variant["steps"]}
+    steps = [replaced.get(step.get("name", ""), step) for step in job["steps"]]
+    return {**job, "env": variant["env"], "steps": steps}
+
+
+def test_the_stack_form_drops_only_the_targets_flags_from_the_test_steps() -> None:
+    """docs/ci.md's stack form: no target in its env (the ini names the services), and its two
+    test steps are the job's, flag for flag, without the ones a stack refuses."""
+    job = _documented_workflow()["jobs"][USER_JOB]
+    variant = _variant(STACK_FORM)
+    assert variant["env"] == {
+        "STREAMGUARD": "",
+        "APP_SETUP": job["env"]["APP_SETUP"],
+        "STREAM_TESTS": "stack",
     }
-    steps = {step.get("name"): step.get("run") for step in job["steps"]}
-    for name in ("Set up the app", "Stream tests, embedded Toxiproxy"):
-        result = subprocess.run(
-            ["bash", "-e", "-c", steps[name]],
-            cwd=repo,
-            env=env,
-            capture_output=True,
-            text=True,
-            timeout=180,
-            check=False,
-        )
-        assert result.returncode == 0, (name, result.stdout + result.stderr)
-    assert re.search(r"=+ 1 passed in ", result.stdout), result.stdout
-    assert (repo / "reports" / "embedded.json").is_file()
+    names = [step["name"] for step in variant["steps"]]
+    assert names == ["Stream tests, embedded Toxiproxy", "Stream tests, official toxiproxy-server"]
+    for step in variant["steps"]:
+        (original,) = [s for s in job["steps"] if s.get("name") == step["name"]]
+        assert {k: v for k, v in step.items() if k != "run"} == {
+            k: v for k, v in original.items() if k != "run"
+        }
+        words = _words(original["run"])
+        for flag in TARGET_FLAGS:
+            if flag in words:
+                at = words.index(flag)
+                del words[at : at + 2]
+        # The same run, flag for flag (proxy host, ports, bridge, report paths), but the target's.
+        assert _words(step["run"]) == words
+        assert not set(TARGET_FLAGS) & set(_words(step["run"]))
+
+
+def test_ci_runs_the_stack_form_on_examples_stack() -> None:
+    """ci.yml's stack job is docs/ci.md's stack form, on examples/stack."""
+    ours = _workflow()["jobs"][STACK_JOB]
+    documented = _stack_job()
+    assert set(ours["env"]) == set(documented["env"])
+    assert ours["env"] == {"STREAMGUARD": ".", "APP_SETUP": "", "STREAM_TESTS": "examples/stack"}
+    (upload,) = _uses(ours, "actions/upload-artifact")
+    (documented_upload,) = _uses(documented, "actions/upload-artifact")
+    # One workflow run's jobs cannot upload under one name: the only other difference.
+    assert upload["with"]["name"] != documented_upload["with"]["name"]
+    upload["with"]["name"] = documented_upload["with"]["name"]
+    assert {k: v for k, v in ours.items() if k != "env"} == {
+        k: v for k, v in documented.items() if k != "env"
+    }
 
 
 # What a GitHub runner and the job's service container give the steps, and the loopback stand-ins
@@ -288,9 +315,22 @@ def test_the_node_variants_steps_run_against_a_node_app(tmp_path: Path) -> None:
 RUNNER_API = "http://127.0.0.1:8474"
 RUNNER_PROXY_HOST = "--streamguard-proxy-host 0.0.0.0"
 RUNNER_BRIDGE = "172.17.0.1"
+# The app's or the services' flag that binds every interface; tests bind loopback only.
+ALL_INTERFACES = "--host 0.0.0.0"
 NOT_IN_A_CHECKOUT = shutil.ignore_patterns(
     ".git", ".venv", "__pycache__", "*.pyc", ".*_cache", "reports", "site", "build", "dist"
 )
+# The steps of ci.yml's user job that set the runner up, run once for every test of the job.
+SETUP_STEPS = ("Set up the app", "Install the plugin")
+# What the job's two test runs leave in reports/, which its upload step keeps.
+REPORTS = [
+    "embedded-junit.xml",
+    "embedded.html",
+    "embedded.json",
+    "toxiproxy-junit.xml",
+    "toxiproxy.html",
+    "toxiproxy.json",
+]
 
 
 def _free_port_range(size: int) -> tuple[int, int]:
@@ -312,17 +352,45 @@ def _free_port_range(size: int) -> tuple[int, int]:
     raise AssertionError(f"no {size} consecutive free ports between 21000 and 32000")
 
 
+def _installed_closure(requirements: list[str]) -> list[importlib.metadata.Distribution]:
+    """This suite's installed distributions that ``requirements`` need, their own requirements
+    and the extras asked for included."""
+    found: dict[str, importlib.metadata.Distribution] = {}
+    seen: set[tuple[str, str]] = set()
+    todo = [Requirement(raw) for raw in requirements]
+    while todo:
+        requirement = todo.pop()
+        dist = importlib.metadata.distribution(requirement.name)
+        found[canonicalize_name(requirement.name)] = dist
+        for extra in ("", *requirement.extras):
+            if (requirement.name, extra) in seen:
+                continue
+            seen.add((requirement.name, extra))
+            for raw in dist.requires or []:
+                needed = Requirement(raw)
+                if needed.marker is None or needed.marker.evaluate({"extra": extra}):
+                    todo.append(needed)
+    return list(found.values())
+
+
 def _runner_python(home: Path) -> Path:
     """A fresh venv, the runner's ``python`` after actions/setup-python, that already has the
-    plugin's dependencies (this suite's, through a ``.pth`` line, so the install step needs no
-    package index for them) but not the plugin: the job's install step puts it there."""
+    plugin's dependencies and pip (this suite's installed copies, linked into one folder that a
+    ``.pth`` line names, so the install step needs no package index for them) but not the
+    plugin, which the job's install step puts there, nor any test tool this suite has."""
     venv = home / "runner-venv"
     subprocess.run(
         [sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True, timeout=120
     )
-    purelib = sysconfig.get_paths()["purelib"]
+    dependencies = tomllib.loads(PYPROJECT.read_text())["project"]["dependencies"]
+    installed = home / "runner-dependencies"
+    installed.mkdir()
+    for dist in _installed_closure([*dependencies, "pip"]):
+        for top in {PurePath(str(f)).parts[0] for f in dist.files or []}:
+            if top not in ("..", "__pycache__") and not (installed / top).exists():
+                (installed / top).symlink_to(Path(str(dist.locate_file(top))))
     (site,) = (venv / "lib").glob("python3*/site-packages")
-    (site / "suite_dependencies.pth").write_text(purelib + "\n")
+    (site / "runner_dependencies.pth").write_text(f"{installed}\n")
     return venv / "bin"
 
 
@@ -339,8 +407,81 @@ def _run_step(script: str, cwd: Path, env: dict[str, str]) -> subprocess.Complet
     )
 
 
+@dataclass(frozen=True)
+class Runner:
+    """A GitHub runner as the user job leaves it after its setup steps: a copy of this
+    repository (the job's checkout) and a fresh venv (``bin``) with the plugin that the job's
+    own install step put there; ``outputs`` are those steps' output by name."""
+
+    home: Path
+    checkout: Path
+    bin: Path
+    outputs: dict[str, str]
+
+    def env(self, job_env: dict[str, Any]) -> dict[str, str]:
+        """A step's environment: the runner's, with ``job_env`` and this venv first on PATH."""
+        inherited = {
+            k: v
+            for k, v in os.environ.items()
+            if not k.startswith(("PYTEST_", "PYTHON", "STREAMGUARD_")) and k != "VIRTUAL_ENV"
+        }
+        return {
+            **inherited,
+            **{k: str(v) for k, v in job_env.items()},
+            "PATH": f"{self.bin}{os.pathsep}{os.environ.get('PATH', '')}",
+        }
+
+
+@pytest.fixture(scope="module")
+def runner(tmp_path_factory: pytest.TempPathFactory) -> Runner:
+    """ci.yml's user job up to its tests, once for the module: its checkout copied, a fresh
+    venv, and its setup steps (the plugin's install among them) run as written."""
+    job = _workflow()["jobs"][USER_JOB]
+    home = tmp_path_factory.mktemp("runner")
+    checkout = home / "checkout"
+    shutil.copytree(ROOT, checkout, ignore=NOT_IN_A_CHECKOUT)
+    setup = Runner(home, checkout, _runner_python(home), {})
+    for name in SETUP_STEPS:
+        result = _run_step(_steps(job)[name], checkout, setup.env(job["env"]))
+        setup.outputs[name] = result.stdout + result.stderr
+        assert result.returncode == 0, (name, setup.outputs[name])
+    return setup
+
+
+def _reports(repo: Path) -> list[str]:
+    return sorted(p.name for p in (repo / "reports").iterdir())
+
+
+def _on_loopback(script: str, api: str, ports: tuple[int, int], published: str) -> str:
+    """A step's script with the runner's and the container's addresses replaced by the loopback
+    stand-ins: the API, the proxies' host, the bridge's gateway and the published port range."""
+    return (
+        script.replace(RUNNER_API, api)
+        .replace(RUNNER_PROXY_HOST, "--streamguard-proxy-host 127.0.0.1")
+        .replace(RUNNER_BRIDGE, "127.0.0.1")
+        .replace(published, f"{ports[0]}-{ports[1]}")
+    )
+
+
+def _run_tests(job: dict[str, Any], cwd: Path, env: dict[str, str], api: str) -> dict[str, str]:
+    """Every ``run:`` step of ``job`` after its setup steps, in order, on loopback: each
+    step's output by name; a step that fails fails the test."""
+    published = _flag(
+        _steps(job)["Stream tests, official toxiproxy-server"], "--streamguard-proxy-ports"
+    )
+    ports = _free_port_range(20)
+    outputs: dict[str, str] = {}
+    for name, script in _steps(job).items():
+        if name in SETUP_STEPS:
+            continue
+        result = _run_step(_on_loopback(script, api, ports, published), cwd, env)
+        outputs[name] = result.stdout + result.stderr
+        assert result.returncode == 0, (name, outputs[name])
+    return outputs
+
+
 def test_the_workflows_user_job_runs_as_a_script_on_both_toxiproxies(
-    tmp_path: Path, toxiproxy_url: str
+    runner: Runner, toxiproxy_url: str
 ) -> None:
     """Issue 38: every ``run:`` step of ci.yml's stream-deadlines job (docs/ci.md's job but for
     its env values), in order and as written, in a checkout of this repository: the plugin
@@ -349,74 +490,111 @@ def test_the_workflows_user_job_runs_as_a_script_on_both_toxiproxies(
     upload step keeps. Only the runner's and the service container's addresses are replaced by
     loopback ones (RUNNER_API, RUNNER_PROXY_HOST, RUNNER_BRIDGE, the published port range)."""
     job = _workflow()["jobs"][USER_JOB]
-    checkout = tmp_path / "checkout"
-    shutil.copytree(ROOT, checkout, ignore=NOT_IN_A_CHECKOUT)
-    runner_bin = _runner_python(tmp_path)
-    low, high = _free_port_range(20)
-    env = {
-        **{
-            k: v
-            for k, v in os.environ.items()
-            if not k.startswith(("PYTEST_", "PYTHON", "STREAMGUARD_")) and k != "VIRTUAL_ENV"
-        },
-        **{k: str(v) for k, v in job["env"].items()},
-        "APP_ALL_INTERFACES": "--host 127.0.0.1",
-        "PATH": f"{runner_bin}{os.pathsep}{os.environ.get('PATH', '')}",
-    }
-    official = _flag(
-        _steps(job)["Stream tests, official toxiproxy-server"], "--streamguard-proxy-ports"
-    )
-    outputs: dict[str, str] = {}
+    assert job["env"]["APP_ALL_INTERFACES"] == ALL_INTERFACES
+    env = {**runner.env(job["env"]), "APP_ALL_INTERFACES": "--host 127.0.0.1"}
     with toxiproxy_2x(toxiproxy_url) as api:
-        for name, script in _steps(job).items():
-            script = (
-                script.replace(RUNNER_API, api)
-                .replace(RUNNER_PROXY_HOST, "--streamguard-proxy-host 127.0.0.1")
-                .replace(RUNNER_BRIDGE, "127.0.0.1")
-                .replace(official, f"{low}-{high}")
-            )
-            result = _run_step(script, checkout, env)
-            outputs[name] = result.stdout + result.stderr
-            assert result.returncode == 0, (name, outputs[name])
-    assert set(outputs) == {
+        outputs = _run_tests(job, runner.checkout, env, api)
+    assert [*runner.outputs, *outputs] == [
         "Set up the app",
         "Install the plugin",
         "Stream tests, embedded Toxiproxy",
         "Wait for toxiproxy-server (ghcr.io/shopify/toxiproxy)",
         "Stream tests, official toxiproxy-server",
-    }
+    ]
     # The plugin the runs used is the one the install step put into the runner's venv.
     location = subprocess.run(
         [
-            str(runner_bin / "python"),
+            str(runner.bin / "python"),
             "-c",
             "import pytest_streamguard; print(pytest_streamguard.__file__)",
         ],
-        cwd=tmp_path,
+        cwd=runner.home,
         env=env,
         capture_output=True,
         text=True,
         check=True,
     ).stdout.strip()
-    assert location.startswith(str(tmp_path / "runner-venv")), location
+    assert location.startswith(str(runner.home / "runner-venv")), location
     embedded = outputs["Stream tests, embedded Toxiproxy"]
     assert re.search(r"=+ 8 passed in ", embedded), embedded
     real = outputs["Stream tests, official toxiproxy-server"]
     assert re.search(r"=+ 7 passed, 1 skipped in ", real), real
     assert "toxiproxy=external" in real
-    reports = sorted(p.name for p in (checkout / "reports").iterdir())
-    assert reports == [
-        "embedded-junit.xml",
-        "embedded.html",
-        "embedded.json",
-        "toxiproxy-junit.xml",
-        "toxiproxy.html",
-        "toxiproxy.json",
-    ]
+    assert _reports(runner.checkout) == REPORTS
     # The skipped example says why in the JUnit report the upload step keeps.
-    junit = (checkout / "reports" / "toxiproxy-junit.xml").read_text(encoding="utf-8")
+    junit = (runner.checkout / "reports" / "toxiproxy-junit.xml").read_text(encoding="utf-8")
     assert "test_a_mid_stream_stall_is_caught" in junit
     assert "needs the embedded Toxiproxy server" in junit
+
+
+def test_the_documented_stack_job_runs_in_a_new_repository_on_both_toxiproxies(
+    tmp_path: Path, runner: Runner, toxiproxy_url: str
+) -> None:
+    """Issue 45: docs/ci.md's job in its stack form, its test steps as written, in a new
+    repository of examples/stack's files (``STREAM_TESTS``, whose pytest.ini starts the model
+    server ``../stream_app.py`` and the gateway), with the plugin the user job installed. The
+    services listen on 127.0.0.1 in place of every interface, the runner's and the container's
+    addresses are the loopback ones of the job above."""
+    job = _stack_job()
+    repo = tmp_path / "stack-repo"
+    stack = repo / job["env"]["STREAM_TESTS"]
+    shutil.copytree(EXAMPLES / "stack", stack, ignore=NOT_IN_A_CHECKOUT)
+    shutil.copy(STREAM_APP, repo / "stream_app.py")
+    ini = stack / "pytest.ini"
+    services = ini.read_text(encoding="utf-8")
+    # Every service listens where the container reaches it (docs/ci.md says so); tests bind
+    # loopback only, where the proxies reach them here. (By hand, the ini as it is passed with a
+    # real toxiproxy-server dialing 127.0.0.3 for the bridge, and failed without the flag.)
+    assert services.count(f" {ALL_INTERFACES}\n") == 2, services
+    ini.write_text(services.replace(ALL_INTERFACES, "--host 127.0.0.1"), encoding="utf-8")
+    with toxiproxy_2x(toxiproxy_url) as api:
+        outputs = _run_tests(job, repo, runner.env(job["env"]), api)
+    embedded = outputs["Stream tests, embedded Toxiproxy"]
+    assert re.search(r"=+ 3 passed in ", embedded), embedded
+    assert re.search(r"stack: model \(python \.\./stream_app\.py --port \d+ ", embedded), embedded
+    real = outputs["Stream tests, official toxiproxy-server"]
+    assert re.search(r"=+ 2 passed, 1 skipped in ", real), real
+    assert "toxiproxy=external" in real
+    assert _reports(repo) == REPORTS
+    # The inner hop's cut landed on the embedded server, and is gone by the next test.
+    report = json.loads((repo / "reports" / "embedded.json").read_text(encoding="utf-8"))
+    tests = {t["nodeid"].rsplit("::", 1)[1]: t for t in report["tests"]}
+    [cut] = tests["test_model_cut_reaches_the_client"]["faults"]
+    assert (cut["kind"], cut["hop"], cut["fired"]) == ("cut", "model", True)
+    assert tests["test_next_test_streams_whole"]["faults"] == []
+    junit = (repo / "reports" / "toxiproxy-junit.xml").read_text(encoding="utf-8")
+    assert "test_model_cut_reaches_the_client" in junit
+    assert "needs the embedded Toxiproxy server" in junit
+
+
+def test_the_node_variants_steps_run_against_a_node_app(tmp_path: Path, runner: Runner) -> None:
+    """docs/ci.md's Node.js form: its app setup (npm ci) and its embedded run, as written, on a
+    small Node app, with the plugin the user job installed."""
+    node = shutil.which("node")
+    npm = shutil.which("npm")
+    if node is None or npm is None:
+        if os.environ.get("CI"):
+            pytest.fail("node and npm must be on PATH in CI: the Node.js job variant is tested")
+        pytest.skip("node and npm are not on PATH (the Node.js job variant needs them)")
+    job = _node_job()
+    repo = tmp_path / "gateway-repo"
+    tests = repo / "tests" / "streams"
+    tests.mkdir(parents=True)
+    shutil.copy(NODE_GATEWAY, repo / "server.js")
+    (tests / "test_gateway.py").write_text(NODE_STREAM_TEST)
+    package = '{"name": "gateway", "version": "1.0.0", "private": true}\n'
+    (repo / "package.json").write_text(package)
+    lock = (
+        '{"name": "gateway", "version": "1.0.0", "lockfileVersion": 3, "requires": true, '
+        '"packages": {"": {"name": "gateway", "version": "1.0.0"}}}\n'
+    )
+    (repo / "package-lock.json").write_text(lock)
+    env = runner.env(job["env"])
+    for name in ("Set up the app", "Stream tests, embedded Toxiproxy"):
+        result = _run_step(_steps(job)[name], repo, env)
+        assert result.returncode == 0, (name, result.stdout + result.stderr)
+    assert re.search(r"=+ 1 passed in ", result.stdout), result.stdout
+    assert (repo / "reports" / "embedded.json").is_file()
 
 
 def test_the_documented_job_stops_at_its_install_step_until_streamguard_is_set(
