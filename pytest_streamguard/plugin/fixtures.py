@@ -96,6 +96,7 @@ def streamguard_stack(
             startup_timeout=settings.startup_timeout,
             cwd=settings.target_cwd,
             front=front,
+            host=settings.upstream_host or "127.0.0.1",
         )
     except (StartupError, ToxiproxyError, OSError) as exc:
         # OSError: a tap that could not listen on 127.0.0.1.

@@ -212,13 +212,18 @@ class TargetSettings(Protocol):
 
 
 def start_target(
-    settings: TargetSettings, extra_args: Sequence[str] = (), *, name: str = "target"
+    settings: TargetSettings,
+    extra_args: Sequence[str] = (),
+    *,
+    name: str = "target",
+    host: str = "127.0.0.1",
 ) -> Target:
     """Point at, or start, the target the settings name, and wait until it is ready.
 
     A target the plugin starts gets ``--streamguard-target-args`` and then ``extra_args``
     appended to its command line; a target given by URL cannot take flags (ValueError).
-    ``name`` is what its errors call a started command (a stack's ``service model``).
+    ``name`` is what its errors call a started command (a stack's ``service model``); a
+    command with ``{port}`` is reached at ``host`` (where a stack's service was told to listen).
     """
     flags = [*settings.target_args, *extra_args]
     if settings.target_url is not None:
@@ -246,7 +251,7 @@ def start_target(
         port = free_port()
         if any("{port}" in arg for arg in argv):
             argv = [arg.replace("{port}", str(port)) for arg in argv]
-            fixed_url = f"http://127.0.0.1:{port}"
+            fixed_url = f"http://{host}:{port}"
         # PORT is what most frameworks read (Node, Express, Next.js, Go and Ruby apps, Heroku's
         # and Cloud Run's convention), so an app that reads it binds the port chosen here.
         process = ManagedProcess(

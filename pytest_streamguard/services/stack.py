@@ -4,6 +4,8 @@
 ``streamguard_services``, one ``NAME = COMMAND`` per line) names the services. In a COMMAND,
 ``{port}`` is that service's own port (chosen as for ``--streamguard-target-cmd``: a free port,
 also in ``PORT``; without it the port is read from the service's listening line or socket), and
+``{host}`` the address the service listens on, where its proxy dials it (127.0.0.1, or
+``--streamguard-upstream-host`` where the Toxiproxy runs elsewhere), and
 ``{NAME}`` is an earlier service's address ``host:port`` *through the proxy the plugin puts in
 front of it*, so a fault can be put on that inner hop (``streamguard.hop(NAME).faults``). The
 last service is the entry: clients reach it through the session's own proxy, as they reach a
@@ -75,9 +77,9 @@ class Stack:
             target.stop()
 
 
-def _filled(spec: ServiceSpec, fronts: dict[str, str]) -> tuple[str, ...]:
+def _filled(spec: ServiceSpec, fronts: dict[str, str], host: str) -> tuple[str, ...]:
     def fill(found: re.Match[str]) -> str:
-        return fronts.get(found.group(1), found.group(0))
+        return {**fronts, "host": host}.get(found.group(1), found.group(0))
 
     return tuple(PLACEHOLDER.sub(fill, arg) for arg in spec.command)
 
@@ -89,15 +91,16 @@ def start_stack(
     startup_timeout: float,
     cwd: Path | None,
     front: Callable[[str, Target], str],
+    host: str = "127.0.0.1",
 ) -> Stack:
     """Start ``specs`` in order and wait for each to be ready; put a proxy in front of each but
     the last (``front(name, target)`` creates it and returns its ``host:port``), whose address
-    fills the ``{NAME}`` of the later commands. A service that fails stops every one started
-    before it, and the StartupError names it."""
+    fills the ``{NAME}`` of the later commands; ``host`` fills ``{host}``. A service that
+    fails stops every one started before it, and the StartupError names it."""
     stack = Stack()
     try:
         for spec in specs:
-            argv = _filled(spec, stack.fronts)
+            argv = _filled(spec, stack.fronts, host)
             ready_path = spec.ready_path or shared_ready_path
             settings = _ServiceSettings(
                 target_cmd=argv,
@@ -107,7 +110,7 @@ def start_stack(
                 target_description=f"service {spec.name}: command {shown_command(spec.command)}",
             )
             try:
-                target = start_target(settings, name=f"service {spec.name}")
+                target = start_target(settings, name=f"service {spec.name}", host=host)
             except StartupError as exc:
                 # A service that never became ready (not one that crashed) gets the hint.
                 hint = (

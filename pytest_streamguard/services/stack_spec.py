@@ -16,7 +16,9 @@ __all__ = ["PLACEHOLDER", "SERVICE_NAME", "ServiceSpec", "parse_ready_paths", "p
 
 #: A service's name: a letter, then letters, digits, ``_`` or ``-`` (it is also a placeholder).
 SERVICE_NAME = re.compile(r"[A-Za-z][A-Za-z0-9_-]*")
-# A placeholder in a command: {port} or {NAME}; braces around anything else (JSON) are literal.
+# A placeholder in a command: {port}, {host} or {NAME}; braces around anything else (JSON) are
+# literal. {port} and {host} are the service's own; they name no service.
+_OWN = ("port", "host")
 PLACEHOLDER = re.compile(r"\{([A-Za-z][A-Za-z0-9_-]*)\}")
 _NAME_ACCEPTED = "a letter, then letters, digits, '_' or '-', such as model or gateway"
 _SERVICE_ACCEPTED = "NAME=COMMAND, such as 'model=python model.py --port {port}'"
@@ -34,7 +36,7 @@ class ServiceSpec:
     @property
     def reaches(self) -> tuple[str, ...]:
         """The services whose address its command names (``{NAME}``), in order of mention."""
-        found = [m for arg in self.command for m in PLACEHOLDER.findall(arg) if m != "port"]
+        found = [m for arg in self.command for m in PLACEHOLDER.findall(arg) if m not in _OWN]
         return tuple(dict.fromkeys(found))
 
 
@@ -47,10 +49,10 @@ def _one_service(raw: str, where: str) -> tuple[str, tuple[str, ...]]:
         raise ValueError(
             f"{raw!r} from {where}: {name!r} is not a service name; expected {_NAME_ACCEPTED}"
         )
-    if name == "port":
+    if name in _OWN:
         raise ValueError(
-            f"{raw!r} from {where}: 'port' cannot name a service ({{port}} is each service's "
-            f"own port); expected {_NAME_ACCEPTED}"
+            f"{raw!r} from {where}: {name!r} cannot name a service ({{{name}}} is each "
+            f"service's own); expected {_NAME_ACCEPTED}"
         )
     try:
         argv = tuple(shlex.split(command))
@@ -86,7 +88,7 @@ def parse_services(entries: Sequence[str], where: str) -> tuple[ServiceSpec, ...
                 why = f"{{{name}}} is the service itself; its own port is {{port}}"
             else:
                 why = f"{{{other}}} names no service started before {name}"
-            accepted = ", ".join(f"{{{n}}}" for n in ["port", *earlier])
+            accepted = ", ".join(f"{{{n}}}" for n in [*_OWN, *earlier])
             raise ValueError(
                 f"{raw!r} from {where}: {why}; a command may name {accepted} (services start "
                 "in the order given, so a service reaches only those listed before it)"

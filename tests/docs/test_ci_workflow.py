@@ -452,20 +452,23 @@ def _reports(repo: Path) -> list[str]:
     return sorted(p.name for p in (repo / "reports").iterdir())
 
 
-def _on_loopback(script: str, api: str, ports: tuple[int, int], published: str) -> str:
+def _on_loopback(script: str, api: str, ports: tuple[int, int], published: str, bridge: str) -> str:
     """A step's script with the runner's and the container's addresses replaced by the loopback
     stand-ins: the API, the proxies' host, the bridge's gateway and the published port range."""
     return (
         script.replace(RUNNER_API, api)
         .replace(RUNNER_PROXY_HOST, "--streamguard-proxy-host 127.0.0.1")
-        .replace(RUNNER_BRIDGE, "127.0.0.1")
+        .replace(RUNNER_BRIDGE, bridge)
         .replace(published, f"{ports[0]}-{ports[1]}")
     )
 
 
-def _run_tests(job: dict[str, Any], cwd: Path, env: dict[str, str], api: str) -> dict[str, str]:
-    """Every ``run:`` step of ``job`` after its setup steps, in order, on loopback: each
-    step's output by name; a step that fails fails the test."""
+def _run_tests(
+    job: dict[str, Any], cwd: Path, env: dict[str, str], api: str, bridge: str = "127.0.0.1"
+) -> dict[str, str]:
+    """Every ``run:`` step of ``job`` after its setup steps, in order, on loopback (``bridge``
+    standing in for the Docker bridge's gateway): each step's output by name; a step that
+    fails fails the test."""
     published = _flag(
         _steps(job)["Stream tests, official toxiproxy-server"], "--streamguard-proxy-ports"
     )
@@ -474,7 +477,7 @@ def _run_tests(job: dict[str, Any], cwd: Path, env: dict[str, str], api: str) ->
     for name, script in _steps(job).items():
         if name in SETUP_STEPS:
             continue
-        result = _run_step(_on_loopback(script, api, ports, published), cwd, env)
+        result = _run_step(_on_loopback(script, api, ports, published, bridge), cwd, env)
         outputs[name] = result.stdout + result.stderr
         assert result.returncode == 0, (name, outputs[name])
     return outputs
@@ -533,28 +536,25 @@ def test_the_documented_stack_job_runs_in_a_new_repository_on_both_toxiproxies(
     """Issue 45: docs/ci.md's job in its stack form, its test steps as written, in a new
     repository of examples/stack's files (``STREAM_TESTS``, whose pytest.ini starts the model
     server ``../stream_app.py`` and the gateway), with the plugin the user job installed. The
-    services listen on 127.0.0.1 in place of every interface, the runner's and the container's
-    addresses are the loopback ones of the job above."""
+    runner's and the container's addresses are the loopback ones of the job above, but the
+    bridge's gateway is 127.0.0.3: each service binds ``{host}``, the address its proxy dials
+    (the upstream host), so the second run fails unless the services listen exactly there."""
     job = _stack_job()
     repo = tmp_path / "stack-repo"
     stack = repo / job["env"]["STREAM_TESTS"]
     shutil.copytree(EXAMPLES / "stack", stack, ignore=NOT_IN_A_CHECKOUT)
     shutil.copy(STREAM_APP, repo / "stream_app.py")
-    ini = stack / "pytest.ini"
-    services = ini.read_text(encoding="utf-8")
-    # Every service listens where the container reaches it (docs/ci.md says so); tests bind
-    # loopback only, where the proxies reach them here. (By hand, the ini as it is passed with a
-    # real toxiproxy-server dialing 127.0.0.3 for the bridge, and failed without the flag.)
-    assert services.count(f" {ALL_INTERFACES}\n") == 2, services
-    ini.write_text(services.replace(ALL_INTERFACES, "--host 127.0.0.1"), encoding="utf-8")
+    services = (stack / "pytest.ini").read_text(encoding="utf-8")
+    assert services.count(" --host {host}\n") == 2, services
     with toxiproxy_2x(toxiproxy_url) as api:
-        outputs = _run_tests(job, repo, runner.env(job["env"]), api)
+        outputs = _run_tests(job, repo, runner.env(job["env"]), api, bridge="127.0.0.3")
     embedded = outputs["Stream tests, embedded Toxiproxy"]
     assert re.search(r"=+ 3 passed in ", embedded), embedded
-    assert re.search(r"stack: model \(python \.\./stream_app\.py --port \d+ ", embedded), embedded
+    assert re.search(r"stack: model \(\S+ \S+ --port \d+ --host 127\.0\.0\.1\)", embedded), embedded
     real = outputs["Stream tests, official toxiproxy-server"]
     assert re.search(r"=+ 2 passed, 1 skipped in ", real), real
     assert "toxiproxy=external" in real
+    assert re.search(r"stack: model \(\S+ \S+ --port \d+ --host 127\.0\.0\.3\)", real), real
     assert _reports(repo) == REPORTS
     # The inner hop's cut landed on the embedded server, and is gone by the next test.
     report = json.loads((repo / "reports" / "embedded.json").read_text(encoding="utf-8"))

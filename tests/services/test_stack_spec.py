@@ -18,14 +18,14 @@ WHERE = "--streamguard-service"
 def test_services_parse_in_start_order_with_their_placeholders() -> None:
     specs = parse_services(
         [
-            "model = python model.py --port {port}",
+            "model = python model.py --port {port} --host {host}",
             "",
             "gateway=node gw.js --upstream http://{model}/v1 --json '{\"a\": 1}'",
         ],
         WHERE,
     )
     assert [spec.name for spec in specs] == ["model", "gateway"]
-    assert specs[0].command == ("python", "model.py", "--port", "{port}")
+    assert specs[0].command == ("python", "model.py", "--port", "{port}", "--host", "{host}")
     # Braces around anything but a name are the command's own (JSON here).
     assert specs[1].command[-1] == '{"a": 1}'
     assert specs[1].reaches == ("model",)
@@ -40,7 +40,8 @@ def test_services_parse_in_start_order_with_their_placeholders() -> None:
         (["=python app.py"], "no service name; expected NAME=COMMAND"),
         (["1st=python app.py"], "'1st' is not a service name; expected a letter, then"),
         (["my model=python app.py"], "'my model' is not a service name"),
-        (["port=python app.py"], "'port' cannot name a service"),
+        (["port=python app.py"], "'port' cannot name a service ({port} is each service's own)"),
+        (["host=python app.py"], "'host' cannot name a service ({host} is each service's own)"),
         (["model="], "service model has no command"),
         (["model=python 'app.py"], "No closing quotation; expected NAME=COMMAND"),
         (
@@ -49,12 +50,13 @@ def test_services_parse_in_start_order_with_their_placeholders() -> None:
         ),
         (
             ["gateway=gw --upstream {model}", "model=python m.py"],
-            "{model} names no service started before gateway; a command may name {port} "
+            "{model} names no service started before gateway; a command may name {port}, {host} "
             "(services start in the order given",
         ),
         (
             ["model=python m.py", "gateway=gw --upstream {modle}"],
-            "{modle} names no service started before gateway; a command may name {port}, {model}",
+            "{modle} names no service started before gateway; a command may name {port}, {host}, "
+            "{model}",
         ),
         (["model=python m.py --self {model}"], "{model} is the service itself; its own port"),
     ],
