@@ -7,11 +7,12 @@ every trace is kept so the plugin can check it against the test's ``token_deadli
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import dataclasses
 import functools
 import secrets
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -25,11 +26,11 @@ from pytest_streamguard.faults.inject import FaultLog, Faults
 from pytest_streamguard.faults.profiles import Profile
 from pytest_streamguard.faults.toxiproxy_client import ToxiproxyAPI, proxy_url
 from pytest_streamguard.formats import StreamFormat
-from pytest_streamguard.headroom.measure import Measurement, ameasure, measure
+from pytest_streamguard.headroom.measure import Measurement, ameasure
 from pytest_streamguard.headroom.result import Headroom
 from pytest_streamguard.judge import AUTO, NONE, check_client, judge_trace, save_disagreement
 from pytest_streamguard.judge.team import TeamCall
-from pytest_streamguard.load import LoadPlan, LoadResult, arun, run
+from pytest_streamguard.load import LoadPlan, LoadResult, arun, run_private
 from pytest_streamguard.load.cluster import RayShards
 from pytest_streamguard.load.sharding import sharding
 from pytest_streamguard.services.app import Target
@@ -48,7 +49,8 @@ from pytest_streamguard.verdict.probe import Probed, merge
 class _Streams:
     """The streams of one test, in the order they were opened: each named by its number, aimed
     at by the faults on, and kept (in :attr:`traces`) with the faults active during it; the
-    samples of the probe sent beside them are kept in :attr:`probe`."""
+    samples of the probe sent beside them are kept in :attr:`probe`, the test's headroom
+    searches in :attr:`headrooms`."""
 
     def __init__(
         self,
@@ -64,6 +66,7 @@ class _Streams:
         self.traces: list[StreamTrace] = []
         #: The samples of the probe sent beside the test's streams and loads (None: it was off).
         self.probe: Probed | None = None
+        self.headrooms: list[Headroom] = []
         self._opened = 0
         # Streams opened and not kept yet, and (under a stack) what pairs a kept stream with
         # the inner hops' stamps, given how many other streams were open beside it.
@@ -150,6 +153,19 @@ class _Streams:
             recorder.trace.error_kind, recorder.trace.error = ended
         self.keep(recorder.trace)
 
+    @contextlib.contextmanager
+    def stopping(self, *recorders: StreamRecorder) -> Iterator[list[StreamRecorder]]:
+        """Ctrl-C, a cancelled task or pytest-timeout while the block reads: keep every stream
+        it started (``recorders`` and those it adds to the list yielded), those still open
+        recorded as interrupted (or timeout), then let the stop go on."""
+        started = list(recorders)
+        try:
+            yield started
+        except (KeyboardInterrupt, asyncio.CancelledError, pytest.fail.Exception) as exc:
+            for recorder in started:
+                self.keep_interrupted(recorder, exc)
+            raise
+
     def tracking(
         self, request: StreamRequest, path: str, started: list[StreamRecorder]
     ) -> Callable[[int], StreamRecorder]:
@@ -162,12 +178,6 @@ class _Streams:
 
         return make
 
-    def keep_started(self, started: list[StreamRecorder], stopped_by: BaseException) -> None:
-        """Ctrl-C, a cancelled task or pytest-timeout mid-load: keep every stream it started,
-        as stream() does, those still open recorded as interrupted (or timeout)."""
-        for recorder in started:
-            self.keep_interrupted(recorder, stopped_by)
-
     def keep_load(self, result: LoadResult) -> LoadResult:
         """Keep every stream of a load that ended, and the probe's samples beside it."""
         for trace in result.traces:
@@ -175,16 +185,11 @@ class _Streams:
         self.keep_probe(result.probe)
         return result
 
-    def keep_sharded(
-        self,
-        request: StreamRequest,
-        path: str,
-        result: LoadResult,
-        probed: Probed | None,
-        client: str | TeamCall | None = None,
+    def from_shards(
+        self, request: StreamRequest, path: str, result: LoadResult, client: str
     ) -> LoadResult:
-        """Keep every stream of a sharded load, named in this test's numbering, with the
-        samples of the probe sent beside the shards (``probed``), judged by ``client``."""
+        """A sharded load's streams named in this test's numbering and judged by ``client``
+        where their shards did not judge them."""
         # Shards name their streams on their own; the test's numbering goes by send order.
         for trace in result.traces:
             trace.name = self.name(request, path)
@@ -193,20 +198,19 @@ class _Streams:
             # Judged in its shard (the bytes came back where reader and client disagree), or
             # here, by a judge the user registered in this process.
             if trace.client is None and trace.recorded is not None:
-                judge_trace(trace, self.choice(client))
+                judge_trace(trace, client)
             if self.transcripts is not None:
                 save_disagreement(trace, self.transcripts)
-        result.probe = probed
         # Opened in the shards, not by this process's recorders: open together all the same.
         self._open += len(result.traces)
-        return self.keep_load(result)
+        return result
 
 
 class _Reads:
     """How one test's streams are read: each request built for the entry's proxy, a stream or
     a load read with the probe beside it (a load in shards where it asks for them), and
     handed to :class:`_Streams` to be judged and kept; a headroom search's levels are read the
-    same way but neither judged nor kept."""
+    same way but judged by none and not kept."""
 
     def __init__(
         self,
@@ -216,6 +220,7 @@ class _Reads:
         max_stream_seconds: float,
         ray: RayShards | None = None,
         probe: ProbeSpec | None = None,
+        seed: int | None = None,
     ) -> None:
         self.streams = streams
         # The base URL through the entry's proxy, and what bounds each stream's reads.
@@ -224,29 +229,23 @@ class _Reads:
         self.ray = ray
         # --streamguard-probe: what is sent to the target beside each stream (None: nothing).
         self.probe_spec = probe
+        # --streamguard-seed: open-loop arrival times drawn with it unless a load gives its own.
+        self.seed = seed
 
     def read(self, recorder: StreamRecorder, client: str | TeamCall | None) -> StreamTrace:
         """Read one stream to its end with the probe beside it (a thread of its own), have
-        ``client`` judge it (:meth:`judged`) and keep both; a read stopped by Ctrl-C or
-        pytest-timeout keeps what was read so far."""
-        try:
-            with ProbeThread(self.probe_spec) as probing_thread:
-                trace = read_stream(recorder)
-        except (KeyboardInterrupt, pytest.fail.Exception) as exc:
-            self.streams.keep_interrupted(recorder, exc)
-            raise
-        self.streams.keep_probe(probing_thread.probed)
+        ``client`` judge it (:meth:`_Streams.judged`) and keep both."""
+        with self.streams.stopping(recorder), ProbeThread(self.probe_spec) as probe:
+            trace = read_stream(recorder)
+        self.streams.keep_probe(probe.probed)
         return self.streams.keep(self.streams.judged(trace, client))
 
     async def aread(self, recorder: StreamRecorder, client: str | TeamCall | None) -> StreamTrace:
         """The async twin of :meth:`read`: the probe is a task on the running loop, and the
         judging (blocking: an SDK reads the replay) runs in a thread."""
-        try:
+        with self.streams.stopping(recorder):
             async with probing(self.probe_spec) as probed:
                 trace = await aread_stream(recorder)
-        except (KeyboardInterrupt, asyncio.CancelledError, pytest.fail.Exception) as exc:
-            self.streams.keep_interrupted(recorder, exc)
-            raise
         self.streams.keep_probe(probed)
         return self.streams.keep(await asyncio.to_thread(self.streams.judged, trace, client))
 
@@ -258,8 +257,8 @@ class _Reads:
         headers: dict[str, str] | None,
         format: str | StreamFormat,
         read_timeout: float | None,
-        allow_empty: bool,
-        require_done: bool,
+        allow_empty: bool = False,
+        require_done: bool = False,
         expect: str | None = None,
     ) -> StreamRequest:
         """Validate a stream's arguments into the request to send through the proxy (the
@@ -280,95 +279,50 @@ class _Reads:
             on_pace=self.streams.faults.entry.on_pace,
         )
 
-    def load(
+    async def load(
         self,
         plan: LoadPlan,
         request: StreamRequest,
         path: str,
         shards: tuple[int | str | None, int | None],
         client: str | TeamCall | None,
+        started: list[StreamRecorder],
     ) -> LoadResult:
-        """Read a load of the test with the probe beside it, in shards where ``shards`` (its
-        ``processes=`` and ``shards=``) ask for them (:func:`~.load.sharding.sharding`), judge
-        its streams by ``client`` and keep them; a load stopped by Ctrl-C or pytest-timeout
-        keeps every stream it started."""
+        """Read a load with the probe beside it, in shards where ``shards`` (its
+        ``processes=`` and ``shards=``) ask for them (:func:`~.load.sharding.sharding`), its
+        streams named in the test's order and judged by ``client`` (a headroom search's
+        levels by none: their figures are the reader's), and each recorder it starts here
+        listed in ``started``. Not kept: the caller keeps a test's load
+        (:meth:`_Streams.keep_load`), a sync one read on a private event loop."""
+        if plan.seed is None:
+            plan = dataclasses.replace(plan, seed=self.seed)
         sharded = sharding(plan, *shards, self.ray, self.streams.faults.entry)
-        if sharded is not None:
-            with ProbeThread(self.probe_spec) as probe:
-                result = sharded.run(plan, request, self.streams.choice(client))
-            return self.streams.keep_sharded(request, path, result, probe.probed, client)
-        started: list[StreamRecorder] = []
-        try:
-            make = self.streams.tracking(request, path, started)
-            result = run(plan, make, request.socket_options(), self.probe_spec)
-        except (KeyboardInterrupt, pytest.fail.Exception) as exc:
-            self.streams.keep_started(started, exc)
-            raise
-        return self.streams.keep_load(self.streams.judged_load(result, client))
-
-    async def aload(
-        self,
-        plan: LoadPlan,
-        request: StreamRequest,
-        path: str,
-        shards: tuple[int | str | None, int | None],
-        client: str | TeamCall | None,
-    ) -> LoadResult:
-        """The async twin of :meth:`load`: the judging runs in a thread."""
-        sharded = sharding(plan, *shards, self.ray, self.streams.faults.entry)
-        if sharded is not None:
-            async with probing(self.probe_spec) as probed:
-                result = await sharded.arun(plan, request, self.streams.choice(client))
-            return self.streams.keep_sharded(request, path, result, probed, client)
-        started: list[StreamRecorder] = []
-        try:
+        if sharded is None:
             make = self.streams.tracking(request, path, started)
             result = await arun(plan, make, request.socket_options(), probe=self.probe_spec)
-        except (KeyboardInterrupt, asyncio.CancelledError, pytest.fail.Exception) as exc:
-            self.streams.keep_started(started, exc)
-            raise
-        return self.streams.keep_load(
-            await asyncio.to_thread(self.streams.judged_load, result, client)
-        )
+            return await asyncio.to_thread(self.streams.judged_load, result, client)
+        choice = self.streams.choice(client)
+        async with probing(self.probe_spec) as probed:
+            result = await sharded.arun(plan, request, choice)
+        result.probe = probed
+        return self.streams.from_shards(request, path, result, choice)
 
-    def level(
+    async def search(
         self,
-        plan: LoadPlan,
+        measurement: Measurement,
         request: StreamRequest,
         path: str,
         shards: tuple[int | str | None, int | None],
-    ) -> LoadResult:
-        """One level of a headroom search: a load read like :meth:`load`'s, but neither kept
-        nor judged (a level's figures are the reader's), its probe samples its own."""
-        sharded = sharding(plan, *shards, self.ray, self.streams.faults.entry)
-        if sharded is not None:
-            with ProbeThread(self.probe_spec) as probe:
-                result = sharded.run(plan, request, NONE)
-            result.probe = probe.probed
-            return result
-        return run(
-            plan,
-            self.streams.tracking(request, path, []),
-            request.socket_options(),
-            self.probe_spec,
-        )
+    ) -> Headroom:
+        """A headroom search run to its end and kept, each level a load judged by none and
+        not kept."""
 
-    async def alevel(
-        self,
-        plan: LoadPlan,
-        request: StreamRequest,
-        path: str,
-        shards: tuple[int | str | None, int | None],
-    ) -> LoadResult:
-        """The async twin of :meth:`level`."""
-        sharded = sharding(plan, *shards, self.ray, self.streams.faults.entry)
-        if sharded is not None:
-            async with probing(self.probe_spec) as probed:
-                result = await sharded.arun(plan, request, NONE)
-            result.probe = probed
-            return result
-        make = self.streams.tracking(request, path, [])
-        return await arun(plan, make, request.socket_options(), probe=self.probe_spec)
+        async def load(n: int, rate: float | None) -> LoadResult:
+            return await self.load(LoadPlan(n=n, rate=rate), request, path, shards, NONE, [])
+
+        found = await ameasure(measurement, load)
+        self.streams.headrooms.append(found)
+        return found
 
 
 #: How long after its end a stream that did not complete waits for the inner hops' connections
@@ -507,14 +461,8 @@ class Route:
             if found.ended is not None:
                 stamps.ended[name] = found.ended
 
-    def ingress(
-        self,
-        read_timeout: float = 60.0,
-        buffering: bool = False,
-        gzip: bool = False,
-        send_timeout: float = 60.0,
-    ) -> Ingress:
-        """Put a real nginx in for the test (see :meth:`StreamGuard.ingress`)."""
+    def ingress(self, **settings: Any) -> Ingress:
+        """Put a real nginx in for the test with ``settings`` (see :meth:`StreamGuard.ingress`)."""
         if self._ingress is not None:
             raise IngressError(
                 f"streamguard.ingress() is already on for this test ({self._ingress.ingress!r})"
@@ -522,10 +470,7 @@ class Route:
         hop = IngressHop(
             self.target.address,
             functools.partial(self.api.set_upstream, self.proxy),
-            read_timeout=read_timeout,
-            buffering=buffering,
-            gzip=gzip,
-            send_timeout=send_timeout,
+            **settings,
         ).start()
         self.fault_logs[0].records.append(hop.record)
         self._ingress = hop
@@ -577,7 +522,7 @@ class StreamGuard:
         stack: StackHops | None = None,
     ) -> None:
         self.api = api
-        # --streamguard-seed: open-loop arrival times drawn with it unless a load gives its own.
+        #: --streamguard-seed: what the test's faults and loads draw with.
         self.seed = seed
         self.proxy = proxy
         self.target = target
@@ -586,12 +531,12 @@ class StreamGuard:
         self._route = Route(api, proxy, target, upstream, stack, seed or 0)
         self.faults = self._route.faults
         self._streams = _Streams(AllHops(self._route.fault_logs), client, transcripts)
-        self._reads = _Reads(self._streams, self.url, deadline, max_stream_seconds, ray, probe_spec)
+        self._reads = _Reads(
+            self._streams, self.url, deadline, max_stream_seconds, ray, probe_spec, seed
+        )
         if stack is not None:
             self._streams.pair = self._route.pair_trace
         self._streams.hear = self._route.hear
-        #: Every headroom search of the test, in the order run (the reports show them).
-        self.headrooms: list[Headroom] = []
         # Under @pytest.mark.streamguard_matrix: the item's profile (name, toxics, faults),
         # applied by the plugin before the body; None otherwise.
         self.profile: Profile | None = None
@@ -600,6 +545,11 @@ class StreamGuard:
     def traces(self) -> list[StreamTrace]:
         """Every stream of this test, in the order they were opened (a load's too)."""
         return self._streams.traces
+
+    @property
+    def headrooms(self) -> list[Headroom]:
+        """Every headroom search of this test, in the order run (the reports show them)."""
+        return self._streams.headrooms
 
     @property
     def probe(self) -> Probed | None:
@@ -638,20 +588,13 @@ class StreamGuard:
         :class:`~pytest_streamguard.headroom.result.Headroom`, also kept in :attr:`headrooms`
         for the reports and the ``headroom`` marker.
         """
+        request = self._reads.request(path, json, method, headers, format, read_timeout)
         measurement = Measurement.of(
             self.deadline, self.faults, vary=vary, up_to=up_to, precision=precision, streams=streams
         )
-        request = self._reads.request(
-            path, json, method, headers, format, read_timeout, False, False, None
+        return run_private(
+            lambda: self._reads.search(measurement, request, path, (processes, shards)), "headroom"
         )
-
-        def load(n: int, rate: float | None) -> LoadResult:
-            plan = LoadPlan(n=n, rate=rate, seed=self.seed)
-            return self._reads.level(plan, request, path, (processes, shards))
-
-        found = measure(measurement, load)
-        self.headrooms.append(found)
-        return found
 
     async def aheadroom(
         self,
@@ -670,20 +613,11 @@ class StreamGuard:
         shards: int | None = None,
     ) -> Headroom:
         """The async twin of :meth:`headroom`, on the test's own event loop."""
+        request = self._reads.request(path, json, method, headers, format, read_timeout)
         measurement = Measurement.of(
             self.deadline, self.faults, vary=vary, up_to=up_to, precision=precision, streams=streams
         )
-        request = self._reads.request(
-            path, json, method, headers, format, read_timeout, False, False, None
-        )
-
-        async def load(n: int, rate: float | None) -> LoadResult:
-            plan = LoadPlan(n=n, rate=rate, seed=self.seed)
-            return await self._reads.alevel(plan, request, path, (processes, shards))
-
-        found = await ameasure(measurement, load)
-        self.headrooms.append(found)
-        return found
+        return await self._reads.search(measurement, request, path, (processes, shards))
 
     def hop(self, name: str) -> Hop:
         """The hop of the stack's service ``name`` for this test: its ``faults`` act on the
@@ -706,7 +640,9 @@ class StreamGuard:
         of the test goes client → proxy → nginx → target. Recorded like a fault (on/off stamps,
         shown in verdicts and reports). Raises IngressError when nginx is missing or fails.
         """
-        return self._route.ingress(read_timeout, buffering, gzip, send_timeout)
+        return self._route.ingress(
+            read_timeout=read_timeout, buffering=buffering, gzip=gzip, send_timeout=send_timeout
+        )
 
     def close(self) -> None:
         """Undo this test's faults on every hop and its ingress (proxy pointed back at the
@@ -815,12 +751,15 @@ class StreamGuard:
         how many Ray tasks, by default one per alive node; see
         :mod:`pytest_streamguard.load.cluster`), each trace naming its ``node``.
         """
-        seed = self.seed if seed is None else seed
         plan = LoadPlan(n=n, rate=rate, duration=duration, arrival=arrival, seed=seed)
         request = self._reads.request(
             path, json, method, headers, format, read_timeout, allow_empty, require_done, expect
         )
-        return self._reads.load(plan, request, path, (processes, shards), client)
+        with self._streams.stopping() as started:
+            result = run_private(
+                lambda: self._reads.load(plan, request, path, (processes, shards), client, started)
+            )
+        return self._streams.keep_load(result)
 
     async def aload(
         self,
@@ -844,12 +783,15 @@ class StreamGuard:
         client: str | TeamCall | None = None,
     ) -> LoadResult:
         """The async twin of :meth:`load`, on the test's own event loop."""
-        seed = self.seed if seed is None else seed
         plan = LoadPlan(n=n, rate=rate, duration=duration, arrival=arrival, seed=seed)
         request = self._reads.request(
             path, json, method, headers, format, read_timeout, allow_empty, require_done, expect
         )
-        return await self._reads.aload(plan, request, path, (processes, shards), client)
+        with self._streams.stopping() as started:
+            result = await self._reads.load(
+                plan, request, path, (processes, shards), client, started
+            )
+        return self._streams.keep_load(result)
 
 
 def route_of(guard: StreamGuard) -> Route:

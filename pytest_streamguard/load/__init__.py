@@ -27,7 +27,7 @@ import time
 from collections import Counter
 from collections.abc import Awaitable, Callable, Coroutine, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 import httpx
 
@@ -51,6 +51,7 @@ ARRIVALS = ("constant", "poisson")
 METRICS = ("gap", "ttft", "total", "delivery")
 # Error kinds that mean the connection was cut under the stream (client.py's _classify).
 CUT_KINDS = frozenset({"cut", "reset"})
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -355,17 +356,18 @@ def run(
     return run_private(lambda: arun(plan, make_recorder, socket_options, probe=probe))
 
 
-def run_private(make: Callable[[], Coroutine[Any, Any, LoadResult]]) -> LoadResult:
-    """Run the load coroutine ``make()`` to its end on a private event loop (uvloop when
-    installed); a clear error when this thread already runs a loop (an async test)."""
+def run_private(make: Callable[[], Coroutine[Any, Any, T]], call: str = "load") -> T:
+    """Run the coroutine ``make()`` of ``streamguard.<call>()`` to its end on a private event
+    loop (uvloop when installed); a clear error when this thread already runs a loop (an async
+    test)."""
     try:
         asyncio.get_running_loop()
     except RuntimeError:
         pass
     else:
         raise RuntimeError(
-            "streamguard.load() was called while an event loop is running in this thread; "
-            "in an async test use 'await streamguard.aload(...)'"
+            f"streamguard.{call}() was called while an event loop is running in this thread; "
+            f"in an async test use 'await streamguard.a{call}(...)'"
         )
     with asyncio.Runner(loop_factory=_loop_factory()) as runner:
         return runner.run(make())

@@ -17,7 +17,6 @@ from pytest_streamguard.load.pool import (
     arun_processes,
     check_processes,
     resolve_processes,
-    run_processes,
 )
 from pytest_streamguard.stream.request import StreamRequest
 from pytest_streamguard.stream.trace import FaultRecord
@@ -44,16 +43,9 @@ class Sharded:
     shards: int | None
     ray: RayShards | None
 
-    def run(self, plan: LoadPlan, request: StreamRequest, client: str) -> LoadResult:
+    async def arun(self, plan: LoadPlan, request: StreamRequest, client: str) -> LoadResult:
         """Read ``plan`` in the shards, each judging its streams by ``client``, and merge
         their traces."""
-        if self.ray is not None:
-            return self.ray.run(plan, request, self.shards, client)
-        assert self.processes is not None
-        return run_processes(plan, request, self.processes, client)
-
-    async def arun(self, plan: LoadPlan, request: StreamRequest, client: str) -> LoadResult:
-        """The async twin of :meth:`run`."""
         if self.ray is not None:
             return await self.ray.arun(plan, request, self.shards, client)
         assert self.processes is not None
