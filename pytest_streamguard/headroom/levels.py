@@ -19,17 +19,6 @@ from pytest_streamguard.verdict.deadlines import Deadline, likely_cause
 from pytest_streamguard.verdict.probe import Probed
 from pytest_streamguard.verdict.stats import percentile
 
-__all__ = [
-    "AXES",
-    "RATE_WINDOW_S",
-    "VARY",
-    "Axis",
-    "Judged",
-    "judge",
-    "probe_figures",
-    "resolve_axis",
-]
-
 #: An open-loop level of ``vary="rate"`` sends requests for about this long.
 RATE_WINDOW_S = 2.0
 
