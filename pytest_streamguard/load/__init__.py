@@ -1,14 +1,5 @@
-"""Many concurrent streams in one test: closed-loop and open-loop load, with pooled statistics.
-
-Two load models (the words are the benchmarking tools' own, see GuideLLM and vLLM's
-``bench serve``):
-
-- **closed loop** (``rate=None``): ``n`` streams at once. With ``duration``, each of the ``n``
-  workers sends its next request as soon as its previous stream ends, until the duration is
-  over (no new request starts after that; the ones in flight finish).
-- **open loop** (``rate`` requests/s): requests start on a schedule that does not wait for
-  answers, evenly spaced (``arrival="constant"``) or with exponential gaps
-  (``arrival="poisson"``, seeded), until ``n`` have started or ``duration`` is over.
+"""Many concurrent streams in one test: closed-loop and open-loop load (docs/load.md), with
+pooled statistics.
 
 Every stream is read by the plugin's async client
 (:func:`~pytest_streamguard.stream.client.aread_stream`) over one shared ``httpx.AsyncClient``: one
