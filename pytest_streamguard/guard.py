@@ -47,18 +47,34 @@ from pytest_streamguard.verdict.probe import Probed, merge
 
 
 class _Streams:
-    """The streams of one test, in the order they were opened: each named by its number, aimed
-    at by the faults on, and kept (in :attr:`traces`) with the faults active during it; the
-    samples of the probe sent beside them are kept in :attr:`probe`, the test's headroom
-    searches in :attr:`headrooms`."""
+    """The streams of one test, in the order they were opened: each read with the probe beside
+    it (a load in shards where it asks for them) through the entry's proxy, named by its
+    number, aimed at by the faults on, judged, and kept (in :attr:`traces`) with the faults
+    active during it; the samples of the probe are kept in :attr:`probe`, the test's headroom
+    searches in :attr:`headrooms` (their levels are read the same way, but judged by none and
+    not kept)."""
 
     def __init__(
         self,
         faults: AllHops,
+        url: str,
+        deadline: Deadline | None,
+        max_stream_seconds: float,
+        ray: RayShards | None = None,
+        probe: ProbeSpec | None = None,
+        seed: int | None = None,
         client: str = AUTO,
         transcripts: Path | None = None,
     ) -> None:
         self.faults = faults
+        # The base URL through the entry's proxy, and what bounds each stream's reads.
+        self.url, self.deadline, self.max_stream_seconds = url, deadline, max_stream_seconds
+        # --streamguard-ray: loads are sharded over that Ray cluster.
+        self.ray = ray
+        # --streamguard-probe: what is sent to the target beside each stream (None: nothing).
+        self.probe_spec = probe
+        # --streamguard-seed: open-loop arrival times drawn with it unless a load gives its own.
+        self.seed = seed
         # --streamguard-client: which client judges a stream whose call names none.
         self.client = client
         # streamguard_transcripts: this test's folder for the bytes of disagreements.
@@ -139,44 +155,27 @@ class _Streams:
         self.traces.append(trace)
         return trace
 
-    def keep_interrupted(self, recorder: StreamRecorder, stopped_by: BaseException) -> None:
-        """Ctrl-C, or a pytest outcome raised by a signal handler (pytest-timeout's signal
-        method), mid-stream: keep what was read so far for the summary, the reports and the
-        faults' judging; pytest-timeout's is a ``timeout`` of the stream, anything else
-        ``interrupted`` (as the recorder's finish() records a read that stopped without an
-        outcome)."""
-        recorder.finish()
-        ended = stopped_mid_stream(stopped_by, recorder.trace)
-        if ended is not None and recorder.trace.error_kind == "interrupted":
-            # The reader's own cleanup (asyncio.run cancelling it) recorded the stop first,
-            # without knowing what stopped it.
-            recorder.trace.error_kind, recorder.trace.error = ended
-        self.keep(recorder.trace)
-
     @contextlib.contextmanager
     def stopping(self, *recorders: StreamRecorder) -> Iterator[list[StreamRecorder]]:
-        """Ctrl-C, a cancelled task or pytest-timeout while the block reads: keep every stream
-        it started (``recorders`` and those it adds to the list yielded), those still open
-        recorded as interrupted (or timeout), then let the stop go on."""
+        """Ctrl-C, a cancelled task, or a pytest outcome raised by a signal handler
+        (pytest-timeout's signal method) while the block reads: keep what every stream it
+        started (``recorders`` and those it adds to the list yielded) read so far, for the
+        summary, the reports and the faults' judging, then let the stop go on. A stream still
+        open is ``timeout`` under pytest-timeout's stop, else ``interrupted`` (as the recorder's
+        finish() records a read that stopped without an outcome)."""
         started = list(recorders)
         try:
             yield started
         except (KeyboardInterrupt, asyncio.CancelledError, pytest.fail.Exception) as exc:
             for recorder in started:
-                self.keep_interrupted(recorder, exc)
+                recorder.finish()
+                ended = stopped_mid_stream(exc, recorder.trace)
+                if ended is not None and recorder.trace.error_kind == "interrupted":
+                    # The reader's own cleanup (asyncio.run cancelling it) recorded the stop
+                    # first, without knowing what stopped it.
+                    recorder.trace.error_kind, recorder.trace.error = ended
+                self.keep(recorder.trace)
             raise
-
-    def tracking(
-        self, request: StreamRequest, path: str, started: list[StreamRecorder]
-    ) -> Callable[[int], StreamRecorder]:
-        """A load's ``make_recorder`` that also lists each recorder in ``started``."""
-
-        def make(_: int) -> StreamRecorder:
-            recorder = self.recorder(request, path)
-            started.append(recorder)
-            return recorder
-
-        return make
 
     def keep_load(self, result: LoadResult) -> LoadResult:
         """Keep every stream of a load that ended, and the probe's samples beside it."""
@@ -205,49 +204,22 @@ class _Streams:
         self._open += len(result.traces)
         return result
 
-
-class _Reads:
-    """How one test's streams are read: each request built for the entry's proxy, a stream or
-    a load read with the probe beside it (a load in shards where it asks for them), and
-    handed to :class:`_Streams` to be judged and kept; a headroom search's levels are read the
-    same way but judged by none and not kept."""
-
-    def __init__(
-        self,
-        streams: _Streams,
-        url: str,
-        deadline: Deadline | None,
-        max_stream_seconds: float,
-        ray: RayShards | None = None,
-        probe: ProbeSpec | None = None,
-        seed: int | None = None,
-    ) -> None:
-        self.streams = streams
-        # The base URL through the entry's proxy, and what bounds each stream's reads.
-        self.url, self.deadline, self.max_stream_seconds = url, deadline, max_stream_seconds
-        # --streamguard-ray: loads are sharded over that Ray cluster.
-        self.ray = ray
-        # --streamguard-probe: what is sent to the target beside each stream (None: nothing).
-        self.probe_spec = probe
-        # --streamguard-seed: open-loop arrival times drawn with it unless a load gives its own.
-        self.seed = seed
-
     def read(self, recorder: StreamRecorder, client: str | TeamCall | None) -> StreamTrace:
         """Read one stream to its end with the probe beside it (a thread of its own), have
-        ``client`` judge it (:meth:`_Streams.judged`) and keep both."""
-        with self.streams.stopping(recorder), ProbeThread(self.probe_spec) as probe:
+        ``client`` judge it (:meth:`judged`) and keep both."""
+        with self.stopping(recorder), ProbeThread(self.probe_spec) as probe:
             trace = read_stream(recorder)
-        self.streams.keep_probe(probe.probed)
-        return self.streams.keep(self.streams.judged(trace, client))
+        self.keep_probe(probe.probed)
+        return self.keep(self.judged(trace, client))
 
     async def aread(self, recorder: StreamRecorder, client: str | TeamCall | None) -> StreamTrace:
         """The async twin of :meth:`read`: the probe is a task on the running loop, and the
         judging (blocking: an SDK reads the replay) runs in a thread."""
-        with self.streams.stopping(recorder):
+        with self.stopping(recorder):
             async with probing(self.probe_spec) as probed:
                 trace = await aread_stream(recorder)
-        self.streams.keep_probe(probed)
-        return self.streams.keep(await asyncio.to_thread(self.streams.judged, trace, client))
+        self.keep_probe(probed)
+        return self.keep(await asyncio.to_thread(self.judged, trace, client))
 
     def request(
         self,
@@ -272,11 +244,11 @@ class _Reads:
             headers=dict(headers or {}),
             format=format,
             limits=limits,
-            slow_reader_bps=self.streams.faults.entry.slow_reader_bps,
+            slow_reader_bps=self.faults.entry.slow_reader_bps,
             allow_empty=allow_empty,
             expect=expect,
             require_done=require_done,
-            on_pace=self.streams.faults.entry.on_pace,
+            on_pace=self.faults.entry.on_pace,
         )
 
     async def load(
@@ -293,19 +265,23 @@ class _Reads:
         streams named in the test's order and judged by ``client`` (a headroom search's
         levels by none: their figures are the reader's), and each recorder it starts here
         listed in ``started``. Not kept: the caller keeps a test's load
-        (:meth:`_Streams.keep_load`), a sync one read on a private event loop."""
+        (:meth:`keep_load`), a sync one read on a private event loop."""
         if plan.seed is None:
             plan = dataclasses.replace(plan, seed=self.seed)
-        sharded = sharding(plan, *shards, self.ray, self.streams.faults.entry)
+        sharded = sharding(plan, *shards, self.ray, self.faults.entry)
         if sharded is None:
-            make = self.streams.tracking(request, path, started)
+
+            def make(_: int) -> StreamRecorder:
+                started.append(self.recorder(request, path))
+                return started[-1]
+
             result = await arun(plan, make, request.socket_options(), probe=self.probe_spec)
-            return await asyncio.to_thread(self.streams.judged_load, result, client)
-        choice = self.streams.choice(client)
+            return await asyncio.to_thread(self.judged_load, result, client)
+        choice = self.choice(client)
         async with probing(self.probe_spec) as probed:
             result = await sharded.arun(plan, request, choice)
         result.probe = probed
-        return self.streams.from_shards(request, path, result, choice)
+        return self.from_shards(request, path, result, choice)
 
     async def search(
         self,
@@ -321,7 +297,7 @@ class _Reads:
             return await self.load(LoadPlan(n=n, rate=rate), request, path, shards, NONE, [])
 
         found = await ameasure(measurement, load)
-        self.streams.headrooms.append(found)
+        self.headrooms.append(found)
         return found
 
 
@@ -530,9 +506,9 @@ class StreamGuard:
         self.url = proxy_url(str(proxy.listen), proxy_host, api.host)
         self._route = Route(api, proxy, target, upstream, stack, seed or 0)
         self.faults = self._route.faults
-        self._streams = _Streams(AllHops(self._route.fault_logs), client, transcripts)
-        self._reads = _Reads(
-            self._streams, self.url, deadline, max_stream_seconds, ray, probe_spec, seed
+        hops = AllHops(self._route.fault_logs)
+        self._streams = _Streams(
+            hops, self.url, deadline, max_stream_seconds, ray, probe_spec, seed, client, transcripts
         )
         if stack is not None:
             self._streams.pair = self._route.pair_trace
@@ -588,12 +564,13 @@ class StreamGuard:
         :class:`~pytest_streamguard.headroom.result.Headroom`, also kept in :attr:`headrooms`
         for the reports and the ``headroom`` marker.
         """
-        request = self._reads.request(path, json, method, headers, format, read_timeout)
+        request = self._streams.request(path, json, method, headers, format, read_timeout)
         measurement = Measurement.of(
             self.deadline, self.faults, vary=vary, up_to=up_to, precision=precision, streams=streams
         )
         return run_private(
-            lambda: self._reads.search(measurement, request, path, (processes, shards)), "headroom"
+            lambda: self._streams.search(measurement, request, path, (processes, shards)),
+            "headroom",
         )
 
     async def aheadroom(
@@ -613,11 +590,11 @@ class StreamGuard:
         shards: int | None = None,
     ) -> Headroom:
         """The async twin of :meth:`headroom`, on the test's own event loop."""
-        request = self._reads.request(path, json, method, headers, format, read_timeout)
+        request = self._streams.request(path, json, method, headers, format, read_timeout)
         measurement = Measurement.of(
             self.deadline, self.faults, vary=vary, up_to=up_to, precision=precision, streams=streams
         )
-        return await self._reads.search(measurement, request, path, (processes, shards))
+        return await self._streams.search(measurement, request, path, (processes, shards))
 
     def hop(self, name: str) -> Hop:
         """The hop of the stack's service ``name`` for this test: its ``faults`` act on the
@@ -685,10 +662,10 @@ class StreamGuard:
         ``none``, or a function of your own that reads the replayed answer; see
         docs/protocols.md).
         """
-        request = self._reads.request(
+        request = self._streams.request(
             path, json, method, headers, format, read_timeout, allow_empty, require_done, expect
         )
-        return self._reads.read(self._streams.recorder(request, path), client)
+        return self._streams.read(self._streams.recorder(request, path), client)
 
     async def astream(
         self,
@@ -705,10 +682,10 @@ class StreamGuard:
         client: str | TeamCall | None = None,
     ) -> StreamTrace:
         """The async twin of :meth:`stream`."""
-        request = self._reads.request(
+        request = self._streams.request(
             path, json, method, headers, format, read_timeout, allow_empty, require_done, expect
         )
-        return await self._reads.aread(self._streams.recorder(request, path), client)
+        return await self._streams.aread(self._streams.recorder(request, path), client)
 
     def load(
         self,
@@ -752,12 +729,14 @@ class StreamGuard:
         :mod:`pytest_streamguard.load.cluster`), each trace naming its ``node``.
         """
         plan = LoadPlan(n=n, rate=rate, duration=duration, arrival=arrival, seed=seed)
-        request = self._reads.request(
+        request = self._streams.request(
             path, json, method, headers, format, read_timeout, allow_empty, require_done, expect
         )
         with self._streams.stopping() as started:
             result = run_private(
-                lambda: self._reads.load(plan, request, path, (processes, shards), client, started)
+                lambda: self._streams.load(
+                    plan, request, path, (processes, shards), client, started
+                )
             )
         return self._streams.keep_load(result)
 
@@ -784,11 +763,11 @@ class StreamGuard:
     ) -> LoadResult:
         """The async twin of :meth:`load`, on the test's own event loop."""
         plan = LoadPlan(n=n, rate=rate, duration=duration, arrival=arrival, seed=seed)
-        request = self._reads.request(
+        request = self._streams.request(
             path, json, method, headers, format, read_timeout, allow_empty, require_done, expect
         )
         with self._streams.stopping() as started:
-            result = await self._reads.load(
+            result = await self._streams.load(
                 plan, request, path, (processes, shards), client, started
             )
         return self._streams.keep_load(result)
