@@ -294,17 +294,10 @@ def timeline_svg(
     untexted: Collection[int] = (),
 ) -> str:
     """Chunk arrivals per stream (one row each), x in seconds since that stream's request,
-    with a legend of the marks drawn; ``fired`` says, per fault (description, on stamp),
-    whether it fired (None: unknown); ``untexted``: the indexes of the streams whose chunk
-    texts the report left out (a chunk's hover text then ends at its size).
-
-    Drawn: each chunk; the deadline window (green: until the TTFT deadline after the request,
-    then the chunk deadline after each chunk, so a gap that leaves the band broke it); gaps
-    over the chunk deadline in red with a tick where the deadline ran out; socket reads that
-    completed no data event (partial and end events), and the heartbeats (SSE comments) apart
-    from them; the faults while active (dashed outline: never fired); the response headers;
-    the end of the stream (done, or the cut/error); the TTFT deadline as a dashed line.
-    """
+    with a legend of the marks drawn (:data:`_LEGEND`; docs/reports.md, "HTML"); ``fired``
+    says, per fault (description, on stamp), whether it fired (None: unknown); ``untexted``:
+    the indexes of the streams whose chunk texts the report left out (a chunk's hover text
+    then ends at its size)."""
     deadline = record.deadline or Deadline()
     rows = len(record.traces)
     row_h = 30.0 if rows <= 12 else max(12.0, min(30.0, 600.0 / rows))

@@ -1,34 +1,23 @@
-"""Counting a stream's chunks in the raw downstream bytes of a connection.
+"""Counting a stream's chunks in the raw downstream bytes of a connection, for the chunk toxics
+(``chunk_stall``, ``chunk_cut``, ``chunk_reset``; docs/toxiproxy.md, "Chunk toxics").
 
-The event toxics (``chunk_stall``, ``chunk_cut``, ``chunk_reset``; an extension of ours) act at
-the byte right after the Nth chunk of each HTTP response on a connection. A chunk is counted
-exactly as the plugin's client counts ``trace.chunks``: the response's body is decoded
-(``Transfer-Encoding: chunked``, ``Content-Length`` or up to the close), cut into frames by its
-framing (SSE by the WHATWG rules, one frame per line for NDJSON, chosen from the content type
-or the body's start as the client chooses it), and a frame counts when the built-in format
-recognised from the first frame reads a piece of answer text from it. So comments,
-heartbeats, events without text (an OpenAI role-only delta, ``[DONE]``) and anything cut off
-are not counted, as they are not in the trace. A user's own ``format=`` object is not known to
-the proxy; such a stream is counted with the built-in format its first frame looks like.
-
-A chunk toxic with ``aimed`` 1 acts only on the responses to requests that name it in an
-``x-streamguard-aim`` header (toxic names, comma-separated): the plugin's ``streams=``, which
-aims a fault at some streams of a test. :class:`RequestAims` reads each request's head in the
-upstream bytes of the connection; a response is matched to the latest request whose head came
-before it, which is its own for every client that waits for an answer before sending the next
-request on the connection (none of the plugin's clients pipelines).
+A chunk is counted exactly as the plugin's client counts ``trace.chunks``: the response's body
+is decoded (``Transfer-Encoding: chunked``, ``Content-Length`` or up to the close), cut into
+frames by its framing (chosen from the content type or the body's start as the client chooses
+it), and a frame counts when the built-in format recognised from the first frame reads a piece
+of answer text from it. A user's own ``format=`` object is not known to the proxy; such a
+stream is counted with the built-in format its first frame looks like.
 
 The body is fed to the framer one line at a time (split after each LF), so a frame completed
 by a line ends exactly at that line's end; with HTTP chunked encoding, the CRLF that closes the
 HTTP chunk right after it is counted in, so the client's HTTP parser sees a whole HTTP chunk.
 
-A body with a ``Content-Encoding`` (gzip, deflate; br and zstd where their decoder is installed:
-:mod:`pytest_streamguard.common.codings`) is counted in a decoded copy, and the original bytes
-are forwarded untouched. The boundary is then the shortest prefix of the coded bytes that
-decodes to the Nth chunk's end (found on copies of the decoder, or a byte at a time for a
-decoder that cannot be copied); a back-reference that spans the chunk's end brings the bytes
-it covers along, as no coded byte splits it. A body in a coding not installed here is not
-counted: the fault never lands, and the plugin's record of it names the coding.
+A body with a ``Content-Encoding`` (:mod:`pytest_streamguard.common.codings`) is counted in a
+decoded copy, and the original bytes are forwarded untouched. The boundary is then the shortest
+prefix of the coded bytes that decodes to the Nth chunk's end (found on copies of the decoder,
+or a byte at a time for a decoder that cannot be copied); a back-reference that spans the
+chunk's end brings the bytes it covers along, as no coded byte splits it. A body in a coding
+not installed here is not counted: the fault never lands, and its record names the coding.
 """
 
 from __future__ import annotations
