@@ -260,12 +260,10 @@ class _Streams:
         client: str | TeamCall | None,
         started: list[StreamRecorder],
     ) -> LoadResult:
-        """Read a load with the probe beside it, in shards where ``shards`` (its
-        ``processes=`` and ``shards=``) ask for them (:func:`~.load.sharding.sharding`), its
-        streams named in the test's order and judged by ``client`` (a headroom search's
-        levels by none: their figures are the reader's), and each recorder it starts here
-        listed in ``started``. Not kept: the caller keeps a test's load
-        (:meth:`keep_load`), a sync one read on a private event loop."""
+        """Read a load with the probe beside it, in shards where ``shards`` (its ``processes=``
+        and ``shards=``) ask for them, its streams named in the test's order and judged by
+        ``client`` (a headroom level's by none), each recorder it starts here listed in
+        ``started``. The caller keeps a test's load (:meth:`keep_load`)."""
         if plan.seed is None:
             plan = dataclasses.replace(plan, seed=self.seed)
         sharded = sharding(plan, *shards, self.ray, self.faults.entry)
@@ -550,19 +548,14 @@ class StreamGuard:
     ) -> Headroom:
         """How far this stream is from breaking the test's ``token_deadline``: the largest
         level of ``vary`` that still holds it (at the deadline's ``percentile``), found by a
-        search that grows, then bisects to ``precision`` (see docs/headroom.md).
+        search that grows, then bisects to ``precision`` (docs/headroom.md).
 
-        ``vary``: ``streams`` (concurrent streams), ``rate`` (requests/s, open loop),
-        ``latency`` or ``jitter`` (ms added by the proxy), ``bandwidth`` (KB/s, searched down
-        from ``up_to``) or ``freeze`` (seconds the target is stopped). ``up_to`` and
-        ``precision`` default per ``vary`` (streams: 64 by 1; latency: 2000 ms by 5 ms).
-        ``streams``: each level's concurrent streams when ``vary`` is not ``streams``.
-        ``processes`` and ``shards``: each level's load is read as :meth:`StreamGuard.load`
-        reads it with them (local shard processes, or Ray tasks under ``--streamguard-ray``),
-        for levels beyond what one process's client reads on time. The rest is as in
-        :meth:`StreamGuard.stream`. Returns a
-        :class:`~pytest_streamguard.headroom.result.Headroom`, also kept in :attr:`headrooms`
-        for the reports and the ``headroom`` marker.
+        ``vary``: ``streams``, ``rate``, ``latency``, ``jitter``, ``bandwidth`` or ``freeze``;
+        ``up_to`` and ``precision`` default per ``vary``. ``streams``: each level's concurrent
+        streams when ``vary`` is not ``streams``. ``processes`` and ``shards``: each level's
+        load is read as :meth:`load` reads it with them. The rest is as in :meth:`stream`. The
+        :class:`~pytest_streamguard.headroom.result.Headroom` is also kept in
+        :attr:`headrooms`, for the reports and the ``headroom`` marker.
         """
         request = self._streams.request(path, json, method, headers, format, read_timeout)
         measurement = Measurement.of(
@@ -640,27 +633,19 @@ class StreamGuard:
         expect: str | None = None,
         client: str | TeamCall | None = None,
     ) -> StreamTrace:
-        """Send a request through the proxy and read the streamed answer into a StreamTrace.
+        """Send a request through the proxy and read the streamed answer into a StreamTrace
+        (docs/getting-started.md; what each outcome means is docs/protocols.md's).
 
-        ``format``: the stream's protocol: ``auto`` (the default: recognised from the content
-        type and the first events, and recorded as ``trace.format``), a built-in name
-        (``sse``, ``openai``, ``openai-responses``, ``anthropic``, ``gemini``, ``ollama``,
-        ``tgi``, ``ndjson``, ``raw``) or a :class:`~pytest_streamguard.formats.StreamFormat`
-        such as ``SSEFormat(...)``. A stream whose end arrives before any token is ``empty``,
-        a violation, unless ``allow_empty=True`` says the test expects that. ``require_done=True``
-        accepts only the protocol's terminal frame as its end (openai's ``data: [DONE]``,
-        anthropic's ``message_stop``, ollama's ``"done": true``): a ``finish_reason`` followed
-        by a close without it is ``truncated``, and a server that holds the stream open after
-        it ends as ``timeout``; a format without a terminal frame (``raw``) refuses it with a
-        ValueError. ``expect="cut"`` says the stream is meant to be cut (by a cut or reset
-        fault): a cut is then no violation under any marker, and a stream that completes is
-        one. ``read_timeout`` overrides how long the client waits for each token (default:
-        from the test's deadline, or 30 s); every stream ends within the ``total`` deadline's
-        read limit or ``--streamguard-max-stream-seconds``. Never raises for a failed stream:
-        the outcome is on the trace (``completed``, or ``error_kind`` and ``error``). ``client``:
-        who judges it once read (``auto``, a call's name such as ``openai`` or ``openai.stream``,
-        ``none``, or a function of your own that reads the replayed answer; see
-        docs/protocols.md).
+        ``format``: the stream's protocol: ``auto`` (the default: recognised from the answer,
+        and recorded as ``trace.format``), a built-in name or a
+        :class:`~pytest_streamguard.formats.StreamFormat`. ``allow_empty=True``: an end before
+        any token is expected, not ``empty``. ``require_done=True``: only the protocol's
+        terminal frame is its end (``data: [DONE]``, ``message_stop``, ...). ``expect="cut"``:
+        the stream is meant to be cut, and one that completes is the violation.
+        ``read_timeout``: how long the client waits for each token (default: from the test's
+        deadline, or 30 s). ``client``: who judges it once read (``auto``, a call's name,
+        ``none``, or a function of your own). Never raises for a failed stream: the outcome is
+        on the trace (``completed``, or ``error_kind`` and ``error``).
         """
         request = self._streams.request(
             path, json, method, headers, format, read_timeout, allow_empty, require_done, expect
@@ -708,7 +693,8 @@ class StreamGuard:
         shards: int | None = None,
         client: str | TeamCall | None = None,
     ) -> LoadResult:
-        """Read many streams at once through the proxy and return a :class:`LoadResult`.
+        """Read many streams at once through the proxy and return a :class:`LoadResult`
+        (docs/load.md).
 
         Closed loop (default): ``n`` concurrent streams; with ``duration`` each of the ``n``
         keeps sending a new request as its stream ends until ``duration`` seconds are over.
@@ -717,16 +703,9 @@ class StreamGuard:
         also added to :attr:`traces`, so the test's ``token_deadline`` checks them (with
         ``percentile``, on the pooled gaps). ``format``, ``allow_empty``, ``require_done`` and
         ``expect`` are as in :meth:`stream`. Runs on a private event loop; in an async test
-        use :meth:`aload`.
-
-        ``processes``: read the streams in that many processes of their own (shards, see
-        :mod:`pytest_streamguard.load.pool`) to use every core; the result holds every trace
-        as a local load would, and its percentiles are pooled over every sample.
-        ``processes="auto"``: one per core this process may use (its CPU affinity), never more
-        than the streams; on one core, or for one stream, the load is read in this process. With
-        ``--streamguard-ray`` the load is sharded over that Ray cluster instead (``shards``:
-        how many Ray tasks, by default one per alive node; see
-        :mod:`pytest_streamguard.load.cluster`), each trace naming its ``node``.
+        use :meth:`aload`. ``processes``: read the streams in that many processes of their own
+        (``"auto"``: one per usable core); under ``--streamguard-ray``, ``shards`` Ray tasks
+        read them instead (docs/scaling.md), each trace naming its ``node``.
         """
         plan = LoadPlan(n=n, rate=rate, duration=duration, arrival=arrival, seed=seed)
         request = self._streams.request(

@@ -69,13 +69,9 @@ class HopLog(FaultLog):
         self.name = hop
 
     def judge(self, traces: list[StreamTrace]) -> list[FaultRecord]:
-        """Judge each fault as on the client's hop (:mod:`~pytest_streamguard.faults.fired`);
-        a fault that holds bytes also fired when the service in front cut or failed a client
-        stream while it held them (:func:`cut_in_front`); a fault that ends streams (a cut,
-        a reset, ``down``, ``blackhole``, a ``restart``) also fired when a client stream it was
-        active on ended in an error answer (``http``, ``server``, ``protocol``, ``empty``)
-        after it was on: the service in front turned the broken upstream into that answer.
-        Return the faults that never fired."""
+        """Judge each fault as on the client's hop (:mod:`~pytest_streamguard.faults.fired`),
+        and as fired too where the service in front turned it into a cut, a failed stream or an
+        error answer (docs/stacks.md, "Did it fire"); return the faults that never fired."""
         super().judge(traces)
         for record in self.records:
             cut = None if record.fired else cut_in_front(record, traces, self.name)

@@ -257,8 +257,7 @@ class Faults:
     def stall(self, after_chunks: int, seconds: float, *, streams: Any = None) -> FaultRecord:
         """Pause each stream for ``seconds`` right after its ``after_chunks``-th data event
         (the rest of it is held, not dropped). ``streams``: only the test's streams at these
-        indexes (0 first, in request order), or a seeded fraction of them (``0.3``); the others
-        are untouched."""
+        indexes (0 first, in request order), or a seeded fraction of them (``0.3``)."""
         return self._log.add_chunk(
             stall_at_chunk(self._log.control, self._log.seed, after_chunks, seconds, streams)
         )
@@ -274,21 +273,17 @@ class Faults:
 
     def restart(self, after_chunks: int | None = None) -> FaultRecord:
         """Kill the target process the plugin started (its whole process group, SIGKILL: a
-        crash) and start it again with the same command on the same port. Streams in flight
-        are cut; a stream opened while it starts again waits until it is ready. Right away
-        (this returns once the target is ready again), or once a stream of the test has
-        ``after_chunks`` chunks (it starts again in the background). Needs a target the plugin
-        starts (``--streamguard-target-cmd`` or the bundled one)."""
+        crash) and start it again with the same command on the same port (docs/faults.md).
+        Right away (this returns once the target is ready again), or once a stream of the test
+        has ``after_chunks`` chunks (it starts again in the background)."""
         return self._log.add(restart_fault(self._log.target, after_chunks))
 
     def slow_reader(self, bytes_per_second: float, *, tiny: bool = False) -> FaultRecord:
-        """Read every later stream of the test at ``bytes_per_second`` (bytes, not KB) through a
-        receive buffer of about half a second of it, so backpressure reaches the server; the
-        proxy is throttled too, a little above the rate. Up to 10 MB/s
-        (``SLOW_READER_MAX_BPS``). On the embedded server the connections opened under the
-        throttle get small upstream socket buffers, so the server's writes wait within tens of
-        kilobytes (docs/faults.md, "Which buffers a slow reader fills"). A rate under 64
-        bytes/s is refused as a likely unit slip unless ``tiny=True`` says it is meant."""
+        """Read every later stream of the test at ``bytes_per_second`` (bytes, not KB, up to
+        10 MB/s) through a receive buffer of about half a second of it, so backpressure reaches
+        the server; the proxy is throttled too, a little above the rate (docs/faults.md, "Slow
+        reader rate"). A rate under 64 bytes/s is refused as a likely unit slip unless
+        ``tiny=True`` says it is meant."""
         mechanism = slow_reader_fault(self._log.control, bytes_per_second, tiny)
         return self._log.add_slow_reader(mechanism, bytes_per_second)
 
@@ -310,11 +305,8 @@ class Faults:
         streams: Any = None,
     ) -> FaultRecord:
         """Close each connection (a FIN) after ``after_bytes`` response bytes (headers
-        included), or right after each stream's ``after_chunks``-th data event, whatever the
-        stream's length (a stream with fewer events is not cut; see
-        :class:`~pytest_streamguard.faults.chunks.ChunkToxic`). ``streams`` (with
-        ``after_chunks``): only the test's streams at these indexes (0 first, in request
-        order), or a seeded fraction of them; the others are untouched."""
+        included), or right after each stream's ``after_chunks``-th data event (a stream with
+        fewer events is not cut). ``streams`` (with ``after_chunks``): as in :meth:`stall`."""
         if (after_bytes is None) == (after_chunks is None):
             raise ValueError(
                 f"faults.cut(after_bytes={after_bytes!r}, after_chunks={after_chunks!r}): "
@@ -329,10 +321,8 @@ class Faults:
         self, after_ms: float = 0, *, after_chunks: int | None = None, streams: Any = None
     ) -> FaultRecord:
         """Reset (RST) each new connection ``after_ms`` ms after its first response chunk, or,
-        with ``after_chunks``, right after each stream's ``after_chunks``-th data event (the
-        embedded server's ``chunk_reset``). ``streams`` (with ``after_chunks``): only the
-        test's streams at these indexes (0 first, in request order), or a seeded fraction of
-        them; the others are untouched."""
+        with ``after_chunks``, right after each stream's ``after_chunks``-th data event.
+        ``streams`` (with ``after_chunks``): as in :meth:`stall`."""
         if after_chunks is not None and after_ms:
             raise ValueError(
                 f"faults.reset(after_ms={after_ms!r}, after_chunks={after_chunks!r}): "

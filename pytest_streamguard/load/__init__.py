@@ -254,13 +254,10 @@ async def arun(
     probe: ProbeSpec | None = None,
 ) -> LoadResult:
     """Run ``plan`` on the running event loop; ``make_recorder(i)`` prepares the i-th stream.
-
     A shard of a bigger load (:mod:`pytest_streamguard.load.shards`) passes ``origin``,
-    awaited once the shard's client is ready, which returns the ``perf_counter_ns()`` at which
-    the whole load starts (every shard waits for the same instant), and for an open loop its
-    own ``offsets`` out of the load's schedule. ``probe``: probe the target beside the streams,
-    as a task on the same loop, into ``result.probe``.
-    """
+    awaited once its client is ready (the ``perf_counter_ns()`` at which the whole load
+    starts), and for an open loop its own ``offsets``. ``probe``: probe the target beside the
+    streams, on the same loop, into ``result.probe``."""
     # A full collection over the heap of a big load's traces stalls the loop for tens of ms
     # (measured at 200 streams: p99 stamp error 87 ms with the collector on, 1 ms with it
     # paused); the load's objects are freed by reference counting anyway.

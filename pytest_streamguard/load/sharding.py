@@ -59,13 +59,9 @@ def sharding(
     ray: RayShards | None,
     faults: ShardedFaults,
 ) -> Sharded | None:
-    """How ``load()`` reads ``plan``: None in this process, else its :class:`Sharded`.
-
-    ``processes="auto"`` is counted for this machine (None on one usable core or for a single
-    stream); under ``ray`` every load is sharded over Ray and ``processes`` is refused. Bad
-    arguments, or a fault that only this process's reader can set off, are a ValueError before
-    anything starts.
-    """
+    """How ``load()`` reads ``plan``: None in this process, else its :class:`Sharded` (under
+    ``ray`` every load, and ``processes`` is refused). Bad arguments, or a fault that only this
+    process's reader can set off, are a ValueError before anything starts."""
     if ray is not None:
         local = None
         if processes is not None:

@@ -33,15 +33,10 @@ from pytest_streamguard.stream.trace import StreamTrace
 
 @dataclass(frozen=True)
 class Shard:
-    """One reader's part of a load.
-
-    ``plan`` is the shard's own plan (``n``: its concurrent streams, or its number of
-    arrivals); ``offsets`` its start offsets out of the whole load's open-loop schedule (None
-    for a closed loop); ``of`` how many shards the load has; ``client`` the judge of its streams
-    (``client=``: each is judged in the shard, where its recorded bytes are); ``ship``: send
-    back the bytes of a stream no built-in judge judged there (a judge the user registered
-    lives in the parent only, which judges those).
-    """
+    """One reader's part of a load: its own ``plan``, its start ``offsets`` out of the whole
+    load's open-loop schedule (None for a closed loop), how many shards the load has (``of``),
+    the judge of its streams (``client``) and whether to send back the bytes of a stream no
+    built-in judge judged there (``ship``: a judge the user registered lives in the parent)."""
 
     index: int
     of: int

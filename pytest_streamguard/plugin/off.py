@@ -2,11 +2,10 @@
 is imported.
 
 Every test that uses a plugin fixture or the ``token_deadline`` marker is skipped with
-:data:`~pytest_streamguard.common.names.SKIP_REASON` at collection; the fixtures below only exist so
-that such a test (and ``pytest --fixtures``) finds them, and skip if reached another way (for
-example through ``request.getfixturevalue``). So that a run which forgot the flag does not pass
-for a checked one, the terminal summary counts those skips and names ``--streamguard``; with
-``--streamguard-require`` (ini ``streamguard_require``) collecting such a test is a usage error.
+:data:`~pytest_streamguard.common.names.SKIP_REASON` at collection; the fixtures only exist so
+that such a test (and ``pytest --fixtures``) finds them. So that a run which forgot the flag
+does not pass for a checked one, the terminal summary counts those skips and names
+``--streamguard``; with ``--streamguard-require`` collecting such a test is a usage error.
 """
 
 from __future__ import annotations

@@ -538,11 +538,9 @@ _PROBE_H = 70.0
 
 
 def probe_svg(record: TestRecord) -> str:
-    """The probe's samples under the streams' timeline (empty without any): one row, x in
-    seconds since the test's first request; a pale band over the time it ran, answered at
-    once, and in red each stretch in which it waited (an answer that took ``PROBE_WAIT_S`` or
-    more, or none, until the next probe). Stretches that touch are merged into one mark, so
-    the size follows the waits, not the samples."""
+    """The probe's samples under the streams' timeline (empty without any), x in seconds since
+    the test's first request: a pale band while it ran, and in red each stretch in which it
+    waited (``PROBE_WAIT_S`` or more), stretches that touch merged into one mark."""
     probe = record.probe
     if probe is None or not probe.samples or not record.traces:
         return ""

@@ -197,11 +197,9 @@ _SUMMARY_NOTE = "(times in ms; ttft is the worst stream's, gaps are pooled over 
 
 def summary_lines(records: list[TestRecord], width: int | None = None) -> list[str]:
     """The terminal table: one row per test that read streams (times in ms), and with more
-    than one test an ``all tests`` row pooled over every stream.
-
-    When a row is wider than ``width`` (the terminal's columns), each test's faults go on a
-    line below its row; if the row is still too wide, its test id goes on a line above its
-    figures too. No line is wider than ``width`` (a longer test id or fault is wrapped)."""
+    than one test an ``all tests`` row pooled over every stream. On a terminal narrower than
+    a row (``width``), each test's faults go on a line below its row, then its test id on a
+    line above its figures too; no line is wider than ``width``."""
     header = ("test", "ttft", "gap p50", "gap p95", "gap max", "chunks", "verdict", "faults")
     rows = []
     for record in records:
