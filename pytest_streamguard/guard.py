@@ -7,11 +7,12 @@ every trace is kept so the plugin can check it against the test's ``token_deadli
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import dataclasses
 import functools
 import secrets
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -25,12 +26,12 @@ from pytest_streamguard.faults.inject import FaultLog, Faults
 from pytest_streamguard.faults.profiles import Profile
 from pytest_streamguard.faults.toxiproxy_client import ToxiproxyAPI, proxy_url
 from pytest_streamguard.formats import StreamFormat
-from pytest_streamguard.headroom.measure import Measurement, ameasure, measure
+from pytest_streamguard.headroom.measure import Measurement, ameasure
 from pytest_streamguard.headroom.result import Headroom
 from pytest_streamguard.judge import AUTO, NONE, check_client, judge_trace, save_disagreement
 from pytest_streamguard.judge.ruling import collector_paused
 from pytest_streamguard.judge.team import TeamCall
-from pytest_streamguard.load import LoadPlan, LoadResult, arun, run
+from pytest_streamguard.load import LoadPlan, LoadResult, arun, run_private
 from pytest_streamguard.load.cluster import RayShards
 from pytest_streamguard.load.sharding import sharding
 from pytest_streamguard.services.app import Target
@@ -47,17 +48,34 @@ from pytest_streamguard.verdict.probe import Probed, merge
 
 
 class _Streams:
-    """The streams of one test, in the order they were opened: each named by its number, aimed
-    at by the faults on, and kept (in :attr:`traces`) with the faults active during it; the
-    samples of the probe sent beside them are kept in :attr:`probe`."""
+    """The streams of one test, in the order they were opened: each read with the probe beside
+    it (a load in shards where it asks for them) through the entry's proxy, named by its
+    number, aimed at by the faults on, judged, and kept (in :attr:`traces`) with the faults
+    active during it; the samples of the probe are kept in :attr:`probe`, the test's headroom
+    searches in :attr:`headrooms` (their levels are read the same way, but judged by none and
+    not kept)."""
 
     def __init__(
         self,
         faults: AllHops,
+        url: str,
+        deadline: Deadline | None,
+        max_stream_seconds: float,
+        ray: RayShards | None = None,
+        probe: ProbeSpec | None = None,
+        seed: int | None = None,
         client: str = AUTO,
         transcripts: Path | None = None,
     ) -> None:
         self.faults = faults
+        # The base URL through the entry's proxy, and what bounds each stream's reads.
+        self.url, self.deadline, self.max_stream_seconds = url, deadline, max_stream_seconds
+        # --streamguard-ray: loads are sharded over that Ray cluster.
+        self.ray = ray
+        # --streamguard-probe: what is sent to the target beside each stream (None: nothing).
+        self.probe_spec = probe
+        # --streamguard-seed: open-loop arrival times drawn with it unless a load gives its own.
+        self.seed = seed
         # --streamguard-client: which client judges a stream whose call names none.
         self.client = client
         # streamguard_transcripts: this test's folder for the bytes of disagreements.
@@ -65,6 +83,7 @@ class _Streams:
         self.traces: list[StreamTrace] = []
         #: The samples of the probe sent beside the test's streams and loads (None: it was off).
         self.probe: Probed | None = None
+        self.headrooms: list[Headroom] = []
         self._opened = 0
         # Streams opened and not kept yet, and (under a stack) what pairs a kept stream with
         # the inner hops' stamps, given how many other streams were open beside it.
@@ -138,37 +157,27 @@ class _Streams:
         self.traces.append(trace)
         return trace
 
-    def keep_interrupted(self, recorder: StreamRecorder, stopped_by: BaseException) -> None:
-        """Ctrl-C, or a pytest outcome raised by a signal handler (pytest-timeout's signal
-        method), mid-stream: keep what was read so far for the summary, the reports and the
-        faults' judging; pytest-timeout's is a ``timeout`` of the stream, anything else
-        ``interrupted`` (as the recorder's finish() records a read that stopped without an
-        outcome)."""
-        recorder.finish()
-        ended = stopped_mid_stream(stopped_by, recorder.trace)
-        if ended is not None and recorder.trace.error_kind == "interrupted":
-            # The reader's own cleanup (asyncio.run cancelling it) recorded the stop first,
-            # without knowing what stopped it.
-            recorder.trace.error_kind, recorder.trace.error = ended
-        self.keep(recorder.trace)
-
-    def tracking(
-        self, request: StreamRequest, path: str, started: list[StreamRecorder]
-    ) -> Callable[[int], StreamRecorder]:
-        """A load's ``make_recorder`` that also lists each recorder in ``started``."""
-
-        def make(_: int) -> StreamRecorder:
-            recorder = self.recorder(request, path)
-            started.append(recorder)
-            return recorder
-
-        return make
-
-    def keep_started(self, started: list[StreamRecorder], stopped_by: BaseException) -> None:
-        """Ctrl-C, a cancelled task or pytest-timeout mid-load: keep every stream it started,
-        as stream() does, those still open recorded as interrupted (or timeout)."""
-        for recorder in started:
-            self.keep_interrupted(recorder, stopped_by)
+    @contextlib.contextmanager
+    def stopping(self, *recorders: StreamRecorder) -> Iterator[list[StreamRecorder]]:
+        """Ctrl-C, a cancelled task, or a pytest outcome raised by a signal handler
+        (pytest-timeout's signal method) while the block reads: keep what every stream it
+        started (``recorders`` and those it adds to the list yielded) read so far, for the
+        summary, the reports and the faults' judging, then let the stop go on. A stream still
+        open is ``timeout`` under pytest-timeout's stop, else ``interrupted`` (as the recorder's
+        finish() records a read that stopped without an outcome)."""
+        started = list(recorders)
+        try:
+            yield started
+        except (KeyboardInterrupt, asyncio.CancelledError, pytest.fail.Exception) as exc:
+            for recorder in started:
+                recorder.finish()
+                ended = stopped_mid_stream(exc, recorder.trace)
+                if ended is not None and recorder.trace.error_kind == "interrupted":
+                    # The reader's own cleanup (asyncio.run cancelling it) recorded the stop
+                    # first, without knowing what stopped it.
+                    recorder.trace.error_kind, recorder.trace.error = ended
+                self.keep(recorder.trace)
+            raise
 
     def keep_load(self, result: LoadResult) -> LoadResult:
         """Keep every stream of a load that ended, and the probe's samples beside it."""
@@ -177,16 +186,11 @@ class _Streams:
         self.keep_probe(result.probe)
         return result
 
-    def keep_sharded(
-        self,
-        request: StreamRequest,
-        path: str,
-        result: LoadResult,
-        probed: Probed | None,
-        client: str | TeamCall | None = None,
+    def from_shards(
+        self, request: StreamRequest, path: str, result: LoadResult, client: str
     ) -> LoadResult:
-        """Keep every stream of a sharded load, named in this test's numbering, with the
-        samples of the probe sent beside the shards (``probed``), judged by ``client``."""
+        """A sharded load's streams named in this test's numbering and judged by ``client``
+        where their shards did not judge them."""
         # Shards name their streams on their own; the test's numbering goes by send order.
         for trace in result.traces:
             trace.name = self.name(request, path)
@@ -195,62 +199,29 @@ class _Streams:
             # Judged in its shard (the bytes came back where reader and client disagree), or
             # here, by a judge the user registered in this process.
             if trace.client is None and trace.recorded is not None:
-                judge_trace(trace, self.choice(client))
+                judge_trace(trace, client)
             if self.transcripts is not None:
                 save_disagreement(trace, self.transcripts)
-        result.probe = probed
         # Opened in the shards, not by this process's recorders: open together all the same.
         self._open += len(result.traces)
-        return self.keep_load(result)
-
-
-class _Reads:
-    """How one test's streams are read: each request built for the entry's proxy, a stream or
-    a load read with the probe beside it (a load in shards where it asks for them), and
-    handed to :class:`_Streams` to be judged and kept; a headroom search's levels are read the
-    same way but neither judged nor kept."""
-
-    def __init__(
-        self,
-        streams: _Streams,
-        url: str,
-        deadline: Deadline | None,
-        max_stream_seconds: float,
-        ray: RayShards | None = None,
-        probe: ProbeSpec | None = None,
-    ) -> None:
-        self.streams = streams
-        # The base URL through the entry's proxy, and what bounds each stream's reads.
-        self.url, self.deadline, self.max_stream_seconds = url, deadline, max_stream_seconds
-        # --streamguard-ray: loads are sharded over that Ray cluster.
-        self.ray = ray
-        # --streamguard-probe: what is sent to the target beside each stream (None: nothing).
-        self.probe_spec = probe
+        return result
 
     def read(self, recorder: StreamRecorder, client: str | TeamCall | None) -> StreamTrace:
         """Read one stream to its end with the probe beside it (a thread of its own), have
-        ``client`` judge it (:meth:`judged`) and keep both; a read stopped by Ctrl-C or
-        pytest-timeout keeps what was read so far."""
-        try:
-            with ProbeThread(self.probe_spec) as probing_thread:
-                trace = read_stream(recorder)
-        except (KeyboardInterrupt, pytest.fail.Exception) as exc:
-            self.streams.keep_interrupted(recorder, exc)
-            raise
-        self.streams.keep_probe(probing_thread.probed)
-        return self.streams.keep(self.streams.judged(trace, client))
+        ``client`` judge it (:meth:`judged`) and keep both."""
+        with self.stopping(recorder), ProbeThread(self.probe_spec) as probe:
+            trace = read_stream(recorder)
+        self.keep_probe(probe.probed)
+        return self.keep(self.judged(trace, client))
 
     async def aread(self, recorder: StreamRecorder, client: str | TeamCall | None) -> StreamTrace:
         """The async twin of :meth:`read`: the probe is a task on the running loop, and the
         judging (blocking: an SDK reads the replay) runs in a thread."""
-        try:
+        with self.stopping(recorder):
             async with probing(self.probe_spec) as probed:
                 trace = await aread_stream(recorder)
-        except (KeyboardInterrupt, asyncio.CancelledError, pytest.fail.Exception) as exc:
-            self.streams.keep_interrupted(recorder, exc)
-            raise
-        self.streams.keep_probe(probed)
-        return self.streams.keep(await asyncio.to_thread(self.streams.judged, trace, client))
+        self.keep_probe(probed)
+        return self.keep(await asyncio.to_thread(self.judged, trace, client))
 
     def request(
         self,
@@ -260,8 +231,8 @@ class _Reads:
         headers: dict[str, str] | None,
         format: str | StreamFormat,
         read_timeout: float | None,
-        allow_empty: bool,
-        require_done: bool,
+        allow_empty: bool = False,
+        require_done: bool = False,
         expect: str | None = None,
     ) -> StreamRequest:
         """Validate a stream's arguments into the request to send through the proxy (the
@@ -275,102 +246,59 @@ class _Reads:
             headers=dict(headers or {}),
             format=format,
             limits=limits,
-            slow_reader_bps=self.streams.faults.entry.slow_reader_bps,
+            slow_reader_bps=self.faults.entry.slow_reader_bps,
             allow_empty=allow_empty,
             expect=expect,
             require_done=require_done,
-            on_pace=self.streams.faults.entry.on_pace,
+            on_pace=self.faults.entry.on_pace,
         )
 
-    def load(
+    async def load(
         self,
         plan: LoadPlan,
         request: StreamRequest,
         path: str,
         shards: tuple[int | str | None, int | None],
         client: str | TeamCall | None,
+        started: list[StreamRecorder],
     ) -> LoadResult:
-        """Read a load of the test with the probe beside it, in shards where ``shards`` (its
-        ``processes=`` and ``shards=``) ask for them (:func:`~.load.sharding.sharding`), judge
-        its streams by ``client`` and keep them; a load stopped by Ctrl-C or pytest-timeout
-        keeps every stream it started."""
-        sharded = sharding(plan, *shards, self.ray, self.streams.faults.entry)
-        if sharded is not None:
-            with ProbeThread(self.probe_spec) as probe:
-                result = sharded.run(plan, request, self.streams.choice(client))
-            return self.streams.keep_sharded(request, path, result, probe.probed, client)
-        started: list[StreamRecorder] = []
-        try:
-            make = self.streams.tracking(request, path, started)
-            result = run(plan, make, request.socket_options(), self.probe_spec)
-        except (KeyboardInterrupt, pytest.fail.Exception) as exc:
-            self.streams.keep_started(started, exc)
-            raise
-        return self.streams.keep_load(self.streams.judged_load(result, client))
+        """Read a load with the probe beside it, in shards where ``shards`` (its ``processes=``
+        and ``shards=``) ask for them, its streams named in the test's order and judged by
+        ``client`` (a headroom level's by none), each recorder it starts here listed in
+        ``started``. The caller keeps a test's load (:meth:`keep_load`)."""
+        if plan.seed is None:
+            plan = dataclasses.replace(plan, seed=self.seed)
+        sharded = sharding(plan, *shards, self.ray, self.faults.entry)
+        if sharded is None:
 
-    async def aload(
-        self,
-        plan: LoadPlan,
-        request: StreamRequest,
-        path: str,
-        shards: tuple[int | str | None, int | None],
-        client: str | TeamCall | None,
-    ) -> LoadResult:
-        """The async twin of :meth:`load`: the judging runs in a thread."""
-        sharded = sharding(plan, *shards, self.ray, self.streams.faults.entry)
-        if sharded is not None:
-            async with probing(self.probe_spec) as probed:
-                result = await sharded.arun(plan, request, self.streams.choice(client))
-            return self.streams.keep_sharded(request, path, result, probed, client)
-        started: list[StreamRecorder] = []
-        try:
-            make = self.streams.tracking(request, path, started)
+            def make(_: int) -> StreamRecorder:
+                started.append(self.recorder(request, path))
+                return started[-1]
+
             result = await arun(plan, make, request.socket_options(), probe=self.probe_spec)
-        except (KeyboardInterrupt, asyncio.CancelledError, pytest.fail.Exception) as exc:
-            self.streams.keep_started(started, exc)
-            raise
-        return self.streams.keep_load(
-            await asyncio.to_thread(self.streams.judged_load, result, client)
-        )
+            return await asyncio.to_thread(self.judged_load, result, client)
+        choice = self.choice(client)
+        async with probing(self.probe_spec) as probed:
+            result = await sharded.arun(plan, request, choice)
+        result.probe = probed
+        return self.from_shards(request, path, result, choice)
 
-    def level(
+    async def search(
         self,
-        plan: LoadPlan,
+        measurement: Measurement,
         request: StreamRequest,
         path: str,
         shards: tuple[int | str | None, int | None],
-    ) -> LoadResult:
-        """One level of a headroom search: a load read like :meth:`load`'s, but neither kept
-        nor judged (a level's figures are the reader's), its probe samples its own."""
-        sharded = sharding(plan, *shards, self.ray, self.streams.faults.entry)
-        if sharded is not None:
-            with ProbeThread(self.probe_spec) as probe:
-                result = sharded.run(plan, request, NONE)
-            result.probe = probe.probed
-            return result
-        return run(
-            plan,
-            self.streams.tracking(request, path, []),
-            request.socket_options(),
-            self.probe_spec,
-        )
+    ) -> Headroom:
+        """A headroom search run to its end and kept, each level a load judged by none and
+        not kept."""
 
-    async def alevel(
-        self,
-        plan: LoadPlan,
-        request: StreamRequest,
-        path: str,
-        shards: tuple[int | str | None, int | None],
-    ) -> LoadResult:
-        """The async twin of :meth:`level`."""
-        sharded = sharding(plan, *shards, self.ray, self.streams.faults.entry)
-        if sharded is not None:
-            async with probing(self.probe_spec) as probed:
-                result = await sharded.arun(plan, request, NONE)
-            result.probe = probed
-            return result
-        make = self.streams.tracking(request, path, [])
-        return await arun(plan, make, request.socket_options(), probe=self.probe_spec)
+        async def load(n: int, rate: float | None) -> LoadResult:
+            return await self.load(LoadPlan(n=n, rate=rate), request, path, shards, NONE, [])
+
+        found = await ameasure(measurement, load)
+        self.headrooms.append(found)
+        return found
 
 
 #: How long after its end a stream that did not complete waits for the inner hops' connections
@@ -509,14 +437,8 @@ class Route:
             if found.ended is not None:
                 stamps.ended[name] = found.ended
 
-    def ingress(
-        self,
-        read_timeout: float = 60.0,
-        buffering: bool = False,
-        gzip: bool = False,
-        send_timeout: float = 60.0,
-    ) -> Ingress:
-        """Put a real nginx in for the test (see :meth:`StreamGuard.ingress`)."""
+    def ingress(self, **settings: Any) -> Ingress:
+        """Put a real nginx in for the test with ``settings`` (see :meth:`StreamGuard.ingress`)."""
         if self._ingress is not None:
             raise IngressError(
                 f"streamguard.ingress() is already on for this test ({self._ingress.ingress!r})"
@@ -524,10 +446,7 @@ class Route:
         hop = IngressHop(
             self.target.address,
             functools.partial(self.api.set_upstream, self.proxy),
-            read_timeout=read_timeout,
-            buffering=buffering,
-            gzip=gzip,
-            send_timeout=send_timeout,
+            **settings,
         ).start()
         self.fault_logs[0].records.append(hop.record)
         self._ingress = hop
@@ -579,7 +498,7 @@ class StreamGuard:
         stack: StackHops | None = None,
     ) -> None:
         self.api = api
-        # --streamguard-seed: open-loop arrival times drawn with it unless a load gives its own.
+        #: --streamguard-seed: what the test's faults and loads draw with.
         self.seed = seed
         self.proxy = proxy
         self.target = target
@@ -587,13 +506,13 @@ class StreamGuard:
         self.url = proxy_url(str(proxy.listen), proxy_host, api.host)
         self._route = Route(api, proxy, target, upstream, stack, seed or 0)
         self.faults = self._route.faults
-        self._streams = _Streams(AllHops(self._route.fault_logs), client, transcripts)
-        self._reads = _Reads(self._streams, self.url, deadline, max_stream_seconds, ray, probe_spec)
+        hops = AllHops(self._route.fault_logs)
+        self._streams = _Streams(
+            hops, self.url, deadline, max_stream_seconds, ray, probe_spec, seed, client, transcripts
+        )
         if stack is not None:
             self._streams.pair = self._route.pair_trace
         self._streams.hear = self._route.hear
-        #: Every headroom search of the test, in the order run (the reports show them).
-        self.headrooms: list[Headroom] = []
         # Under @pytest.mark.streamguard_matrix: the item's profile (name, toxics, faults),
         # applied by the plugin before the body; None otherwise.
         self.profile: Profile | None = None
@@ -602,6 +521,11 @@ class StreamGuard:
     def traces(self) -> list[StreamTrace]:
         """Every stream of this test, in the order they were opened (a load's too)."""
         return self._streams.traces
+
+    @property
+    def headrooms(self) -> list[Headroom]:
+        """Every headroom search of this test, in the order run (the reports show them)."""
+        return self._streams.headrooms
 
     @property
     def probe(self) -> Probed | None:
@@ -626,34 +550,23 @@ class StreamGuard:
     ) -> Headroom:
         """How far this stream is from breaking the test's ``token_deadline``: the largest
         level of ``vary`` that still holds it (at the deadline's ``percentile``), found by a
-        search that grows, then bisects to ``precision`` (see docs/headroom.md).
+        search that grows, then bisects to ``precision`` (docs/headroom.md).
 
-        ``vary``: ``streams`` (concurrent streams), ``rate`` (requests/s, open loop),
-        ``latency`` or ``jitter`` (ms added by the proxy), ``bandwidth`` (KB/s, searched down
-        from ``up_to``) or ``freeze`` (seconds the target is stopped). ``up_to`` and
-        ``precision`` default per ``vary`` (streams: 64 by 1; latency: 2000 ms by 5 ms).
-        ``streams``: each level's concurrent streams when ``vary`` is not ``streams``.
-        ``processes`` and ``shards``: each level's load is read as :meth:`StreamGuard.load`
-        reads it with them (local shard processes, or Ray tasks under ``--streamguard-ray``),
-        for levels beyond what one process's client reads on time. The rest is as in
-        :meth:`StreamGuard.stream`. Returns a
-        :class:`~pytest_streamguard.headroom.result.Headroom`, also kept in :attr:`headrooms`
-        for the reports and the ``headroom`` marker.
+        ``vary``: ``streams``, ``rate``, ``latency``, ``jitter``, ``bandwidth`` or ``freeze``;
+        ``up_to`` and ``precision`` default per ``vary``. ``streams``: each level's concurrent
+        streams when ``vary`` is not ``streams``. ``processes`` and ``shards``: each level's
+        load is read as :meth:`load` reads it with them. The rest is as in :meth:`stream`. The
+        :class:`~pytest_streamguard.headroom.result.Headroom` is also kept in
+        :attr:`headrooms`, for the reports and the ``headroom`` marker.
         """
+        request = self._streams.request(path, json, method, headers, format, read_timeout)
         measurement = Measurement.of(
             self.deadline, self.faults, vary=vary, up_to=up_to, precision=precision, streams=streams
         )
-        request = self._reads.request(
-            path, json, method, headers, format, read_timeout, False, False, None
+        return run_private(
+            lambda: self._streams.search(measurement, request, path, (processes, shards)),
+            "headroom",
         )
-
-        def load(n: int, rate: float | None) -> LoadResult:
-            plan = LoadPlan(n=n, rate=rate, seed=self.seed)
-            return self._reads.level(plan, request, path, (processes, shards))
-
-        found = measure(measurement, load)
-        self.headrooms.append(found)
-        return found
 
     async def aheadroom(
         self,
@@ -672,20 +585,11 @@ class StreamGuard:
         shards: int | None = None,
     ) -> Headroom:
         """The async twin of :meth:`headroom`, on the test's own event loop."""
+        request = self._streams.request(path, json, method, headers, format, read_timeout)
         measurement = Measurement.of(
             self.deadline, self.faults, vary=vary, up_to=up_to, precision=precision, streams=streams
         )
-        request = self._reads.request(
-            path, json, method, headers, format, read_timeout, False, False, None
-        )
-
-        async def load(n: int, rate: float | None) -> LoadResult:
-            plan = LoadPlan(n=n, rate=rate, seed=self.seed)
-            return await self._reads.alevel(plan, request, path, (processes, shards))
-
-        found = await ameasure(measurement, load)
-        self.headrooms.append(found)
-        return found
+        return await self._streams.search(measurement, request, path, (processes, shards))
 
     def hop(self, name: str) -> Hop:
         """The hop of the stack's service ``name`` for this test: its ``faults`` act on the
@@ -708,7 +612,9 @@ class StreamGuard:
         of the test goes client → proxy → nginx → target. Recorded like a fault (on/off stamps,
         shown in verdicts and reports). Raises IngressError when nginx is missing or fails.
         """
-        return self._route.ingress(read_timeout, buffering, gzip, send_timeout)
+        return self._route.ingress(
+            read_timeout=read_timeout, buffering=buffering, gzip=gzip, send_timeout=send_timeout
+        )
 
     def close(self) -> None:
         """Undo this test's faults on every hop and its ingress (proxy pointed back at the
@@ -729,32 +635,24 @@ class StreamGuard:
         expect: str | None = None,
         client: str | TeamCall | None = None,
     ) -> StreamTrace:
-        """Send a request through the proxy and read the streamed answer into a StreamTrace.
+        """Send a request through the proxy and read the streamed answer into a StreamTrace
+        (docs/getting-started.md; what each outcome means is docs/protocols.md's).
 
-        ``format``: the stream's protocol: ``auto`` (the default: recognised from the content
-        type and the first events, and recorded as ``trace.format``), a built-in name
-        (``sse``, ``openai``, ``openai-responses``, ``anthropic``, ``gemini``, ``ollama``,
-        ``tgi``, ``ndjson``, ``raw``) or a :class:`~pytest_streamguard.formats.StreamFormat`
-        such as ``SSEFormat(...)``. A stream whose end arrives before any token is ``empty``,
-        a violation, unless ``allow_empty=True`` says the test expects that. ``require_done=True``
-        accepts only the protocol's terminal frame as its end (openai's ``data: [DONE]``,
-        anthropic's ``message_stop``, ollama's ``"done": true``): a ``finish_reason`` followed
-        by a close without it is ``truncated``, and a server that holds the stream open after
-        it ends as ``timeout``; a format without a terminal frame (``raw``) refuses it with a
-        ValueError. ``expect="cut"`` says the stream is meant to be cut (by a cut or reset
-        fault): a cut is then no violation under any marker, and a stream that completes is
-        one. ``read_timeout`` overrides how long the client waits for each token (default:
-        from the test's deadline, or 30 s); every stream ends within the ``total`` deadline's
-        read limit or ``--streamguard-max-stream-seconds``. Never raises for a failed stream:
-        the outcome is on the trace (``completed``, or ``error_kind`` and ``error``). ``client``:
-        who judges it once read (``auto``, a call's name such as ``openai`` or ``openai.stream``,
-        ``none``, or a function of your own that reads the replayed answer; see
-        docs/protocols.md).
+        ``format``: the stream's protocol: ``auto`` (the default: recognised from the answer,
+        and recorded as ``trace.format``), a built-in name or a
+        :class:`~pytest_streamguard.formats.StreamFormat`. ``allow_empty=True``: an end before
+        any token is expected, not ``empty``. ``require_done=True``: only the protocol's
+        terminal frame is its end (``data: [DONE]``, ``message_stop``, ...). ``expect="cut"``:
+        the stream is meant to be cut, and one that completes is the violation.
+        ``read_timeout``: how long the client waits for each token (default: from the test's
+        deadline, or 30 s). ``client``: who judges it once read (``auto``, a call's name,
+        ``none``, or a function of your own). Never raises for a failed stream: the outcome is
+        on the trace (``completed``, or ``error_kind`` and ``error``).
         """
-        request = self._reads.request(
+        request = self._streams.request(
             path, json, method, headers, format, read_timeout, allow_empty, require_done, expect
         )
-        return self._reads.read(self._streams.recorder(request, path), client)
+        return self._streams.read(self._streams.recorder(request, path), client)
 
     async def astream(
         self,
@@ -771,10 +669,10 @@ class StreamGuard:
         client: str | TeamCall | None = None,
     ) -> StreamTrace:
         """The async twin of :meth:`stream`."""
-        request = self._reads.request(
+        request = self._streams.request(
             path, json, method, headers, format, read_timeout, allow_empty, require_done, expect
         )
-        return await self._reads.aread(self._streams.recorder(request, path), client)
+        return await self._streams.aread(self._streams.recorder(request, path), client)
 
     def load(
         self,
@@ -797,7 +695,8 @@ class StreamGuard:
         shards: int | None = None,
         client: str | TeamCall | None = None,
     ) -> LoadResult:
-        """Read many streams at once through the proxy and return a :class:`LoadResult`.
+        """Read many streams at once through the proxy and return a :class:`LoadResult`
+        (docs/load.md).
 
         Closed loop (default): ``n`` concurrent streams; with ``duration`` each of the ``n``
         keeps sending a new request as its stream ends until ``duration`` seconds are over.
@@ -806,23 +705,21 @@ class StreamGuard:
         also added to :attr:`traces`, so the test's ``token_deadline`` checks them (with
         ``percentile``, on the pooled gaps). ``format``, ``allow_empty``, ``require_done`` and
         ``expect`` are as in :meth:`stream`. Runs on a private event loop; in an async test
-        use :meth:`aload`.
-
-        ``processes``: read the streams in that many processes of their own (shards, see
-        :mod:`pytest_streamguard.load.pool`) to use every core; the result holds every trace
-        as a local load would, and its percentiles are pooled over every sample.
-        ``processes="auto"``: one per core this process may use (its CPU affinity), never more
-        than the streams; on one core, or for one stream, the load is read in this process. With
-        ``--streamguard-ray`` the load is sharded over that Ray cluster instead (``shards``:
-        how many Ray tasks, by default one per alive node; see
-        :mod:`pytest_streamguard.load.cluster`), each trace naming its ``node``.
+        use :meth:`aload`. ``processes``: read the streams in that many processes of their own
+        (``"auto"``: one per usable core); under ``--streamguard-ray``, ``shards`` Ray tasks
+        read them instead (docs/scaling.md), each trace naming its ``node``.
         """
-        seed = self.seed if seed is None else seed
         plan = LoadPlan(n=n, rate=rate, duration=duration, arrival=arrival, seed=seed)
-        request = self._reads.request(
+        request = self._streams.request(
             path, json, method, headers, format, read_timeout, allow_empty, require_done, expect
         )
-        return self._reads.load(plan, request, path, (processes, shards), client)
+        with self._streams.stopping() as started:
+            result = run_private(
+                lambda: self._streams.load(
+                    plan, request, path, (processes, shards), client, started
+                )
+            )
+        return self._streams.keep_load(result)
 
     async def aload(
         self,
@@ -846,12 +743,15 @@ class StreamGuard:
         client: str | TeamCall | None = None,
     ) -> LoadResult:
         """The async twin of :meth:`load`, on the test's own event loop."""
-        seed = self.seed if seed is None else seed
         plan = LoadPlan(n=n, rate=rate, duration=duration, arrival=arrival, seed=seed)
-        request = self._reads.request(
+        request = self._streams.request(
             path, json, method, headers, format, read_timeout, allow_empty, require_done, expect
         )
-        return await self._reads.aload(plan, request, path, (processes, shards), client)
+        with self._streams.stopping() as started:
+            result = await self._streams.load(
+                plan, request, path, (processes, shards), client, started
+            )
+        return self._streams.keep_load(result)
 
 
 def route_of(guard: StreamGuard) -> Route:

@@ -82,12 +82,9 @@ def chosen(seed: int, index: int, fraction: float) -> bool:
 
 
 class ChunkToxic(Mechanism):
-    """A chunk toxic of the embedded server (``chunk_stall``, ``chunk_cut``, ``chunk_reset``):
-    the proxy acts right after the Nth chunk of every response, counted as ``trace.chunks``
-    counts (:mod:`pytest_streamguard.toxiproxy_server.events`), holding nothing before it.
-    The client only notes the streams that reached chunk N, for the judgement; ``on_ns`` is
-    when the first of them received it. Aimed at ``streams``, the toxic acts only on requests
-    that name it (:data:`AIM_HEADER`)."""
+    """A chunk toxic of the embedded server (``chunk_stall``, ``chunk_cut``, ``chunk_reset``;
+    see the module docstring). The client only notes the streams that reached chunk N, for the
+    judgement; ``on_ns`` is when the first of them received it."""
 
     def __init__(
         self,

@@ -3,25 +3,8 @@
 A test under a fault that never acted proved nothing, so every fault of a test is judged when
 its body ends (:meth:`~pytest_streamguard.faults.inject.Faults.judge`): ``fired`` and a sentence of
 ``evidence`` on its :class:`~pytest_streamguard.stream.trace.FaultRecord`. What counts as taking
-effect, by fault:
-
-================================  ==========================================================
-fault                             fired when
-================================  ==========================================================
-latency, bandwidth, slicer,       bytes of a stream passed the proxy while it was on (for
-ingress, other toxics             an upstream latency: a request was sent while it was on)
-slow_reader                       its reader waited to keep to its rate (a stream came
-                                  faster than the rate asked for)
-stall                             a stream that reached its chunk N waited at least 90 %
-                                  of the seconds after it: its next event came that late,
-                                  or the hold ended it (a read timeout)
-cut, reset, down, blackhole,      a stream it was active on ended by it: cut, reset, refused,
-restart                           or silent until its read limit (at chunk N: a stream that
-                                  reached chunk N, after it did; a restart: by its kill)
-profile                           any of its toxics did, each judged as above by its type
-================================  ==========================================================
-
-A fault active on no stream did not fire.
+effect, by fault, is the table in docs/faults.md ("Did the fault fire?"); a fault active on no
+stream did not fire.
 """
 
 from __future__ import annotations

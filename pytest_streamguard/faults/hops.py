@@ -1,24 +1,13 @@
-"""Faults on a stack's inner hops: ``streamguard.hop(NAME).faults``.
+"""Faults on a stack's inner hops: ``streamguard.hop(NAME).faults`` (what a user sees is
+docs/stacks.md's "Faults on the inner hop" and "Did it fire").
 
-A stack (``--streamguard-service``) puts a proxy in front of every service but the entry, and
-a service reaches an earlier one through it (``{NAME}`` in its command). :class:`Hop` is one
-such hop of a test: the service (``target``, its direct URL), the proxy in front of it, and
-``faults``, the same vocabulary as ``streamguard.faults`` (:class:`HopFaults`) acting on that
-proxy, or on that service's process for ``freeze`` and ``restart``.
-
-Judging: the client's streams are the ones that cross every hop (a gateway opens its upstream
-connection for a client's request), so a hop's faults hear the client's chunks (a ``freeze`` or
-``restart`` with ``after_chunks=N`` is set off by the client's chunk N) and are judged on the
-client's streams they were active on: an inner cut that cut the client's stream fired. A chunk
-fault (``stall``, ``cut``/``reset`` with ``after_chunks``) is counted by the embedded proxy on
-that hop's own connection, in that hop's own events; the client notes which of its streams
-reached chunk N, which is the same N when the gateway passes the model's events on one for
-one. :class:`AllHops` passes the client's streams to the faults of every hop, and gives each
-stream the faults of every hop that were on while it was read, so a violation names them all
-(a hop's fault is described ``cut(after_bytes=0) at model``).
-
-Not on a hop: ``slow_reader`` (the hop's reader is the gateway, not the plugin's client; use
-``bandwidth``) and ``apply_profile`` of a matrix (profiles apply to the entry).
+:class:`Hop` is one such hop of a test: the service, the proxy in front of it, and ``faults``
+(:class:`HopFaults`, the vocabulary of ``streamguard.faults`` acting on that proxy, or on that
+service's process for ``freeze`` and ``restart``). The client's streams are the ones that cross
+every hop, so :class:`AllHops` passes them to the faults of every hop (a hop's
+``after_chunks=N`` signal is set off by the client's chunk N), gives each stream the faults of
+every hop that were on while it was read, and each hop's faults are judged on them
+(:class:`HopLog`).
 """
 
 from __future__ import annotations
@@ -80,13 +69,9 @@ class HopLog(FaultLog):
         self.name = hop
 
     def judge(self, traces: list[StreamTrace]) -> list[FaultRecord]:
-        """Judge each fault as on the client's hop (:mod:`~pytest_streamguard.faults.fired`);
-        a fault that holds bytes also fired when the service in front cut or failed a client
-        stream while it held them (:func:`cut_in_front`); a fault that ends streams (a cut,
-        a reset, ``down``, ``blackhole``, a ``restart``) also fired when a client stream it was
-        active on ended in an error answer (``http``, ``server``, ``protocol``, ``empty``)
-        after it was on: the service in front turned the broken upstream into that answer.
-        Return the faults that never fired."""
+        """Judge each fault as on the client's hop (:mod:`~pytest_streamguard.faults.fired`),
+        and as fired too where the service in front turned it into a cut, a failed stream or an
+        error answer (docs/stacks.md, "Did it fire"); return the faults that never fired."""
         super().judge(traces)
         for record in self.records:
             cut = None if record.fired else cut_in_front(record, traces, self.name)

@@ -1,43 +1,12 @@
-"""The fault vocabulary of a test, each word mapped to Toxiproxy toxics or proxy state.
+"""The fault vocabulary of a test, each word mapped to Toxiproxy toxics or proxy state (the
+table of words and what each does is in docs/faults.md).
 
 Every fault applies when called and is removed when the test ends; each is recorded as a
 :class:`~pytest_streamguard.stream.trace.FaultRecord` with its on/off ``perf_counter_ns`` stamps,
-which the test's traces carry. ``stall``, and ``cut`` and ``reset`` with ``after_chunks=N``, are
-chunk toxics of the embedded server, which acts right after chunk N of each stream itself (a real
-Toxiproxy has none, so there they are refused); ``slow_reader`` makes the client read slowly
-through a small receive buffer, ``freeze`` stops the target's process group and ``restart``
-kills it and starts it again. When the test's body ends, :meth:`FaultLog.judge` says of each
-fault whether it took effect (:mod:`pytest_streamguard.faults.fired`).
-
-=================  =====================================================================
-word               what the proxy does
-=================  =====================================================================
-latency            ``latency`` toxic (latency ms, jitter ms) on the chosen stream
-stall              ``chunk_stall`` downstream (embedded server only): right after each
-                   stream's chunk N the rest waits S s (held, not dropped)
-slow_reader        client reads paced to the rate through a receive buffer of ~0.5 s of it,
-                   and ``bandwidth`` downstream at 1.25 times the rate
-bandwidth          ``bandwidth`` toxic downstream, KB/s (1 KB = 1000 bytes)
-slicer             ``slicer`` toxic downstream (average_size, size_variation, delay µs)
-cut                ``limit_data`` downstream: N bytes (headers included), then a FIN; or,
-                   with ``after_chunks``, ``chunk_cut`` (embedded server only): a FIN right
-                   after each stream's chunk N
-reset              ``reset_peer`` downstream: new connections lose their first response
-                   chunk and get an RST after ``after_ms``; or, with ``after_chunks``,
-                   ``chunk_reset`` (embedded server only): an RST right after chunk N
-blackhole          ``timeout`` 0 both ways: data is dropped, the connection stays open
-down               the proxy is disabled: connections are closed, new ones refused
-freeze             not the proxy: SIGSTOP to the target's process group for S s, then SIGCONT
-                   (right away or after N chunks of a stream)
-restart            not the proxy: SIGKILL to the target's process group, then its command
-                   started again on the same port (right away or after N chunks of a stream)
-apply_profile      a named profile's toxics (``profile(name=...)``) and fault words
-=================  =====================================================================
-
-The chunk faults take ``streams=``: indexes of the test's streams in request order (``[6]``:
-its 7th stream) or a fraction drawn from ``--streamguard-seed`` and each index (``0.3``).
-The toxic is then ``aimed``: the embedded proxy acts only on connections whose request names
-it in an ``x-streamguard-aim`` header, which the plugin sends on the streams aimed at.
+which the test's traces carry. The chunk faults (``stall``, and ``cut`` and ``reset`` with
+``after_chunks=N``) are toxics of the embedded server, which acts right after chunk N of each
+stream itself (a real Toxiproxy has none, so there they are refused); with ``streams=`` they
+are ``aimed`` at the test's streams that name them in an ``x-streamguard-aim`` header.
 
 This module owns :class:`Faults`, the words a test calls, and :class:`FaultLog`, the plugin's
 side of them (the hooks the client, the loads and the session call). Each word has the
@@ -45,7 +14,8 @@ module of its mechanism check its arguments and build one
 :class:`~pytest_streamguard.faults.mechanism.Mechanism` (:mod:`~pytest_streamguard.faults.toxics`:
 the proxy's toxics and state; :mod:`~pytest_streamguard.faults.chunks`: the chunk toxics;
 :mod:`~pytest_streamguard.faults.signals`: freeze and restart), applies it, passes it the test's
-streams while it is on, and undoes and judges it when the test ends.
+streams while it is on, and undoes and judges it (:mod:`pytest_streamguard.faults.fired`) when
+the test ends.
 """
 
 from __future__ import annotations
@@ -55,23 +25,12 @@ from typing import TYPE_CHECKING, Any
 from toxiproxy.proxy import Proxy
 
 from pytest_streamguard.errors import ToxiproxyError
-from pytest_streamguard.faults.chunks import (
-    AIM_HEADER,
-    Aim,
-    ChunkToxic,
-    chosen,
-    end_at_chunk,
-    stall_at_chunk,
-)
+from pytest_streamguard.faults.chunks import AIM_HEADER, ChunkToxic, end_at_chunk, stall_at_chunk
 from pytest_streamguard.faults.fired import judge
 from pytest_streamguard.faults.mechanism import Mechanism, active_on
 from pytest_streamguard.faults.profiles import Profile
 from pytest_streamguard.faults.signals import ProcessSignal, Restart, freeze_fault, restart_fault
 from pytest_streamguard.faults.toxics import (
-    SLOW_READER_MAX_BPS,
-    SLOW_READER_TINY_BPS,
-    SLOW_READER_TOXIC_HEADROOM,
-    STREAMS,
     ProfileToxics,
     ProxyControl,
     ProxyDown,
@@ -90,19 +49,7 @@ from pytest_streamguard.stream.trace import FaultRecord, StreamTrace
 if TYPE_CHECKING:
     from pytest_streamguard.services.app import Target
 
-# Faults, and names a user's code may import from here that the mechanisms' modules define.
-__all__ = [
-    "AIM_HEADER",
-    "SLOW_READER_MAX_BPS",
-    "SLOW_READER_TINY_BPS",
-    "SLOW_READER_TOXIC_HEADROOM",
-    "STREAMS",
-    "Aim",
-    "FaultLog",
-    "Faults",
-    "chosen",
-    "log_of",
-]
+__all__ = ["FaultLog", "Faults", "log_of"]
 
 
 def _undo_order(on: list[Mechanism]) -> list[Mechanism]:
@@ -310,8 +257,7 @@ class Faults:
     def stall(self, after_chunks: int, seconds: float, *, streams: Any = None) -> FaultRecord:
         """Pause each stream for ``seconds`` right after its ``after_chunks``-th data event
         (the rest of it is held, not dropped). ``streams``: only the test's streams at these
-        indexes (0 first, in request order), or a seeded fraction of them (``0.3``); the others
-        are untouched."""
+        indexes (0 first, in request order), or a seeded fraction of them (``0.3``)."""
         return self._log.add_chunk(
             stall_at_chunk(self._log.control, self._log.seed, after_chunks, seconds, streams)
         )
@@ -327,21 +273,17 @@ class Faults:
 
     def restart(self, after_chunks: int | None = None) -> FaultRecord:
         """Kill the target process the plugin started (its whole process group, SIGKILL: a
-        crash) and start it again with the same command on the same port. Streams in flight
-        are cut; a stream opened while it starts again waits until it is ready. Right away
-        (this returns once the target is ready again), or once a stream of the test has
-        ``after_chunks`` chunks (it starts again in the background). Needs a target the plugin
-        starts (``--streamguard-target-cmd`` or the bundled one)."""
+        crash) and start it again with the same command on the same port (docs/faults.md).
+        Right away (this returns once the target is ready again), or once a stream of the test
+        has ``after_chunks`` chunks (it starts again in the background)."""
         return self._log.add(restart_fault(self._log.target, after_chunks))
 
     def slow_reader(self, bytes_per_second: float, *, tiny: bool = False) -> FaultRecord:
-        """Read every later stream of the test at ``bytes_per_second`` (bytes, not KB) through a
-        receive buffer of about half a second of it, so backpressure reaches the server; the
-        proxy is throttled too, a little above the rate. Up to 10 MB/s
-        (``SLOW_READER_MAX_BPS``). On the embedded server the connections opened under the
-        throttle get small upstream socket buffers, so the server's writes wait within tens of
-        kilobytes (docs/faults.md, "Which buffers a slow reader fills"). A rate under 64
-        bytes/s is refused as a likely unit slip unless ``tiny=True`` says it is meant."""
+        """Read every later stream of the test at ``bytes_per_second`` (bytes, not KB, up to
+        10 MB/s) through a receive buffer of about half a second of it, so backpressure reaches
+        the server; the proxy is throttled too, a little above the rate (docs/faults.md, "Slow
+        reader rate"). A rate under 64 bytes/s is refused as a likely unit slip unless
+        ``tiny=True`` says it is meant."""
         mechanism = slow_reader_fault(self._log.control, bytes_per_second, tiny)
         return self._log.add_slow_reader(mechanism, bytes_per_second)
 
@@ -363,52 +305,49 @@ class Faults:
         streams: Any = None,
     ) -> FaultRecord:
         """Close each connection (a FIN) after ``after_bytes`` response bytes (headers
-        included), or right after each stream's ``after_chunks``-th data event, whatever the
-        stream's length (a stream with fewer events is not cut; see
-        :class:`~pytest_streamguard.faults.chunks.ChunkToxic`). ``streams`` (with
-        ``after_chunks``): only the test's streams at these indexes (0 first, in request
-        order), or a seeded fraction of them; the others are untouched."""
+        included), or right after each stream's ``after_chunks``-th data event (a stream with
+        fewer events is not cut). ``streams`` (with ``after_chunks``): as in :meth:`stall`."""
         if (after_bytes is None) == (after_chunks is None):
             raise ValueError(
                 f"faults.cut(after_bytes={after_bytes!r}, after_chunks={after_chunks!r}): "
                 "expected exactly one of after_bytes (an integer >= 0) or after_chunks "
                 "(an integer >= 1)"
             )
-        if after_chunks is not None:
-            return self._log.add_chunk(
-                end_at_chunk(self._log.control, self._log.seed, "cut", after_chunks, streams)
-            )
-        if streams is not None:
-            raise ValueError(
-                f"faults.cut(after_bytes={after_bytes!r}, streams={streams!r}): streams= aims "
-                "a cut at chunk N; use it with after_chunks instead of after_bytes"
-            )
-        return self._log.add(cut_after_bytes(self._log.control, after_bytes))
+        shown = f"after_bytes={after_bytes!r}, "
+        at_chunk = self._end_at_chunk("cut", after_chunks, streams, shown)
+        return at_chunk or self._log.add(cut_after_bytes(self._log.control, after_bytes))
 
     def reset(
         self, after_ms: float = 0, *, after_chunks: int | None = None, streams: Any = None
     ) -> FaultRecord:
         """Reset (RST) each new connection ``after_ms`` ms after its first response chunk, or,
-        with ``after_chunks``, right after each stream's ``after_chunks``-th data event (the
-        embedded server's ``chunk_reset``). ``streams`` (with ``after_chunks``): only the
-        test's streams at these indexes (0 first, in request order), or a seeded fraction of
-        them; the others are untouched."""
+        with ``after_chunks``, right after each stream's ``after_chunks``-th data event.
+        ``streams`` (with ``after_chunks``): as in :meth:`stall`."""
+        if after_chunks is not None and after_ms:
+            raise ValueError(
+                f"faults.reset(after_ms={after_ms!r}, after_chunks={after_chunks!r}): "
+                "expected one of after_ms (a reset after the first response chunk) or "
+                "after_chunks (a reset right after chunk N)"
+            )
+        at_chunk = self._end_at_chunk("reset", after_chunks, streams, "")
+        return at_chunk or self._log.add(reset_after_ms(self._log.control, after_ms))
+
+    def _end_at_chunk(
+        self, kind: str, after_chunks: int | None, streams: Any, shown: str
+    ) -> FaultRecord | None:
+        """``kind`` (cut or reset) right after each stream's ``after_chunks``-th data event,
+        when given; else None, and ``streams=`` (which only a chunk fault takes) is refused
+        (``shown``: the call's other arguments, for the message)."""
         if after_chunks is not None:
-            if after_ms:
-                raise ValueError(
-                    f"faults.reset(after_ms={after_ms!r}, after_chunks={after_chunks!r}): "
-                    "expected one of after_ms (a reset after the first response chunk) or "
-                    "after_chunks (a reset right after chunk N)"
-                )
             return self._log.add_chunk(
-                end_at_chunk(self._log.control, self._log.seed, "reset", after_chunks, streams)
+                end_at_chunk(self._log.control, self._log.seed, kind, after_chunks, streams)
             )
         if streams is not None:
             raise ValueError(
-                f"faults.reset(streams={streams!r}): streams= aims a reset at chunk N; use it "
-                "with after_chunks"
+                f"faults.{kind}({shown}streams={streams!r}): streams= aims a {kind} at chunk N; "
+                "use it with after_chunks"
             )
-        return self._log.add(reset_after_ms(self._log.control, after_ms))
+        return None
 
     def blackhole(self) -> FaultRecord:
         """Drop all data both ways while keeping connections open."""

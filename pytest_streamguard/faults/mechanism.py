@@ -5,13 +5,9 @@ A fault of a test is one :class:`Mechanism`: it owns the fault's
 and takes it off (:meth:`~Mechanism.remove`), hears the test's streams (a chunk read, a stream
 ended) when it waits for one of them to set it off, and says whether it took effect
 (:meth:`~Mechanism.judge`, by the rules of :mod:`pytest_streamguard.faults.fired`).
-:class:`~pytest_streamguard.faults.inject.Faults` keeps the test's mechanisms and calls them.
-
-Each mechanism lives beside this interface in a module of its own:
-
-- :mod:`.toxics`: toxics on the Toxiproxy proxy, through its API, and the proxy's state (down);
-- :mod:`.chunks`: the embedded server's chunk toxics, which act right after chunk N;
-- :mod:`.signals`: signals to the target's process group (freeze, restart).
+:class:`~pytest_streamguard.faults.inject.Faults` keeps the test's mechanisms and calls them;
+each kind lives beside this interface in a module of its own (:mod:`.toxics`, :mod:`.chunks`,
+:mod:`.signals`).
 """
 
 from __future__ import annotations

@@ -8,12 +8,9 @@ a deadline (a hung server fails the call with a clear error instead of hanging t
 library errors are re-raised as :class:`ToxiproxyError` naming the server and the operation.
 
 Also here: :class:`ToxiproxyServer`, the session's server (the embedded one started as a child
-process, or a real ``toxiproxy-server`` given by URL), and the naming of the session's proxies:
-``streamguard_<pid>_<start>_<random>``, where ``<start>`` is the process's start time (Linux
-clock ticks since boot, ``0`` where unknown). A server shared by several sessions keeps the
-proxy of a session that was SIGKILLed; :func:`remove_stale_proxies` deletes those whose process
-is gone, or whose pid now belongs to another process (a different start time), and never one of
-a live session.
+process, or a real ``toxiproxy-server`` given by URL), and the names of the session's proxies,
+by which a server shared by several sessions tells a live session's from a dead one's
+(:func:`proxy_name`, :func:`remove_stale_proxies`).
 """
 
 from __future__ import annotations

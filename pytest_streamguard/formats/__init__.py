@@ -1,26 +1,10 @@
 """Stream formats: what a token, a clean end, a server error and a heartbeat are, per protocol.
 
 One definition per protocol serves the sync client, the async client and the load transport
-(they all feed :class:`~pytest_streamguard.stream.client.StreamRecorder`). Pass a built-in name or a
-:class:`StreamFormat` instance as ``format=`` to ``streamguard.stream()``, ``astream()``,
-``load()`` or ``aload()``:
-
-================  ==========================================================================
-name              protocol
-================  ==========================================================================
-auto              the default: recognised from the content type and the first events (any
-                  of the formats below but ``raw``; a body that is neither events nor JSON
-                  lines is read as ``raw``)
-sse               the bundled target's events: JSON ``text`` tokens, ``event: done`` ends
-openai            OpenAI Chat Completions / legacy Completions chunks, ``[DONE]``
-openai-responses  OpenAI Responses API events, ``response.completed``
-anthropic         Anthropic Messages events, ``message_stop``
-gemini            Gemini ``streamGenerateContent?alt=sse``, ``finishReason``
-ollama            Ollama NDJSON (generate and chat), ``"done": true``
-tgi               Text Generation Inference ``/generate_stream``, ``generated_text``
-ndjson            one JSON object per line; a clean close ends
-raw               every network read is a chunk; a clean close ends
-================  ==========================================================================
+(they all feed :class:`~pytest_streamguard.stream.client.StreamRecorder`). ``format=`` on
+``streamguard.stream()``, ``astream()``, ``load()`` or ``aload()`` takes a name of
+:data:`BUILTIN_FORMATS`, ``auto`` (the default: recognised from the answer) or a
+:class:`StreamFormat` instance; docs/protocols.md describes each.
 """
 
 from __future__ import annotations
@@ -79,7 +63,8 @@ __all__ = [
 ]
 
 AUTO = "auto"
-"""The default ``format=``: recognise the format from the answer (see the module docstring)."""
+"""The default ``format=``: recognise the format from the answer (any built-in but ``raw``; a
+body that is neither events nor JSON lines is read as ``raw``)."""
 
 BUILTIN_FORMATS: dict[str, StreamFormat] = {
     fmt.name: fmt

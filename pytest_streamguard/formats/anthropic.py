@@ -1,11 +1,6 @@
-"""Anthropic's Messages streaming (``format="anthropic"``).
-
-Events: ``message_start``, ``content_block_start``, ``content_block_delta`` (tokens: a
-``text_delta``'s text, a ``thinking_delta``'s thinking, an ``input_json_delta``'s partial
-JSON of a tool call; a ``signature_delta`` is not a token), ``content_block_stop``,
-``message_delta`` (stop reason and usage), ``message_stop`` (the end). ``ping`` is a heartbeat,
-``error`` fails the stream. Unknown event types are ignored, as Anthropic asks of clients.
-"""
+"""Anthropic's Messages streaming (``format="anthropic"``); its events, tokens, end and errors
+are docs/protocols.md's ("anthropic"). Unknown event types are ignored, as Anthropic asks of
+clients."""
 
 from __future__ import annotations
 

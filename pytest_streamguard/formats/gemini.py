@@ -1,12 +1,5 @@
-"""Google Gemini's ``streamGenerateContent?alt=sse`` (``format="gemini"``).
-
-Each ``data:`` event is a ``GenerateContentResponse``. Tokens are the parts of each candidate's
-content: ``text`` (reasoning when the part has ``"thought": true``) and ``functionCall`` (its
-arguments, as JSON, are a tool token). The stream has no end event: its end is a
-``finishReason`` on every candidate that appeared (``candidateCount`` > 1 streams several), or
-a prompt blocked by ``promptFeedback.blockReason``, after which the server closes the
-connection. An ``error`` object fails the stream.
-"""
+"""Google Gemini's ``streamGenerateContent?alt=sse`` (``format="gemini"``); its tokens, end and
+errors are docs/protocols.md's ("gemini")."""
 
 from __future__ import annotations
 

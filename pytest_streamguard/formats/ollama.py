@@ -1,10 +1,5 @@
-"""Ollama's streaming API (``format="ollama"``): NDJSON from ``/api/generate`` and ``/api/chat``.
-
-Each line is a JSON object. Tokens: ``response`` (generate) or ``message.content`` (chat),
-``thinking`` / ``message.thinking`` as reasoning, ``message.tool_calls`` (whole calls; their
-arguments are a tool token). The last line has ``"done": true`` with the statistics: it is the
-end, and its empty text is not a token. A line with ``error`` fails the stream.
-"""
+"""Ollama's streaming API (``format="ollama"``): NDJSON from ``/api/generate`` and ``/api/chat``;
+its tokens, end and errors are docs/protocols.md's ("ollama")."""
 
 from __future__ import annotations
 

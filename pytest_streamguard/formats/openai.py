@@ -1,19 +1,7 @@
-"""OpenAI's streams: Chat Completions (and legacy Completions) chunks, and the Responses API.
-
-Chat chunks (``chat.completion.chunk``): a token is any non-empty ``delta.content``,
-``delta.reasoning_content`` / ``delta.reasoning`` (reasoning models, vLLM, OpenRouter),
-``delta.refusal`` or ``delta.tool_calls[].function.arguments``; a ``content`` sent as a list of
-parts is read part by part (text, a ``thinking`` part's reasoning; an image is output without
-text, as are OpenRouter's ``delta.images``); legacy completions carry ``choices[].text``.
-Role-only and usage-only chunks are not tokens. The end is ``data: [DONE]``, or a
-``finish_reason`` on every choice that appeared (``n>1`` streams several; more chunks,
-such as usage, may follow). An ``error`` object fails the stream. Named events are read as the
-openai client reads them: their data is a chunk like any other.
-
-Responses API (``POST /v1/responses`` with ``stream: true``): typed events; the ``*.delta``
-events of output text, reasoning text or summary, function-call arguments and refusals are
-tokens; ``response.completed`` and ``response.incomplete`` end it; ``response.failed`` and
-``error`` fail it.
+"""OpenAI's streams: Chat Completions (and legacy Completions) chunks (``format="openai"``), and
+the Responses API (``format="openai-responses"``); their tokens, ends and errors are
+docs/protocols.md's. Named events are read as the openai client reads them: their data is a
+chunk like any other.
 """
 
 from __future__ import annotations

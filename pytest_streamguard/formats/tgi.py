@@ -1,10 +1,5 @@
-"""Hugging Face Text Generation Inference's ``/generate_stream`` (``format="tgi"``).
-
-Each ``data:`` event carries one ``token`` (``text``, ``special``); a special token (end of
-sequence and the like) is not a token of the answer. The last event has a non-null
-``generated_text`` (the whole answer): it is the end. An ``error`` object (or ``event: error``)
-fails the stream. TGI's OpenAI-compatible ``/v1/chat/completions`` is ``format="openai"``.
-"""
+"""Hugging Face Text Generation Inference's ``/generate_stream`` (``format="tgi"``); its tokens,
+end and errors are docs/protocols.md's ("tgi")."""
 
 from __future__ import annotations
 

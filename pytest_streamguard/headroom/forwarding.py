@@ -1,23 +1,12 @@
-"""The proxy's forwarding delay at a headroom level, as the level's own streams show it.
+"""The proxy's forwarding delay at a headroom level, as the level's own streams show it
+(docs/headroom.md, "The proxy's share").
 
-A search that climbs to many streams must not count the instrument's delay as the app's, so
-each level records how late its chunks came through the hop, beside the app's figures. It is
-measured on the level's own streams, not on a probe beside them: a handful of direct reads
-while the proxy forwards a hundred streams says nothing of what those hundred went through.
-
-Where the target stamps its events (``sent_ns`` in an event's data: ``time.perf_counter_ns()``
-just before its write, as the bundled target does), each data event's delay is the client's
-arrival stamp minus that send stamp: on one machine both are ``CLOCK_MONOTONIC``. With the
-kernel's receive stamps (``trace.stamps == "kernel"``, Linux) the client's own lateness is out
-of it, and what is left is the target's write, two loopback hops and the proxy's forwarding
-(its read, its toxics' pipeline, its write), the proxy's part being nearly all of it: an upper
-bound on the proxy's share, with no help from the proxy, so it reads the same through the
-embedded server and a real Toxiproxy. A ``latency`` level's toxic holds every event by the
-level's milliseconds, which are taken off (what is left is the proxy's own share, its timer's
-lateness included); a ``jitter`` or ``bandwidth`` level's toxic delays each event by a
-different amount, so its figures keep the toxic in them and say so.
-
-Not measured (and said so, with why) where no event carries ``sent_ns`` (any other target),
+It is measured on the level's own streams, not on a probe beside them: a handful of direct
+reads while the proxy forwards a hundred streams says nothing of what those hundred went
+through. Each data event's delay is the client's kernel receive stamp minus the target's send
+stamp (``sent_ns``), both ``CLOCK_MONOTONIC`` on one machine: an upper bound on the proxy's
+share that needs no help from the proxy, so it reads the same through the embedded server and
+a real Toxiproxy. Not measured (and said so, with why) where no event carries ``sent_ns``,
 where a stream was read on another machine (a Ray shard's clock is its node's), or where a
 delay is negative or implausibly long (a ``sent_ns`` on some other clock).
 """

@@ -1,27 +1,6 @@
-"""What each ``vary`` of a headroom search means: its unit, its defaults, and the load and
-fault a level is run as; and how a level's load is judged by the test's deadline.
-
-==========  ==========  ================================================================
-vary        unit        a level is
-==========  ==========  ================================================================
-streams     streams     that many concurrent streams (closed loop)
-rate        requests/s  an open loop at that rate (``constant`` arrivals) for about
-                        :data:`RATE_WINDOW_S` seconds
-latency     ms          ``faults.latency(ms)`` on the downstream
-jitter      ms          ``faults.latency(0, jitter=ms)`` on the downstream
-bandwidth   KB/s        ``faults.bandwidth(kb)``: the search goes *down* from ``up_to``,
-                        and the value is the least bandwidth that held
-freeze      s           ``faults.freeze(s)`` right before the load (the target's process
-                        group stopped for that long)
-==========  ==========  ================================================================
-
-A level is judged by the test's ``token_deadline`` at its ``percentile``: the percentile
-(every stream without one) of the load's TTFTs, of its gaps pooled, and of its totals must be
-within the bounds that are set. A stream that did not complete counts as infinitely slow, so a
-level holds only while the streams that failed stay within the percentile's tail. Its findings
-read the probe sent to the target beside the level's load (``--streamguard-probe``), so the
-level that broke names a blocked loop (the probe waited) apart from a full server (``queued``:
-it answered at once); the probe's own figures are kept with the level's.
+"""What each ``vary`` of a headroom search means (its unit, its defaults, and the load and
+fault a level is run as), and how a level's load is judged by the test's deadline: the tables
+and rules are docs/headroom.md's ("What varies", "How a level is judged").
 """
 
 from __future__ import annotations
@@ -39,17 +18,6 @@ from pytest_streamguard.stream.trace import FaultRecord
 from pytest_streamguard.verdict.deadlines import Deadline, likely_cause
 from pytest_streamguard.verdict.probe import Probed
 from pytest_streamguard.verdict.stats import percentile
-
-__all__ = [
-    "AXES",
-    "RATE_WINDOW_S",
-    "VARY",
-    "Axis",
-    "Judged",
-    "judge",
-    "probe_figures",
-    "resolve_axis",
-]
 
 #: An open-loop level of ``vary="rate"`` sends requests for about this long.
 RATE_WINDOW_S = 2.0

@@ -3,8 +3,8 @@ its fault, judged by the test's deadline, and kept as a :class:`~.result.Headroo
 the hop's forwarding delay its streams show (:mod:`~.forwarding`).
 
 The guard passes the load to run (``n`` streams, at ``rate`` or closed loop) as a function, so
-this family sits below it (``LAYERS`` in ``tests/test_import_cycles.py``); :func:`measure` and
-:func:`ameasure` are the same loop, sync and async.
+this family sits below it (``LAYERS`` in ``tests/test_import_cycles.py``); a sync search runs
+:func:`ameasure` on a private event loop.
 """
 
 from __future__ import annotations
@@ -24,11 +24,10 @@ from pytest_streamguard.load import MAX_STREAMS, LoadResult
 from pytest_streamguard.stream.trace import FaultRecord
 from pytest_streamguard.verdict.deadlines import Deadline
 
-__all__ = ["Measurement", "ameasure", "measure"]
+__all__ = ["Measurement", "ameasure"]
 
 #: Runs one level's load: ``n`` streams, open loop at ``rate`` requests/s or closed (None).
-LoadAt = Callable[[int, "float | None"], LoadResult]
-ALoadAt = Callable[[int, "float | None"], Awaitable[LoadResult]]
+LoadAt = Callable[[int, "float | None"], Awaitable[LoadResult]]
 
 NO_DEADLINE = (
     "streamguard.headroom() judges each level by the test's token_deadline: mark the test "
@@ -140,23 +139,8 @@ class Measurement:
         )
 
 
-def measure(measurement: Measurement, load: LoadAt) -> Headroom:
+async def ameasure(measurement: Measurement, load: LoadAt) -> Headroom:
     """Run the search to its end, each level's load by ``load``."""
-    search = measurement.search
-    while (k := search.next_level()) is not None:
-        level = measurement.scale.level(k)
-        record = measurement.fault_at(level)
-        try:
-            result = load(*measurement.load_at(level))
-        finally:
-            if record is not None:
-                log_of(measurement.faults).withdraw(record)
-        search.tell(measurement.keep(level, result))
-    return measurement.headroom()
-
-
-async def ameasure(measurement: Measurement, load: ALoadAt) -> Headroom:
-    """The async twin of :func:`measure`."""
     search = measurement.search
     while (k := search.next_level()) is not None:
         level = measurement.scale.level(k)

@@ -1,27 +1,19 @@
 """The search for the largest level that holds, over levels ``1..n`` (a level's unit index).
 
 Written as a state machine (:class:`Search`: ask :meth:`~Search.next_level`, run that level,
-:meth:`~Search.tell` whether it held) so one search serves a sync and an async driver, and so
-it can be tested on synthetic predicates without running a load.
+:meth:`~Search.tell` whether it held) so it can be tested on synthetic predicates without
+running a load. docs/headroom.md ("The search") says how it grows, bisects, confirms and
+repeats; here, what bounds it:
 
-- **Exponential growth, within a budget.** Levels are tried 1, 2, 4, 8, ... until one breaks;
-  then the bracket between the last level that held and the first that broke is bisected
-  until the two are neighbours (one ``precision`` apart). Growth alone costs about twice the
-  log of the answer, so each level is also kept inside the budget of
-  :func:`max_runs`: when doubling would leave more levels unknown than the loads left can
-  bisect, the next level is the lowest that keeps the bracket solvable.
-- **Confirmation.** The level about to be reported as held is run a second time before it is
-  believed: a lucky run just above the boundary does not become the answer. A level holds only
-  when it held every time it ran; when the re-run breaks, the search goes on below it.
+- **Growth within a budget.** Growth alone costs about twice the log of the answer, so each
+  level is kept inside the budget of :func:`max_runs`: when doubling would leave more levels
+  unknown than the loads left can bisect, the next level is the lowest that keeps the bracket
+  solvable.
 - **Bound.** On a monotone predicate (every level up to some ``c`` holds, none above) the
   search spends at most ``floor(log2(n)) + 3`` runs, the confirmation included
   (:func:`max_runs`). A noisy predicate can cost one more confirmation (and the bisection it
-  reopens) per lucky run.
-- **Repeats.** With ``repeats`` (the guard's :data:`REPEATS`), the two levels at the boundary,
-  the last that held and the first that broke, are then run until each ran ``repeats`` times
-  (at most ``2 * repeats - 3`` more runs). They move no answer; they give its
-  :attr:`~Search.spread`: the values a search of the same target could have found instead, so
-  a baseline gate can tell a target's own noise from a drop.
+  reopens) per lucky run. The repeats of the boundary (:data:`REPEATS`) add at most
+  ``2 * repeats - 3`` runs and move no answer: they give its :attr:`~Search.spread`.
 """
 
 from __future__ import annotations

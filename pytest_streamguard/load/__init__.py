@@ -1,14 +1,5 @@
-"""Many concurrent streams in one test: closed-loop and open-loop load, with pooled statistics.
-
-Two load models (the words are the benchmarking tools' own, see GuideLLM and vLLM's
-``bench serve``):
-
-- **closed loop** (``rate=None``): ``n`` streams at once. With ``duration``, each of the ``n``
-  workers sends its next request as soon as its previous stream ends, until the duration is
-  over (no new request starts after that; the ones in flight finish).
-- **open loop** (``rate`` requests/s): requests start on a schedule that does not wait for
-  answers, evenly spaced (``arrival="constant"``) or with exponential gaps
-  (``arrival="poisson"``, seeded), until ``n`` have started or ``duration`` is over.
+"""Many concurrent streams in one test: closed-loop and open-loop load (docs/load.md), with
+pooled statistics.
 
 Every stream is read by the plugin's async client
 (:func:`~pytest_streamguard.stream.client.aread_stream`) over one shared ``httpx.AsyncClient``: one
@@ -27,7 +18,7 @@ import time
 from collections import Counter
 from collections.abc import Awaitable, Callable, Coroutine, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 import httpx
 
@@ -51,6 +42,7 @@ ARRIVALS = ("constant", "poisson")
 METRICS = ("gap", "ttft", "total", "delivery")
 # Error kinds that mean the connection was cut under the stream (client.py's _classify).
 CUT_KINDS = frozenset({"cut", "reset"})
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -262,13 +254,10 @@ async def arun(
     probe: ProbeSpec | None = None,
 ) -> LoadResult:
     """Run ``plan`` on the running event loop; ``make_recorder(i)`` prepares the i-th stream.
-
     A shard of a bigger load (:mod:`pytest_streamguard.load.shards`) passes ``origin``,
-    awaited once the shard's client is ready, which returns the ``perf_counter_ns()`` at which
-    the whole load starts (every shard waits for the same instant), and for an open loop its
-    own ``offsets`` out of the load's schedule. ``probe``: probe the target beside the streams,
-    as a task on the same loop, into ``result.probe``.
-    """
+    awaited once its client is ready (the ``perf_counter_ns()`` at which the whole load
+    starts), and for an open loop its own ``offsets``. ``probe``: probe the target beside the
+    streams, on the same loop, into ``result.probe``."""
     # A full collection over the heap of a big load's traces stalls the loop for tens of ms
     # (measured at 200 streams: p99 stamp error 87 ms with the collector on, 1 ms with it
     # paused); the load's objects are freed by reference counting anyway.
@@ -355,17 +344,18 @@ def run(
     return run_private(lambda: arun(plan, make_recorder, socket_options, probe=probe))
 
 
-def run_private(make: Callable[[], Coroutine[Any, Any, LoadResult]]) -> LoadResult:
-    """Run the load coroutine ``make()`` to its end on a private event loop (uvloop when
-    installed); a clear error when this thread already runs a loop (an async test)."""
+def run_private(make: Callable[[], Coroutine[Any, Any, T]], call: str = "load") -> T:
+    """Run the coroutine ``make()`` of ``streamguard.<call>()`` to its end on a private event
+    loop (uvloop when installed); a clear error when this thread already runs a loop (an async
+    test)."""
     try:
         asyncio.get_running_loop()
     except RuntimeError:
         pass
     else:
         raise RuntimeError(
-            "streamguard.load() was called while an event loop is running in this thread; "
-            "in an async test use 'await streamguard.aload(...)'"
+            f"streamguard.{call}() was called while an event loop is running in this thread; "
+            f"in an async test use 'await streamguard.a{call}(...)'"
         )
     with asyncio.Runner(loop_factory=_loop_factory()) as runner:
         return runner.run(make())

@@ -1,26 +1,14 @@
-"""Sharded loads on a Ray cluster: ``--streamguard-ray ADDRESS`` (the ``ray`` extra).
+"""Sharded loads on a Ray cluster: ``--streamguard-ray ADDRESS`` (the ``ray`` extra; what a
+user sees is docs/scaling.md's).
 
-With the option, ``streamguard.load()`` and ``aload()`` split their streams into shards
-(:mod:`pytest_streamguard.load.shards`; ``shards=``, by default one per alive node, or one per
-CPU for a ``local`` cluster) that run as Ray tasks, shard ``k`` pinned to node ``k`` modulo the
-alive nodes. Each task reads its streams with the plugin's own client and recorder and returns
-its traces as builtin-typed dicts, each naming its node (``node``).
-
-- **One start.** A small actor on the driver's node is the start line: each task reports
-  ``ready`` once its loop and client are set up, and the driver then gives one wall-clock
-  instant that every task turns into its own ``perf_counter_ns()``. Wall clocks only place the
-  start; every stamp stays on its own host's monotonic clock (TTFT and gaps are measured on one
-  clock), so on several machines the open-loop schedule is as exact as their clock sync.
-- **No stream counted twice, none lost.** Tasks run with ``max_retries=0``. A shard whose task
-  fails (its node died or was removed, its worker crashed) leaves every stream it was given in
-  the result as failed (``network``, the error naming the node); one still running past its
-  bound (its last start plus the stream read limit) is cancelled and its streams fail as
-  ``timeout``. The load always ends within its bounds.
-- Tasks reserve no CPU (``num_cpus=0``): a shard is a reader, so give no more shards than the
-  nodes have cores.
-
-Ray is imported only when a sharded load runs; the session's connection (``ray.init``) is made
-then and shut down at the end of the session if this plugin made it.
+The shards (:mod:`pytest_streamguard.load.shards`) run as Ray tasks, shard ``k`` pinned to
+node ``k`` modulo the alive nodes. A small actor on the driver's node is the start line: each
+task reports ``ready`` once its loop and client are set up, and the driver then gives one
+wall-clock instant that every task turns into its own ``perf_counter_ns()`` (wall clocks only
+place the start; every stamp stays on its host's monotonic clock). Tasks run with
+``max_retries=0``, so no stream is read twice; a lost or overrunning task's streams stay in
+the result as failed. Ray is imported only when a sharded load runs; the session's
+connection is made then and shut down at the end of the session if this plugin made it.
 """
 
 from __future__ import annotations

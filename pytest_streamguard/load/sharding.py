@@ -17,7 +17,6 @@ from pytest_streamguard.load.pool import (
     arun_processes,
     check_processes,
     resolve_processes,
-    run_processes,
 )
 from pytest_streamguard.stream.request import StreamRequest
 from pytest_streamguard.stream.trace import FaultRecord
@@ -44,16 +43,9 @@ class Sharded:
     shards: int | None
     ray: RayShards | None
 
-    def run(self, plan: LoadPlan, request: StreamRequest, client: str) -> LoadResult:
+    async def arun(self, plan: LoadPlan, request: StreamRequest, client: str) -> LoadResult:
         """Read ``plan`` in the shards, each judging its streams by ``client``, and merge
         their traces."""
-        if self.ray is not None:
-            return self.ray.run(plan, request, self.shards, client)
-        assert self.processes is not None
-        return run_processes(plan, request, self.processes, client)
-
-    async def arun(self, plan: LoadPlan, request: StreamRequest, client: str) -> LoadResult:
-        """The async twin of :meth:`run`."""
         if self.ray is not None:
             return await self.ray.arun(plan, request, self.shards, client)
         assert self.processes is not None
@@ -67,13 +59,9 @@ def sharding(
     ray: RayShards | None,
     faults: ShardedFaults,
 ) -> Sharded | None:
-    """How ``load()`` reads ``plan``: None in this process, else its :class:`Sharded`.
-
-    ``processes="auto"`` is counted for this machine (None on one usable core or for a single
-    stream); under ``ray`` every load is sharded over Ray and ``processes`` is refused. Bad
-    arguments, or a fault that only this process's reader can set off, are a ValueError before
-    anything starts.
-    """
+    """How ``load()`` reads ``plan``: None in this process, else its :class:`Sharded` (under
+    ``ray`` every load, and ``processes`` is refused). Bad arguments, or a fault that only this
+    process's reader can set off, are a ValueError before anything starts."""
     if ray is not None:
         local = None
         if processes is not None:

@@ -1,21 +1,14 @@
-"""The shard protocol: one load split into parts that are read apart and merged exactly.
+"""The shard protocol: one load split into parts that are read apart and merged exactly (what
+a user sees is docs/load.md's "Several processes").
 
 A :class:`Shard` is what one reader (a local process, or a Ray task) reads: its share of the
 load's concurrent streams (closed loop), or its share of the load's arrival schedule (open loop:
-the schedule is drawn once for the whole load and its offsets dealt round-robin, so the union of
-the shards' arrivals is exactly the process asked for, Poisson or constant). Each shard reads
-with the plugin's own client and :class:`~pytest_streamguard.stream.client.StreamRecorder` on its
-own host's clock, starting at one origin, and returns its traces as builtin-typed dicts
-(:meth:`~pytest_streamguard.stream.trace.StreamTrace.to_dict`).
-
-:func:`merge` puts every trace of every shard into one
-:class:`~pytest_streamguard.load.LoadResult`, in the order the streams were sent, so its pooled
-percentiles are computed over every sample of every shard, never averaged from shard
-percentiles. Each shard judges its own streams (``client=``) where their recorded bytes are,
-and sends back the verdicts (the bytes too where the reader and the client disagree). A shard
-that never returned (its process or node died, or it overran its bound)
-leaves every stream it was given in the result as a failed trace that says where and why: no
-stream is ever dropped.
+drawn once for the whole load and dealt round-robin, so the union of the shards' arrivals is
+exactly the process asked for). Each shard reads with the plugin's own client on its own host's
+clock, starting at one origin, judges its streams where their recorded bytes are, and returns
+its traces as builtin-typed dicts; :func:`merge` puts them into one
+:class:`~pytest_streamguard.load.LoadResult` in the order sent, and :func:`lost_traces` stands
+in for a shard that never returned, so no stream is ever dropped.
 """
 
 from __future__ import annotations
@@ -40,15 +33,10 @@ from pytest_streamguard.stream.trace import StreamTrace
 
 @dataclass(frozen=True)
 class Shard:
-    """One reader's part of a load.
-
-    ``plan`` is the shard's own plan (``n``: its concurrent streams, or its number of
-    arrivals); ``offsets`` its start offsets out of the whole load's open-loop schedule (None
-    for a closed loop); ``of`` how many shards the load has; ``client`` the judge of its streams
-    (``client=``: each is judged in the shard, where its recorded bytes are); ``ship``: send
-    back the bytes of a stream no built-in judge judged there (a judge the user registered
-    lives in the parent only, which judges those).
-    """
+    """One reader's part of a load: its own ``plan``, its start ``offsets`` out of the whole
+    load's open-loop schedule (None for a closed loop), how many shards the load has (``of``),
+    the judge of its streams (``client``) and whether to send back the bytes of a stream no
+    built-in judge judged there (``ship``: a judge the user registered lives in the parent)."""
 
     index: int
     of: int
@@ -89,29 +77,16 @@ def split(plan: LoadPlan, request: StreamRequest, count: int, client: str = NONE
     if plan.rate is None:
         count = min(count, plan.n)
         sizes = [plan.n // count + (k < plan.n % count) for k in range(count)]
+        parts = [LoadPlan(n=size, duration=plan.duration) for size in sizes]
         return [
-            Shard(
-                index=k,
-                of=count,
-                plan=LoadPlan(n=size, duration=plan.duration),
-                request=request,
-                client=client,
-                ship=ship,
-            )
-            for k, size in enumerate(sizes)
+            Shard(k, count, part, request, client=client, ship=ship) for k, part in enumerate(parts)
         ]
     schedule = plan.start_offsets()
     count = min(count, len(schedule))
     shards = []
     for k in range(count):
         offsets = tuple(schedule[k::count])
-        part = LoadPlan(
-            n=len(offsets),
-            rate=plan.rate / count,
-            duration=plan.duration,
-            arrival=plan.arrival,
-            seed=plan.seed,
-        )
+        part = dataclasses.replace(plan, n=len(offsets), rate=plan.rate / count)
         shards.append(Shard(k, count, part, request, offsets=offsets, client=client, ship=ship))
     return shards
 

@@ -1,10 +1,6 @@
-"""The plugin's fixtures.
-
-Expensive things are session-scoped and can be overridden in a conftest: the target
-(``streamguard_target``, which a module or class may also override with a variant from
-``make_streamguard_target``), the Toxiproxy server (``streamguard_toxiproxy_server``) and the
-factory that puts a proxy in front of a target (``make_streamguard``). ``streamguard`` is the
-per-test handle; ``toxiproxy`` is a toxiproxy-python client bound to the session's server.
+"""The plugin's fixtures (docs/getting-started.md lists them). Expensive things are
+session-scoped and can be overridden in a conftest (the target, the Toxiproxy server, the
+factory that puts a proxy in front of a target); ``streamguard`` is the per-test handle.
 """
 
 from __future__ import annotations
@@ -256,18 +252,13 @@ def make_streamguard(
     make_streamguard_target: Callable[..., Target],
 ) -> Iterator[Callable[[pytest.Item, Target], StreamGuard]]:
     """Factory (session scope): ``make_streamguard(item, target)`` returns a fresh
-    :class:`~pytest_streamguard.StreamGuard` for one test; every guard made for a test
-    (the ``streamguard`` fixture's, a second one, one made in a helper) reports into that test's
-    verdict and record, and is closed at the test's end (its faults and ingress undone, its
-    records kept). Each target gets one Toxiproxy
-    proxy, created on first use and deleted at session end; before each test its leftover
-    toxics are removed, it is re-enabled and pointed back at the target. Proxies listen on
-    ``--streamguard-proxy-host`` (on a port of ``--streamguard-proxy-ports`` if given) and
-    reach the target at ``--streamguard-upstream-host``.
-
-    It requests ``make_streamguard_target`` only for the teardown order: the proxies are deleted
-    (cutting any stream still open, e.g. after Ctrl-C) before the targets are stopped, so a
-    target's graceful shutdown does not wait on a stream the proxy keeps open."""
+    :class:`~pytest_streamguard.StreamGuard` for one test; every guard made for a test reports
+    into that test's verdict and record, and is closed at the test's end. Each target gets one
+    Toxiproxy proxy, created on first use, cleared before each test and deleted at session
+    end."""
+    # It requests make_streamguard_target only for the teardown order: the proxies are deleted
+    # (cutting any stream still open, e.g. after Ctrl-C) before the targets are stopped, so a
+    # target's graceful shutdown does not wait on a stream the proxy keeps open.
     del make_streamguard_target
     settings = pytestconfig.stash[SETTINGS_KEY]
     api = streamguard_toxiproxy_server.api()

@@ -8,24 +8,13 @@ from typing import Any
 
 import pytest
 
-from pytest_streamguard.common.names import HEADROOM_MARKER_NAME, MARKER_LINE, MARKER_NAME
+from pytest_streamguard.common.names import HEADROOM_MARKER_NAME, MARKER_NAME
 from pytest_streamguard.common.numbers import finite, number
 from pytest_streamguard.headroom.levels import AXES, VARY
 from pytest_streamguard.headroom.result import Headroom
 from pytest_streamguard.plugin.settings import Settings
 from pytest_streamguard.verdict.deadlines import LONG_DEADLINE_S, Deadline, check_units
 from pytest_streamguard.verdict.findings import KNOWN, parse_fail_on
-
-__all__ = [
-    "ACCEPTED",
-    "HEADROOM_ACCEPTED",
-    "MARKER_LINE",
-    "MARKER_NAME",
-    "headroom_shortfalls",
-    "resolve_deadline",
-    "resolve_fail_on",
-    "resolve_headroom",
-]
 
 ACCEPTED = (
     "token_deadline accepts only keyword arguments ttft, chunk, total (seconds, > 0; above "

@@ -2,14 +2,15 @@
 is imported.
 
 Every test that uses a plugin fixture or the ``token_deadline`` marker is skipped with
-:data:`~pytest_streamguard.common.names.SKIP_REASON` at collection; the fixtures below only exist so
-that such a test (and ``pytest --fixtures``) finds them, and skip if reached another way (for
-example through ``request.getfixturevalue``). So that a run which forgot the flag does not pass
-for a checked one, the terminal summary counts those skips and names ``--streamguard``; with
-``--streamguard-require`` (ini ``streamguard_require``) collecting such a test is a usage error.
+:data:`~pytest_streamguard.common.names.SKIP_REASON` at collection; the fixtures only exist so
+that such a test (and ``pytest --fixtures``) finds them. So that a run which forgot the flag
+does not pass for a checked one, the terminal summary counts those skips and names
+``--streamguard``; with ``--streamguard-require`` collecting such a test is a usage error.
 """
 
 from __future__ import annotations
+
+from typing import Any, Literal
 
 import pytest
 
@@ -83,43 +84,22 @@ def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
         )
 
 
-@pytest.fixture(scope="session")
-def make_streamguard_target() -> None:
-    """Factory for variants of the target (needs ``--streamguard``; skips while off)."""
-    pytest.skip(SKIP_REASON)
+def _skipping(name: str, what: str, scope: Literal["session", "function"] = "session") -> Any:
+    """The fixture ``name`` while the plugin is off: it skips; ``what`` is its help line."""
+
+    def fixture() -> None:
+        pytest.skip(SKIP_REASON)
+
+    fixture.__doc__ = f"{what} (needs ``--streamguard``; skips while off)."
+    return pytest.fixture(fixture, scope=scope, name=name)
 
 
-@pytest.fixture(scope="session")
-def streamguard_target() -> None:
-    """The app under test (needs ``--streamguard``; skips while off)."""
-    pytest.skip(SKIP_REASON)
-
-
-@pytest.fixture(scope="session")
-def streamguard_stack() -> None:
-    """The stack of ``--streamguard-service`` (needs ``--streamguard``; skips while off)."""
-    pytest.skip(SKIP_REASON)
-
-
-@pytest.fixture(scope="session")
-def streamguard_toxiproxy_server() -> None:
-    """The session's Toxiproxy server (needs ``--streamguard``; skips while off)."""
-    pytest.skip(SKIP_REASON)
-
-
-@pytest.fixture(scope="session")
-def make_streamguard() -> None:
-    """Factory of per-test handles (needs ``--streamguard``; skips while off)."""
-    pytest.skip(SKIP_REASON)
-
-
-@pytest.fixture
-def streamguard() -> None:
-    """Per-test handle (needs ``--streamguard``; skips while off)."""
-    pytest.skip(SKIP_REASON)
-
-
-@pytest.fixture(scope="session")
-def toxiproxy() -> None:
-    """A toxiproxy-python client (needs ``--streamguard``; skips while off)."""
-    pytest.skip(SKIP_REASON)
+make_streamguard_target = _skipping("make_streamguard_target", "Factory for variants of the target")
+streamguard_target = _skipping("streamguard_target", "The app under test")
+streamguard_stack = _skipping("streamguard_stack", "The stack of ``--streamguard-service``")
+streamguard_toxiproxy_server = _skipping(
+    "streamguard_toxiproxy_server", "The session's Toxiproxy server"
+)
+make_streamguard = _skipping("make_streamguard", "Factory of per-test handles")
+streamguard = _skipping("streamguard", "Per-test handle", scope="function")
+toxiproxy = _skipping("toxiproxy", "A toxiproxy-python client")

@@ -1,16 +1,11 @@
 """The runtime side of the plugin, registered only when ``--streamguard`` is on.
 
-:class:`StreamGuardSession` validates each test's marker at setup; after the body it keeps the
-test's record (:mod:`pytest_streamguard.report.recording` builds it) and its JUnit properties,
-and raises the failure its verdict returns (:func:`pytest_streamguard.verdict.judge.failure_of`:
-an assertion failure), or fails a test whose headroom is short of its ``headroom`` marker's
-bound; it writes the terminal summary and the JSON and HTML reports. Under
-``@pytest.mark.streamguard_matrix`` it applies each item's profile after the fixtures are set
-up; with ``--streamguard-compare`` it compares the run with a saved baseline and, when the
-``--streamguard-compare-fail`` gate fails (a regression over a bound, or nothing compared), fails
-the run through ``session.exitstatus``, prints why at every verbosity, and ends the output with
-a line saying so (after pytest's counts). A test that pytest-rerunfailures runs again is
-judged on each attempt's own streams (:mod:`pytest_streamguard.plugin.attempts`).
+:class:`StreamGuardSession` validates each test's markers at setup, applies a matrix item's
+profile before the body, keeps each test's record and JUnit properties after it and raises the
+failure its verdict returns; at the end it writes the terminal summary and the reports, and
+fails the run through ``session.exitstatus`` when the baseline gate fails. A test that
+pytest-rerunfailures runs again is judged on each attempt's own streams
+(:mod:`pytest_streamguard.plugin.attempts`).
 """
 
 from __future__ import annotations

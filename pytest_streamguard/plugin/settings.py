@@ -14,7 +14,7 @@ import math
 import os
 import re
 import shlex
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Final
 from urllib.parse import urlsplit
@@ -205,10 +205,21 @@ SETTINGS_KEY = pytest.StashKey[Settings]()
 """Where ``pytest_configure`` keeps the resolved settings."""
 
 
-def _invalid(raw: str, source: str, key: str, why: str) -> pytest.UsageError:
-    """The usage error for a bad setting: the value, where it came from (the option or the ini
-    file), the ini key, and ``why`` (what is wrong and what is accepted)."""
-    return pytest.UsageError(f"{raw!r} from {source} is not a valid {key}: {why}")
+@dataclass(frozen=True)
+class _Given:
+    """One setting as given: its ini key, its raw string and where that came from (the
+    option, the ini file or the default)."""
+
+    key: str
+    raw: str
+    source: str
+
+    def invalid(self, why: str) -> pytest.UsageError:
+        """The usage error for a bad value: the value, where it came from, the ini key, and
+        ``why`` (what is wrong and what is accepted)."""
+        return pytest.UsageError(
+            f"{self.raw!r} from {self.source} is not a valid {self.key}: {why}"
+        )
 
 
 def add_options(parser: pytest.Parser) -> None:
@@ -284,15 +295,15 @@ def join_flag_values(args: list[str], options: tuple[str, ...], known: Any = ())
     return out
 
 
-def _raw(config: pytest.Config, dest: str) -> tuple[str, str]:
-    """The raw string for one setting and where it came from (CLI over ini over default)."""
+def _raw(config: pytest.Config, dest: str) -> _Given:
+    """One setting's raw string and where it came from (CLI over ini over default)."""
     value = config.getoption(dest, None)
     if value is not None:
-        return str(value), f"--{dest.replace('_', '-')}"
+        return _Given(dest, str(value), f"--{dest.replace('_', '-')}")
     ini_value = str(config.getini(dest))
     if ini_value == _VALUED_OPTIONS[dest][1]:
-        return ini_value, "default"
-    return ini_value, f"ini key {dest}"
+        return _Given(dest, ini_value, "default")
+    return _Given(dest, ini_value, f"ini key {dest}")
 
 
 #: Seeds are 32-bit, as Go's toxiproxy-server -seed and numpy take them.
@@ -303,63 +314,60 @@ SEED_WORKERINPUT = "streamguard_seed"
 
 def _seed(config: pytest.Config) -> int:
     """The run's seed: the option, else the controller's (an xdist worker), else a new one."""
-    raw, source = _raw(config, "streamguard_seed")
-    if not raw:
+    given = _raw(config, "streamguard_seed")
+    if not given.raw:
         handed = getattr(config, "workerinput", {}).get(SEED_WORKERINPUT)
         if handed is not None:
             return int(handed)
         return int.from_bytes(os.urandom(4), "big")
     try:
-        seed = int(raw)
+        seed = int(given.raw)
     except ValueError:
         seed = -1
     if not 0 <= seed < SEED_LIMIT:
-        raise _invalid(
-            raw, source, "streamguard_seed", f"expected a whole number from 0 to {SEED_LIMIT - 1}"
-        )
+        raise given.invalid(f"expected a whole number from 0 to {SEED_LIMIT - 1}")
     return seed
 
 
 def _target_cwd(config: pytest.Config, has_cmd: bool) -> Path | None:
     """The target command's working directory, relative to the ini file's directory (as the
     profile folder); it must exist."""
-    raw, source = _raw(config, "streamguard_target_cwd")
-    if not raw:
+    given = _raw(config, "streamguard_target_cwd")
+    if not given.raw:
         return None
     if not has_cmd:
         raise pytest.UsageError(
-            f"streamguard_target_cwd ({source}) needs streamguard_target_cmd: it is the working "
-            "directory of the command that starts your app"
+            f"streamguard_target_cwd ({given.source}) needs streamguard_target_cmd: it is the "
+            "working directory of the command that starts your app"
         )
     base = config.inipath.parent if config.inipath is not None else config.rootpath
-    path = (base / raw).resolve()
+    path = (base / given.raw).resolve()
     if not path.is_dir():
-        raise _invalid(raw, source, "streamguard_target_cwd", f"{path} is not a directory")
+        raise given.invalid(f"{path} is not a directory")
     return path
 
 
 def _positive_seconds(config: pytest.Config, dest: str) -> float:
-    raw, source = _raw(config, dest)
+    given = _raw(config, dest)
     try:
-        value = float(raw)
+        value = float(given.raw)
     except ValueError:
         value = math.nan
     if not math.isfinite(value) or value <= 0:
-        raise _invalid(raw, source, dest, "expected a positive number of seconds")
+        raise given.invalid("expected a positive number of seconds")
     return value
 
 
-def _http_url(raw: str, source: str, dest: str) -> str:
-    parts = urlsplit(raw)
+def _http_url(given: _Given) -> str:
+    parts = urlsplit(given.raw)
+    example = "expected an http(s) URL such as http://127.0.0.1:8000"
     if parts.scheme not in ("http", "https") or not parts.hostname:
-        raise _invalid(raw, source, dest, "expected an http(s) URL such as http://127.0.0.1:8000")
+        raise given.invalid(example)
     try:
         parts.port  # noqa: B018 -- raises ValueError for a bad port
     except ValueError as exc:
-        raise _invalid(
-            raw, source, dest, f"{exc}; expected an http(s) URL such as http://127.0.0.1:8000"
-        ) from None
-    return raw.rstrip("/")
+        raise given.invalid(f"{exc}; {example}") from None
+    return given.raw.rstrip("/")
 
 
 _HOST_LABEL = re.compile(r"(?!-)[A-Za-z0-9-]{1,63}(?<!-)")
@@ -367,33 +375,26 @@ _HOST_LABEL = re.compile(r"(?!-)[A-Za-z0-9-]{1,63}(?<!-)")
 
 def _host(config: pytest.Config, dest: str) -> str | None:
     """A host name or IP address, without a port (None when empty)."""
-    raw, source = _raw(config, dest)
-    host = raw.strip()
+    given = _raw(config, dest)
+    host = given.raw.strip()
     if not host:
         return None
     try:
         ipaddress.ip_address(host)
     except ValueError:
-        valid = len(host) <= 253 and all(
-            _HOST_LABEL.fullmatch(label) for label in host.removesuffix(".").split(".")
-        )
-    else:
-        valid = True
-    if not valid:
-        raise _invalid(
-            raw,
-            source,
-            dest,
-            "expected a host name or an IP "
-            "address without a port or scheme, such as 127.0.0.1, ::1 or toxiproxy.ci.internal",
-        )
+        labels = host.removesuffix(".").split(".")
+        if len(host) > 253 or not all(_HOST_LABEL.fullmatch(label) for label in labels):
+            raise given.invalid(
+                "expected a host name or an IP address without a port or scheme, such as "
+                "127.0.0.1, ::1 or toxiproxy.ci.internal"
+            ) from None
     return host
 
 
 def _port_range(config: pytest.Config, dest: str) -> range | None:
     """``LOW-HIGH`` (or one port) as the range of ports it names (None when empty)."""
-    raw, source = _raw(config, dest)
-    text = raw.strip()
+    given = _raw(config, dest)
+    text = given.raw.strip()
     if not text:
         return None
     low, dash, high = text.partition("-")
@@ -402,12 +403,9 @@ def _port_range(config: pytest.Config, dest: str) -> range | None:
     if not (low.strip().isdigit() and high.strip().isdigit()) or not (
         1 <= int(low) <= int(high) <= 65535
     ):
-        raise _invalid(
-            raw,
-            source,
-            dest,
-            "expected a port range LOW-HIGH "
-            "with 1 <= LOW <= HIGH <= 65535, such as 20000-20019, or one port",
+        raise given.invalid(
+            "expected a port range LOW-HIGH with 1 <= LOW <= HIGH <= 65535, such as "
+            "20000-20019, or one port"
         )
     return range(int(low), int(high) + 1)
 
@@ -416,26 +414,24 @@ def _client(config: pytest.Config, enabled: bool) -> str:
     """``--streamguard-client``: auto, none, or an installed judge's name. Checked only while
     the plugin is on: nothing is judged while it is off, and the judges' registry (and what it
     imports) must not load on every ``pytest`` start."""
-    raw, source = _raw(config, "streamguard_client")
+    given = _raw(config, "streamguard_client")
     if not enabled:
-        return raw.strip()
+        return given.raw.strip()
     # Imported here, not at the top: see the docstring (the plugin's off path stays light).
     from pytest_streamguard.judge.registry import check_client
 
     try:
-        return check_client(raw.strip(), source)
+        return check_client(given.raw.strip(), given.source)
     except ValueError as exc:
-        raise _invalid(raw, source, "streamguard_client", str(exc).split(": ", 1)[1]) from None
+        raise given.invalid(str(exc).split(": ", 1)[1]) from None
 
 
 def _transcripts(config: pytest.Config) -> Path | None:
     """Where disagreements' transcripts go: a directory, made when needed (None when empty)."""
-    raw, source = _raw(config, "streamguard_transcripts")
-    if raw and Path(raw).exists() and not Path(raw).is_dir():
-        raise _invalid(
-            raw, source, "streamguard_transcripts", "it is a file; expected a directory path"
-        )
-    return Path(raw) if raw else None
+    given = _raw(config, "streamguard_transcripts")
+    if given.raw and Path(given.raw).exists() and not Path(given.raw).is_dir():
+        raise given.invalid("it is a file; expected a directory path")
+    return Path(given.raw) if given.raw else None
 
 
 def _flag(config: pytest.Config, dest: str) -> bool:
@@ -451,12 +447,12 @@ def _flag(config: pytest.Config, dest: str) -> bool:
         ) from None
 
 
-def _split(raw: str, source: str, key: str, expected: str) -> tuple[str, ...]:
+def _split(given: _Given, expected: str) -> tuple[str, ...]:
     """Split a command line like a shell would (no shell runs it); a UsageError otherwise."""
     try:
-        return tuple(shlex.split(raw))
+        return tuple(shlex.split(given.raw))
     except ValueError as exc:
-        raise _invalid(raw, source, key, f"{exc}; expected {expected}") from None
+        raise given.invalid(f"{exc}; expected {expected}") from None
 
 
 def resolve_settings(config: pytest.Config) -> Settings:
@@ -469,73 +465,54 @@ def resolve_settings(config: pytest.Config) -> Settings:
     target_url, target_cmd = _target(config)
     target_args = _target_args(config, target_url)
     services = _services(config, target_url, target_cmd, target_args)
-    ready_path = _ready_path(config)
-    probe = _probe(config)
-    toxiproxy_url = _toxiproxy_url(config)
-    json_path = _optional_path(config, "streamguard_json")
-    html_path = _html_path(config)
-    save_path = _optional_path(config, "streamguard_save")
-    compare_path = _compare_path(config)
-    compare_fail = _compare_fail(config, compare_path)
-    compare_min_samples = _compare_min_samples(config)
-    proxy_host = _proxy_host(config)
-    ray_address = _ray_address(config)
-    fail_on = _fail_on(config)
     return Settings(
-        probe=probe,
+        target_url=target_url,
+        target_cmd=target_cmd,
+        target_args=target_args,
+        services=services,
+        ready_path=_ready_path(config),
+        probe=_probe(config),
+        toxiproxy_url=_toxiproxy_url(config),
+        json_path=_optional_path(config, "streamguard_json"),
+        html_path=_html_path(config),
+        save_path=_optional_path(config, "streamguard_save"),
+        compare_path=(compare_path := _compare_path(config)),
+        compare_fail=_compare_fail(config, compare_path),
+        compare_min_samples=_compare_min_samples(config),
+        proxy_host=_proxy_host(config),
+        ray_address=_ray_address(config),
+        fail_on=_fail_on(config),
         probe_interval=_positive_seconds(config, "streamguard_probe_interval"),
-        fail_on=fail_on,
         unchecked=_unchecked(config),
-        ray_address=ray_address,
-        proxy_host=proxy_host,
         proxy_ports=_port_range(config, "streamguard_proxy_ports"),
         upstream_host=_host(config, "streamguard_upstream_host"),
-        compare_fail=compare_fail,
-        compare_min_samples=compare_min_samples,
-        save_path=save_path,
-        compare_path=compare_path,
-        enabled=_flag(config, "streamguard"),
+        enabled=(enabled := _flag(config, "streamguard")),
         strict_faults=_flag(config, "streamguard_strict_faults"),
         require=_flag(config, "streamguard_require"),
         json_text=_flag(config, "streamguard_json_text"),
         target_cwd=_target_cwd(config, target_cmd is not None or bool(services)),
-        services=services,
         log_files=_log_files(config, target_url),
         seed=_seed(config),
-        client=_client(config, _flag(config, "streamguard")),
+        client=_client(config, enabled),
         transcripts=_transcripts(config),
-        target_url=target_url,
-        target_cmd=target_cmd,
-        ready_path=ready_path,
         startup_timeout=_positive_seconds(config, "streamguard_startup_timeout"),
-        toxiproxy_url=toxiproxy_url,
         ttft=_positive_seconds(config, "streamguard_ttft"),
         chunk=_positive_seconds(config, "streamguard_chunk"),
-        json_path=json_path,
-        html_path=html_path,
-        target_args=target_args,
         max_stream_seconds=_positive_seconds(config, "streamguard_max_stream_seconds"),
     )
 
 
 def _target(config: pytest.Config) -> tuple[str | None, tuple[str, ...] | None]:
     """The running target's URL or the command that starts one (at most one of them)."""
-    target_url_raw, url_source = _raw(config, "streamguard_target_url")
-    target_cmd_raw, cmd_source = _raw(config, "streamguard_target_cmd")
-    target_url = None
-    if target_url_raw:
-        target_url = _http_url(target_url_raw, url_source, "streamguard_target_url")
+    url = _raw(config, "streamguard_target_url")
+    cmd = _raw(config, "streamguard_target_cmd")
+    target_url = _http_url(url) if url.raw else None
     target_cmd: tuple[str, ...] | None = None
-    if target_cmd_raw.strip():
-        target_cmd = _split(
-            target_cmd_raw,
-            cmd_source,
-            "streamguard_target_cmd",
-            "a command line such as 'python app.py --port {port}'",
-        )
+    if cmd.raw.strip():
+        target_cmd = _split(cmd, "a command line such as 'python app.py --port {port}'")
     if target_url is not None and target_cmd is not None:
         raise pytest.UsageError(
-            f"streamguard_target_url ({url_source}) and streamguard_target_cmd ({cmd_source}) "
+            f"streamguard_target_url ({url.source}) and streamguard_target_cmd ({cmd.source}) "
             "are both set: give one of them (or neither, for the bundled target)"
         )
     return target_url, target_cmd
@@ -565,12 +542,14 @@ def _services(
     except ValueError as exc:
         raise pytest.UsageError(f"{exc}") from None
     single = [
-        f"streamguard_{key} ({_raw(config, 'streamguard_' + key)[1]})"
-        for key, value in (("target_url", target_url), ("target_cmd", target_cmd))
+        f"streamguard_{key} ({_raw(config, 'streamguard_' + key).source})"
+        for key, value in (
+            ("target_url", target_url),
+            ("target_cmd", target_cmd),
+            ("target_args", target_args or None),
+        )
         if value is not None
     ]
-    if target_args:
-        single.append(f"streamguard_target_args ({_raw(config, 'streamguard_target_args')[1]})")
     if services and single:
         raise pytest.UsageError(
             f"streamguard_services ({source}) and {', '.join(single)} are both set: a stack's "
@@ -591,12 +570,10 @@ def _log_files(config: pytest.Config, target_url: str | None) -> tuple[tuple[str
         name, path = name.strip(), path.strip()
         if not sign or not _LOG_NAME.fullmatch(name) or not path or name in found:
             why = "a name given twice" if name in found else "not NAME = PATH"
-            raise _invalid(
-                str(line),
-                "ini key streamguard_log_files",
-                "streamguard_log_files line",
+            given = _Given("streamguard_log_files line", str(line), "ini key streamguard_log_files")
+            raise given.invalid(
                 f"{why}; expected one 'NAME = PATH' per line, NAME of letters, digits, "
-                "'_', '.' or '-' (such as 'app = logs/app.log')",
+                "'_', '.' or '-' (such as 'app = logs/app.log')"
             )
         found[name] = path
     if found and target_url is None:
@@ -610,17 +587,12 @@ def _log_files(config: pytest.Config, target_url: str | None) -> tuple[tuple[str
 
 def _target_args(config: pytest.Config, target_url: str | None) -> tuple[str, ...]:
     """Extra flags for a target the plugin starts (none for a running one at ``target_url``)."""
-    target_args_raw, args_source = _raw(config, "streamguard_target_args")
-    target_args = _split(
-        target_args_raw,
-        args_source,
-        "streamguard_target_args",
-        "flags such as '--heartbeat 0.5 --allow-fault-knobs'",
-    )
+    given = _raw(config, "streamguard_target_args")
+    target_args = _split(given, "flags such as '--heartbeat 0.5 --allow-fault-knobs'")
     if target_args and target_url is not None:
-        _, url_source = _raw(config, "streamguard_target_url")
+        url_source = _raw(config, "streamguard_target_url").source
         raise pytest.UsageError(
-            f"streamguard_target_args ({args_source}) and streamguard_target_url ({url_source}) "
+            f"streamguard_target_args ({given.source}) and streamguard_target_url ({url_source}) "
             "are both set: extra flags apply only to a target the plugin starts"
         )
     return target_args
@@ -628,114 +600,92 @@ def _target_args(config: pytest.Config, target_url: str | None) -> tuple[str, ..
 
 def _ready_path(config: pytest.Config) -> str:
     """The path polled until the target is ready."""
-    ready_path, ready_source = _raw(config, "streamguard_ready_path")
-    if not ready_path.startswith("/"):
-        raise _invalid(
-            ready_path,
-            ready_source,
-            "streamguard_ready_path",
-            "expected a path starting with '/', such as /readyz",
-        )
-    return ready_path
+    given = _raw(config, "streamguard_ready_path")
+    if not given.raw.startswith("/"):
+        raise given.invalid("expected a path starting with '/', such as /readyz")
+    return given.raw
 
 
 def _probe(config: pytest.Config) -> str:
     """What the probe sent beside the streams asks: ``off``, ``tcp``, a path, or empty for the
     target's ready path."""
-    probe_raw, probe_source = _raw(config, "streamguard_probe")
-    probe = probe_raw.strip()
+    given = _raw(config, "streamguard_probe")
+    probe = given.raw.strip()
     if probe not in ("", "off", "tcp") and not probe.startswith("/"):
-        raise _invalid(
-            probe,
-            probe_source,
-            "streamguard_probe",
-            "expected 'off', 'tcp' or a path starting with '/', such as /readyz",
+        raise replace(given, raw=probe).invalid(
+            "expected 'off', 'tcp' or a path starting with '/', such as /readyz"
         )
     return probe
 
 
 def _toxiproxy_url(config: pytest.Config) -> str | None:
     """A running toxiproxy-server's API (plain http), None for the embedded one."""
-    toxiproxy_raw, toxiproxy_source = _raw(config, "streamguard_toxiproxy")
-    if not toxiproxy_raw:
+    given = _raw(config, "streamguard_toxiproxy")
+    if not given.raw:
         return None
-    toxiproxy_url = _http_url(toxiproxy_raw, toxiproxy_source, "streamguard_toxiproxy")
+    toxiproxy_url = _http_url(given)
     if urlsplit(toxiproxy_url).scheme != "http":
-        raise _invalid(
-            toxiproxy_raw,
-            toxiproxy_source,
-            "streamguard_toxiproxy",
-            "toxiproxy's API is plain http, such as http://127.0.0.1:8474",
-        )
+        raise given.invalid("toxiproxy's API is plain http, such as http://127.0.0.1:8474")
     return toxiproxy_url
 
 
 def _optional_path(config: pytest.Config, dest: str) -> Path | None:
     """A file path setting as given (None when empty)."""
-    raw, _ = _raw(config, dest)
+    raw = _raw(config, dest).raw
     return Path(raw) if raw else None
 
 
 def _html_path(config: pytest.Config) -> Path | None:
     """Where the HTML report goes: a file path, not a directory (None when empty)."""
-    html_raw, html_source = _raw(config, "streamguard_html")
-    if html_raw and Path(html_raw).is_dir():
-        raise _invalid(
-            html_raw,
-            html_source,
-            "streamguard_html",
-            "it is a directory; expected a file path such as reports/streamguard.html",
+    given = _raw(config, "streamguard_html")
+    if given.raw and Path(given.raw).is_dir():
+        raise given.invalid(
+            "it is a directory; expected a file path such as reports/streamguard.html"
         )
-    return Path(html_raw) if html_raw else None
+    return Path(given.raw) if given.raw else None
 
 
 def _compare_path(config: pytest.Config) -> Path | None:
     """The baseline report to compare with, which must exist (None when empty)."""
-    compare_raw, compare_source = _raw(config, "streamguard_compare")
-    if compare_raw and not Path(compare_raw).is_file():
-        raise _invalid(
-            compare_raw,
-            compare_source,
-            "streamguard_compare",
-            "no such "
-            "file; expected a JSON report saved by --streamguard-save or --streamguard-json",
+    given = _raw(config, "streamguard_compare")
+    if given.raw and not Path(given.raw).is_file():
+        raise given.invalid(
+            "no such file; expected a JSON report saved by --streamguard-save or --streamguard-json"
         )
-    return Path(compare_raw) if compare_raw else None
+    return Path(given.raw) if given.raw else None
 
 
 def _compare_fail(config: pytest.Config, compare_path: Path | None) -> tuple[Bound, ...]:
     """The bounds that fail a comparison, which needs a baseline (``compare_path``)."""
-    fail_raw, fail_source = _raw(config, "streamguard_compare_fail")
-    if not fail_raw.strip():
+    given = _raw(config, "streamguard_compare_fail")
+    if not given.raw.strip():
         return ()
     if compare_path is None:
         raise pytest.UsageError(
-            f"streamguard_compare_fail ({fail_source}) needs streamguard_compare: "
+            f"streamguard_compare_fail ({given.source}) needs streamguard_compare: "
             "the baseline report to compare with"
         )
     try:
-        return parse_bounds(fail_raw)
+        return parse_bounds(given.raw)
     except ValueError as exc:
-        raise _invalid(fail_raw, fail_source, "streamguard_compare_fail", f"{exc}") from None
+        raise given.invalid(f"{exc}") from None
 
 
 def _compare_min_samples(config: pytest.Config) -> int:
     """The fewest samples a compared figure needs to fail the run."""
-    min_raw, min_source = _raw(config, "streamguard_compare_min_samples")
-    if not min_raw.strip().isdigit() or int(min_raw) < 1:
-        raise _invalid(
-            min_raw, min_source, "streamguard_compare_min_samples", "expected an integer >= 1"
-        )
-    return int(min_raw)
+    given = _raw(config, "streamguard_compare_min_samples")
+    if not given.raw.strip().isdigit() or int(given.raw) < 1:
+        raise given.invalid("expected an integer >= 1")
+    return int(given.raw)
 
 
 def _proxy_host(config: pytest.Config) -> str:
     """The address the proxies listen on, which cannot be left empty."""
     proxy_host = _host(config, "streamguard_proxy_host")
     if proxy_host is None:
-        _, proxy_source = _raw(config, "streamguard_proxy_host")
+        source = _raw(config, "streamguard_proxy_host").source
         raise pytest.UsageError(
-            f"streamguard_proxy_host ({proxy_source}) is empty: expected a host name or an IP "
+            f"streamguard_proxy_host ({source}) is empty: expected a host name or an IP "
             f"address, such as {DEFAULT_PROXY_HOST}"
         )
     return proxy_host
@@ -743,35 +693,32 @@ def _proxy_host(config: pytest.Config) -> str:
 
 def _ray_address(config: pytest.Config) -> str | None:
     """``auto``, ``local`` or a Ray cluster's address (None: loads stay in this process)."""
-    ray_raw, ray_source = _raw(config, "streamguard_ray")
-    ray_address = ray_raw.strip() or None
+    given = _raw(config, "streamguard_ray")
+    ray_address = given.raw.strip() or None
     if ray_address is not None and (
         any(c.isspace() for c in ray_address)
         or (ray_address not in ("auto", "local") and ":" not in ray_address)
     ):
-        raise _invalid(
-            ray_raw,
-            ray_source,
-            "streamguard_ray",
-            "expected 'auto', "
-            "'local' or a Ray cluster address such as 127.0.0.1:6379 or ray://head:10001",
+        raise given.invalid(
+            "expected 'auto', 'local' or a Ray cluster address such as 127.0.0.1:6379 or "
+            "ray://head:10001"
         )
     return ray_address
 
 
 def _unchecked(config: pytest.Config) -> str:
     """What a ``fail_on`` gate that could not be checked does: ``warn`` or ``fail``."""
-    raw, source = _raw(config, "streamguard_unchecked")
-    mode = raw.strip().lower()
+    given = _raw(config, "streamguard_unchecked")
+    mode = given.raw.strip().lower()
     if mode not in ("warn", "fail"):
-        raise _invalid(raw, source, "streamguard_unchecked", "expected 'warn' or 'fail'")
+        raise given.invalid("expected 'warn' or 'fail'")
     return mode
 
 
 def _fail_on(config: pytest.Config) -> tuple[str, ...]:
     """The findings that fail a test even within its deadlines."""
-    fail_on_raw, fail_on_source = _raw(config, "streamguard_fail_on")
+    given = _raw(config, "streamguard_fail_on")
     try:
-        return parse_fail_on(fail_on_raw, where=f"{fail_on_raw!r} from {fail_on_source}")
+        return parse_fail_on(given.raw, where=f"{given.raw!r} from {given.source}")
     except ValueError as exc:
         raise pytest.UsageError(str(exc)) from None

@@ -1,17 +1,13 @@
-"""pytest-xdist support: workers send their records, the controller merges them.
+"""pytest-xdist support: workers send their records, the controller merges them (docs/load.md,
+"pytest-xdist").
 
-Each worker runs its tests with its own embedded Toxiproxy server and, unless
-``--streamguard-target-url`` names a shared one, its own target (the session fixtures are
-per process). At the end of its session a worker puts its records, as builtin types, in
+At the end of its session a worker puts its records, as builtin types, in
 ``config.workeroutput["streamguard"]``; xdist sends that to the controller with the
-"workerfinished" event, and the controller's ``pytest_testnodedown`` merges it. A worker that
-crashed has no ``workeroutput``: it is named as missing in the summary and the JSON report.
-Workers print no summary and write no JSON; the controller prints one and writes one, and
-computes every percentile from the merged raw samples. The merging itself is
-:class:`~pytest_streamguard.report.merge.Merger`, the same code that merges saved reports.
-
-xdist is never imported here: the hooks are registered only when the xdist plugin is loaded,
-and only on the controller.
+"workerfinished" event, and the controller's ``pytest_testnodedown`` merges it
+(:class:`~pytest_streamguard.report.merge.Merger`, the same code that merges saved reports). A
+worker that crashed has no ``workeroutput``: it is named as missing. xdist is never imported
+here: the hooks are registered only when the xdist plugin is loaded, and only on the
+controller.
 """
 
 from __future__ import annotations

@@ -1,20 +1,11 @@
-"""Baselines: compare this run's per-test figures with a saved report, and gate on regressions.
+"""Baselines: compare this run's per-test figures with a saved report, and gate on regressions
+(``--streamguard-compare``, ``--streamguard-compare-fail``; docs/ci.md says what a user sees).
 
-``--streamguard-save PATH`` writes the run's JSON report (it holds every raw sample);
-``--streamguard-compare PATH`` reads one back and, per test present in both, shows the change
-in TTFT p50/p95 and gap p95/max, and in each headroom its ``streamguard.headroom()`` searches
-measured (``headroom streams``); ``--streamguard-compare-fail EXPR`` (``metric:bound,...``,
-e.g. ``ttft_p95:20%,gap_p95:30%,gap_max:0.1s,headroom:20%``) fails the run when a figure got
-worse by more than its bound (a headroom: when the top of its spread, the value its repeats
-were consistent with, fell below the bottom of the baseline's by more than that share). A figure
-computed from fewer than ``streamguard_compare_min_samples`` samples (in either run) is
-shown but never fails the run: one slow stream is noise.
-
-A gate that compared nothing is no gate: a run none of whose tests is in the baseline (a
-baseline from another test set, or one that holds no test), or a gated figure with no sample
-at all in either run (traces without a first token or without gaps), fails the gate naming
-what was missing; without ``--streamguard-compare-fail`` the same is a warning. The lines that
-say why a gate failed are shown at every verbosity (:meth:`Gate.problem_lines`).
+A headroom is compared spread to spread: it regressed when the top of its spread (the value its
+repeats were consistent with) fell below the bottom of the baseline's by more than the bound's
+share. A figure computed from too few samples is shown but never fails the run (one slow
+stream is noise), and a gate that compared nothing is no gate: it fails naming what was
+missing (:meth:`Gate.problem_lines`).
 """
 
 from __future__ import annotations

@@ -4,23 +4,8 @@ A trace's builtin-typed form (:meth:`~pytest_streamguard.stream.trace.StreamTrac
 has one object per chunk, which is what a pytest-xdist worker sends its controller and what
 the HTML page is drawn from. In the JSON report file (version 2) a trace instead names its
 chunks' fields once, in ``chunk_fields``, and each chunk is a row of values in that order
-(:func:`compact_test`):
-
-- ``index``, ``stamp_ns``, ``nbytes`` always; ``first_byte_ns`` only when some chunk's first
-  byte came in an earlier read than its last (else it is ``stamp_ns``);
-- where the chunk texts are kept: ``text``, ``data`` (the frame's parsed payload) and
-  ``parts`` (only when some chunk carried more than answer text);
-- where they are not: ``sent_ns`` (the server's send stamp, from ``data``; the findings need
-  it) and ``kind`` (``reasoning``, ``tool``, ...; null for answer text; the timeline shows
-  it), each only when some chunk has one.
-
-Texts are kept for a stream that did not complete and for every stream of a test that did not
-pass (verdict ``FAIL``, ``error`` or ``caught``), and for every stream under
-``streamguard_json_text``. A passing load's chunks are then a few numbers each, and the
-report is a fraction of the size it had with every chunk's text and payload. The rest of a
-test's record (its faults, findings, headroom searches, the probe's samples, its earlier
-attempts) is written as :meth:`~pytest_streamguard.report.records.TestRecord.to_dict` gives it,
-the probe's samples one ``[stamp_ns, latency_ns]`` pair per line.
+(:func:`compact_test`); which fields, and which streams keep their texts, is in
+docs/reports.md ("JSON").
 
 :func:`expanded` turns rows back into chunk objects (a trace already in that form, as in a
 version-1 report or a worker's payload, is returned as it is), so every reader takes both.

@@ -1,19 +1,15 @@
-"""A headroom search in the HTML report: a plot of each bounded figure against the level, with
-the deadline's line, each level's held or broke mark, the hop's forwarding delay beside it, and a
-table of every level run.
+"""A headroom search in the HTML report: a plot of each bounded figure against the level, and a
+table of every level run (docs/headroom.md, "Where it shows").
 
-One plot per figure the test's ``token_deadline`` bounds (TTFT, gap, total, at the deadline's
-percentile): x is the level in the search's unit, y the figure in ms. A level that held is a
-green dot, one that broke a red cross, a confirmation (the re-run of a level that held) a ring
-around its level's mark; a level whose streams did not complete within the percentile has no
-figure and is drawn on the plot's top edge. The deadline is a dashed horizontal line, the
-headroom (``value``) a dashed vertical one, and the forwarding delay's p99 at each level (see
-:mod:`pytest_streamguard.headroom.forwarding`) a grey diamond on the same axis, so the
-instrument's share reads against the app's figure. Every mark's ``<title>`` is its hover text.
+One plot per figure the test's ``token_deadline`` bounds: x is the level in the search's unit,
+y the figure in ms. A level that held is a green dot, one that broke a red cross, a
+confirmation a ring around its level's mark; a level whose streams did not complete within the
+percentile has no figure and is drawn on the plot's top edge. The deadline is a dashed
+horizontal line, the headroom a dashed vertical one, and the forwarding delay's p99 at each
+level a grey diamond on the same axis, so the instrument's share reads against the app's.
 
 Hand-written SVG, as the timelines are (:mod:`.plots`): a search runs a handful of levels, so a
-plot is a few dozen shapes, and the page stays one file that opens offline. Text from a test
-(findings, violations) is escaped.
+plot is a few dozen shapes, and the page stays one file that opens offline.
 """
 
 from __future__ import annotations

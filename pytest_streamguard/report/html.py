@@ -1,21 +1,14 @@
-"""The HTML report: one self-contained page built from the JSON report's document.
+"""The HTML report: one self-contained page built from the JSON report's document (what it
+shows is docs/reports.md's "HTML").
 
-The page holds the session summary (a table sortable by clicking its headers, each row linking to
-its test) and, per test, the verdict, the deadlines, the violations, the findings (named incidents
-with their evidence), the faults with their on/off times and whether they fired, the streams, a
-timeline of chunk arrivals, the probe sent beside them (where it waited), and, for tests with
-many streams, a histogram of gaps; a test's headroom searches each with a plot of its figures
-against the level and a table of its levels (:mod:`.headroom_view`). Below the summary, the
-streams where the plugin's reader and the judging client disagree are listed as plugin bugs to
-report (:mod:`.disagreements`).
-The plots are inline SVG (:mod:`.html_plots`) and the only script sorts the table, so the file
-is small and opens with no network. Every piece of text that came from a test (node ids, stream
-names, chunk text, error messages, fault arguments) is escaped.
+The plots are inline SVG (:mod:`.plots`, :mod:`.headroom_view`) and the only script sorts the
+summary table, so the file is small and opens with no network. Every piece of text that came
+from a test (node ids, stream names, chunk text, error messages, fault arguments) is escaped.
 
 Fields newer than the records (a fault's ``fired``, a trace's ``format_auto`` and ``node``) are
 read from the document's dicts with defaults, so an older report renders too. A stream whose
-chunk texts the JSON report left out (:mod:`.compact`: a passing stream, without
-``streamguard_json_text``) is drawn the same, its chunks' hover texts without their text.
+chunk texts the JSON report left out (:mod:`.compact`) is drawn the same, its chunks' hover
+texts without their text.
 """
 
 from __future__ import annotations

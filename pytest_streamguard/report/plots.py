@@ -187,53 +187,29 @@ class _Layer:
         return f'<g class="{self.kind}" {self.style}>{"".join(self.shapes)}</g>'
 
 
-# Legend entries: layer kind, label, a swatch (an SVG fragment in a 16x12 box).
+# Legend entries: layer kind, label, and the swatch's shape in a 16x12 box (drawn in its
+# layer's style).
 _LEGEND = [
-    ("window", "within deadline", f'<rect y="3" width="16" height="6" fill="{COLORS["window"]}"/>'),
-    ("over", "gap over deadline", f'<rect y="4" width="16" height="4" fill="{COLORS["over"]}"/>'),
-    (
-        "expired",
-        "chunk deadline ran out",
-        f'<path d="M8 0v12" stroke="{COLORS["expired"]}" stroke-width="2"/>',
-    ),
-    ("faults", "fault active", f'<rect y="4" width="16" height="4" fill="{COLORS["fault"]}"/>'),
-    (
-        "faults-unfired",
-        "fault never fired",
-        f'<rect y="3.5" width="15" height="5" fill="none" stroke="{COLORS["fault"]}" '
-        'stroke-dasharray="3 2"/>',
-    ),
-    (
-        "headers",
-        "response headers",
-        f'<circle cx="8" cy="6" r="4" fill="none" stroke="{COLORS["headers"]}"/>',
-    ),
-    (
-        "other",
-        "other bytes (end event, partial events)",
-        f'<path d="M8 1v10" stroke="{COLORS["other"]}" stroke-width="1.5"/>',
-    ),
-    (
-        "beats",
-        "heartbeat",
-        f'<path d="M8 1l5 5-5 5-5-5z" fill="none" stroke="{COLORS["beat"]}" stroke-width="1.5"/>',
-    ),
-    ("said", "a hop's own words", f'<path d="M3 2h10l-5 8z" fill="{COLORS["said"]}"/>'),
-    ("chunks", "chunk", f'<circle cx="8" cy="6" r="3.5" fill="{COLORS["chunk"]}"/>'),
-    ("done", "completed", f'<path d="M8 0l6 6-6 6-6-6z" fill="{COLORS["done"]}"/>'),
-    (
-        "cut",
-        "cut / error",
-        f'<path d="M3 1l10 10M13 1l-10 10" stroke="{COLORS["cut"]}" stroke-width="2.5"/>',
-    ),
+    ("window", "within deadline", '<rect y="3" width="16" height="6"'),
+    ("over", "gap over deadline", '<rect y="4" width="16" height="4"'),
+    ("expired", "chunk deadline ran out", '<path d="M8 0v12"'),
+    ("faults", "fault active", '<rect y="4" width="16" height="4"'),
+    ("faults-unfired", "fault never fired", '<rect y="3.5" width="15" height="5"'),
+    ("headers", "response headers", '<circle cx="8" cy="6" r="4"'),
+    ("other", "other bytes (end event, partial events)", '<path d="M8 1v10"'),
+    ("beats", "heartbeat", '<path d="M8 1l5 5-5 5-5-5z"'),
+    ("said", "a hop's own words", '<path d="M3 2h10l-5 8z"'),
+    ("chunks", "chunk", '<circle cx="8" cy="6" r="3.5"'),
+    ("done", "completed", '<path d="M8 0l6 6-6 6-6-6z"'),
+    ("cut", "cut / error", '<path d="M3 1l10 10M13 1l-10 10"'),
 ]
 
 
 def _legend(present: set[str]) -> str:
     items = "".join(
         f'<span class="key" data-kind="{kind}"><svg width="16" height="12" aria-hidden="true">'
-        f"{swatch}</svg>{_e(label)}</span>"
-        for kind, label, swatch in _LEGEND
+        f"{shape} {_LAYER_STYLES[kind]}/></svg>{_e(label)}</span>"
+        for kind, label, shape in _LEGEND
         if kind in present
     )
     return f'<div class="legend">{items}</div>'
@@ -318,17 +294,10 @@ def timeline_svg(
     untexted: Collection[int] = (),
 ) -> str:
     """Chunk arrivals per stream (one row each), x in seconds since that stream's request,
-    with a legend of the marks drawn; ``fired`` says, per fault (description, on stamp),
-    whether it fired (None: unknown); ``untexted``: the indexes of the streams whose chunk
-    texts the report left out (a chunk's hover text then ends at its size).
-
-    Drawn: each chunk; the deadline window (green: until the TTFT deadline after the request,
-    then the chunk deadline after each chunk, so a gap that leaves the band broke it); gaps
-    over the chunk deadline in red with a tick where the deadline ran out; socket reads that
-    completed no data event (partial and end events), and the heartbeats (SSE comments) apart
-    from them; the faults while active (dashed outline: never fired); the response headers;
-    the end of the stream (done, or the cut/error); the TTFT deadline as a dashed line.
-    """
+    with a legend of the marks drawn (:data:`_LEGEND`; docs/reports.md, "HTML"); ``fired``
+    says, per fault (description, on stamp), whether it fired (None: unknown); ``untexted``:
+    the indexes of the streams whose chunk texts the report left out (a chunk's hover text
+    then ends at its size)."""
     deadline = record.deadline or Deadline()
     rows = len(record.traces)
     row_h = 30.0 if rows <= 12 else max(12.0, min(30.0, 600.0 / rows))
@@ -569,11 +538,9 @@ _PROBE_H = 70.0
 
 
 def probe_svg(record: TestRecord) -> str:
-    """The probe's samples under the streams' timeline (empty without any): one row, x in
-    seconds since the test's first request; a pale band over the time it ran, answered at
-    once, and in red each stretch in which it waited (an answer that took ``PROBE_WAIT_S`` or
-    more, or none, until the next probe). Stretches that touch are merged into one mark, so
-    the size follows the waits, not the samples."""
+    """The probe's samples under the streams' timeline (empty without any), x in seconds since
+    the test's first request: a pale band while it ran, and in red each stretch in which it
+    waited (``PROBE_WAIT_S`` or more), stretches that touch merged into one mark."""
     probe = record.probe
     if probe is None or not probe.samples or not record.traces:
         return ""

@@ -125,14 +125,7 @@ def record_test(
     # hop's on the streams of the guard whose client crossed it (pytest_streamguard.faults.hops).
     unfired = [f for g in guards for hop in route_of(g).fault_logs for f in hop.judge(g.traces)]
     probe = merge(guard.probe for guard in guards)
-    record = TestRecord(
-        nodeid=nodeid,
-        deadline=deadline,
-        traces=traces,
-        faults=faults,
-        headroom=headroom,
-        probe=probe,
-    )
+    record = TestRecord(nodeid, deadline, traces, faults=faults, headroom=headroom, probe=probe)
     # Generation that went on after a cut stream, on a target the plugin started (no other
     # client uses it) that exports its engine's requests (the bundled one); under a stack, on
     # each of its services, and the finding is at the service whose gauges said so.

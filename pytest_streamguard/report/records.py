@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from pytest_streamguard.common.display import counted, fit_lines
+from pytest_streamguard.common.numbers import whole
 from pytest_streamguard.headroom.result import Headroom
 from pytest_streamguard.report.compact import compact_test, dumps, expanded
 from pytest_streamguard.stream.trace import FaultRecord, StreamTrace
@@ -196,11 +197,9 @@ _SUMMARY_NOTE = "(times in ms; ttft is the worst stream's, gaps are pooled over 
 
 def summary_lines(records: list[TestRecord], width: int | None = None) -> list[str]:
     """The terminal table: one row per test that read streams (times in ms), and with more
-    than one test an ``all tests`` row pooled over every stream.
-
-    When a row is wider than ``width`` (the terminal's columns), each test's faults go on a
-    line below its row; if the row is still too wide, its test id goes on a line above its
-    figures too. No line is wider than ``width`` (a longer test id or fault is wrapped)."""
+    than one test an ``all tests`` row pooled over every stream. On a terminal narrower than
+    a row (``width``), each test's faults go on a line below its row, then its test id on a
+    line above its figures too; no line is wider than ``width``."""
     header = ("test", "ttft", "gap p50", "gap p95", "gap max", "chunks", "verdict", "faults")
     rows = []
     for record in records:
@@ -412,17 +411,41 @@ def write_document(path: Path, document: dict[str, Any]) -> None:
     tmp.replace(path)
 
 
+def _read_document(path: Path) -> dict[str, Any]:
+    """The JSON report at ``path``, checked; :class:`ValueError` naming what is wrong otherwise."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ValueError(f"cannot read {path}: {exc}") from None
+    try:
+        raw = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise ValueError(
+            f"{path} is not JSON ({exc}); expected a report written by --streamguard-json"
+        ) from None
+    if not isinstance(raw, dict) or raw.get("format") != JSON_FORMAT:
+        found = raw.get("format") if isinstance(raw, dict) else type(raw).__name__
+        raise ValueError(
+            f"{path} is not a pytest-streamguard report (format: {found!r}); expected a JSON "
+            f'object with "format": "{JSON_FORMAT}", as --streamguard-json writes'
+        )
+    version = raw.get("version")
+    if not whole(version) or version < 1:
+        raise ValueError(f"{path} has report version {version!r}; expected an integer >= 1")
+    if version > JSON_VERSION:
+        raise ValueError(
+            f"{path} is report version {version}; this plugin reads versions 1 to {JSON_VERSION}"
+        )
+    return raw
+
+
 def load_json(path: Path) -> tuple[dict[str, Any], list[TestRecord]]:
-    """Read a JSON report back: its metadata and records."""
-    raw = json.loads(path.read_text(encoding="utf-8"))
-    if raw.get("format") != JSON_FORMAT:
-        raise ValueError(
-            f"{path} is not a pytest-streamguard report (format={raw.get('format')!r})"
-        )
-    if int(raw.get("version", 0)) > JSON_VERSION:
-        raise ValueError(
-            f"{path} is report version {raw.get('version')}; this plugin reads up to {JSON_VERSION}"
-        )
-    records = [TestRecord.from_dict(t) for t in raw.get("tests", [])]
+    """Read a JSON report back: its metadata and records; :class:`ValueError` naming what is
+    wrong (not JSON, not a report, a newer version, a malformed test record)."""
+    raw = _read_document(path)
+    try:
+        records = [TestRecord.from_dict(t) for t in raw.get("tests", [])]
+    except (KeyError, TypeError, ValueError, AttributeError) as exc:
+        raise ValueError(f"{path} has a malformed test record ({exc!r})") from None
     meta = {k: v for k, v in raw.items() if k != "tests"}
     return meta, records

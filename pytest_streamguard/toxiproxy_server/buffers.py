@@ -1,25 +1,17 @@
 """Small socket buffers for the upstream connections of a throttled proxy (an extension of
-ours; Toxiproxy leaves the kernel's defaults).
+ours; Toxiproxy leaves the kernel's defaults; docs/faults.md, "Which buffers a slow reader
+fills").
 
 A ``bandwidth`` toxic paces what the proxy forwards, so the proxy stops reading the upstream,
 and the upstream server's writes wait once the bytes between it and the proxy fill the
-buffers. On loopback Linux sizes those buffers from the segment size (about 64 KiB there):
-the server's send buffer grows to megabytes (4,194,304 bytes, ``net.ipv4.tcp_wmem``'s
-maximum, measured) and the proxy's receive buffer holds 128 KiB and more, so a reader of 2 KB/s
-never made a server's writes wait on an answer under megabytes. A connection opened while a
-downstream ``bandwidth`` toxic is on therefore dials the upstream from a socket with, before the
-connect:
-
-- ``SO_RCVBUF`` of about half a second of the toxic's rate (at least :data:`MIN_RCVBUF`; the
-  kernel doubles it), so the proxy holds little unread;
-- under :data:`CLAMP_BELOW` bytes of it, ``TCP_MAXSEG`` of a quarter of that (256 to 1460
-  bytes), which the SYN announces: the server's kernel sizes its send buffer from the peer's
-  segment size, so that buffer stays at tens of kilobytes instead of megabytes, and a window
-  of a few segments still opens by window updates (a window under two segments waits for
-  the sender's 200 ms zero-window probes).
-
-``benchmarks/slow_reader_backpressure.py`` measures what a server has written when a slow reader
-first makes it wait (docs/faults.md, "Which buffers a slow reader fills").
+buffers. On loopback Linux sizes those buffers from the segment size: the server's send buffer
+grew to megabytes (4,194,304 bytes measured) and the proxy's receive buffer held 128 KiB and
+more, so a reader of 2 KB/s never made a server's writes wait on an answer under megabytes. A
+connection opened while a downstream ``bandwidth`` toxic is on therefore dials the upstream
+with about half a second of the rate as ``SO_RCVBUF`` and, under :data:`CLAMP_BELOW` bytes of
+it, a ``TCP_MAXSEG`` of a quarter of that, which the SYN announces: the server's kernel sizes
+its send buffer from the peer's segment size, so that buffer stays at tens of kilobytes (a
+window under two segments would wait for the sender's 200 ms zero-window probes).
 """
 
 from __future__ import annotations

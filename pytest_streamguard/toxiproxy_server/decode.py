@@ -295,28 +295,29 @@ def _scan_literal(body: bytes, i: int, bad: Callable[[int, str], str]) -> tuple[
 
 def _scan_number(body: bytes, i: int, bad: Callable[[int, str], str]) -> tuple[str | None, int]:
     n = len(body)
+
+    def no_digit(at: int, context: str) -> str | None:
+        """The problem when no digit stands at ``at`` (None when one does)."""
+        if at == n:
+            return "unexpected EOF"
+        return None if 0x30 <= body[at] <= 0x39 else bad(at, context)
+
     if body[i] == 0x2D:
         i += 1
-        if i == n:
-            return "unexpected EOF", i
-        if not 0x30 <= body[i] <= 0x39:
-            return bad(i, "in numeric literal"), i
+        if problem := no_digit(i, "in numeric literal"):
+            return problem, i
     i = i + 1 if body[i] == 0x30 else _DIGITS.match(body, i).end()  # type: ignore[union-attr]
     if i < n and body[i] == 0x2E:
         i += 1
-        if i == n:
-            return "unexpected EOF", i
-        if not 0x30 <= body[i] <= 0x39:
-            return bad(i, "after decimal point in numeric literal"), i
+        if problem := no_digit(i, "after decimal point in numeric literal"):
+            return problem, i
         i = _DIGITS.match(body, i).end()  # type: ignore[union-attr]
     if i < n and body[i] in b"eE":
         i += 1
         if i < n and body[i] in b"+-":
             i += 1
-        if i == n:
-            return "unexpected EOF", i
-        if not 0x30 <= body[i] <= 0x39:
-            return bad(i, "in exponent of numeric literal"), i
+        if problem := no_digit(i, "in exponent of numeric literal"):
+            return problem, i
         i = _DIGITS.match(body, i).end()  # type: ignore[union-attr]
     return None, i
 

@@ -1,34 +1,23 @@
-"""Counting a stream's chunks in the raw downstream bytes of a connection.
+"""Counting a stream's chunks in the raw downstream bytes of a connection, for the chunk toxics
+(``chunk_stall``, ``chunk_cut``, ``chunk_reset``; docs/toxiproxy.md, "Chunk toxics").
 
-The event toxics (``chunk_stall``, ``chunk_cut``, ``chunk_reset``; an extension of ours) act at
-the byte right after the Nth chunk of each HTTP response on a connection. A chunk is counted
-exactly as the plugin's client counts ``trace.chunks``: the response's body is decoded
-(``Transfer-Encoding: chunked``, ``Content-Length`` or up to the close), cut into frames by its
-framing (SSE by the WHATWG rules, one frame per line for NDJSON, chosen from the content type
-or the body's start as the client chooses it), and a frame counts when the built-in format
-recognised from the first frame reads a piece of answer text from it. So comments,
-heartbeats, events without text (an OpenAI role-only delta, ``[DONE]``) and anything cut off
-are not counted, as they are not in the trace. A user's own ``format=`` object is not known to
-the proxy; such a stream is counted with the built-in format its first frame looks like.
-
-A chunk toxic with ``aimed`` 1 acts only on the responses to requests that name it in an
-``x-streamguard-aim`` header (toxic names, comma-separated): the plugin's ``streams=``, which
-aims a fault at some streams of a test. :class:`RequestAims` reads each request's head in the
-upstream bytes of the connection; a response is matched to the latest request whose head came
-before it, which is its own for every client that waits for an answer before sending the next
-request on the connection (none of the plugin's clients pipelines).
+A chunk is counted exactly as the plugin's client counts ``trace.chunks``: the response's body
+is decoded (``Transfer-Encoding: chunked``, ``Content-Length`` or up to the close), cut into
+frames by its framing (chosen from the content type or the body's start as the client chooses
+it), and a frame counts when the built-in format recognised from the first frame reads a piece
+of answer text from it. A user's own ``format=`` object is not known to the proxy; such a
+stream is counted with the built-in format its first frame looks like.
 
 The body is fed to the framer one line at a time (split after each LF), so a frame completed
 by a line ends exactly at that line's end; with HTTP chunked encoding, the CRLF that closes the
 HTTP chunk right after it is counted in, so the client's HTTP parser sees a whole HTTP chunk.
 
-A body with a ``Content-Encoding`` (gzip, deflate; br and zstd where their decoder is installed:
-:mod:`pytest_streamguard.common.codings`) is counted in a decoded copy, and the original bytes
-are forwarded untouched. The boundary is then the shortest prefix of the coded bytes that
-decodes to the Nth chunk's end (found on copies of the decoder, or a byte at a time for a
-decoder that cannot be copied); a back-reference that spans the chunk's end brings the bytes
-it covers along, as no coded byte splits it. A body in a coding not installed here is not
-counted: the fault never lands, and the plugin's record of it names the coding.
+A body with a ``Content-Encoding`` (:mod:`pytest_streamguard.common.codings`) is counted in a
+decoded copy, and the original bytes are forwarded untouched. The boundary is then the shortest
+prefix of the coded bytes that decodes to the Nth chunk's end (found on copies of the decoder,
+or a byte at a time for a decoder that cannot be copied); a back-reference that spans the
+chunk's end brings the bytes it covers along, as no coded byte splits it. A body in a coding
+not installed here is not counted: the fault never lands, and its record names the coding.
 """
 
 from __future__ import annotations
@@ -89,10 +78,60 @@ class _EventBody:
         return self.chunks - before
 
 
+class _Http1:
+    """A parser of one connection's HTTP/1 bytes: ``head`` holds the head (or the line) a read
+    left unfinished; ``opaque``: the bytes are not HTTP/1 as we know it, parse no more."""
+
+    def __init__(self) -> None:
+        self.head = b""
+        self.opaque = False
+
+    def _head_lines(self, data: bytes, pos: int) -> tuple[list[bytes] | None, int]:
+        """The lines of the head ``data[pos:]`` completes (None if not yet), and where it ends."""
+        before = len(self.head)
+        self.head += data[pos:]
+        end = self.head.find(_HEAD_END, max(before - 3, 0))
+        if end < 0:
+            if len(self.head) > _HEAD_LIMIT:
+                self.opaque, self.head = True, b""
+            return None, len(data)
+        head, rest = self.head[:end], self.head[end + 4 :]
+        self.head = b""
+        return head.split(b"\r\n"), len(data) - len(rest)
+
+    def _line(self, data: bytes, pos: int) -> tuple[bytes | None, int]:
+        """The line ``data[pos:]`` completes (None if it does not), and where it ends."""
+        end = data.find(b"\n", pos)
+        if end < 0:
+            self.head += data[pos:]
+            return None, len(data)
+        line, self.head = self.head + data[pos:end], b""
+        return line, end + 1
+
+    def _size_line(self, data: bytes, pos: int) -> tuple[int | None, int]:
+        """The size in the HTTP chunk's size line ``data[pos:]`` completes (None if it does
+        not, or gives none: opaque), and where it ends."""
+        line, after = self._line(data, pos)
+        if line is None:
+            return None, after
+        try:
+            return int(line.split(b";")[0].strip(), 16), after
+        except ValueError:
+            self.opaque = True
+            return None, len(data)
+
+
+def _skip(left: int, pos: int, n: int) -> tuple[int, int]:
+    """Pass over up to ``left`` bytes from ``pos`` of a read of ``n``: what is left to pass
+    over, and where the read goes on."""
+    take = min(left, n - pos)
+    return left - take, pos + take
+
+
 AIM_HEADER = b"x-streamguard-aim"
 
 
-class RequestAims:
+class RequestAims(_Http1):
     """The toxic names in the ``x-streamguard-aim`` header of the latest request head in one
     connection's upstream bytes (``latest``), fed with every read the client sent.
 
@@ -101,11 +140,10 @@ class RequestAims:
     parsing, and ``latest`` keeps what it had."""
 
     def __init__(self) -> None:
+        super().__init__()
         self.latest: frozenset[str] = frozenset()
         self.state = "head"
-        self.head = b""
         self.left = 0
-        self.opaque = False
 
     def feed(self, data: bytes) -> None:
         """Consume one read of the client's bytes."""
@@ -114,9 +152,7 @@ class RequestAims:
             if self.state == "head":
                 pos = self._head(data, pos)
             elif self.state == "body":
-                take = min(self.left, n - pos)
-                self.left -= take
-                pos += take
+                self.left, pos = _skip(self.left, pos, n)
                 if self.left == 0:
                     self.state = "head"
             else:  # a chunked body: "size", "data" (with its CRLF) or "trailer" lines
@@ -127,16 +163,9 @@ class RequestAims:
             # A request head may follow a CRLF left over from the previous body.
             while pos < len(data) and data[pos] in b"\r\n":
                 pos += 1
-        before = len(self.head)
-        self.head += data[pos:]
-        end = self.head.find(_HEAD_END, max(before - 3, 0))
-        if end < 0:
-            if len(self.head) > _HEAD_LIMIT:
-                self.opaque, self.head = True, b""
-            return len(data)
-        head, rest = self.head[:end], self.head[end + 4 :]
-        self.head = b""
-        lines = head.split(b"\r\n")
+        lines, after = self._head_lines(data, pos)
+        if lines is None:
+            return after
         method = lines[0].split(b" ", 1)[0]
         aims: set[str] = set()
         length = 0
@@ -159,38 +188,29 @@ class RequestAims:
             self.state, self.left = "size", 0
         elif length:
             self.state, self.left = "body", length
-        return len(data) - len(rest)
+        return after
 
     def _chunked(self, data: bytes, pos: int) -> int:
         if self.state == "data":
-            take = min(self.left, len(data) - pos)
-            self.left -= take
+            self.left, pos = _skip(self.left, pos, len(data))
             if self.left == 0:
                 self.state = "size"
-            return pos + take
-        end = data.find(b"\n", pos)
-        if end < 0:
-            self.head += data[pos:]
-            return len(data)
-        line, self.head = (self.head + data[pos:end]).strip(), b""
+            return pos
         if self.state == "trailer":
-            if not line:
+            line, after = self._line(data, pos)
+            if line is not None and not line.strip():
                 self.state = "head"
-            return end + 1
-        try:
-            size = int(line.split(b";")[0], 16)
-        except ValueError:
-            self.opaque = True
-            return len(data)
+            return after
+        size, after = self._size_line(data, pos)
         if size == 0:
             self.state = "trailer"
-        else:
+        elif size is not None:
             # The chunk's data and the CRLF that closes it.
             self.state, self.left = "data", size + 2
-        return end + 1
+        return after
 
 
-class ChunkCounter:
+class ChunkCounter(_Http1):
     """The HTTP responses in one connection's downstream bytes and each one's chunk count.
 
     :meth:`boundary` says where in a read the response under way reaches its Nth chunk. With
@@ -201,21 +221,19 @@ class ChunkCounter:
     def __init__(
         self, after_chunks: int, aim: str | None = None, requests: RequestAims | None = None
     ) -> None:
+        super().__init__()
         self.after_chunks = after_chunks
         # An aimed toxic's name: only responses to requests naming it count (and are hit).
         self.aim = aim
         self.requests = requests
         self.state = "head"
-        self.head = b""
         self.body: _EventBody | None = None
         self.decoder: BodyDecoder | None = None
         self.chunked = False
         self.left: int | None = None  # body bytes left (Content-Length), or of the HTTP chunk
-        self.size_line = b""
         self.crlf_left = 0
         self.reached = False
         self.hits = 0
-        self.opaque = False
 
     def boundary(self, data: bytes) -> int | None:
         """Consume one read; the offset in it right after the Nth chunk of the response under
@@ -229,9 +247,7 @@ class ChunkCounter:
             elif self.state == "size":
                 pos = self._size(data, pos)
             elif self.state == "crlf":
-                take = min(self.crlf_left, n - pos)
-                self.crlf_left -= take
-                pos += take
+                self.crlf_left, pos = _skip(self.crlf_left, pos, n)
                 if self.crlf_left == 0:
                     self.state = "size"
             elif self.state == "trailer":
@@ -250,16 +266,9 @@ class ChunkCounter:
         return None
 
     def _head(self, data: bytes, pos: int) -> int:
-        self.head += data[pos:]
-        end = self.head.find(_HEAD_END)
-        if end < 0:
-            if len(self.head) > _HEAD_LIMIT:
-                self.opaque = True  # not HTTP as we know it: count nothing
-            return len(data)
-        head, rest = self.head[:end], self.head[end + 4 :]
-        self.head = b""
-        consumed = len(data) - len(rest)
-        lines = head.split(b"\r\n")
+        lines, consumed = self._head_lines(data, pos)
+        if lines is None:
+            return consumed
         status = lines[0].split(b" ")
         if not status[0].startswith(b"HTTP/") or len(status) < 2 or not status[1].isdigit():
             self.opaque = True
@@ -286,7 +295,7 @@ class ChunkCounter:
         if not plain and self.decoder is None:
             self.body = None  # a coding not installed here: its events cannot be counted
         if self.chunked:
-            self.state, self.size_line = "size", b""
+            self.state = "size"
         else:
             self.left = int(length) if length is not None and length.isdigit() else None
             self.state = "body"
@@ -295,32 +304,18 @@ class ChunkCounter:
         return consumed
 
     def _size(self, data: bytes, pos: int) -> int:
-        end = data.find(b"\n", pos)
-        if end < 0:
-            self.size_line += data[pos:]
-            return len(data)
-        line, self.size_line = self.size_line + data[pos:end], b""
-        text = line.split(b";")[0].strip()
-        try:
-            size = int(text, 16)
-        except ValueError:
-            self.opaque = True
-            return len(data)
+        size, after = self._size_line(data, pos)
         if size == 0:
-            self.state, self.size_line = "trailer", b""
-        else:
+            self.state = "trailer"
+        elif size is not None:
             self.left, self.state = size, "body"
-        return end + 1
+        return after
 
     def _trailer(self, data: bytes, pos: int) -> int:
-        end = data.find(b"\n", pos)
-        if end < 0:
-            self.size_line += data[pos:]
-            return len(data)
-        line, self.size_line = self.size_line + data[pos:end], b""
-        if not line.strip():
+        line, after = self._line(data, pos)
+        if line is not None and not line.strip():
             self._end_response()
-        return end + 1
+        return after
 
     def _body(self, data: bytes, pos: int, end: int) -> int | None:
         """Count data[pos:end]; the offset right after the Nth chunk, if reached (what was

@@ -76,7 +76,7 @@ def test_a_cut_aimed_at_two_streams_of_a_load_leaves_the_others_untouched(
 
 
 FRACTION = """
-from pytest_streamguard.faults.inject import chosen
+from pytest_streamguard import chosen
 
 def test_a_fraction(streamguard):
     record = streamguard.faults.cut(after_chunks=2, streams=0.3)
