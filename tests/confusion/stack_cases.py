@@ -215,7 +215,7 @@ CAUSES = [
         user_test_passes=False,
         said="KeyError: 'usage'",
         intermittent=(
-            "false server_error at model in 1 of 8 runs: the model's ConnectionResetError "
+            "false server_error at model in 1 of 10 runs: the model's ConnectionResetError "
             "(its peer, the failed gateway, reset the connection) counted as an error beside "
             "streams that ended early, though the tap saw the gateway end that connection"
         ),
