@@ -25,6 +25,7 @@ from pytest_streamguard.verdict.findings import (
     target_gauges,
     unchecked_gates,
 )
+from pytest_streamguard.verdict.findings.server import kept_going_at
 from pytest_streamguard.verdict.probe import Probed, merge
 
 __all__ = ["RecordedTest", "guard_traces", "junit_properties", "matrix_test", "record_test"]
@@ -128,18 +129,21 @@ def record_test(
     record = TestRecord(nodeid, deadline, traces, faults=faults, headroom=headroom, probe=probe)
     # Generation that went on after a cut stream, on a target the plugin started (no other
     # client uses it) that exports its engine's requests (the bundled one); under a stack, on
-    # each of its services, and the finding is at the service whose gauges said so.
+    # each of its services: the deepest whose gauges said so has the engine (a gateway that
+    # passes /metrics on says the same), and the finding is at the service that kept it going.
     for guard in guards:
         served: dict[str | None, Target] = {
             n: hop.target for n, hop in route_of(guard).hops.items()
         }
-        served = served or {None: guard.target}
-        for name, target in served.items():
+        order = [n for n in served if n is not None]
+        for name, target in (served or {None: guard.target}).items():
             if target.process is None:
                 continue
             left = not_cancelled(guard.traces, target_gauges(target.url))
             if left is not None:
-                record.server_findings.append(replace(left, hop=name))
+                hop = name and kept_going_at(guard.traces, order, name)
+                record.server_findings.append(replace(left, hop=hop))
+                break
     if profile is not None:
         record.profile = profile.name
         record.matrix_test = matrix_test(nodeid, profile.name)

@@ -157,11 +157,6 @@ CAUSES = [
         node_fastapi(model="--incident not_cancelled"),
         CLIENT_LEAVES,
         at("not_cancelled@model"),
-        wrong=(
-            "also not_cancelled at gateway: the gauges are read from GET /metrics of every "
-            "service the plugin started, and this gateway proxies every path, so the model's "
-            "gauges answered at the gateway's URL too and were taken for the gateway's own"
-        ),
     ),
     StackCase(
         "nf-gateway-no-cancel",
@@ -170,12 +165,6 @@ CAUSES = [
         node_fastapi(gateway="--incident no_cancel"),
         CLIENT_LEAVES,
         at("not_cancelled@gateway"),
-        wrong=(
-            "not_cancelled at model as well as at gateway: the finding is put at each service "
-            "whose /metrics said so (the model's gauges, read directly and through the "
-            "gateway), not at the gateway that kept the model's connection open after the "
-            "client's had closed (the tap saw the model's answer flow on to its end)"
-        ),
     ),
     StackCase(
         "st-gateway-blocked-loop",
@@ -214,11 +203,6 @@ CAUSES = [
         marker=DEADLINE,
         user_test_passes=False,
         said="KeyError: 'usage'",
-        intermittent=(
-            "false server_error at model in 1 of 10 runs: the model's ConnectionResetError "
-            "(its peer, the failed gateway, reset the connection) counted as an error beside "
-            "streams that ended early, though the tap saw the gateway end that connection"
-        ),
     ),
     StackCase(
         "st-model-one-piece",
@@ -275,12 +259,6 @@ CAUSES = [
         user_test_passes=False,
         # nginx's own words: "upstream prematurely closed connection".
         allowed=at("server_error@ingress"),
-        wrong=(
-            "the failure's first line is 'likely cause: ingress raised ... upstream "
-            "prematurely closed connection': nginx's report of the gateway's cut, an error "
-            "line beside streams that ended early, is taken for the cause ahead of idle_cut "
-            "at gateway (which has no words of its own)"
-        ),
     ),
     StackCase(
         "xnf-ingress-buffer-gzip",

@@ -15,6 +15,7 @@ import pytest
 
 from pytest_streamguard.verdict.findings import findings_of
 from pytest_streamguard.verdict.findings.said import Said, bounded, error_level, fold
+from pytest_streamguard.verdict.findings.server import kept_going_at
 
 UVICORN_TRACEBACK = """\
 INFO:     127.0.0.1:40312 - "POST /v1/chat/completions HTTP/1.1" 200 OK
@@ -196,3 +197,73 @@ def test_an_error_beside_streams_that_completed_is_no_cause() -> None:
     assert finding.cause == ""
     quiet = findings_of([_Stream("s", False, [Said("target", 5, "INFO:root:fine")])])
     assert "server_error" not in [f.name for f in quiet]
+
+
+NGINX_UPSTREAM = (
+    "2026/12/06 08:00:0{k} [error] 7#7: *{k}1 upstream prematurely closed connection while "
+    'reading upstream, client: 127.0.0.1, server: , request: "POST /v1/chat/completions '
+    'HTTP/1.1", upstream: "http://127.0.0.1:4100{k}/v1/chat/completions", host: "127.0.0.1"'
+)
+
+
+def test_nginx_lines_that_differ_in_numbers_are_one_finding_with_no_cause() -> None:
+    """nginx's word on its upstream is its evidence, but the cause is behind it: a stream that
+    ended early beside it keeps the cause for the finding that places it."""
+    streams = [
+        _Stream(f"stream {k}", False, [Said("ingress", k, NGINX_UPSTREAM.format(k=k), error=True)])
+        for k in range(3)
+    ]
+    [finding] = [f for f in findings_of(streams) if f.name == "server_error"]
+    assert finding.hop == "ingress"
+    assert finding.streams == ("stream 0", "stream 1", "stream 2")
+    assert "said 3 times beside 3 streams, 3 of them ended early" in finding.evidence
+    assert finding.cause == ""
+
+
+def test_a_gateways_http_client_error_is_no_cause_but_the_models_exception_is() -> None:
+    model = Said("model", 5, "KeyError: 6", "model/app.py:30 in tokens", error=True)
+    gateway = Said("gateway", 6, "httpx.RemoteProtocolError: peer closed connection", error=True)
+    found = [f for f in findings_of([_Stream("s", False, [model, gateway])])]
+    assert [(f.hop, bool(f.cause)) for f in found if f.name == "server_error"] == [
+        ("model", True),
+        ("gateway", False),
+    ]
+
+
+@dataclass
+class _Stamps:
+    ended: dict[str, str]
+    inner: dict[str, list[tuple[int, int]]] = field(default_factory=lambda: {"model": [(1, 9)]})
+
+
+@dataclass
+class _Paired(_Stream):
+    stack: _Stamps | None = None
+
+
+def test_a_reset_on_an_inner_hop_its_front_closed_first_is_a_peer_gone() -> None:
+    """A model that logs ConnectionResetError after the gateway in front of it closed the
+    connection (the gateway failed) is no finding; where the model closed first it is."""
+    reset = Said(
+        "model", 5, "ConnectionResetError: [Errno 104] Connection reset by peer", error=True
+    )
+    front = _Paired("s", False, [reset], stack=_Stamps({"model": "front"}))
+    assert "server_error" not in [f.name for f in findings_of([front])]
+    upstream = _Paired("s", False, [reset], stack=_Stamps({"model": "upstream"}))
+    assert "server_error" in [f.name for f in findings_of([upstream])]
+
+
+@pytest.mark.parametrize(
+    ("ended", "hop"),
+    [({"model": "front"}, "model"), ({"model": "upstream"}, "gateway"), ({}, "gateway")],
+)
+def test_generation_left_running_is_at_the_hop_that_did_not_pass_the_cut_on(
+    ended: dict[str, str], hop: str
+) -> None:
+    """The model's gauges said it still generated after a cut stream: the model did not cancel
+    when the gateway closed its connection; the gateway did not pass the cut on when the
+    model's connection stayed open (the model ended it, or nobody had by the test's end)."""
+    cut = _Paired("s", False, error_kind="cut", stack=_Stamps(ended))
+    assert kept_going_at([cut], ["model", "gateway"], "model") == hop
+    unpaired = _Paired("s", False, error_kind="cut", stack=_Stamps(ended, inner={}))
+    assert kept_going_at([unpaired], ["model", "gateway"], "model") == "model"

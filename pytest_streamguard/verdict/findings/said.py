@@ -10,8 +10,13 @@ line is at error level (:func:`error_level`) in the formats servers write: Pytho
 (``[error]``, ``[crit]``, ``[alert]``, ``[emerg]``), logfmt and JSON logs (``level=error``);
 a Node error with ``at`` frames and a Go ``panic:`` are errors too.
 
-An error written while streams were open is ``server_error`` at the hop that wrote it; where a
-stream it was written beside ended early (did not complete), it is that stream's likely cause.
+An error written while streams were open is ``server_error`` at the hop that wrote it (lines
+that differ only in their numbers, such as nginx's stamps and ports, are one); where a stream
+it was written beside ended early (did not complete), it is that stream's likely cause, unless
+it is the hop's word on the hop behind it (nginx's ``upstream ...`` lines, an HTTP client's
+error in a gateway): that hop's own evidence, but the cause is behind it. A peer that went away
+(``ConnectionResetError``, ``BrokenPipeError``) is no finding beside streams that completed, nor
+on an inner hop whose connection the service in front closed first.
 """
 
 from __future__ import annotations
@@ -212,30 +217,46 @@ def _short(path: str) -> str:
 
 #: Exceptions that report the other side of a connection going away, not the server failing.
 _PEER_GONE = ("ConnectionResetError", "BrokenPipeError", "ConnectionAbortedError")
+#: A hop's words on the hop behind it failing: nginx's upstream lines, the errors of the HTTP
+#: clients gateways use (httpx, aiohttp, requests, Node's http and undici, Go's ReverseProxy).
+_ABOUT_UPSTREAM = re.compile(
+    r"\bupstream\b|RemoteProtocolError|ServerDisconnected|ClientPayloadError|ClientConnectorError"
+    r"|ChunkedEncodingError|IncompleteRead|\bProtocolError|ECONNRESET|ECONNREFUSED|socket hang up"
+    r"|UND_ERR_SOCKET|proxy error|ReverseProxy"
+)
+
+
+def _gone(said: Said, traces: Sequence[object]) -> bool:
+    """Whether ``said`` is a peer that went away beside ``traces``: they all completed, or on
+    every one the tap paired on ``said``'s hop the service in front closed that hop first."""
+    if not said.text.startswith(_PEER_GONE):
+        return False
+    if all(getattr(t, "completed", True) for t in traces):
+        return True
+    stacks = [getattr(t, "stack", None) for t in traces]
+    return all(s is not None and s.ended.get(said.hop) == "front" for s in stacks)
 
 
 def server_error(traces: Sequence[object]) -> list[Finding]:
     """One ``server_error`` per hop and exception line said beside ``traces``; see the module
     docstring."""
     seen: dict[tuple[str, str], list[Said]] = {}
-    streams: dict[tuple[str, str], dict[str, bool]] = {}
+    beside: dict[tuple[str, str], dict[str, object]] = {}
     for trace in traces:
         for said in getattr(trace, "said", ()):
             if not said.error:
                 continue
-            key = (said.hop, said.text)
+            key = (said.hop, re.sub(r"\d+", "#", said.text))
             if said not in seen.setdefault(key, []):
                 seen[key].append(said)
-            streams.setdefault(key, {})[str(getattr(trace, "name", ""))] = bool(
-                getattr(trace, "completed", True)
-            )
+            beside.setdefault(key, {})[str(getattr(trace, "name", ""))] = trace
     found = []
-    for (hop, text), said in seen.items():
-        open_beside = streams[(hop, text)]
+    for key, said in seen.items():
+        hop, text = said[0].hop, said[0].text
+        open_beside = {n: bool(getattr(t, "completed", True)) for n, t in beside[key].items()}
         early = [name for name, completed in open_beside.items() if not completed]
-        if not early and text.startswith(_PEER_GONE):
-            continue  # a peer that went away beside streams that all completed
-
+        if _gone(said[0], list(beside[key].values())):
+            continue
         times = f"{len(said)} times" if len(said) > 1 else "once"
         evidence = (
             f"{said[0].describe()}, said {times} beside {counted(len(open_beside), 'stream')}"
@@ -253,7 +274,7 @@ def server_error(traces: Sequence[object]) -> list[Finding]:
                     "stamps_ns": [s.stamp_ns for s in said],
                     "ended_early": len(early),
                 },
-                cause=cause if early else "",
+                cause=cause if early and not _ABOUT_UPSTREAM.search(text) else "",
                 hop=hop,
             )
         )

@@ -105,3 +105,20 @@ def not_cancelled(
         tuple(t.name for t in cut),
         {"after_s": since, "engine_requests": engine, "open_streams": open_},
     )
+
+
+def kept_going_at(traces: Sequence[Observed], order: Sequence[str], engine: str) -> str:
+    """Which service of a stack (``order``: start order, the entry last) kept generation going
+    after a cut, given that ``engine``'s gauges said so: ``engine`` itself, unless on every
+    cut stream the tap paired on that hop the service in front did not close the connection to
+    it (it did not pass the client's going away on): then that service, and so on toward the
+    entry."""
+    cut = [t for t in traces if _cut_for_good(t)]
+    at = list(order).index(engine)
+    while at + 1 < len(order):
+        name = order[at]
+        stacks = [s for t in cut if (s := getattr(t, "stack", None)) and s.inner.get(name)]
+        if not stacks or any(s.ended.get(name) == "front" for s in stacks):
+            break
+        at += 1
+    return order[at]
