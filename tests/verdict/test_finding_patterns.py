@@ -70,6 +70,11 @@ def test_buffered_fires_on_chunks_in_one_read_at_the_end() -> None:
     )
     assert finding.data["held"] == 8
     assert finding.streams == ("stream 1",)
+    # The body closed 0.2 s after the answer's last token (every hop's close to make, late on a
+    # busy machine): the answer still came whole at its end. A stream cut 0.2 s later was not.
+    assert names(make("closed late", 0, [400] * 8, end_ms=600).findings) == ["buffered"]
+    cut = make("cut later", 0, [400] * 8, end_ms=600, completed=False, kind="truncated")
+    assert "buffered" not in names(cut.findings)
 
 
 def test_buffered_stays_quiet_on_a_flowing_stream_and_a_short_one() -> None:
