@@ -22,7 +22,6 @@ import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager, suppress
 from dataclasses import dataclass
-from types import TracebackType
 
 import httpx
 
@@ -176,37 +175,20 @@ class ProbeThread:
         self.spec = spec
         self.probed: Probed | None = spec.new() if spec is not None else None
         self._thread: threading.Thread | None = None
-        self._loop: asyncio.AbstractEventLoop | None = None
-        self._stop: asyncio.Event | None = None
-        self._ready = threading.Event()
+        self._stop = threading.Event()
 
-    def _run(self) -> None:
-        async def main() -> None:
-            assert self.spec is not None
-            assert self.probed is not None
-            self._loop = asyncio.get_running_loop()
-            self._stop = asyncio.Event()
-            self._ready.set()
-            async with probing(self.spec, self.probed):
-                await self._stop.wait()
-
-        asyncio.run(main())
+    async def _main(self) -> None:
+        async with probing(self.spec, self.probed):
+            await asyncio.to_thread(self._stop.wait)
 
     def __enter__(self) -> ProbeThread:
         if self.spec is not None:
-            self._thread = threading.Thread(target=self._run, name="streamguard-probe", daemon=True)
+            main = (self._main(),)
+            self._thread = threading.Thread(target=asyncio.run, args=main, daemon=True)
             self._thread.start()
-            self._ready.wait(_STOP_S)
         return self
 
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        if self._thread is None:
-            return
-        if self._loop is not None and self._stop is not None:
-            self._loop.call_soon_threadsafe(self._stop.set)
-        self._thread.join(_STOP_S)
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(_STOP_S)

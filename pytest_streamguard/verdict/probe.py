@@ -16,6 +16,7 @@ it tells a stopped host or a closed port from a live one but never a blocked loo
 from __future__ import annotations
 
 import bisect
+import functools
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -96,16 +97,13 @@ class Probed:
 
     def to_dict(self) -> dict[str, Any]:
         """Builtin-typed form (``samples`` as ``[stamp_ns, latency_ns or null]`` pairs)."""
+        cpu = [list(wait) for wait in self.cpu_waits.items()]
         return {
             "kind": self.kind,
             "target": self.target,
             "interval_s": self.interval_s,
             "samples": [[stamp, latency] for stamp, latency in self.samples],
-            **(
-                {"cpu_waits": [[stamp, wait] for stamp, wait in self.cpu_waits.items()]}
-                if self.cpu_waits
-                else {}
-            ),
+            **({"cpu_waits": cpu} if cpu else {}),
         }
 
     @classmethod
@@ -126,12 +124,7 @@ class Probed:
 def merge(probes: Iterable[Probed | None]) -> Probed | None:
     """Every sample of ``probes`` in one :class:`Probed` (None when none has any)."""
     found = [p for p in probes if p is not None]
-    if not found:
-        return None
-    out = Probed(found[0].kind, found[0].target, found[0].interval_s)
-    for probe in found:
-        out = out.merged(probe)
-    return out
+    return functools.reduce(Probed.merged, found) if found else None
 
 
 @dataclass(frozen=True)
@@ -180,12 +173,8 @@ def waits(probe: Probed | None, windows: Sequence[tuple[int, int]]) -> ProbeWait
     slow = [(sent, done) for sent, done, answered in inside if done - sent >= floor or not answered]
     covered = sum(max(0, min(done, b) - max(sent, a)) for sent, done in slow for a, b in windows)
     length = sum(b - a for a, b in windows)
-    return ProbeWaits(
-        samples=len(inside),
-        waited=len(slow),
-        longest_s=max(done - sent for sent, done, _ in inside) / 1e9,
-        share=covered / length if length > 0 else 0.0,
-    )
+    longest_s = max(done - sent for sent, done, _ in inside) / 1e9
+    return ProbeWaits(len(inside), len(slow), longest_s, covered / length if length > 0 else 0.0)
 
 
 class Waited:

@@ -4,6 +4,7 @@ other, and the probe (when it ran) waited with them.
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import statistics
 from collections.abc import Sequence
@@ -343,12 +344,7 @@ def _served_in_turn(traces: Sequence[Observed]) -> _Matched | None:
 
 def probe_data(seen: ProbeWaits) -> dict[str, Any]:
     """The probe's wait as a finding's ``data``."""
-    return {
-        "probe_samples": seen.samples,
-        "probe_waited": seen.waited,
-        "probe_longest_s": seen.longest_s,
-        "probe_share": seen.share,
-    }
+    return {f"probe_{name}": value for name, value in dataclasses.asdict(seen).items()}
 
 
 def _confirmed(matched: _Matched, probe: Probed | None) -> Finding | None:
