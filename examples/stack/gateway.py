@@ -7,16 +7,19 @@ streams the answer back as it comes. With ``--buffer`` it reads the whole answer
 any of it, as a gateway with response buffering on does: every token then reaches the client at
 once, at the end; with ``--drop-ids`` it forwards no ``x-request-id``, as a gateway that does
 not pass request ids on; with ``--read-timeout SECONDS`` it gives up on an upstream silent that
-long (httpx's read timeout) and ends the client's answer unfinished. ``/readyz`` answers 200
-once the model server's ``/readyz`` does.
+long (httpx's read timeout) and ends the client's answer unfinished; with ``--block-s SECONDS``
+it holds its event loop that long on every 5th piece of an answer it passes on (a synchronous
+call inside ``async def``, as a blocking client library makes). ``/readyz`` answers 200 once
+the model server's ``/readyz`` does.
 
 Run it with ``python gateway.py --port 8080 --upstream 127.0.0.1:8000``; it binds ``--host``
-(127.0.0.1 unless given, 0.0.0.0 for every interface).
+(127.0.0.1 unless given; a stack's ini passes ``{host}``).
 """
 
 from __future__ import annotations
 
 import argparse
+import time
 from collections.abc import AsyncIterator
 
 import httpx
@@ -30,7 +33,11 @@ FORWARDED = ("content-type", "x-request-id", "x-streamguard-aim")
 
 
 def make_app(
-    upstream: str, buffer: bool, drop_ids: bool = False, read_timeout: float | None = None
+    upstream: str,
+    buffer: bool,
+    drop_ids: bool = False,
+    read_timeout: float | None = None,
+    block_s: float = 0.0,
 ) -> Starlette:
     """The gateway's app, forwarding to ``upstream`` (``host:port``)."""
     forwarded = [name for name in FORWARDED if not (drop_ids and name == "x-request-id")]
@@ -52,7 +59,11 @@ def make_app(
             # A break of the upstream mid-answer raises here, and uvicorn ends the client's
             # answer unfinished: the client sees its stream cut, as the model's was.
             try:
+                pieces = 0
                 async for piece in answer.aiter_raw():
+                    pieces += 1
+                    if block_s and pieces % 5 == 0:
+                        time.sleep(block_s)  # noqa: ASYNC251 -- the incident: the loop stops
                     yield piece
             finally:
                 await answer.aclose()
@@ -78,7 +89,7 @@ def make_app(
 
 
 def main(argv: list[str] | None = None) -> None:
-    """``python gateway.py --port PORT --upstream HOST:PORT [--host HOST] [--buffer]``."""
+    """``python gateway.py --port PORT --upstream HOST:PORT [--host HOST] [--buffer] ...``."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--port", type=int, required=True)
     parser.add_argument("--host", default="127.0.0.1", help="the interface to listen on")
@@ -86,8 +97,9 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--buffer", action="store_true", help="send each answer whole")
     parser.add_argument("--drop-ids", action="store_true", help="forward no x-request-id")
     parser.add_argument("--read-timeout", type=float, help="seconds of upstream silence allowed")
+    parser.add_argument("--block-s", type=float, default=0.0, help="seconds to block per request")
     args = parser.parse_args(argv)
-    app = make_app(args.upstream, args.buffer, args.drop_ids, args.read_timeout)
+    app = make_app(args.upstream, args.buffer, args.drop_ids, args.read_timeout, args.block_s)
     uvicorn.run(app, host=args.host, port=args.port, log_level="warning")
 
 

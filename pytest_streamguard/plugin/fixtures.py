@@ -6,6 +6,7 @@ factory that puts a proxy in front of a target); ``streamguard`` is the per-test
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 from collections.abc import Callable, Iterator, Sequence
 
 import pytest
@@ -49,13 +50,20 @@ def _settings(config: pytest.Config) -> Settings:
     return settings
 
 
-def _probe_spec(settings: Settings, target: Target) -> ProbeSpec | None:
-    """The probe ``--streamguard-probe`` asks for, sent straight to ``target``."""
+def _probe_spec(settings: Settings, target: Target, stack: StackHops | None) -> ProbeSpec | None:
+    """The probe ``--streamguard-probe`` asks for, sent straight to ``target``; under a
+    ``stack``, to each inner service too, on its own ready path (``tcp``: its port)."""
     if settings.probe == "off":
         return None
-    return ProbeSpec.for_target(
-        settings.probe, target.url, target.ready_path, settings.probe_interval, target.pid
-    )
+
+    def spec(setting: str, of: Target) -> ProbeSpec:
+        return ProbeSpec.for_target(setting, of.url, of.ready_path, settings.probe_interval, of.pid)
+
+    if stack is None:
+        return spec(settings.probe, target)
+    own = "tcp" if settings.probe == "tcp" else ""
+    inner = tuple(dataclasses.replace(spec(own, h.target), hop=n) for n, h in stack.inner.items())
+    return dataclasses.replace(spec(settings.probe, target), hop=stack.entry, inner=inner)
 
 
 @pytest.fixture(scope="session")
@@ -281,6 +289,7 @@ def make_streamguard(
             error = f"streamguard could not set up its proxy: {exc}"
         if error is not None:
             pytest.fail(error, pytrace=False)
+        stack = _stack_of(pytestconfig, target)
         guard = StreamGuard(
             api=api,
             proxy=proxy,
@@ -291,10 +300,10 @@ def make_streamguard(
             upstream=upstream,
             ray=ray,
             seed=settings.seed,
-            probe_spec=_probe_spec(settings, target),
+            probe_spec=_probe_spec(settings, target, stack),
             client=settings.client,
             transcripts=settings.transcripts and settings.transcripts / file_name(item.nodeid),
-            stack=_stack_of(pytestconfig, target),
+            stack=stack,
         )
         guards = item.stash.setdefault(GUARD_KEY, [])
         # A second guard of the same test on the same proxy shares it: resetting it would undo

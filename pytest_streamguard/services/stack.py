@@ -66,11 +66,6 @@ class Stack:
         """The entry's service name."""
         return list(self.services)[-1]
 
-    @property
-    def inner(self) -> list[str]:
-        """The names of the services behind the entry, in start order."""
-        return list(self.services)[:-1]
-
     def stop(self) -> None:
         """Stop every service, the entry first (the reverse of the start order)."""
         for target in reversed(list(self.services.values())):

@@ -4,14 +4,15 @@ A threshold on the client's side cannot tell a blocked event loop from a full se
 server can. While a test's streams (or a load's) are read, the probe asks the target directly,
 never through the fault proxy: ``GET`` its ready path (``kind="http"``, over one kept-alive
 connection), or a TCP connect to its port (``kind="tcp"``). A blocked loop answers only after
-the block; a server whose slots are all taken answers at once. Each sample is ``(stamp_ns,
+the block; a server whose slots are all taken answers at once. Under a stack each inner
+service is probed too, on its own address (``ProbeSpec.inner``). Each sample is ``(stamp_ns,
 latency_ns | None)`` on the streams' clock (:class:`~pytest_streamguard.verdict.probe.Probed`);
 the findings read them (:mod:`pytest_streamguard.verdict.findings`).
 
-One probe is in flight at a time: a late answer delays the next request instead of piling
-more onto a server that is already stuck. :func:`probing` runs it as a task on the running
-loop (beside a load, or an async stream); :class:`ProbeThread` runs it on a loop of its own in
-a thread (beside a sync stream, or a load read in other processes).
+One probe per service is in flight at a time: a late answer delays the next request instead
+of piling more onto a server that is already stuck. :func:`probing` runs them as tasks on the
+running loop (beside a load, or an async stream); :class:`ProbeThread` runs them on a loop of
+its own in a thread (beside a sync stream, or a load read in other processes).
 """
 
 from __future__ import annotations
@@ -22,7 +23,6 @@ import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager, suppress
 from dataclasses import dataclass
-from types import TracebackType
 
 import httpx
 
@@ -46,7 +46,9 @@ _STOP_S = 5.0
 @dataclass(frozen=True)
 class ProbeSpec:
     """Where and how often to probe: ``kind`` ``http`` (``GET url``) or ``tcp`` (connect to
-    ``host``:``port`` of ``url``), ``target`` as shown (the ready path, or ``host:port``)."""
+    ``host``:``port`` of ``url``), ``target`` as shown (the ready path, or ``host:port``);
+    ``hop``, under a stack, the service's name; ``inner``, the stack's inner services' own
+    probes, sent beside this one."""
 
     kind: str
     url: str
@@ -56,6 +58,8 @@ class ProbeSpec:
     #: The target's process, where the plugin started it: its main thread's wait for a CPU
     #: is read beside each sample (:attr:`Probed.cpu_waits`). None for a target by URL.
     pid: int | None = None
+    hop: str | None = None
+    inner: tuple[ProbeSpec, ...] = ()
 
     def __post_init__(self) -> None:
         if self.kind not in PROBE_KINDS:
@@ -80,8 +84,9 @@ class ProbeSpec:
         return cls("http", url.rstrip("/") + path, path, interval_s, pid=pid)
 
     def new(self) -> Probed:
-        """An empty :class:`Probed` for this probe's samples."""
-        return Probed(self.kind, self.target, self.interval_s)
+        """An empty :class:`Probed` for this probe's samples (and its inner ones')."""
+        inner = [spec.new() for spec in self.inner]
+        return Probed(self.kind, self.target, self.interval_s, hop=self.hop, inner=inner)
 
     @property
     def host_port(self) -> tuple[str, int]:
@@ -159,13 +164,15 @@ async def probing(
         return
     probed = into if into is not None else spec.new()
     stop = asyncio.Event()
-    task = asyncio.ensure_future(aprobe(spec, probed, stop))
+    pairs = zip((spec, *spec.inner), (probed, *probed.inner), strict=True)
+    tasks = [asyncio.ensure_future(aprobe(one, into_one, stop)) for one, into_one in pairs]
     try:
         yield probed
     finally:
         stop.set()
-        task.cancel()
-        await asyncio.gather(task, return_exceptions=True)
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
 
 
 class ProbeThread:
@@ -176,37 +183,20 @@ class ProbeThread:
         self.spec = spec
         self.probed: Probed | None = spec.new() if spec is not None else None
         self._thread: threading.Thread | None = None
-        self._loop: asyncio.AbstractEventLoop | None = None
-        self._stop: asyncio.Event | None = None
-        self._ready = threading.Event()
+        self._stop = threading.Event()
 
-    def _run(self) -> None:
-        async def main() -> None:
-            assert self.spec is not None
-            assert self.probed is not None
-            self._loop = asyncio.get_running_loop()
-            self._stop = asyncio.Event()
-            self._ready.set()
-            async with probing(self.spec, self.probed):
-                await self._stop.wait()
-
-        asyncio.run(main())
+    async def _main(self) -> None:
+        async with probing(self.spec, self.probed):
+            await asyncio.to_thread(self._stop.wait)
 
     def __enter__(self) -> ProbeThread:
         if self.spec is not None:
-            self._thread = threading.Thread(target=self._run, name="streamguard-probe", daemon=True)
+            main = (self._main(),)
+            self._thread = threading.Thread(target=asyncio.run, args=main, daemon=True)
             self._thread.start()
-            self._ready.wait(_STOP_S)
         return self
 
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        if self._thread is None:
-            return
-        if self._loop is not None and self._stop is not None:
-            self._loop.call_soon_threadsafe(self._stop.set)
-        self._thread.join(_STOP_S)
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(_STOP_S)

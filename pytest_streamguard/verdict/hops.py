@@ -6,9 +6,10 @@ time when it was the only stream open), each inner hop's reads of its answer's b
 side ended that hop's connection first (``trace.stack.inner``, ``trace.stack.ended``,
 :mod:`pytest_streamguard.services.tap`). A finding names a hop only where evidence puts it:
 
-- its own words or records placed it already (a ``server_error`` at the service that wrote it,
-  ``not_cancelled`` at the service whose gauges said so, an ``own_fault`` at the hop of the
-  plugin's fault; one of the entry's own faults is at the entry);
+- its own words, records or probe placed it already (a ``server_error`` at the service that
+  wrote it, ``not_cancelled`` at the service whose gauges said so, an ``own_fault`` at the hop
+  of the plugin's fault, one of the entry's own faults at the entry; a ``blocked_loop`` at the
+  service whose own probe, sent to it directly, waited, :mod:`~.findings.loop`);
 - ``buffered``: the stamps, looked at from the entry inwards assuming a chain (each service
   reaches the one started just before it): the first hop whose answer's body came spread over
   at least :data:`SPREAD_S` (from half its bytes to 90 %: :data:`SPREAD_FROM`,
@@ -18,10 +19,9 @@ side ended that hop's connection first (``trace.stack.inner``, ``trace.stack.end
   service behind it names the service in front of it, which cut it (:func:`ended_at`);
 - any finding of a stack of one service: that service.
 
-Every other finding (a ``blocked_loop`` too: the probe is sent to the entry's ready path, which
-may wait on any service behind it), one whose streams were not paired, or whose streams place it at
-different hops, is at :data:`UNKNOWN` (shown ``at an unknown hop``); the unpaired streams'
-``stack.note`` says why.
+Every other finding (a ``blocked_loop`` no probe confirmed too), one whose streams were not
+paired, or whose streams place it at different hops, is at :data:`UNKNOWN` (shown ``at an
+unknown hop``); the unpaired streams' ``stack.note`` says why.
 """
 
 from __future__ import annotations

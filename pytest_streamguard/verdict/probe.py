@@ -10,12 +10,14 @@ A blocked event loop cannot answer its ready path while it is blocked; a server 
 all taken answers at once. Findings read the samples through :func:`waits`. A TCP connect is
 answered by the kernel from the listening socket's backlog, with or without the app's loop, so
 it tells a stopped host or a closed port from a live one but never a blocked loop: findings use
-``http`` samples only (:attr:`Probed.sees_the_loop`).
+``http`` samples only (:attr:`Probed.sees_the_loop`). Under a stack the entry's probe holds each
+inner service's own (:attr:`Probed.inner`): a blocked loop is named at the hop whose probe waited.
 """
 
 from __future__ import annotations
 
 import bisect
+import functools
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -57,7 +59,8 @@ PROBE_WAIT_S = 0.05
 class Probed:
     """A probe's samples: ``kind`` (``http`` or ``tcp``), ``target`` (the ready path, or
     ``host:port``), ``interval_s`` and ``samples`` (``(stamp_ns, latency_ns | None)``, in the
-    order sent).
+    order sent); under a stack, ``hop`` (the service probed) and ``inner`` (each inner
+    service's own probe, in start order: the model first).
 
     ``cpu_waits``, for a target the plugin started: by a sample's stamp, how long the target's
     main thread (the event loop's, for the bundled target and an app uvicorn serves) and the
@@ -72,11 +75,20 @@ class Probed:
     interval_s: float
     samples: list[tuple[int, int | None]] = field(default_factory=list)
     cpu_waits: dict[int, int] = field(default_factory=dict)
+    hop: str | None = None
+    inner: list[Probed] = field(default_factory=list)
 
     @property
     def what(self) -> str:
-        """The probe in words: ``the ready path /readyz`` or ``a TCP connect``."""
-        return f"the ready path {self.target}" if self.kind == "http" else "a TCP connect"
+        """The probe in words: ``the ready path /readyz`` or ``a TCP connect`` (``... of
+        model``, ``... to model`` under a stack)."""
+        of = "" if self.hop is None else (" of " if self.kind == "http" else " to ") + self.hop
+        return (f"the ready path {self.target}" if self.kind == "http" else "a TCP connect") + of
+
+    @property
+    def hops(self) -> list[Probed]:
+        """Every service's probe, the innermost first (``inner``, then this one)."""
+        return [*self.inner, self]
 
     @property
     def sees_the_loop(self) -> bool:
@@ -85,27 +97,31 @@ class Probed:
 
     def merged(self, other: Probed) -> Probed:
         """This probe's samples and ``other``'s, in the order sent (one test's several
-        streams and loads)."""
+        streams and loads), each inner service's with the other's of the same service."""
+        inner = {probe.hop: probe for probe in self.inner}
+        for probe in other.inner:
+            inner[probe.hop] = inner[probe.hop].merged(probe) if probe.hop in inner else probe
         return Probed(
             self.kind,
             self.target,
             self.interval_s,
             sorted([*self.samples, *other.samples], key=lambda s: s[0]),
             {**self.cpu_waits, **other.cpu_waits},
+            self.hop,
+            list(inner.values()),
         )
 
     def to_dict(self) -> dict[str, Any]:
         """Builtin-typed form (``samples`` as ``[stamp_ns, latency_ns or null]`` pairs)."""
+        cpu = [list(wait) for wait in self.cpu_waits.items()]
         return {
             "kind": self.kind,
             "target": self.target,
             "interval_s": self.interval_s,
             "samples": [[stamp, latency] for stamp, latency in self.samples],
-            **(
-                {"cpu_waits": [[stamp, wait] for stamp, wait in self.cpu_waits.items()]}
-                if self.cpu_waits
-                else {}
-            ),
+            **({"cpu_waits": cpu} if cpu else {}),
+            **({"hop": self.hop} if self.hop is not None else {}),
+            **({"inner": [probe.to_dict() for probe in self.inner]} if self.inner else {}),
         }
 
     @classmethod
@@ -120,18 +136,15 @@ class Probed:
                 for stamp, latency in raw.get("samples", [])
             ],
             cpu_waits={int(stamp): int(wait) for stamp, wait in raw.get("cpu_waits", [])},
+            hop=None if raw.get("hop") is None else str(raw["hop"]),
+            inner=[cls.from_dict(probe) for probe in raw.get("inner", [])],
         )
 
 
 def merge(probes: Iterable[Probed | None]) -> Probed | None:
     """Every sample of ``probes`` in one :class:`Probed` (None when none has any)."""
     found = [p for p in probes if p is not None]
-    if not found:
-        return None
-    out = Probed(found[0].kind, found[0].target, found[0].interval_s)
-    for probe in found:
-        out = out.merged(probe)
-    return out
+    return functools.reduce(Probed.merged, found) if found else None
 
 
 @dataclass(frozen=True)
@@ -180,23 +193,22 @@ def waits(probe: Probed | None, windows: Sequence[tuple[int, int]]) -> ProbeWait
     slow = [(sent, done) for sent, done, answered in inside if done - sent >= floor or not answered]
     covered = sum(max(0, min(done, b) - max(sent, a)) for sent, done in slow for a, b in windows)
     length = sum(b - a for a, b in windows)
-    return ProbeWaits(
-        samples=len(inside),
-        waited=len(slow),
-        longest_s=max(done - sent for sent, done, _ in inside) / 1e9,
-        share=covered / length if length > 0 else 0.0,
-    )
+    longest_s = max(done - sent for sent, done, _ in inside) / 1e9
+    return ProbeWaits(len(inside), len(slow), longest_s, covered / length if length > 0 else 0.0)
 
 
 class Waited:
-    """The spans in which a probe waited (``PROBE_WAIT_S`` or more, or no answer), merged and
-    sorted once, for many windows to be weighed against them quickly (a load's every gap)."""
+    """The spans in which a probe, or any of its :attr:`~Probed.inner` ones, waited
+    (``PROBE_WAIT_S`` or more, or no answer), merged and sorted once, for many windows to be
+    weighed against them quickly (a load's every gap)."""
 
     def __init__(self, probe: Probed) -> None:
         floor = int(PROBE_WAIT_S * 1e9)
-        end = probe.samples[-1][0] if probe.samples else 0
+        # A last sample without an answer waited while any probe was still sent.
+        end = max((stamp for one in probe.hops for stamp, _ in one.samples[-1:]), default=0)
+        spans = sorted(span for one in probe.hops for span in _spans(one, end))
         merged: list[list[int]] = []
-        for sent, done, answered in _spans(probe, end):
+        for sent, done, answered in spans:
             if answered and done - sent < floor:
                 continue
             if merged and sent <= merged[-1][1]:

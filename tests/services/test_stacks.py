@@ -10,6 +10,7 @@ import shutil
 import signal
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 from plugin_helpers import error_section, pid_alive
@@ -17,20 +18,27 @@ from polling import wait_until
 from served import EXAMPLES, STREAM_APP
 
 GATEWAY = EXAMPLES / "stack" / "gateway.py"
+# A team's chat server whose --incident blocked_loop calls time.sleep in its async generator.
+CHAT_APP = Path(__file__).resolve().parents[1] / "confusion" / "apps" / "starlette_chat.py"
 
 
 def stack_ini(
-    *, buffer: bool = False, drop_ids: bool = False, gateway: str = "", extra: str = ""
+    *,
+    buffer: bool = False,
+    drop_ids: bool = False,
+    gateway: str = "",
+    extra: str = "",
+    model: str = str(STREAM_APP),
 ) -> str:
-    """An ini that starts the example model server, then the example gateway in front of it
-    (``gateway``: more of its flags)."""
+    """An ini that starts a model server (``model``: its script and flags, the example's by
+    default), then the example gateway in front of it (``gateway``: more of its flags)."""
     flag = (" --buffer" if buffer else "") + (" --drop-ids" if drop_ids else "") + gateway
     return (
         "[pytest]\n"
         "asyncio_default_fixture_loop_scope = function\n"
         "streamguard_ready_path = /readyz\n"
         "streamguard_services =\n"
-        f"    model = {sys.executable} {STREAM_APP} --port {{port}}\n"
+        f"    model = {sys.executable} {model} --port {{port}}\n"
         f"    gateway = {sys.executable} {GATEWAY} --port {{port}} --upstream {{model}}{flag}\n"
         f"{extra}"
     )
@@ -446,3 +454,49 @@ def test_a_model_that_answers_in_one_piece_is_named(
     )
     result = run_stack(pytester, toxiproxy_url, "-v")
     result.assert_outcomes(passed=1)
+
+
+BLOCKED_AT = """
+def test_blocked_at(streamguard):
+    chat = {"messages": [{"role": "user", "content": "hi"}], "stream": True, "max_tokens": 15}
+    result = streamguard.load(5, path="/v1/chat/completions", json=chat, format="openai")
+    assert all(t.completed for t in result.traces), [t.error for t in result.traces]
+    blocked = [f for f in result.findings if f.name == "blocked_loop"]
+    print("blocked at:", *sorted({f.hop for f in blocked}) or ["none"])
+    print("probes:", *sorted(p.hop for p in result.probe.hops))
+"""
+# The model's probe goes to its own address, not through the proxy in front of it: a second of
+# latency there holds the gateway's answer, never the probe's.
+DIRECT = """
+def test_direct(streamguard):
+    streamguard.hop("model").faults.latency(1000)
+    chat = {"messages": [{"role": "user", "content": "hi"}], "stream": True, "max_tokens": 3}
+    trace = streamguard.stream("/v1/chat/completions", json=chat, format="openai")
+    assert trace.ttft >= 1.0, trace.ttft
+    [model] = streamguard.probe.inner
+    assert model.samples and all(0 < took < 1e9 for _, took in model.samples), model.samples
+"""
+
+
+@pytest.mark.parametrize(
+    ("model", "gateway", "blocked_at"),
+    [
+        ("blocked_loop", "", "model"),
+        ("healthy", "", "none"),
+        ("healthy", " --block-s 0.15", "gateway"),
+    ],
+)
+def test_a_blocked_loop_is_named_at_the_hop_whose_own_probe_waited(
+    pytester: pytest.Pytester, toxiproxy_url: str, model: str, gateway: str, blocked_at: str
+) -> None:
+    """Each service is probed on its own ready path, directly (through no fault): a model
+    server whose loop a ``time.sleep`` in its async generator blocks is ``blocked_loop at
+    model`` (the gateway's ``/readyz`` waited too, on the model's: the innermost that waited is
+    named), a gateway that blocks on every 5th piece it passes on is at the gateway, and the
+    healthy stack has no blocked_loop, while its model's probe answers beside a second of
+    latency on the model's hop."""
+    pytester.makeini(stack_ini(model=f"{CHAT_APP} --incident {model}", gateway=gateway))
+    pytester.makepyfile(BLOCKED_AT + (DIRECT if blocked_at == "none" else ""))
+    result = run_stack(pytester, toxiproxy_url, "-s")
+    result.assert_outcomes(passed=2 if blocked_at == "none" else 1)
+    result.stdout.fnmatch_lines([f"*blocked at: {blocked_at}", "*probes: gateway model"])

@@ -21,7 +21,7 @@ from pytest_streamguard.verdict.findings import (
     parse_fail_on,
     target_gauges,
 )
-from pytest_streamguard.verdict.probe import Probed, merge, waits
+from pytest_streamguard.verdict.probe import Probed, Waited, merge, waits
 
 MS = 1_000_000
 
@@ -70,6 +70,11 @@ def test_buffered_fires_on_chunks_in_one_read_at_the_end() -> None:
     )
     assert finding.data["held"] == 8
     assert finding.streams == ("stream 1",)
+    # The body closed 0.2 s after the answer's last token (every hop's close to make, late on a
+    # busy machine): the answer still came whole at its end. A stream cut 0.2 s later was not.
+    assert names(make("closed late", 0, [400] * 8, end_ms=600).findings) == ["buffered"]
+    cut = make("cut later", 0, [400] * 8, end_ms=600, completed=False, kind="truncated")
+    assert "buffered" not in names(cut.findings)
 
 
 def test_buffered_stays_quiet_on_a_flowing_stream_and_a_short_one() -> None:
@@ -540,6 +545,62 @@ def test_without_probe_samples_blocked_loop_keeps_its_probe_less_rules() -> None
     assert findings_of(traces, Probed("http", "/readyz", 0.05)) == alone
 
 
+def stack_probe(
+    gateway: Sequence[tuple[int, int]], model: Sequence[tuple[int, int]], until_ms: int = 900
+) -> Probed:
+    """A stack's probes: the gateway's (the entry's) and the model's own, each held in the
+    windows given."""
+    entry = probed(every_50_ms(until_ms, gateway))
+    inner = probed(every_50_ms(until_ms, model))
+    entry.hop, inner.hop, entry.inner = "gateway", "model", [inner]
+    return entry
+
+
+def test_under_a_stack_blocked_loop_is_at_the_hop_whose_own_probe_waited() -> None:
+    """Each service's own probe: the one that waited in the stalls names the hop, the innermost
+    where several did (the gateway's ready path may ask the model's); where none waited, no
+    blame; where none has a sample there, the pattern alone, at no hop yet (unknown, by
+    :func:`~pytest_streamguard.verdict.hops.at_hops`)."""
+    traces = stalled_streams()
+    for gateway, model, hop in (
+        (HELD_MS, [], "gateway"),
+        ([], HELD_MS, "model"),
+        (HELD_MS, HELD_MS, "model"),
+    ):
+        (finding,) = findings_of(traces, stack_probe(gateway, model))
+        assert (finding.name, finding.hop) == ("blocked_loop", hop)
+        assert f"the ready path /readyz of {hop} took up to 0.150 s there" in finding.evidence
+        assert finding.cause.startswith(
+            f"the event loop was blocked: the ready path /readyz of {hop}"
+        )
+    assert findings_of(traces, stack_probe([], [])) == []
+    silent = stack_probe([], [])
+    silent.samples, silent.inner[0].samples = [], []
+    assert [(f.name, f.hop) for f in findings_of(traces, silent)] == [("blocked_loop", None)]
+    # Merged per service, and kept through the JSON form.
+    probe = stack_probe([], HELD_MS)
+    later = stack_probe([], [])
+    merged = merge([probe, later])
+    assert merged is not None
+    assert [(p.hop, len(p.samples)) for p in merged.hops] == [
+        ("model", len(probe.inner[0].samples) + len(later.inner[0].samples)),
+        ("gateway", len(probe.samples) + len(later.samples)),
+    ]
+    assert Probed.from_dict(probe.to_dict()) == probe
+    # The gateway's last probe got no answer: it waited while the model's were still sent.
+    hung = stack_probe([], [])
+    hung.samples = [(0, MS), (50 * MS, None)]
+    assert Waited(hung).share(100 * MS, 800 * MS) == 1.0
+    # A latency on the model's hop holds the gateway's ready path (it asks the model's): the
+    # gateway's wait is the plugin's own fault, not its loop; on the entry's own proxy, no
+    # probe passes it, and the gateway's wait stands.
+    for hop, named in (("model", ("own_fault", "model")), (None, ("blocked_loop", "gateway"))):
+        for trace in traces:
+            trace.faults = [FaultRecord("latency", {"ms": 100, "jitter": 0}, [], 0, hop=hop)]
+        (finding,) = findings_of(traces, stack_probe(HELD_MS, []))
+        assert (finding.name, finding.hop) == named
+
+
 def two_slot_streams(n: int = 10) -> list[StreamTrace]:
     """A server with two slots: every head at once, the first tokens two at a time, each pair
     after the previous pair's whole answer (16 tokens, 20 ms apart: 0.32 s a pair)."""
@@ -570,6 +631,9 @@ def test_queued_finds_streams_waiting_for_a_slot_while_the_probe_answers() -> No
     (blocked,) = findings_of(traces, held)
     assert blocked.name == "blocked_loop"
     assert "first tokens of 10 streams sent together arrived in a staircase" in blocked.evidence
+    # The gateway's probe answered, the model's own waited: not a full server.
+    at_model = findings_of(traces, stack_probe([], [(0, 1700)], 1700))
+    assert [(f.name, f.hop) for f in at_model] == [("blocked_loop", "model")]
     # Served side by side, or waits under 0.5 s: nothing to report.
     side = [make(f"stream {k}", 0, [20 * i for i in range(1, 17)]) for k in range(10)]
     assert findings_of(side, probed(every_50_ms(400))) == []

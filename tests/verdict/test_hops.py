@@ -1,9 +1,9 @@
 """Which hop a finding was seen at: ``buffered`` is placed by the inner hops' body stamps (the
 first hop from the entry inwards whose answer came spread over time names the service in front
 of it), ``idle_cut`` by which side ended each hop's connection, ``own_fault`` by its fault's
-hop; every other finding (a probe-confirmed ``blocked_loop`` too: the probe's path crosses every
-hop behind the entry), and
-a stream that could not be paired, is at an unknown hop, never the entry by default."""
+hop (``blocked_loop`` by its hop's own probe: tests/verdict/test_finding_patterns.py); every
+other finding, and a stream that could not be paired, is at an unknown hop, never the entry by
+default."""
 
 from __future__ import annotations
 

@@ -17,8 +17,9 @@ BUFFERED_MIN_CHUNKS = 4
 #: ... whose largest one or two reads hold at least this share of its chunks ...
 BUFFERED_SHARE = 0.75
 #: ... and came at its end: the first of them at least this share of the way from the request
-#: to the stream's end (a fast server's first tokens coalesced into one read at the start of a
-#: stream that goes on, or is cut later, are not buffering).
+#: to the answer's end (a fast server's first tokens coalesced into one read at the start of a
+#: stream that goes on, or is cut later, are not buffering): its last token where it completed
+#: (a gateway on a busy machine closed the body 0.15 s after it), else where it was cut.
 BUFFERED_AT_END = 0.8
 #: ... and held: the read that brought them came at least this many seconds after the request
 #: (a 32-token answer of 0.126 s in all reached the client in one read while 30 streams kept a
@@ -46,7 +47,7 @@ def buffered(trace: Observed) -> Finding | None:
         reads, held = reads[:1], top[0][1]
     if held < BUFFERED_SHARE * len(chunks) or max(reads) != chunks[-1].stamp_ns:
         return None
-    end = trace.end_ns if trace.end_ns is not None else chunks[-1].stamp_ns
+    end = chunks[-1].stamp_ns if trace.completed or trace.end_ns is None else trace.end_ns
     if min(reads) - trace.request_ns < BUFFERED_AT_END * (end - trace.request_ns):
         return None
     last = max(reads)

@@ -24,9 +24,9 @@ from pytest_streamguard.verdict.probe import Probed, waits
 #: queued (capacity, not blame): of at least ``STAIR_MIN_STREAMS`` streams sent together, at
 #: least ``QUEUED_MIN_STREAMS`` got their first token only after another of them had received
 #: its whole answer (at least ``BUFFERED_MIN_CHUNKS`` chunks), ``QUEUED_MIN_WAIT_S`` or more
-#: after their own request, while the probe kept answering (it waited under
-#: ``PROBE_WAIT_SHARE`` of that span). The concurrency at which waiting began is how many of
-#: them had their first token before that first answer ended (the server's slots).
+#: after their own request, while the probe (and under a stack every service's own) kept
+#: answering: it waited under ``PROBE_WAIT_SHARE`` of that span. The concurrency at which
+#: waiting began (its slots) is how many of them had their first token before that answer.
 
 #: cold_start: at least this many streams with a first token; the first stream's TTFT at least
 #: ``COLD_FACTOR`` times the median of the later ones and at least ``COLD_MIN_S`` above it.
@@ -76,7 +76,8 @@ def queued(traces: Sequence[Observed], probe: Probed | None) -> Finding | None:
     start = min(t.request_ns for _, t in together)
     last = max(stamp for stamp, _ in waiting)
     seen = waits(probe, [(start, last)])
-    if seen is None or seen.share >= PROBE_WAIT_SHARE:
+    heard = [waits(one, [(start, last)]) for one in probe.hops]
+    if seen is None or any(w is not None and w.share >= PROBE_WAIT_SHARE for w in heard):
         return None
     slots = sum(1 for stamp, _ in together if stamp < first_end)
     longest = max(_s(stamp - t.request_ns) for stamp, t in waiting)

@@ -1,9 +1,11 @@
 """``blocked_loop``: concurrent streams stalled in the same windows, or queued behind each
-other, and the probe (when it ran) waited with them.
+other, and the probe (when it ran) waited with them; under a stack, at the hop whose own probe
+waited (:func:`_confirmed`).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import statistics
 from collections.abc import Sequence
@@ -343,24 +345,23 @@ def _served_in_turn(traces: Sequence[Observed]) -> _Matched | None:
 
 def probe_data(seen: ProbeWaits) -> dict[str, Any]:
     """The probe's wait as a finding's ``data``."""
-    return {
-        "probe_samples": seen.samples,
-        "probe_waited": seen.waited,
-        "probe_longest_s": seen.longest_s,
-        "probe_share": seen.share,
-    }
+    return {f"probe_{name}": value for name, value in dataclasses.asdict(seen).items()}
 
 
 def _confirmed(matched: _Matched, probe: Probed | None) -> Finding | None:
-    """A blocked_loop pattern as the probe saw it: unchanged where it has no sample in the
-    pattern's windows; None where it kept answering there (the loop was free); else with the
-    probe's wait added to its evidence and its cause in words."""
+    """A blocked_loop pattern as the probes saw it: unchanged where none has a sample in the
+    pattern's windows; None where each that has kept answering there (every loop was free);
+    else at the hop (``probe.hop``) whose own probe waited, the innermost where several did (a
+    ready path may wait on the hop behind it; a hop is probed directly, never through the one in
+    front), with that probe's wait added to its evidence and its cause in words."""
     finding, windows = matched
-    seen = waits(probe, windows)
-    if seen is None or probe is None:
+    heard = [(one, seen) for one in (probe.hops if probe else []) if (seen := waits(one, windows))]
+    waited = [(one, seen) for one, seen in heard if seen.share >= PROBE_WAIT_SHARE]
+    if not heard:
         return finding
-    if seen.share < PROBE_WAIT_SHARE:
+    if not waited:
         return None
+    probe, seen = waited[0]
     streams = counted(len(finding.streams), "stream")
     return Finding(
         finding.name,
@@ -373,6 +374,7 @@ def _confirmed(matched: _Matched, probe: Probed | None) -> Finding | None:
             f"the event loop was blocked: {probe.what} took {seen.longest_s:.2f} s while "
             f"{streams} stalled"
         ),
+        hop=probe.hop,
     )
 
 
@@ -396,7 +398,12 @@ def blocked_loop(traces: Sequence[Observed], probe: Probed | None) -> Finding | 
             continue
         windows = matched[1]
         on = [by_name[name] for name in found.streams if name in by_name]
-        fault = explained(on, windows, probe_waited=bool(found.cause))
+        # A fault on a hop behind the one whose probe waited may have held that probe (a
+        # gateway's ready path that asks the model's): then its wait is no evidence.
+        hops = [one.hop for one in probe.hops] if probe is not None else []
+        behind = hops[: hops.index(found.hop)] if found.hop in hops else []
+        faulted = {getattr(f, "hop", None) for t in on for f in getattr(t, "faults", ())}
+        fault = explained(on, windows, probe_waited=bool(found.cause) and not faulted & set(behind))
         if fault is None:
             return found
         longest = max(b - a for a, b in windows)

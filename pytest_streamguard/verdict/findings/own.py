@@ -29,7 +29,8 @@ buffering and timeouts the findings are there to name.
 
 The probe (:mod:`pytest_streamguard.verdict.probe`) passes through no fault: where it waited in
 a ``blocked_loop`` pattern's windows, the target itself held it, and only a fault that stops
-the target (``freeze``, ``restart``) still explains the pattern.
+the target (``freeze``, ``restart``) still explains the pattern (unless a fault was on a hop
+behind the service whose probe waited: its ready path may ask that hop's).
 """
 
 from __future__ import annotations

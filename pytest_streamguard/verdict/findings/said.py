@@ -21,9 +21,9 @@ on an inner hop whose connection the service in front closed first.
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import Any
 
 from pytest_streamguard.common.display import counted
@@ -53,7 +53,7 @@ _CHAIN = ("During", "The ", "Traceback")  # the lines between a chain's tracebac
 _GUTTER = re.compile(r"^\s*(?:\|\s?)+|^\s*\+[-+]+.*$")  # an exception group's gutter
 
 
-@dataclass(frozen=True)
+@dataclasses.dataclass(frozen=True)
 class Said:
     """One thing a hop wrote: a line, or a traceback folded to its exception line (``text``)
     and its deepest own frame (``frame``); ``stamp_ns`` when its first line arrived."""
@@ -74,24 +74,12 @@ class Said:
 
     def to_dict(self) -> dict[str, Any]:
         """Builtin-typed form."""
-        return {
-            "hop": self.hop,
-            "stamp_ns": self.stamp_ns,
-            "text": self.text,
-            "frame": self.frame,
-            "error": self.error,
-        }
+        return dataclasses.asdict(self)
 
     @classmethod
     def from_dict(cls, raw: dict[str, Any]) -> Said:
         """Inverse of :meth:`to_dict`."""
-        return cls(
-            str(raw["hop"]),
-            int(raw["stamp_ns"]),
-            str(raw["text"]),
-            raw.get("frame"),
-            bool(raw.get("error", False)),
-        )
+        return cls(**{f.name: raw[f.name] for f in dataclasses.fields(cls) if f.name in raw})
 
 
 def error_level(line: str) -> bool:
@@ -129,13 +117,8 @@ def fold(hop: str, lines: Sequence[tuple[int, str]]) -> list[Said]:
                 out.append(Said(hop, lines[i][0], text.strip(), None, error_level(text)))
             i += 1
             continue
-        if (
-            i
-            and out
-            and out[-1].error
-            and out[-1].frame is None
-            and out[-1].stamp_ns == lines[i - 1][0]
-        ):
+        last = out[-1] if i and out else None
+        if last and last.error and last.frame is None and last.stamp_ns == lines[i - 1][0]:
             out.pop()  # "ERROR: Exception in ASGI application": its traceback says more
         out.append(Said(hop, lines[i][0], said, frame, True))
         i = end
