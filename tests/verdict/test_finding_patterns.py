@@ -191,6 +191,12 @@ def test_blocked_loop_finds_streams_stalled_in_the_same_windows() -> None:
     # at once): not a blocked loop.
     twice = [make(f"stream {k}", 0, stalled(k, (1, 2))) for k in range(10)]
     assert findings_of(twice) == []
+    # A stream whose end the blocked loop also held back is named by the blocked loop only.
+    traces[0].held_open_s = 0.5
+    assert [f.name for f in findings_of(traces)] == ["blocked_loop"]
+    alone = make("stream 0", 0, stalled(0))
+    alone.held_open_s = 0.5
+    assert [f.name for f in findings_of([alone])] == ["held_open"]
 
 
 def test_blocked_loop_finds_a_staircase_of_heads() -> None:

@@ -117,13 +117,16 @@ def findings_of(traces: Sequence[Observed], probe: Probed | None = None) -> list
     probe sent beside them (:mod:`pytest_streamguard.verdict.probe`), which ``blocked_loop``
     and ``queued`` read."""
     grouped = group_findings(traces, probe)
-    # A stream of a same-silence idle_cut is named there, not by itself too.
+    # A stream of a same-silence idle_cut is named there, not by itself too; one whose end a
+    # blocked loop held back, by the blocked loop.
     cut = {name for f in grouped if _of_idle_cut(f) for name in f.streams}
+    blocked = {name for f in grouped if f.name == "blocked_loop" for name in f.streams}
     own = [
         f
         for t in traces
         for f in trace_findings(t)
         if not (_of_idle_cut(f) and cut.intersection(f.streams))
+        and not (f.name == "held_open" and blocked.intersection(f.streams))
     ]
     found = own + grouped
     order = list(KNOWN)
