@@ -410,10 +410,9 @@ def _pace(recorder: StreamRecorder, nbytes: int) -> float:
 
 
 @functools.cache
-def _ssl_context() -> ssl.SSLContext:
-    """One verifying SSL context for every stream of the process: httpx builds a new one per
-    transport (about 37 ms of CPU loading the CA bundle), which, for streams started together,
-    blocked the event loop and landed in the other streams' TTFT."""
+def ssl_context() -> ssl.SSLContext:
+    """One verifying SSL context for every stream and probe of the process: httpx builds one per
+    client (tens of ms of CPU for the CA bundle), a stall in the TTFT of the streams beside it."""
     return httpx.create_ssl_context()
 
 
@@ -451,7 +450,7 @@ async def aread_stream(
     request = recorder.request
     # The load's lean transport for plain HTTP (the request stamped when its last byte left,
     # reads at the kernel's receive stamp, the connection's local port), httpx's own for https.
-    transport = LoadTransport(1, request.socket_options(), verify=_ssl_context())
+    transport = LoadTransport(1, request.socket_options(), verify=ssl_context())
     async with httpx.AsyncClient(transport=transport, timeout=_timeout(request.limits)) as own:
         return await _aread(own, recorder)
 

@@ -27,6 +27,7 @@ from dataclasses import dataclass
 import httpx
 
 from pytest_streamguard.common.defaults import DEFAULT_PROBE_INTERVAL
+from pytest_streamguard.stream.client import ssl_context
 from pytest_streamguard.verdict.probe import PROBE_KINDS, Probed, model_route
 
 __all__ = ["DEFAULT_PROBE_INTERVAL", "ProbeSpec", "ProbeThread", "aprobe", "probing"]
@@ -127,7 +128,7 @@ def cpu_wait_ns(pid: int | None) -> int | None:
 async def aprobe(spec: ProbeSpec, probed: Probed, stop: asyncio.Event) -> None:
     """Probe every ``spec.interval_s`` until ``stop`` is set, appending each sample to
     ``probed.samples`` (and the target's wait for a CPU meanwhile to ``probed.cpu_waits``)."""
-    async with httpx.AsyncClient(timeout=spec.timeout_s) as client:
+    async with httpx.AsyncClient(timeout=spec.timeout_s, verify=ssl_context()) as client:
         while not stop.is_set():
             before = cpu_wait_ns(spec.pid)
             sent = time.perf_counter_ns()

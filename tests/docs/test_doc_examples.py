@@ -2,23 +2,26 @@
 
 A block that is a pytest test module (it defines ``test_*`` functions, usually with the
 ``streamguard`` fixture) runs in a real ``pytest --streamguard`` process against the bundled
-target; every test block of one page goes into ONE such run, so the target's start (about 10 s)
-is paid once per page. A block that appears on several pages runs once, on the first. Any other
-block is a script and runs with this interpreter. A failure names the page and the line of the
-block's opening fence.
+target; the test blocks of every page go into ONE such run, so the target's start (seconds of
+CPU: torch and transformers) is paid once, not once per page. A block that appears on several
+pages runs once, on the first. Any other block is a script and runs with this interpreter. A
+failure names the page and the line of the block's opening fence.
 """
 
 from __future__ import annotations
 
+import os
 import re
 import subprocess
 import sys
 import xml.etree.ElementTree as ET
 from collections import Counter
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 from doc_blocks import Block, blocks, pages, where
+from plugin_helpers import INI
 
 # Blocks that cannot run, each keyed by its page and its first line of code, with the reason.
 # Reviewed: keep it empty unless a block truly cannot run here, and say why.
@@ -63,21 +66,49 @@ def _module_name(block: Block) -> str:
     return f"test_{page}_line{block.line}"
 
 
-def run_test_blocks(pytester: pytest.Pytester, test_blocks: list[Block]) -> list[str]:
-    """Run the blocks as test modules in one ``pytest --streamguard`` process; the problems."""
+@dataclass(frozen=True)
+class BlockRun:
+    """What one ``pytest --streamguard`` run of test blocks gave: per module, the tests that
+    passed and those that failed (from its JUnit XML); its exit status and output."""
+
+    passed: Counter[str]
+    failed: dict[str, list[str]]
+    ret: int
+    output: str
+
+    def problems(self, test_blocks: list[Block]) -> list[str]:
+        """The problems of ``test_blocks`` in this run (with the run's output when there are
+        any, or when it failed with no block to blame)."""
+        problems = []
+        for block in test_blocks:
+            name = _module_name(block)
+            if name in self.failed:
+                problems.append(f"{block.where}: {', '.join(self.failed[name])}")
+            elif self.passed[name] == 0:
+                problems.append(f"{block.where}: no test of this block passed")
+        if problems or (self.ret != 0 and not self.failed):
+            problems.append(f"pytest exited {self.ret}; its output:\n{self.output[-6000:]}")
+        return problems
+
+
+def run_test_blocks(directory: Path, test_blocks: list[Block]) -> BlockRun:
+    """Run the blocks as test modules in one ``pytest --streamguard`` process in ``directory``,
+    with its own ini and home, as pytester's runs have them."""
     modules = {_module_name(b): b for b in test_blocks}
     for name, block in modules.items():
-        (pytester.path / f"{name}.py").write_text(block.code)
-    junit = pytester.path / "junit.xml"
-    result = pytester.runpytest_subprocess(
-        "--streamguard",
-        "-p",
-        "no:cacheprovider",
-        f"--junitxml={junit}",
-        *(f"{name}.py" for name in modules),
+        (directory / f"{name}.py").write_text(block.code)
+    (directory / "pytest.ini").write_text(INI)
+    junit = directory / "junit.xml"
+    args = ["--streamguard", "-p", "no:cacheprovider", f"--junitxml={junit}"]
+    result = subprocess.run(
+        [sys.executable, "-m", "pytest", *args, *(f"{name}.py" for name in modules)],
+        cwd=directory,
+        env={**os.environ, "HOME": str(directory), "PY_COLORS": "0"},
+        capture_output=True,
+        text=True,
         timeout=PAGE_TIMEOUT_S,
+        check=False,
     )
-    output = "\n".join(result.outlines + result.errlines)
     passed: Counter[str] = Counter()
     failed: dict[str, list[str]] = {}
     if junit.exists():
@@ -88,15 +119,7 @@ def run_test_blocks(pytester: pytest.Pytester, test_blocks: list[Block]) -> list
                 failed.setdefault(module, []).append(f"{case.get('name')} ({bad[0]})")
             elif case.find("skipped") is None:
                 passed[module] += 1
-    problems = []
-    for name, block in modules.items():
-        if name in failed:
-            problems.append(f"{block.where}: {', '.join(failed[name])}")
-        elif passed[name] == 0:
-            problems.append(f"{block.where}: no test of this block passed")
-    if problems or result.ret != 0:
-        problems.append(f"pytest exited {result.ret}; its output:\n{output[-6000:]}")
-    return problems
+    return BlockRun(passed, failed, result.returncode, result.stdout + result.stderr)
 
 
 def run_script_block(tmp: Path, block: Block) -> list[str]:
@@ -119,24 +142,32 @@ def run_script_block(tmp: Path, block: Block) -> list[str]:
     return []
 
 
-def run_page(pytester: pytest.Pytester, page_blocks: list[Block]) -> list[str]:
+def run_scripts(directory: Path, page_blocks: list[Block]) -> list[str]:
+    """Run a page's script blocks one by one; the problems."""
+    return [p for b in page_blocks if not b.is_test_module for p in run_script_block(directory, b)]
+
+
+def run_page(directory: Path, page_blocks: list[Block]) -> list[str]:
     """Run one page's blocks: its test modules in one pytest process, its scripts one by one."""
-    problems: list[str] = []
     test_blocks = [b for b in page_blocks if b.is_test_module]
-    if test_blocks:
-        problems += run_test_blocks(pytester, test_blocks)
-    for block in page_blocks:
-        if not block.is_test_module:
-            problems += run_script_block(pytester.path, block)
-    return problems
+    problems = run_test_blocks(directory, test_blocks).problems(test_blocks) if test_blocks else []
+    return problems + run_scripts(directory, page_blocks)
 
 
 TO_RUN = blocks_to_run()
 
 
+@pytest.fixture(scope="module")
+def every_page_run(tmp_path_factory: pytest.TempPathFactory) -> BlockRun:
+    """The test blocks of every page, run in one ``pytest --streamguard`` process."""
+    test_blocks = [b for page_blocks in TO_RUN.values() for b in page_blocks if b.is_test_module]
+    return run_test_blocks(tmp_path_factory.mktemp("doc-examples"), test_blocks)
+
+
 @pytest.mark.parametrize("page", list(TO_RUN), ids=[where(p) for p in TO_RUN])
-def test_page_examples_run(pytester: pytest.Pytester, page: Path) -> None:
-    problems = run_page(pytester, TO_RUN[page])
+def test_page_examples_run(every_page_run: BlockRun, tmp_path: Path, page: Path) -> None:
+    test_blocks = [b for b in TO_RUN[page] if b.is_test_module]
+    problems = every_page_run.problems(test_blocks) + run_scripts(tmp_path, TO_RUN[page])
     if problems:
         pytest.fail("documentation examples broke:\n" + "\n".join(problems), pytrace=False)
 
@@ -174,7 +205,7 @@ def test_a_broken_block_is_named_by_page_and_line(pytester: pytest.Pytester) -> 
     )
     page_blocks = [b for b in blocks(page) if b.language == "python"]
     assert [b.line for b in page_blocks] == [3, 8, 13]
-    problems = run_page(pytester, page_blocks)
+    problems = run_page(pytester.path, page_blocks)
     text = "\n".join(problems)
     assert f"{page}:8: test_broken (failure)" in text
     assert f"{page}:13: the script exited 1" in text

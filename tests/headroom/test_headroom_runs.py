@@ -300,22 +300,22 @@ def test_capacity(streamguard):
 """
 
 
-def test_a_baseline_compare_passes_on_the_same_capacity_every_time_and_fails_on_half(
+def test_a_baseline_compare_passes_on_the_same_capacity_and_fails_on_half(
     pytester: pytest.Pytester,
 ) -> None:
     pytester.makepyfile(BASELINE_TEST)
     saved = run_with(pytester, 4, "--streamguard-save", "base.json")
     saved.assert_outcomes(passed=1)
     saved.stdout.fnmatch_lines(["*headroom streams: 4 (5 broke: *"])
-    for _ in range(2):
-        # The same capacity passes every time: the steady app gives a spread of none.
-        same = run_with(
-            pytester,
-            4,
-            *("--streamguard-compare", "base.json", "--streamguard-compare-fail", "headroom:20%"),
-        )
-        assert same.ret == 0
-        same.stdout.fnmatch_lines(["*headroom streams 4 -> 4 streams (+0%) (spread 4-4 -> 4-4)"])
+    # The same capacity passes: the steady app gives a spread of none, in the saved search and
+    # in this one (each search already runs its boundary levels 3 times).
+    same = run_with(
+        pytester,
+        4,
+        *("--streamguard-compare", "base.json", "--streamguard-compare-fail", "headroom:20%"),
+    )
+    assert same.ret == 0
+    same.stdout.fnmatch_lines(["*headroom streams 4 -> 4 streams (+0%) (spread 4-4 -> 4-4)"])
     halved = run_with(
         pytester,
         2,

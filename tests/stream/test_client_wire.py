@@ -171,11 +171,11 @@ def tls(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[ssl.SSLCont
         check=True, capture_output=True,
     )  # fmt: skip
     monkeypatch.setenv("SSL_CERT_FILE", str(cert))
-    client._ssl_context.cache_clear()
+    client.ssl_context.cache_clear()
     context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
     context.load_cert_chain(cert, key)
     yield context
-    client._ssl_context.cache_clear()
+    client.ssl_context.cache_clear()
 
 
 def test_https_stream_falls_back_to_httpx_and_says_its_stamps_are_the_clients(
