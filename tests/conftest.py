@@ -124,6 +124,7 @@ SLOW_FIRST = (
     "target_app/test_shutdown.py",
     "plugin/test_new_user.py",
     "headroom/test_headroom_runs.py",
+    "confusion/test_stack_confusion.py",
     "confusion/test_confusion_blame.py",
     "confusion/test_confusion.py",
     "install/test_fresh_venv.py",
