@@ -140,6 +140,29 @@ BODY
 """
 
 
+def run_inner(
+    argv: list[str], work: Path, report: Path, timeout: float, name: str
+) -> tuple[dict[str, Any], str, bool]:
+    """Run a case's inner pytest (``argv`` in ``work``, writing its JSON report to ``report``):
+    its one test record, its output and whether it passed."""
+    done = subprocess.run(
+        argv,
+        cwd=work,
+        # Only this plugin: the other installed ones (html, cov, xdist, ...) cost half a
+        # second a start, and none of them takes part in a user's incident.
+        env={**os.environ, "PYTEST_ADDOPTS": "", "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1"},
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+    )
+    output = done.stdout + done.stderr
+    if not report.exists():
+        raise AssertionError(f"case {name}: no report written\n{output}")
+    (record,) = json.loads(report.read_text())["tests"]
+    return record, output, done.returncode == 0
+
+
 def run_case(case: Case, toxiproxy_url: str, timeout: float = 60.0) -> Outcome:
     """Run the case's test with the plugin on (its own pytest process, the app started by the
     plugin, no other pytest plugin loaded) and read the findings of its record."""
@@ -168,27 +191,13 @@ def run_case(case: Case, toxiproxy_url: str, timeout: float = 60.0) -> Outcome:
             str(report),
             "test_incident.py",
         ]
-        done = subprocess.run(
-            argv,
-            cwd=work,
-            # Only this plugin: the other installed ones (html, cov, xdist, ...) cost half a
-            # second a start, and none of them takes part in a user's incident.
-            env={**os.environ, "PYTEST_ADDOPTS": "", "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1"},
-            capture_output=True,
-            text=True,
-            timeout=timeout,
-            check=False,
-        )
-        output = done.stdout + done.stderr
-        if not report.exists():
-            raise AssertionError(f"case {case.name}: no report written\n{output}")
-        (record,) = json.loads(report.read_text())["tests"]
+        record, output, passed = run_inner(argv, work, report, timeout, case.name)
         found = record["findings"]
     return Outcome(
         case,
         tuple(dict.fromkeys(f["name"] for f in found)),
         tuple(f"{f['name']}: {f['evidence']}" for f in found),
-        done.returncode == 0,
+        passed,
         output,
         timeline(record),
     )

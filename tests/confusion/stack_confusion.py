@@ -25,9 +25,6 @@ cause``), and a server's exception must show with its hop in the failure's first
 from __future__ import annotations
 
 import argparse
-import json
-import os
-import subprocess
 import sys
 import tempfile
 import textwrap
@@ -37,7 +34,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from confusion import NOT_BLAME, timeline
+from confusion import INNER_TEST, NOT_BLAME, run_inner, timeline
 
 STACKS = Path(__file__).resolve().parent / "stacks"
 
@@ -215,21 +212,6 @@ class Outcome:
             )
 
 
-INNER_TEST = """
-import pytest
-
-
-def CHAT(tokens):
-    messages = [{"role": "user", "content": "hi"}]
-    return {"model": "team-model", "messages": messages, "stream": True, "max_tokens": tokens}
-
-
-MARKER
-def test_case(streamguard):
-BODY
-"""
-
-
 def run_case(case: StackCase, toxiproxy_url: str, timeout: float = 90.0) -> Outcome:
     """Run the case's test with the plugin on (its own pytest process, the stack started by
     the plugin from the ini, no other pytest plugin loaded) and read its record's findings."""
@@ -248,25 +230,13 @@ def run_case(case: StackCase, toxiproxy_url: str, timeout: float = 90.0) -> Outc
             *("--streamguard-toxiproxy", toxiproxy_url, "--streamguard-json", str(report)),
             "test_stack.py",
         ]
-        done = subprocess.run(
-            argv,
-            cwd=work,
-            env={**os.environ, "PYTEST_ADDOPTS": "", "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1"},
-            capture_output=True,
-            text=True,
-            timeout=timeout,
-            check=False,
-        )
-        output = done.stdout + done.stderr
-        if not report.exists():
-            raise AssertionError(f"case {case.name}: no report written\n{output}")
-        (record,) = json.loads(report.read_text())["tests"]
+        record, output, passed = run_inner(argv, work, report, timeout, case.name)
     found = record["findings"]
     return Outcome(
         case,
         tuple(dict.fromkeys((f["name"], f.get("hop") or "-") for f in found)),
         tuple(_described(f) for f in found),
-        done.returncode == 0,
+        passed,
         output,
         time.monotonic() - started,
         timeline(record) + _pairing(record),

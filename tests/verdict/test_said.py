@@ -79,6 +79,18 @@ def test_a_uvicorn_traceback_folds_to_its_exception_and_the_apps_own_frame() -> 
     ]
 
 
+def test_another_threads_lines_inside_a_traceback_are_passed_over() -> None:
+    """A threaded server logs a probe's request while another thread prints its traceback
+    (http.server's access line, then uvicorn's): the exception line is still the exception."""
+    lines = UVICORN_TRACEBACK.split("\n")
+    lines[8:8] = [
+        '127.0.0.1 - - [06/Dec/2026 09:18:15] "GET /readyz HTTP/1.1" 200 -',
+        'INFO:     127.0.0.1:40316 - "GET /health HTTP/1.1" 200 OK',
+    ]
+    errors = [s for s in fold("model", _lines("\n".join(lines))) if s.error]
+    assert [s.describe() for s in errors] == ["_queue.Empty (at model/server.py:41 in tokens)"]
+
+
 def test_a_chained_traceback_names_its_first_exception() -> None:
     [said] = fold("app", _lines(CHAINED))
     assert (said.text, said.frame) == ("KeyError: 'k'", "app/main.py:10 in read")

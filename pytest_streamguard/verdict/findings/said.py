@@ -45,6 +45,12 @@ _ERROR_LINE = re.compile(
     r"|(?i:\"level\":\s*\"(?:error|fatal|panic)\")"  # JSON logs: zap, zerolog
 )
 _PY_FRAME = re.compile(r'^\s*File "(?P<path>[^"]+)", line (?P<line>\d+), in (?P<func>.+)$')
+# An exception's line (``KeyError: 6``, ``_queue.Empty``); not a log line's level word.
+_PY_EXCEPTION = re.compile(
+    r"^(?!(?:INFO|DEBUG|WARNING|WARN|ERROR|CRITICAL|FATAL|TRACE)\b)[A-Za-z_][\w.]*(?::(?:\s|$)|$)"
+)
+#: Lines of other writers (a threaded server's access log) passed over inside one traceback.
+_FOREIGN_MAX = 3
 _PY_LIBRARY = re.compile(r"site-packages|dist-packages|<frozen|[/\\]lib[/\\]python\d")
 _NODE_ERROR = re.compile(r"^(?:Uncaught )?[A-Z]\w*(?:Error|Exception)\b(?:\s*\[\w+\])?(?::|$)")
 _NODE_LIBRARY = re.compile(r"node_modules|node:|\(internal/")
@@ -127,10 +133,12 @@ def fold(hop: str, lines: Sequence[tuple[int, str]]) -> list[Said]:
 
 def _python(texts: list[str], start: int) -> tuple[int, str, str | None]:
     """A Python traceback from ``start``: where it ends, its first exception line (the root
-    of a chain) and that exception's deepest own frame."""
+    of a chain) and that exception's deepest own frame. Up to :data:`_FOREIGN_MAX` lines that
+    are no part of it (another thread's, written at the same moment) are passed over."""
     frames: list[str] = []
     said: str | None = None
     first = 0  # how many frames the first exception's traceback has
+    foreign = 0
     i = start + 1
     while i < len(texts):
         text = texts[i]
@@ -145,8 +153,12 @@ def _python(texts: list[str], start: int) -> tuple[int, str, str | None]:
             chained = texts[i + 1 : i + 2] and texts[i + 1].startswith(_CHAIN)
             if said is not None and not text.strip() and not chained:
                 return i + 1, said, _own_frame(frames, first)
-        elif said is None:
+        elif said is None and _PY_EXCEPTION.match(text.strip()):
             said, first = text.strip(), len(frames)
+        elif said is None:
+            foreign += 1
+            if foreign > _FOREIGN_MAX:
+                break
         elif not texts[i - 1].strip() or texts[i - 1].startswith((" ", "\t")):
             pass  # a chained exception's own line
         else:
