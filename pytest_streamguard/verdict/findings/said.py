@@ -49,8 +49,6 @@ _PY_FRAME = re.compile(r'^\s*File "(?P<path>[^"]+)", line (?P<line>\d+), in (?P<
 _PY_EXCEPTION = re.compile(
     r"^(?!(?:INFO|DEBUG|WARNING|WARN|ERROR|CRITICAL|FATAL|TRACE)\b)[A-Za-z_][\w.]*(?::(?:\s|$)|$)"
 )
-#: Lines of other writers (a threaded server's access log) passed over inside one traceback.
-_FOREIGN_MAX = 3
 _PY_LIBRARY = re.compile(r"site-packages|dist-packages|<frozen|[/\\]lib[/\\]python\d")
 _NODE_ERROR = re.compile(r"^(?:Uncaught )?[A-Z]\w*(?:Error|Exception)\b(?:\s*\[\w+\])?(?::|$)")
 _NODE_LIBRARY = re.compile(r"node_modules|node:|\(internal/")
@@ -133,8 +131,9 @@ def fold(hop: str, lines: Sequence[tuple[int, str]]) -> list[Said]:
 
 def _python(texts: list[str], start: int) -> tuple[int, str, str | None]:
     """A Python traceback from ``start``: where it ends, its first exception line (the root
-    of a chain) and that exception's deepest own frame. Up to :data:`_FOREIGN_MAX` lines that
-    are no part of it (another thread's, written at the same moment) are passed over."""
+    of a chain) and that exception's deepest own frame. Up to 3 lines that are no part of it
+    (another thread's, such as a threaded server's access log at the same moment) are passed
+    over."""
     frames: list[str] = []
     said: str | None = None
     first = 0  # how many frames the first exception's traceback has
@@ -157,7 +156,7 @@ def _python(texts: list[str], start: int) -> tuple[int, str, str | None]:
             said, first = text.strip(), len(frames)
         elif said is None:
             foreign += 1
-            if foreign > _FOREIGN_MAX:
+            if foreign > 3:
                 break
         elif not texts[i - 1].strip() or texts[i - 1].startswith((" ", "\t")):
             pass  # a chained exception's own line
