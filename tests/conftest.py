@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 import sys
 from collections.abc import Callable, Iterator
+from pathlib import Path
 
 import httpcore  # noqa: F401 -- see below
 import pytest
@@ -117,6 +118,25 @@ def _no_randomly_in_inner_runs(request: pytest.FixtureRequest) -> None:
     if "pytester" in request.fixturenames:
         request.getfixturevalue("pytester")
         request.getfixturevalue("monkeypatch").setenv("PYTEST_ADDOPTS", INNER_ADDOPTS)
+
+
+@pytest.fixture(scope="session")
+def _inner_model_cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Where the bundled targets of this worker's inner runs keep the tiny model."""
+    return tmp_path_factory.mktemp("model-cache")
+
+
+@pytest.fixture(autouse=True)
+def _one_model_cache_for_inner_runs(request: pytest.FixtureRequest) -> None:
+    """pytester's runs share one model cache (``STREAMGUARD_CACHE``) per worker.
+
+    pytester gives each run a fresh home, and with it an empty ``~/.cache``: every bundled target
+    an inner run started built the tiny model again (2.7 s of CPU) before loading it. The first
+    one builds it here, the next ones load it, as a user's second run does.
+    """
+    if "pytester" in request.fixturenames:
+        cache = request.getfixturevalue("_inner_model_cache")
+        request.getfixturevalue("monkeypatch").setenv("STREAMGUARD_CACHE", str(cache))
 
 
 # The files that take longest, run first. `make test` hands whole files to its pytest-xdist
