@@ -121,21 +121,22 @@ def _no_randomly_in_inner_runs(request: pytest.FixtureRequest) -> None:
 
 
 @pytest.fixture(scope="session")
-def _inner_model_cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """Where the bundled targets of this worker's inner runs keep the tiny model."""
+def model_cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """This worker's model cache (a ``STREAMGUARD_CACHE``): where the bundled targets its tests
+    start (pytester's runs, tests/target_app's, the served copy of tests/serve) keep the tiny
+    model, built by the first that needs it (2.7 s of CPU) and loaded by the others."""
     return tmp_path_factory.mktemp("model-cache")
 
 
 @pytest.fixture(autouse=True)
 def _one_model_cache_for_inner_runs(request: pytest.FixtureRequest) -> None:
-    """pytester's runs share one model cache (``STREAMGUARD_CACHE``) per worker.
+    """pytester's runs use the worker's :func:`model_cache`.
 
     pytester gives each run a fresh home, and with it an empty ``~/.cache``: every bundled target
-    an inner run started built the tiny model again (2.7 s of CPU) before loading it. The first
-    one builds it here, the next ones load it, as a user's second run does.
+    an inner run started built the tiny model again before loading it.
     """
     if "pytester" in request.fixturenames:
-        cache = request.getfixturevalue("_inner_model_cache")
+        cache = request.getfixturevalue("model_cache")
         request.getfixturevalue("monkeypatch").setenv("STREAMGUARD_CACHE", str(cache))
 
 
