@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 import sys
 from collections.abc import Callable, Iterator
+from pathlib import Path
 
 import httpcore  # noqa: F401 -- see below
 import pytest
@@ -90,17 +91,24 @@ def _no_inherited_terminal_width(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("COLUMNS", raising=False)
 
 
+# What the inner runs leave out of the installed pytest plugins: pytest-randomly (see below),
+# and three that come with libraries the suite installs (faker, anyio, platformdirs) and that no
+# inner run uses: loading them took a sixth of a pytest subprocess's start (0.15 s of CPU).
+INNER_ADDOPTS = "-p no:randomly -p no:faker -p no:anyio -p no:platformdirs"
+
+
 def pytest_configure(config: pytest.Config) -> None:
     """The pytest runs the suite starts itself (``python -m pytest`` in a subprocess: the report
-    run, the cleanup and lifecycle tests) do not load pytest-randomly either (see below): they
-    inherit this process's ``PYTEST_ADDOPTS``."""
+    run, the cleanup and lifecycle tests) leave out the same plugins as pytester's (see below):
+    they inherit this process's ``PYTEST_ADDOPTS``."""
     del config
-    os.environ["PYTEST_ADDOPTS"] = f"{os.environ.get('PYTEST_ADDOPTS', '')} -p no:randomly".strip()
+    os.environ["PYTEST_ADDOPTS"] = f"{os.environ.get('PYTEST_ADDOPTS', '')} {INNER_ADDOPTS}".strip()
 
 
 @pytest.fixture(autouse=True)
 def _no_randomly_in_inner_runs(request: pytest.FixtureRequest) -> None:
-    """pytester's runs, in-process or in a subprocess, do not load pytest-randomly.
+    """pytester's runs, in-process or in a subprocess, do not load pytest-randomly (nor the
+    other plugins of :data:`INNER_ADDOPTS`).
 
     It is installed for tests/plugin/test_other_plugins.py, and an installed pytest plugin loads
     in every run: it would shuffle an inner run's tests and reseed ``random`` before each, while
@@ -109,30 +117,59 @@ def _no_randomly_in_inner_runs(request: pytest.FixtureRequest) -> None:
     """
     if "pytester" in request.fixturenames:
         request.getfixturevalue("pytester")
-        request.getfixturevalue("monkeypatch").setenv("PYTEST_ADDOPTS", "-p no:randomly")
+        request.getfixturevalue("monkeypatch").setenv("PYTEST_ADDOPTS", INNER_ADDOPTS)
 
 
-# The files that take longest (seconds of wall time in a quiet `make test`, most of it spent
-# starting torch targets or real servers), run first. `make test` hands whole files to its
-# pytest-xdist workers (--dist loadfile) in collection order (--no-loadscope-reorder; xdist's
-# own order is by test count), so a long file that came last would leave one worker running it
-# alone at the end. Only an order: a file missing here runs in its usual place.
+@pytest.fixture(scope="session")
+def model_cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """This worker's model cache (a ``STREAMGUARD_CACHE``): where the bundled targets its tests
+    start (pytester's runs, tests/target_app's, the served copy of tests/serve) keep the tiny
+    model, built by the first that needs it (2.7 s of CPU) and loaded by the others."""
+    return tmp_path_factory.mktemp("model-cache")
+
+
+@pytest.fixture(autouse=True)
+def _one_model_cache_for_inner_runs(request: pytest.FixtureRequest) -> None:
+    """pytester's runs use the worker's :func:`model_cache`.
+
+    pytester gives each run a fresh home, and with it an empty ``~/.cache``: every bundled target
+    an inner run started built the tiny model again before loading it.
+    """
+    if "pytester" in request.fixturenames:
+        cache = request.getfixturevalue("model_cache")
+        request.getfixturevalue("monkeypatch").setenv("STREAMGUARD_CACHE", str(cache))
+
+
+# The files that take longest, run first. `make test` hands whole files to its pytest-xdist
+# workers (--dist loadfile) in collection order (--no-loadscope-reorder; xdist's own order is by
+# test count), so a long file that came last would leave one worker running it alone at the end
+# (with the times below, verdict/test_findings.py, last but a few in collection order, left one
+# worker alone for about 50 s). Ranked by each file's seconds alone on a 2-core machine
+# (`pytest FILE`, 2026-12-06) plus half its CPU seconds (what a neighbour on the other worker
+# slows it by); most of the longest wait on streams, faults and timeouts rather than on the CPU.
+# Only an order: a file missing here runs in its usual place.
 SLOW_FIRST = (
-    "target_app/test_hostile_clients.py",
-    "docs/test_doc_examples.py",
-    "serve/test_transformers_serve.py",
-    "target_app/test_shutdown.py",
-    "plugin/test_new_user.py",
-    "headroom/test_headroom_runs.py",
-    "confusion/test_stack_confusion.py",
+    "headroom/test_headroom_runs.py",  # 118 s, 23 s of CPU
+    "confusion/test_stack_confusion.py",  # about 70 s
     "confusion/test_confusion_blame.py",
     "confusion/test_confusion.py",
-    "install/test_fresh_venv.py",
-    "target_app/test_storm.py",
-    "plugin/test_xdist.py",
+    "verdict/test_findings.py",
     "formats/test_format_replays.py",
-    "target_app/test_naive.py",
-    "report/test_html_xdist.py",
+    "formats/test_differential.py",
+    "lifecycle/test_kill_lifecycle.py",
+    "services/test_stacks.py",
+    "report/test_baseline.py",
+    "judge/test_client_judges.py",
+    "target_app/test_hostile_clients.py",
+    "plugin/test_error_messages.py",
+    "target_app/test_http_engines.py",
+    "install/test_fresh_venv.py",
+    "docs/test_ci_workflow.py",
+    "target_app/test_shutdown.py",
+    "plugin/test_plugin_runs.py",
+    "plugin/test_target_port.py",
+    "load/test_load_ray.py",
+    "target_app/test_storm.py",  # 18 s, 18 s of CPU
 )
 
 

@@ -101,8 +101,12 @@ def write_timeout_server() -> Iterator[WriteTimeoutServer]:
     try:
         yield server
     finally:
+        # Closing a listener does not wake a thread blocked in its accept() on Linux (the join
+        # waited its whole 5 s); shutting it down does, with an OSError that ends serve().
+        server.listener.shutdown(socket.SHUT_RDWR)
         server.listener.close()
         thread.join(5)
+        assert not thread.is_alive(), "the server's accept loop did not end"
 
 
 EXPOSED = """

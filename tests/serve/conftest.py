@@ -16,13 +16,13 @@ CHAT_TEMPLATE = "{% for message in messages %}{{ message['content'] }}\n{% endfo
 
 
 @pytest.fixture(scope="session")
-def served_model_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+def served_model_dir(tmp_path_factory: pytest.TempPathFactory, model_cache: Path) -> Path:
     """A private copy of the bundled tiny model, with a chat template, for ``transformers serve``
     (session scope). The shared cache's copy stays as the bundled target expects it."""
     from transformers import AutoTokenizer
 
     directory = tmp_path_factory.mktemp("served") / "tiny-chat-model"
-    shutil.copytree(ensure_tiny_model(), directory)
+    shutil.copytree(ensure_tiny_model(model_cache), directory)
     tokenizer = AutoTokenizer.from_pretrained(directory)
     tokenizer.chat_template = CHAT_TEMPLATE
     tokenizer.save_pretrained(directory)

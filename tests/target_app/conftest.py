@@ -31,12 +31,11 @@ TEST_FLAGS = [
 
 
 @pytest.fixture(scope="session")
-def tiny_cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A fresh model cache for this session, with the tiny model built once (the targets
-    started by the tests then only load it)."""
-    root = tmp_path_factory.mktemp("streamguard-cache")
-    ensure_tiny_model(root)
-    return root
+def tiny_cache(model_cache: Path) -> Path:
+    """The worker's model cache, with the tiny model built once (the targets started by the
+    tests then only load it)."""
+    ensure_tiny_model(model_cache)
+    return model_cache
 
 
 @pytest.fixture(scope="module")
