@@ -124,7 +124,10 @@ class Measurement:
         broke = search.broke_at
         broke_at = None if broke is None else scale.level(broke)
         low, high = sorted(map(scale.level, search.spread))
-        cause = next((kept.cause for kept in reversed(self.levels) if kept.level == broke_at), "")
+        # The cause of a run of broke_at that broke (a repeat of it may have held).
+        cause = next(
+            (k.cause for k in reversed(self.levels) if k.level == broke_at and not k.held), ""
+        )
         return Headroom(
             vary=scale.axis.vary,
             unit=scale.axis.unit,

@@ -136,3 +136,29 @@ def test_a_boundary_that_flips_on_its_repeats_widens_the_spread_and_keeps_the_va
     assert (search.value, search.broke_at) == (12, 13)
     assert search.spread == (11, 13)
     assert runs[12] == runs[13] == REPEATS
+
+
+def test_the_cause_is_the_broken_run_of_broke_at_though_a_repeat_of_it_held() -> None:
+    # A fresh clone's run: 295 ms broke, then held on a repeat (the spread's top), and the
+    # headroom line said "295 ms broke: ;" (the last run of that level, which held, has no
+    # cause).
+    from pytest_streamguard.headroom.measure import Measurement
+    from pytest_streamguard.headroom.result import HeadroomLevel
+    from pytest_streamguard.verdict.deadlines import Deadline
+
+    # vary="streams" applies no fault: no Faults needed.
+    measurement = Measurement.of(
+        Deadline(ttft=0.5), None, vary="streams", up_to=4, precision=1, streams=1
+    )
+    search = measurement.search
+    while (k := search.next_level()) is not None:
+        level = measurement.scale.level(k)
+        # 3 breaks on its first run only; 1 and 2 always hold.
+        held = k < 3 or any(kept.level == level for kept in measurement.levels)
+        violations = () if held else ("TTFT max 0.62 s > 0.5 s",)
+        measurement.levels.append(HeadroomLevel(level, held, violations=violations))
+        search.tell(held)
+    found = measurement.headroom()
+    assert (found.value, found.broke_at, found.spread) == (2, 3, (2, 3))
+    assert [lv.held for lv in found.levels if lv.level == 3][-1] is True
+    assert found.cause == "TTFT max 0.62 s > 0.5 s"
