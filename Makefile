@@ -10,17 +10,22 @@ REPORTS := reports
 SYSTEM_PACKAGES := nginx-light chromium tcpdump
 # CI (and a developer) can pass extra pytest arguments: make test PYTEST_ARGS="-x -k toxic"
 PYTEST_ARGS ?=
-# make test runs each pytest on PYTEST_WORKERS pytest-xdist workers (2: a 2-core machine's
-# worth; `auto` takes one per core, 0 runs in one process). pytest keeps the last -n it is
-# given, so PYTEST_ARGS="-n 4" (or "-n 0") on top of the default works as well. --dist loadfile
-# keeps each test file on one worker: a module-scoped fixture (a bundled target with torch, the
-# fresh venv of tests/install, the Ray cluster, the browser page) starts once, not once per
-# worker. (--dist loadgroup would not help: xdist 3.8 marks its groups by rewriting a test's
-# node id, which pytest 9 no longer lets it do, so the groups are silently ignored.)
+# make test runs the suite on PYTEST_WORKERS pytest-xdist workers (4: twice a 2-core machine's
+# cores, since half of a worker's time is spent waiting on the processes its tests start: a
+# target importing torch, nginx, a load's paced streams; measured on a quiet 2-core machine,
+# the suite took 374 s on 4 workers and 585 s on 2), and the resilience suite on
+# RESILIENCE_WORKERS (2: its timing tests share the cores with nothing of the suite's own).
+# `auto` takes one per core, 0 runs in one process. pytest keeps the last -n it is given, so
+# PYTEST_ARGS="-n 0" on top of the default works as well. --dist loadfile keeps each test file
+# on one worker: a module-scoped fixture (a bundled target with torch, the fresh venv of
+# tests/install, the Ray cluster, the browser page) starts once, not once per worker.
+# (--dist loadgroup would not help: xdist 3.8 marks its groups by rewriting a test's node id,
+# which pytest 9 no longer lets it do, so the groups are silently ignored.)
 # --no-loadscope-reorder hands the files out in collection order, where tests/conftest.py puts
 # the longest first (xdist's own order is by test count).
-PYTEST_WORKERS ?= 2
-XDIST = -n $(PYTEST_WORKERS) --dist loadfile --no-loadscope-reorder
+PYTEST_WORKERS ?= 4
+RESILIENCE_WORKERS ?= 2
+DIST = --dist loadfile --no-loadscope-reorder
 MYPY = $(BIN)/mypy
 
 .PHONY: all install system-deps lint docs test demo bench verdict-fuzz clean
@@ -91,27 +96,25 @@ INCIDENT_RUN = $(BIN)/pytest --streamguard $(INCIDENT) -p no:cacheprovider \
 
 # pytest's exit code 5 (no tests collected) fails this target like any other non-zero code.
 # Everything but the resilience suite, then the resilience suite (its incident stack alone, after
-# the rest), the others on $(PYTEST_WORKERS) xdist workers: CI runs only this target. The lint
-# of `make lint` runs here too, but mypy (the slow part, half a minute on one core) runs beside
-# the first pytest at the lowest priority
-# (nice 19), so it takes only the CPU the tests leave idle; once that pytest ends, mypy gets its
-# normal priority back (where renice may: root, as CI runs), or on a machine kept busy by other
-# work it would wait on the CPU those leave; its output is printed after that pytest, and either
-# failing fails the target (mypy is stopped if the run is interrupted).
+# the rest): CI runs only this target. The lint of `make lint` runs here too, but mypy (the slow
+# part, half a minute on one core) runs beside the tests at the lowest priority (nice 19), so
+# it takes only the CPU they leave idle (on 4 workers, little until the resilience suite) and
+# barely moves a timing test; its output is printed at the end, and either failing fails the
+# target (mypy is stopped if the run is interrupted). A failed pytest stops the run there.
 test: install docs
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
+	mkdir -p $(REPORTS)
 	@log=$$(mktemp); nice -n 19 $(MYPY) >$$log 2>&1 & typing=$$!; \
 	trap 'kill $$typing 2>/dev/null; rm -f $$log; exit 130' INT TERM; \
 	echo "$(MYPY) (at nice 19, beside the tests)"; \
-	$(BIN)/pytest $(XDIST) --ignore tests/resilience $(PYTEST_ARGS); tests=$$?; \
-	renice -n 0 -p $$typing >/dev/null 2>&1 || true; \
+	run() { echo "$$*"; "$$@"; }; \
+	run $(BIN)/pytest -n $(PYTEST_WORKERS) $(DIST) --ignore tests/resilience $(PYTEST_ARGS) && \
+	run $(RESILIENCE) -n $(RESILIENCE_WORKERS) $(DIST) --ignore $(INCIDENT) $(PYTEST_ARGS) && \
+	run $(INCIDENT_RUN) $(PYTEST_ARGS); tests=$$?; \
 	wait $$typing; typed=$$?; cat $$log; rm -f $$log; \
 	[ $$typed = 0 ] || echo "mypy failed (exit code $$typed)" >&2; \
 	[ $$tests = 0 ] && [ $$typed = 0 ]
-	mkdir -p $(REPORTS)
-	$(RESILIENCE) $(XDIST) --ignore $(INCIDENT) $(PYTEST_ARGS)
-	$(INCIDENT_RUN) $(PYTEST_ARGS)
 
 demo: install
 	mkdir -p $(REPORTS)
