@@ -45,3 +45,26 @@ def test_no_test_asks_for_a_fixture_that_warns_under_xunit2() -> None:
         for line, name in asked_for(path.read_text(encoding="utf-8"))
     ]
     assert found == [], found
+
+
+def conftest_imports(source: str) -> list[int]:
+    """The lines of ``source`` that import the module ``conftest``."""
+    return [
+        node.lineno
+        for node in ast.walk(ast.parse(source))
+        if (isinstance(node, ast.ImportFrom) and node.module == "conftest")
+        or (isinstance(node, ast.Import) and any(a.name == "conftest" for a in node.names))
+    ]
+
+
+def test_no_test_module_imports_a_conftest() -> None:
+    # Which conftest.py is the module `conftest` depends on the paths pytest was given (the last
+    # one imported wins): `pytest tests/resilience tests/target_app` broke the files that took
+    # a name from their own; shared names live in a helper module of a name of its own.
+    assert conftest_imports("from conftest import X\nimport os, conftest\n") == [1, 2]
+    found = {
+        str(path.relative_to(TESTS)): lines
+        for path in sorted(TESTS.rglob("*.py"))
+        if (lines := conftest_imports(path.read_text(encoding="utf-8")))
+    }
+    assert found == {}

@@ -13,14 +13,12 @@ from pathlib import Path
 
 import httpcore  # noqa: F401 -- one copy of httpcore for pytester runs (tests/conftest.py)
 import pytest
+from resilience_helpers import FAULT_KNOBS
 
 from pytest_streamguard import Target
 
 HERE = Path(__file__).resolve().parent
 
-#: Fault knobs on; a slow reader's write may block 1 s (not 10) before the stream is ended,
-#: so the slow-reader incident resolves within the suite's time budget.
-FAULT_KNOBS = ("--allow-fault-knobs", "--send-timeout", "1")
 
 NEEDS_STREAMGUARD = (
     "the resilience suite needs the plugin on: run `make demo` or "

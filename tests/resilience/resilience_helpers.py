@@ -8,6 +8,10 @@ from collections.abc import Callable
 from pytest_streamguard import StreamGuard, StreamTrace, Target
 from pytest_streamguard.verdict.findings import Finding, findings_of, not_cancelled, target_gauges
 
+#: Fault knobs on; a slow reader's write may block 1 s (not 10) before the stream is ended,
+#: so the slow-reader incident resolves within the suite's time budget.
+FAULT_KNOBS = ("--allow-fault-knobs", "--send-timeout", "1")
+
 
 def wait_for(condition: Callable[[], bool], timeout: float, what: str) -> float:
     """Poll ``condition`` until true; return the seconds it took, fail after ``timeout``."""

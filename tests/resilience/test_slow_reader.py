@@ -17,8 +17,14 @@ import asyncio
 from collections.abc import Callable
 
 import pytest
-from conftest import FAULT_KNOBS
-from resilience_helpers import assert_faults_fired, assert_no_findings, counter, findings, wait_for
+from resilience_helpers import (
+    FAULT_KNOBS,
+    assert_faults_fired,
+    assert_no_findings,
+    counter,
+    findings,
+    wait_for,
+)
 
 from pytest_streamguard import DeadlineViolation, Finding, StreamGuard, Target
 from pytest_streamguard.stream.client import StreamRecorder, aread_stream

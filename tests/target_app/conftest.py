@@ -6,28 +6,16 @@ import asyncio
 import socket
 import threading
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
 from pathlib import Path
 
 import httpx
 import pytest
 import uvicorn
-from target_harness import TargetProcess, start_target, wait_until
+from target_harness import InProcessTarget, TargetProcess, start_target, wait_until
 
 from target_app import TargetConfig, create_app
 from target_app.server import uvicorn_config
-from target_app.state import TargetState
 from target_app.tiny_model import ensure_tiny_model
-
-TEST_FLAGS = [
-    "--allow-fault-knobs",
-    "--heartbeat",
-    "0.2",
-    "--max-concurrency",
-    "4",
-    "--stream-timeout",
-    "10",
-]
 
 
 @pytest.fixture(scope="session")
@@ -55,14 +43,6 @@ def make_target(
     yield make
     for target in started:
         target.stop()
-
-
-@dataclass
-class InProcessTarget:
-    """A target app served by uvicorn on a thread of this process, with its state at hand."""
-
-    url: str
-    state: TargetState
 
 
 @pytest.fixture

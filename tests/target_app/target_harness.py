@@ -21,8 +21,29 @@ from typing import Any
 import httpx
 from prometheus_client.parser import text_string_to_metric_families
 
+from target_app.state import TargetState
+
 START_TIMEOUT_S = 120.0
 """Generous: importing torch and loading on a shared 2-core machine can take tens of seconds."""
+
+#: The flags of the targets the target_app tests start (fault knobs on, a 0.2 s heartbeat).
+TEST_FLAGS = [
+    "--allow-fault-knobs",
+    "--heartbeat",
+    "0.2",
+    "--max-concurrency",
+    "4",
+    "--stream-timeout",
+    "10",
+]
+
+
+@dataclass
+class InProcessTarget:
+    """A target app served by uvicorn on a thread of this process, with its state at hand."""
+
+    url: str
+    state: TargetState
 
 
 def wait_until(condition: Callable[[], bool], timeout: float, what: str) -> None:

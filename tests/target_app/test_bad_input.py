@@ -7,8 +7,7 @@ from collections.abc import Callable, Iterator
 
 import httpx
 import pytest
-from conftest import TEST_FLAGS
-from target_harness import TargetProcess, collect, metric
+from target_harness import TEST_FLAGS, TargetProcess, collect, metric
 
 
 @pytest.fixture(scope="module")

@@ -8,8 +8,7 @@ from collections.abc import Callable, Iterator
 
 import httpx
 import pytest
-from conftest import TEST_FLAGS
-from target_harness import TargetProcess, collect, iter_sse, metric, wait_until
+from target_harness import TEST_FLAGS, TargetProcess, collect, iter_sse, metric, wait_until
 
 CANCEL_LIMIT_S = 3.0
 """How soon a cancelled stream's slot, engine request and thread are gone: well under what the

@@ -8,8 +8,7 @@ import threading
 from collections.abc import Callable
 
 import httpx
-from conftest import InProcessTarget
-from target_harness import collect, metric, wait_until
+from target_harness import InProcessTarget, collect, metric, wait_until
 
 from target_app import TargetConfig
 
