@@ -7,15 +7,16 @@ pace, so tests are deterministic::
 
     {"prompt": "hi", "max_new_tokens": 16, "interval_s": 0.02, "first_token_s": 0.0,
      "fail_after": null, "heartbeat_s": null, "pad": 0, "drop_end": false, "drop_done": false,
-     "hold_open_s": 0, "break_after_end": false}
+     "hold_open_s": 0, "break_after_end": false, "one_write": false}
 
 ``drop_end`` closes the stream cleanly without its end event (a stream cut short by the app
 itself); ``drop_done`` closes an OpenAI-style stream after its ``finish_reason`` chunk without
 ``data: [DONE]``; ``hold_open_s`` keeps the body open that long after the stream's end (a server
 that forgets to close it); ``break_after_end`` breaks the connection right after the end, before
-the body's own end (an incomplete chunked body); ``/v1/completions`` streams only with
-``"stream": true``, as OpenAI's API does (and ``/v1/chat/completions``), and answers one JSON
-object otherwise.
+the body's own end (an incomplete chunked body); ``one_write`` writes the whole body at once
+when it is complete (a server that collects its answer, then sends it); ``/v1/completions``
+streams only with ``"stream": true``, as OpenAI's API does (and ``/v1/chat/completions``), and
+answers one JSON object otherwise.
 
 Run it with ``python stream_app.py --port 0``: it binds 127.0.0.1 and prints
 ``{"message": "streamguard target listening", "url": "http://127.0.0.1:<port>"}`` once bound.
@@ -67,6 +68,7 @@ class Pace:
         self.hold_open = float(body.get("hold_open_s", 0))
         self.break_after_end = bool(body.get("break_after_end", False))
         self.stream = body.get("stream") is True
+        self.one_write = bool(body.get("one_write", False))
         if self.tokens < 0 or self.interval < 0 or self.first < 0 or self.pad < 0:
             raise ValueError("max_new_tokens, interval_s, first_token_s and pad must be >= 0")
 
@@ -94,6 +96,17 @@ class Pace:
     def token(self, index: int) -> str:
         """The text of token ``index``, padded to make events bigger when asked."""
         return f"tok{index} " + "x" * self.pad
+
+
+async def _written(pace: Pace, body: AsyncIterator[bytes]) -> AsyncIterator[bytes]:
+    """``body`` in one write once complete, where ``pace`` asks for ``one_write``."""
+    yield b"".join([part async for part in body])
+
+
+def _streamed(pace: Pace, body: AsyncIterator[bytes], media_type: str, **kw: Any) -> Response:
+    """The streaming response of ``body``: event by event, or in one write (``one_write``)."""
+    content = _written(pace, body) if pace.one_write else body
+    return StreamingResponse(content, media_type=media_type, **kw)
 
 
 async def _body(request: Request) -> Pace | Response:
@@ -146,9 +159,7 @@ async def generate(request: Request) -> Response:
         yield f"event: done\ndata: {json.dumps({'tokens': count})}\n\n".encode()
         await pace.after_end()
 
-    return StreamingResponse(
-        events(), media_type="text/event-stream", headers={"X-Accel-Buffering": "no"}
-    )
+    return _streamed(pace, events(), "text/event-stream", headers={"X-Accel-Buffering": "no"})
 
 
 async def completions(request: Request) -> Response:
@@ -208,7 +219,7 @@ async def _openai(request: Request, choice: Choice) -> Response:
             yield b"data: [DONE]\n\n"
         await pace.after_end()
 
-    return StreamingResponse(events(), media_type="text/event-stream")
+    return _streamed(pace, events(), "text/event-stream")
 
 
 async def ndjson(request: Request) -> Response:
@@ -222,7 +233,7 @@ async def ndjson(request: Request) -> Response:
             if item is not None:
                 yield (json.dumps({"index": item[0], "text": item[1]}) + "\n").encode()
 
-    return StreamingResponse(lines(), media_type="application/x-ndjson")
+    return _streamed(pace, lines(), "application/x-ndjson")
 
 
 async def home(request: Request) -> Response:

@@ -436,8 +436,9 @@ def test_a_gateway_read_timeout_is_an_idle_cut_at_the_gateway(
 def test_a_model_that_answers_in_one_piece_is_named(
     pytester: pytest.Pytester, toxiproxy_url: str
 ) -> None:
-    """A model that sends its response head at once and its whole answer 0.4 s later, through
-    a gateway that passes bytes on as they come: ``buffered at model``, since the hop's stamps
+    """A model that sends its response head at once and its whole answer 0.4 s later in one
+    write (``one_write``: 16 writes in a burst split across the gateway's reads when a busy
+    machine preempted the model mid-burst), through a gateway that passes bytes on as they come: ``buffered at model``, since the hop's stamps
     count the answer's body, not its head (from the head, the answer looked spread over 0.4 s
     and the gateway was named)."""
     pytester.makeini(stack_ini())
@@ -445,7 +446,8 @@ def test_a_model_that_answers_in_one_piece_is_named(
         """
         def test_one_piece(streamguard):
             request = {"messages": [{"role": "user", "content": "hi"}], "stream": True,
-                       "max_new_tokens": 16, "interval_s": 0, "first_token_s": 0.4}
+                       "max_new_tokens": 16, "interval_s": 0, "first_token_s": 0.4,
+                       "one_write": True}
             trace = streamguard.stream("/v1/chat/completions", json=request, format="openai")
             assert trace.completed, trace.error
             [found] = [f for f in trace.findings if f.name == "buffered"]
