@@ -438,9 +438,9 @@ def test_a_model_that_answers_in_one_piece_is_named(
 ) -> None:
     """A model that sends its response head at once and its whole answer 0.4 s later in one
     write (``one_write``: 16 writes in a burst split across the gateway's reads when a busy
-    machine preempted the model mid-burst), through a gateway that passes bytes on as they come: ``buffered at model``, since the hop's stamps
-    count the answer's body, not its head (from the head, the answer looked spread over 0.4 s
-    and the gateway was named)."""
+    machine preempted the model mid-burst), through a gateway that passes bytes on as they
+    come: ``buffered at model``, since the hop's stamps count the answer's body, not its head
+    (from the head, the answer looked spread over 0.4 s and the gateway was named)."""
     pytester.makeini(stack_ini())
     pytester.makepyfile(
         """
