@@ -263,6 +263,11 @@ def test_a_reset_on_an_inner_hop_its_front_closed_first_is_a_peer_gone() -> None
     assert "server_error" not in [f.name for f in findings_of([front])]
     upstream = _Paired("s", False, [reset], stack=_Stamps({"model": "upstream"}))
     assert "server_error" in [f.name for f in findings_of([upstream])]
+    # Beside streams that completed (the model closed those hops, at their answers' ends),
+    # the stream that ended early still says who left first.
+    done = _Paired("d", True, [reset], stack=_Stamps({"model": "upstream"}))
+    assert "server_error" not in [f.name for f in findings_of([front, done])]
+    assert "server_error" in [f.name for f in findings_of([upstream, done])]
 
 
 @pytest.mark.parametrize(

@@ -221,14 +221,13 @@ _ABOUT_UPSTREAM = re.compile(
 
 
 def _gone(said: Said, traces: Sequence[object]) -> bool:
-    """Whether ``said`` is a peer that went away beside ``traces``: they all completed, or on
-    every one the tap paired on ``said``'s hop the service in front closed that hop first."""
+    """Whether ``said`` is a peer that went away beside ``traces``: on every one of them that
+    ended early (none: all completed), the tap paired on ``said``'s hop says the service in
+    front closed that hop first. The streams that completed say nothing of who left."""
     if not said.text.startswith(_PEER_GONE):
         return False
-    if all(getattr(t, "completed", True) for t in traces):
-        return True
-    stacks = [getattr(t, "stack", None) for t in traces]
-    return all(s is not None and s.ended.get(said.hop) == "front" for s in stacks)
+    early = [getattr(t, "stack", None) for t in traces if not getattr(t, "completed", True)]
+    return all(s is not None and s.ended.get(said.hop) == "front" for s in early)
 
 
 def server_error(traces: Sequence[object]) -> list[Finding]:
