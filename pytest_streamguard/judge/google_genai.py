@@ -20,7 +20,7 @@ from google import genai
 from google.genai import types
 
 from pytest_streamguard.judge.base import REPLAY_TIMEOUT_S, Assembly, ClientJudge, Conclusion
-from pytest_streamguard.judge.replay import REPLAY_URL, Replay
+from pytest_streamguard.judge.replay import REPLAY_URL, Replay, kept_client
 from pytest_streamguard.stream.recorded import Recorded
 
 _OTHERS = ("executable_code", "code_execution_result", "inline_data", "file_data")
@@ -41,23 +41,27 @@ class GoogleGenAIJudge(ClientJudge):
     module = "google.genai"
 
     def judge(self, recorded: Recorded) -> Conclusion:
-        """Replay ``recorded`` into ``genai.Client`` and assemble what it yields."""
-        replay = Replay(recorded)
+        """Replay ``recorded`` into this thread's ``genai.Client`` and assemble what it
+        yields."""
+        replay, client = kept_client(genai.Client, httpx, recorded, _client)
         got = Assembly(self.name, replay.stamp)
-        context = _ssl_context()
-        client = genai.Client(
-            api_key="replay",
-            http_options=types.HttpOptions(
-                base_url=REPLAY_URL + "/",
-                api_version="v1beta",
-                timeout=int(REPLAY_TIMEOUT_S * 1000),
-                httpx_client=replay.client(httpx),
-                client_args={"verify": context},
-                async_client_args={"verify": context, "ssl": context},
-            ),
-        )
-        with client:
-            return got.run(lambda: _read(client, got))
+        return got.run(lambda: _read(client, got))
+
+
+def _client(replay: Replay) -> genai.Client:
+    """A ``genai.Client`` over ``replay`` (kept per thread: building one takes about 30 ms)."""
+    context = _ssl_context()
+    return genai.Client(
+        api_key="replay",
+        http_options=types.HttpOptions(
+            base_url=REPLAY_URL + "/",
+            api_version="v1beta",
+            timeout=int(REPLAY_TIMEOUT_S * 1000),
+            httpx_client=replay.client(httpx),
+            client_args={"verify": context},
+            async_client_args={"verify": context, "ssl": context},
+        ),
+    )
 
 
 def _one_request() -> types.GenerateContentConfig | None:

@@ -89,16 +89,25 @@ class Replay:
 
 
 def kept_client(
-    sdk: Callable[..., Client], module: ModuleType, recorded: Recorded
+    sdk: Callable[..., Client],
+    module: ModuleType,
+    recorded: Recorded,
+    build: Callable[[Replay], Client] | None = None,
 ) -> tuple[Replay, Client]:
-    """This thread's ``sdk`` client (one of those built alike: ``openai.OpenAI``,
-    ``anthropic.Anthropic``, ``groq.Groq``) over a ``module`` client of a replay, and that
-    replay, now serving ``recorded``. Built once per thread, not per stream: building them took
-    about 0.1 ms of the 3.5 ms judging a stream of 50 events takes (benchmarks/RESULTS.md)."""
+    """This thread's ``sdk`` client over a ``module`` client of a replay, and that replay, now
+    serving ``recorded``: built by ``build`` from the replay, or (None) as ``openai.OpenAI``,
+    ``anthropic.Anthropic`` and ``groq.Groq`` are built alike. Built once per thread, not per
+    stream: building them took about 0.1 ms of the 3.5 ms judging a stream of 50 events takes
+    (benchmarks/RESULTS.md), a ``genai.Client`` about 30 ms."""
     kept: dict[Any, tuple[Replay, Any]] = _KEPT.__dict__.setdefault("clients", {})
     if sdk not in kept:
         replay = Replay(recorded)
-        kept[sdk] = replay, sdk(**_SDK_OPTIONS, http_client=replay.client(module))
+        client = (
+            build(replay)
+            if build is not None
+            else sdk(**_SDK_OPTIONS, http_client=replay.client(module))
+        )
+        kept[sdk] = replay, client
     replay, client = kept[sdk]
     replay.serve(recorded)
     return replay, client
