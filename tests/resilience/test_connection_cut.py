@@ -33,6 +33,13 @@ CHUNK = 0.2
 TOLERANCE = 1.0
 # Far more tokens than a test lasts, so a stream at 0 proves cancellation, not completion.
 REQUEST = {"prompt": "a long answer", "max_new_tokens": 1500}
+# The streams' read limit. A fault that closes the connection ends the stream itself, so the
+# limit is long: with 0.2 s, a busy machine's gap (9 tokens, then 0.2 s of nothing while
+# another worker's headroom search held both cores) ended the stream by timeout before
+# down() went on. A missed close would still show as a wait past CHUNK + TOLERANCE. A
+# blackhole sends nothing and closes nothing: the read limit is what notices it.
+CLOSES = 5.0
+READ_LIMIT = {"down": CLOSES, "blackhole": 0.5}
 
 
 def active(streamguard: StreamGuard) -> float:
@@ -43,7 +50,7 @@ def active(streamguard: StreamGuard) -> float:
 async def stream_then_fault(streamguard: StreamGuard, fault: str) -> tuple[StreamTrace, int]:
     """Start a long stream, apply ``fault`` once the target is generating it, and return the
     trace with the moment the fault went on."""
-    task = asyncio.create_task(streamguard.astream(json=REQUEST, read_timeout=CHUNK))
+    task = asyncio.create_task(streamguard.astream(json=REQUEST, read_timeout=READ_LIMIT[fault]))
     await asyncio.to_thread(wait_for, lambda: active(streamguard) == 1, 10.0, "stream started")
     record = await asyncio.to_thread(getattr(streamguard.faults, fault))
     trace = await task
@@ -98,7 +105,7 @@ def test_cut_from_the_first_bytes_is_reported_and_generation_stops(
     else:
         streamguard.faults.cut(after_bytes=2000)
     start = time.perf_counter_ns()
-    trace = streamguard.stream(json=REQUEST, read_timeout=CHUNK)
+    trace = streamguard.stream(json=REQUEST, read_timeout=CLOSES)
     assert trace.end_ns is not None
     assert trace.error_kind == kind, trace.error
     took = (trace.end_ns - (trace.chunks[-1].stamp_ns if trace.chunks else start)) / 1e9
@@ -118,9 +125,7 @@ def test_generation_left_running_after_a_cut_is_found(streamguard: StreamGuard) 
     streamguard.faults.cut(after_bytes=2000)
     trace = streamguard.stream(
         json={**REQUEST, "max_new_tokens": 1000, "fault": {"keep_generating": True}},
-        # The cut ends it; a read limit this long never does (a busy machine's gap of over
-        # 0.2 s once ended the stream by timeout first).
-        read_timeout=5.0,
+        read_timeout=CLOSES,
     )
     assert trace.error_kind == "cut", trace.error
     found = findings(streamguard)
