@@ -12,7 +12,7 @@ from collections.abc import Callable, Iterator
 
 import httpx
 import pytest
-from target_harness import TargetProcess, collect, metric, wait_until
+from target_harness import SERVE_FLAGS, TargetProcess, collect, metric, wait_until
 
 GENERATION_ROUTES = ("/generate", "/v1/completions", "/v1/chat/completions")
 ROUTES = (*GENERATION_ROUTES, "/healthz", "/readyz", "/metrics")
@@ -26,12 +26,7 @@ BODY_TIMEOUT_S = 1.0
 
 # Fault knobs stay off: a fuzzed but valid {"cold_start_s": 600} would hold a slot for minutes.
 FUZZ_FLAGS = [
-    "--heartbeat",
-    "0.2",
-    "--max-concurrency",
-    "4",
-    "--stream-timeout",
-    "10",
+    *SERVE_FLAGS,
     "--header-timeout",
     str(HEADER_TIMEOUT_S),
     "--body-timeout",
