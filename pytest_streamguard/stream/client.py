@@ -32,7 +32,7 @@ import concurrent.futures
 import functools
 import ssl
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine
+from collections.abc import AsyncIterator, Callable, Coroutine
 from typing import Any, TypeVar
 
 import httpx
@@ -566,7 +566,6 @@ async def _aread(client: httpx.AsyncClient, recorder: StreamRecorder) -> StreamT
                     # As every official client does (httpx's rules: 303, and 301/302 after a
                     # POST, go on as GET; 307/308 keep the method and body; at most 20).
                     follow_redirects=True,
-                    extensions={"trace": _noting_local(recorder.trace)},
                 ) as response:
                     wire = _wire_stamps(recorder.trace, response)
                     recorder.response(
@@ -629,33 +628,16 @@ def _wire_stamps(trace: StreamTrace, response: httpx.Response) -> Any:
     if sent is None:
         # httpx's own transport (https): stamps are the reader's, the connection its stream's.
         trace.stamps = "client"
-        trace.local = _local_address(extensions.get("network_stream")) or trace.local
+        stream = extensions.get("network_stream")
+        client_addr = None if stream is None else stream.get_extra_info("client_addr")
+        if isinstance(client_addr, tuple) and len(client_addr) >= 2:
+            address, port = client_addr[:2]
+            trace.local = f"[{address}]:{port}" if ":" in str(address) else f"{address}:{port}"
         return None
     trace.queued_ns = int(first.get("streamguard_queued_ns", trace.request_ns))
     trace.request_ns = int(sent)
     trace.local = extensions.get("streamguard_local")
     return extensions.get("streamguard_connection")
-
-
-def _local_address(stream: Any) -> str | None:
-    """``host:port`` of an httpcore network stream's own end, None where it does not say."""
-    client_addr = None if stream is None else stream.get_extra_info("client_addr")
-    if not isinstance(client_addr, tuple) or len(client_addr) < 2:
-        return None
-    address, port = client_addr[:2]
-    return f"[{address}]:{port}" if ":" in str(address) else f"{address}:{port}"
-
-
-def _noting_local(trace: StreamTrace) -> Callable[[str, dict[str, Any]], Awaitable[None]]:
-    """An httpcore trace hook (httpx's own transport, https) that keeps the connection's
-    local address as it connects: asked once the head came, a connection the server had
-    already closed may no longer say it (a fresh clone's run with a core kept busy)."""
-
-    async def hook(name: str, info: dict[str, Any]) -> None:
-        if name == "connection.connect_tcp.complete":
-            trace.local = _local_address(info.get("return_value"))
-
-    return hook
 
 
 def _read_delays(trace: StreamTrace, wire: Any) -> None:
