@@ -98,14 +98,14 @@ class Pace:
         return f"tok{index} " + "x" * self.pad
 
 
-async def _written(pace: Pace, body: AsyncIterator[bytes]) -> AsyncIterator[bytes]:
-    """``body`` in one write once complete, where ``pace`` asks for ``one_write``."""
+async def _written(body: AsyncIterator[bytes]) -> AsyncIterator[bytes]:
+    """``body`` in one write once complete (``one_write``)."""
     yield b"".join([part async for part in body])
 
 
 def _streamed(pace: Pace, body: AsyncIterator[bytes], media_type: str, **kw: Any) -> Response:
     """The streaming response of ``body``: event by event, or in one write (``one_write``)."""
-    content = _written(pace, body) if pace.one_write else body
+    content = _written(body) if pace.one_write else body
     return StreamingResponse(content, media_type=media_type, **kw)
 
 

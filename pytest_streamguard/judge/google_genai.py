@@ -11,9 +11,7 @@ candidate carries a ``continuationToken``, by follow-up requests).
 
 from __future__ import annotations
 
-import functools
 import json
-import ssl
 
 import httpx
 from google import genai
@@ -21,16 +19,10 @@ from google.genai import types
 
 from pytest_streamguard.judge.base import REPLAY_TIMEOUT_S, Assembly, ClientJudge, Conclusion
 from pytest_streamguard.judge.replay import REPLAY_URL, Replay, kept_client
+from pytest_streamguard.stream.client import ssl_context
 from pytest_streamguard.stream.recorded import Recorded
 
 _OTHERS = ("executable_code", "code_execution_result", "inline_data", "file_data")
-
-
-@functools.cache
-def _ssl_context() -> ssl.SSLContext:
-    """One context for every replay: the client builds two per instance otherwise (loading
-    the CA bundle, tens of milliseconds each), though a replay never uses them."""
-    return ssl.create_default_context()
 
 
 class GoogleGenAIJudge(ClientJudge):
@@ -49,8 +41,10 @@ class GoogleGenAIJudge(ClientJudge):
 
 
 def _client(replay: Replay) -> genai.Client:
-    """A ``genai.Client`` over ``replay`` (kept per thread: building one takes about 30 ms)."""
-    context = _ssl_context()
+    """A ``genai.Client`` over ``replay`` (kept per thread: building one takes about 30 ms). It
+    is given the process's SSL context, which a replay never uses: it builds two otherwise,
+    loading the CA bundle for each (tens of milliseconds)."""
+    context = ssl_context()
     return genai.Client(
         api_key="replay",
         http_options=types.HttpOptions(
