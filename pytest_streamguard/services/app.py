@@ -31,7 +31,7 @@ from pytest_streamguard.services.processes import (
     CLIENT_ERROR_FAIL_S,
     ManagedProcess,
     free_port,
-    listening_ports,
+    listening_sockets,
     listening_url,
     poll_until_ok,
 )
@@ -320,12 +320,14 @@ def _find_port(process: ManagedProcess, port: int) -> str:
     """
 
     def listening_socket() -> str | None:
-        ports = listening_ports(process.pid)
-        if port in ports:
-            return f"http://127.0.0.1:{port}"
-        if len(ports) == 1:
-            return f"http://127.0.0.1:{ports[0]}"
-        return None
+        sockets = listening_sockets(process.pid)
+        ports = {found for _, found in sockets}
+        chosen = port if port in ports else ports.pop() if len(ports) == 1 else None
+        if chosen is None:
+            return None
+        # One port on several addresses (0.0.0.0 and ::): any of them answers.
+        host = next(host for host, found in sockets if found == chosen)
+        return f"http://{host}:{chosen}"
 
     try:
         return process.wait_for_line(
@@ -337,7 +339,7 @@ def _find_port(process: ManagedProcess, port: int) -> str:
     except StartupError as exc:
         if process.popen.poll() is not None:
             raise  # it crashed: its output says why, not the port
-        found = listening_ports(process.pid)
+        found = sorted({found for _, found in listening_sockets(process.pid)})
         several = f" (it listens on ports {', '.join(map(str, found))})" if found else ""
         raise StartupError(f"{exc}{several}\n{PORT_HINT % (port, PORT_DISCOVERY_S)}") from None
 

@@ -30,12 +30,14 @@ from __future__ import annotations
 
 import atexit
 import contextlib
+import ipaddress
 import json
 import os
 import re
 import shlex
 import signal
 import socket
+import struct
 import subprocess
 import sys
 import threading
@@ -416,12 +418,16 @@ def _reachable(url: str) -> str:
     return _WILDCARD_HOST.sub(r"\g<scheme>127.0.0.1:", url, count=1)
 
 
-def listening_ports(pgid: int) -> list[int]:
-    """TCP ports in LISTEN state held by any process of the process group ``pgid`` (Linux).
+def listening_sockets(pgid: int) -> list[tuple[str, int]]:
+    """The ``(host, port)`` of each TCP socket in LISTEN state held by any process of the
+    process group ``pgid`` (Linux), the host as a client dials it.
 
     Read from ``/proc``: the socket inodes among each group member's open files, matched with
-    ``/proc/net/tcp`` and ``tcp6``. Elsewhere (no ``/proc``) the list is empty, and the port
-    must come from ``{port}`` or a listening line. Sorted, without duplicates.
+    ``/proc/net/tcp`` and ``tcp6``. A wildcard address (``0.0.0.0``, ``::``) is reached on
+    127.0.0.1, an IPv4-mapped one on its IPv4 address, any other IPv6 one in brackets; an app
+    bound to 127.0.0.2 is dialled there, not on 127.0.0.1. Elsewhere (no ``/proc``) the list
+    is empty, and the port must come from ``{port}`` or a listening line. Sorted, without
+    duplicates.
     """
     inodes: set[str] = set()
     try:
@@ -441,7 +447,7 @@ def listening_ports(pgid: int) -> list[int]:
                     inodes.add(target[8:-1])
         except (OSError, IndexError, ValueError):
             continue  # the process ended meanwhile, or is not ours to read
-    ports: set[int] = set()
+    found: set[tuple[str, int]] = set()
     for table in ("/proc/net/tcp", "/proc/net/tcp6"):
         try:
             with open(table, encoding="ascii") as rows:
@@ -450,10 +456,24 @@ def listening_ports(pgid: int) -> list[int]:
                     columns = row.split()
                     # local_address is HEXADDR:HEXPORT; state 0A is LISTEN; column 9 the inode.
                     if len(columns) > 9 and columns[3] == "0A" and columns[9] in inodes:
-                        ports.add(int(columns[1].rsplit(":", 1)[1], 16))
-        except OSError:
+                        address, port = columns[1].rsplit(":", 1)
+                        found.add((proc_net_host(address), int(port, 16)))
+        except (OSError, ValueError):
             continue
-    return sorted(ports)
+    return sorted(found, key=lambda hostport: (hostport[1], hostport[0]))
+
+
+def proc_net_host(address: str) -> str:
+    """The host a client dials for a ``/proc/net/tcp{,6}`` local address (hex, each 32-bit
+    word in the machine's byte order): ``0100007F`` is ``127.0.0.1`` on a little-endian one."""
+    words = [int(address[i : i + 8], 16) for i in range(0, len(address), 8)]
+    packed = struct.pack(f"={len(words)}I", *words)
+    ip = ipaddress.ip_address(packed)
+    if isinstance(ip, ipaddress.IPv6Address) and ip.ipv4_mapped is not None:
+        ip = ip.ipv4_mapped
+    if ip.is_unspecified:
+        return "127.0.0.1"
+    return f"[{ip}]" if ip.version == 6 else str(ip)
 
 
 def toxiproxy_listening(line: str) -> str | None:

@@ -1,8 +1,9 @@
 """How the plugin finds the port of an app it starts without ``{port}``, as a user's app words it.
 
 A Node.js gateway that prints its own listening line, a Python app that reads ``PORT`` and logs
-nothing, an app that never listens (a clear error within seconds naming ``{port}``), and a
-leading ``python`` that must be pytest's own interpreter, not whatever PATH finds.
+nothing, a silent app found by its socket on the address it bound (127.0.0.2), an app that never
+listens (a clear error within seconds naming ``{port}``), and a leading ``python`` that must be
+pytest's own interpreter, not whatever PATH finds.
 """
 
 from __future__ import annotations
@@ -39,6 +40,12 @@ HTTPServer(("127.0.0.1", int(os.environ["PORT"])), Handler).serve_forever()
 # The same app, told its port by a flag: python app.py --port N.
 PORT_FLAG_APP = SILENT_PORT_APP.replace('int(os.environ["PORT"])', "int(sys.argv[2])").replace(
     "import os", "import sys"
+)
+
+# Binds a port of its own choosing on another loopback address and prints nothing: only its
+# socket tells where it listens.
+SILENT_OWN_ADDRESS_APP = SILENT_PORT_APP.replace(
+    '("127.0.0.1", int(os.environ["PORT"]))', '("127.0.0.2", 0)'
 )
 
 READY_ONLY_TEST = """
@@ -81,11 +88,17 @@ def test_node_gateway_found_by_its_listening_line(
 
 
 def run_app(
-    pytester: pytest.Pytester, toxiproxy_url: str, app: str, cmd: str, *args: str
+    pytester: pytest.Pytester,
+    toxiproxy_url: str,
+    app: str,
+    cmd: str,
+    *args: str,
+    host: str = "127.0.0.1",
 ) -> pytest.RunResult:
-    """Run READY_ONLY_TEST against ``app`` (saved as app.py) started as ``cmd``, ready at /."""
+    """Run READY_ONLY_TEST against ``app`` (saved as app.py) started as ``cmd``, ready at /,
+    expecting it found on ``host``."""
     pytester.path.joinpath("app.py").write_text(app)
-    pytester.makepyfile(READY_ONLY_TEST)
+    pytester.makepyfile(READY_ONLY_TEST.replace("127.0.0.1", host))
     return pytester.runpytest_subprocess(
         "--streamguard",
         "--streamguard-toxiproxy",
@@ -104,6 +117,19 @@ def test_app_that_reads_port_and_logs_nothing(
     pytester: pytest.Pytester, toxiproxy_url: str
 ) -> None:
     result = run_app(pytester, toxiproxy_url, SILENT_PORT_APP, f"{sys.executable} app.py")
+    result.assert_outcomes(passed=1)
+
+
+def test_app_found_by_its_socket_on_the_address_it_bound(
+    pytester: pytest.Pytester, toxiproxy_url: str
+) -> None:
+    result = run_app(
+        pytester,
+        toxiproxy_url,
+        SILENT_OWN_ADDRESS_APP,
+        f"{sys.executable} app.py",
+        host="127.0.0.2",
+    )
     result.assert_outcomes(passed=1)
 
 

@@ -12,7 +12,11 @@ import pytest
 from polling import wait_until
 
 from pytest_streamguard.errors import StartupError
-from pytest_streamguard.services.processes import ManagedProcess, listening_ports, listening_url
+from pytest_streamguard.services.processes import (
+    ManagedProcess,
+    listening_sockets,
+    listening_url,
+)
 
 # Forty lines alternating between stdout and stderr, flushed one by one, then a failed exit.
 ALTERNATING = (
@@ -94,11 +98,24 @@ def test_lines_that_do_not_listen(line: str) -> None:
     assert listening_url(line) is None
 
 
-def test_listening_ports_of_a_process_group(tmp_path: Path) -> None:
+# What a socket bound to each address is dialled on: the kernel's /proc rows are the oracle.
+BOUND_AND_DIALLED = [
+    ("127.0.0.1", "127.0.0.1"),
+    ("127.0.0.2", "127.0.0.2"),
+    ("0.0.0.0", "127.0.0.1"),
+    ("::1", "[::1]"),
+    ("::ffff:127.0.0.2", "127.0.0.2"),
+    ("::", "127.0.0.1"),
+]
+
+
+@pytest.mark.parametrize(("address", "dialled"), BOUND_AND_DIALLED)
+def test_listening_sockets_of_a_process_group(tmp_path: Path, address: str, dialled: str) -> None:
     port_file = tmp_path / "port"
+    family = "socket.AF_INET6" if ":" in address else "socket.AF_INET"
     code = (
         "import socket, sys, time\n"
-        "s = socket.socket(); s.bind(('127.0.0.1', 0)); s.listen()\n"
+        f"s = socket.socket({family}); s.bind(({address!r}, 0)); s.listen()\n"
         f"open({str(port_file)!r}, 'w').write(str(s.getsockname()[1]))\n"
         "time.sleep(60)\n"
     )
@@ -107,11 +124,11 @@ def test_listening_ports_of_a_process_group(tmp_path: Path) -> None:
         wait_until(
             lambda: port_file.exists() and bool(port_file.read_text()), 30, "the child's port"
         )
-        assert listening_ports(process.pid) == [int(port_file.read_text())]
+        assert listening_sockets(process.pid) == [(dialled, int(port_file.read_text()))]
     finally:
         process.stop()
     with socket.socket() as other:
         other.bind(("127.0.0.1", 0))
         other.listen()
         # A socket of this process (another group) is not the child's.
-        assert other.getsockname()[1] not in listening_ports(process.pid)
+        assert other.getsockname()[1] not in {port for _, port in listening_sockets(process.pid)}
