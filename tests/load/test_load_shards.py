@@ -84,7 +84,9 @@ def test_sharded_load_keeps_every_trace_and_pools_exact_percentiles(
 import pytest
 from pytest_streamguard.verdict.stats import percentile
 
-@pytest.mark.token_deadline(ttft=5.0, chunk=1.0, percentile=95)
+# The bounds are loose on purpose: this test is about the traces and the pooled percentiles; a
+# busy 2-core machine running other workers stretched a gap to 1.9 s once.
+@pytest.mark.token_deadline(ttft=5.0, chunk=5.0, percentile=95)
 def test_hundred_in_two_processes(streamguard):
     result = streamguard.load(
         100, json={"max_new_tokens": 8, "interval_s": 0.02}, processes=2
