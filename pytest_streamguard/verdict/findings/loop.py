@@ -263,13 +263,22 @@ def _staircase(traces: Sequence[Observed], what: str) -> _Matched | None:
     return found, [(t0, stamps[-1])]
 
 
+def _before_first_head(headed: Sequence[Observed]) -> list[Observed] | None:
+    """Those of ``headed`` (streams with a response head) sent before the first head came, if
+    at least ``STAIR_MIN_STREAMS`` were: the streams a loop had to serve side by side."""
+    if len(headed) < STAIR_MIN_STREAMS:
+        return None
+    first = min(t.response_ns for t in headed if t.response_ns is not None)
+    together = [t for t in headed if t.request_ns <= first]
+    return together if len(together) >= STAIR_MIN_STREAMS else None
+
+
 def _released_together(traces: Sequence[Observed]) -> _Matched | None:
     done = [t for t in traces if t.completed and len(t.chunks) >= BUFFERED_MIN_CHUNKS]
-    if len(done) < STAIR_MIN_STREAMS or any(t.response_ns is None for t in done):
+    if any(t.response_ns is None for t in done):
         return None
-    first_head = min(t.response_ns for t in done if t.response_ns is not None)
-    together = [t for t in done if t.request_ns <= first_head]
-    if len(together) < STAIR_MIN_STREAMS:
+    together = _before_first_head(done)
+    if together is None:
         return None
     stamps = [
         stamp
@@ -301,12 +310,8 @@ def _released_together(traces: Sequence[Observed]) -> _Matched | None:
 
 
 def _served_in_turn(traces: Sequence[Observed]) -> _Matched | None:
-    heads = [t for t in traces if t.response_ns is not None]
-    if len(heads) < STAIR_MIN_STREAMS:
-        return None
-    first = min(t.response_ns for t in heads if t.response_ns is not None)
-    together = [t for t in heads if t.request_ns <= first]
-    if len(together) < STAIR_MIN_STREAMS:
+    together = _before_first_head([t for t in traces if t.response_ns is not None])
+    if together is None:
         return None
     ended = [
         (t.chunks[-1].stamp_ns, t)
