@@ -28,7 +28,7 @@ import httpx
 
 from pytest_streamguard.common.defaults import DEFAULT_PROBE_INTERVAL
 from pytest_streamguard.stream.client import ssl_context
-from pytest_streamguard.verdict.probe import PROBE_KINDS, Probed, model_route
+from pytest_streamguard.verdict.probe import PROBE_KINDS, PROBE_WAIT_S, Probed, model_route
 
 __all__ = ["DEFAULT_PROBE_INTERVAL", "ProbeSpec", "ProbeThread", "aprobe", "probing"]
 
@@ -143,6 +143,15 @@ async def aprobe(spec: ProbeSpec, probed: Probed, stop: asyncio.Event) -> None:
                 latency = time.perf_counter_ns() - sent
             except (httpx.HTTPError, OSError, TimeoutError):
                 latency = None
+            except asyncio.CancelledError:
+                # Stopped while it waited: a wait for the loop as long as a stall's (less the
+                # target's wait for a CPU, as an answer's) is what the streams saw (a loop
+                # blocked until they ended): kept as a sample without an answer.
+                after = cpu_wait_ns(spec.pid)
+                cpu = after - before if before is not None and after is not None else 0
+                if time.perf_counter_ns() - sent - cpu >= PROBE_WAIT_S * 1e9:
+                    probed.samples.append((sent, None))
+                raise
             after = cpu_wait_ns(spec.pid)
             if latency is not None and before is not None and after is not None:
                 probed.cpu_waits[sent] = after - before
@@ -159,7 +168,8 @@ async def probing(
 ) -> AsyncIterator[Probed | None]:
     """Probe on the running loop while the block runs; yields the samples (``into``, or a new
     :class:`Probed`; None without a ``spec``). A probe still waiting when the block ends is
-    dropped: it measured nothing the streams saw."""
+    kept as one without an answer where it had waited ``PROBE_WAIT_S`` or more (a loop blocked
+    until the streams ended answers only after them), else dropped: it measured nothing yet."""
     if spec is None:
         yield None
         return

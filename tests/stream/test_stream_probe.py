@@ -1,7 +1,8 @@
 """The probe's sender (:mod:`pytest_streamguard.stream.probe`): a thread beside a sync stream
 or a task on the running loop, sampling the target's ready path or a TCP connect to it; a probe
-that gets no answer records none. The probe beside real streams, and the findings that read it,
-are run end to end in ``tests/stream/test_probe.py``.
+that gets no answer records none, as does one still waiting when it is stopped. The probe
+beside real streams, and the findings that read it, are run end to end in
+``tests/stream/test_probe.py``.
 """
 
 from __future__ import annotations
@@ -52,6 +53,32 @@ async def test_a_probe_that_gets_no_answer_records_none() -> None:
         assert nothing is None
     with pytest.raises(ValueError, match="probe kind 'udp' is not known: expected one of"):
         ProbeSpec("udp", "http://x", "x")
+
+
+@pytest.mark.asyncio
+async def test_a_probe_still_waiting_at_the_stop_is_kept_without_an_answer() -> None:
+    """A loop blocked until the streams ended answers the probe only after them: the probe's
+    wait is kept as a sample without an answer, not dropped with the stop."""
+    asked = asyncio.Event()
+
+    async def never_answers(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await reader.readuntil(b"\r\n\r\n")
+        asked.set()
+        await reader.read()  # until the probe's client goes away
+        writer.close()
+
+    server = await asyncio.start_server(never_answers, "127.0.0.1", 0)
+    port = server.sockets[0].getsockname()[1]
+    spec = ProbeSpec("http", f"http://127.0.0.1:{port}/readyz", "/readyz", interval_s=10.0)
+    async with server, probing(spec) as probed:
+        assert probed is not None
+        await asyncio.wait_for(asked.wait(), 10.0)
+        started = time.perf_counter_ns()
+        # What is measured: the probe left waiting longer than a stall (PROBE_WAIT_S, 50 ms).
+        await asyncio.sleep(0.1)
+    ((sent, latency),) = probed.samples
+    assert latency is None
+    assert sent <= started
 
 
 def test_the_probe_reads_the_targets_wait_for_a_cpu_beside_each_sample(app_url: str) -> None:
