@@ -167,11 +167,6 @@ CAUSES = [
         starlette_threaded(gateway="--incident blocked_loop"),
         load(4, 12),
         at("blocked_loop@gateway"),
-        intermittent=(
-            "in 2 of 13 runs before each hop had its probe, also held_open at an unknown hop: "
-            "a stream's end held back by the blocked loop after its [DONE] (held_open does not "
-            "read the probe's waits)"
-        ),
     ),
     StackCase(
         "st-model-error",

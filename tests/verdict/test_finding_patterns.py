@@ -4,6 +4,7 @@ the pattern's fixed twin (the thresholds are in :mod:`pytest_streamguard.verdict
 from __future__ import annotations
 
 import http.server
+import itertools
 import threading
 import time
 from collections.abc import Sequence
@@ -513,6 +514,39 @@ def test_blocked_loop_needs_the_probe_to_have_waited_in_the_stalls() -> None:
     assert Finding.from_dict(finding.to_dict()) == finding
     # The same stalls while the probe kept answering in 1 ms: the loop was free; no blame.
     assert findings_of(traces, probed(every_50_ms(900))) == []
+
+
+def test_a_hold_the_probe_waited_through_is_the_blocked_loops() -> None:
+    """A stream the loop served before it blocked, whose end it then held back: not one the
+    blocked_loop names (it never stalled with the others), but its hold lies in the loop's
+    first block, where the probe waited."""
+    traces = stalled_streams()
+    early = make("stream 10", 0, [20, 40, 60, 80], end_ms=260)
+    early.held_open_s = 0.14
+    probe = probed(every_50_ms(900, HELD_MS))
+    found = findings_of([*traces, early], probe)
+    assert names(found) == ["blocked_loop"], found
+    assert "stream 10" not in found[0].streams
+    # The same hold while the probe answered in 1 ms (between the blocks): the stream's own.
+    between = make("stream 10", 0, [20, 40, 60, 80], end_ms=370)
+    between.held_open_s = 0.1
+    assert names(findings_of([*traces, between], probe)) == ["blocked_loop", "held_open"]
+    # Without the probe's samples nothing places the hold in a block.
+    assert names(findings_of([*traces, early])) == ["blocked_loop", "held_open"]
+
+
+def test_bursts_a_blocked_loop_released_are_the_blocked_loops() -> None:
+    """A stream whose chunks the blocked loop let out four at a time, as it paused between its
+    blocks: its groups are the loop's doing where the probe waited while they came."""
+    stalls = [(150 if i in (4, 8, 12) else 0) + 20 for i in range(16)]
+    ends = list(itertools.accumulate(stalls))
+    grouped = make("stream 0", 0, [ends[i // 4 * 4 + 3] for i in range(16)])
+    traces = [grouped, *stalled_streams()[1:]]
+    found = findings_of(traces, probed(every_50_ms(900, HELD_MS)))
+    assert names(found) == ["blocked_loop"], found
+    assert "stream 0" in found[0].streams
+    # A probe answering at once all along: no blocked loop; the groups are a hop's bursts.
+    assert names(findings_of(traces, probed(every_50_ms(900)))) == ["bursts"]
 
 
 def test_a_probe_late_only_by_its_wait_for_a_cpu_does_not_confirm_a_blocked_loop() -> None:

@@ -42,7 +42,7 @@ from pytest_streamguard.verdict.findings.capacity import cold_start, queued
 from pytest_streamguard.verdict.findings.ends import held_open, idle_cut, same_silence
 from pytest_streamguard.verdict.findings.gates import Unchecked, unchecked_gates
 from pytest_streamguard.verdict.findings.interrupted import probe_interrupted
-from pytest_streamguard.verdict.findings.loop import blocked_loop
+from pytest_streamguard.verdict.findings.loop import PROBE_WAIT_SHARE, blocked_loop
 from pytest_streamguard.verdict.findings.said import Said, server_error
 from pytest_streamguard.verdict.findings.server import (
     ENGINE_GAUGE,
@@ -53,7 +53,7 @@ from pytest_streamguard.verdict.findings.server import (
     target_gauges,
 )
 from pytest_streamguard.verdict.findings.timeouts import total_timeout
-from pytest_streamguard.verdict.probe import Probed
+from pytest_streamguard.verdict.probe import Probed, Waited
 
 __all__ = [
     "ENGINE_GAUGE",
@@ -111,6 +111,29 @@ def _of_idle_cut(finding: Finding) -> bool:
     return finding.name == "idle_cut" or finding.data.get("instead_of") == "idle_cut"
 
 
+def _the_loops_doing(
+    found: Finding, trace: Observed, blocked: set[str], waited: Waited | None
+) -> bool:
+    """Whether a blocked loop explains ``found``, a ``held_open`` or ``bursts`` of ``trace``:
+    a hold of a stream the ``blocked_loop`` names, or one the probe waited through (a stream
+    the loop served first, whose end it then held back while it blocked the others); bursts of
+    a stream it names, where the probe waited while they came (the loop released each group
+    as it paused between its blocks). The probe's share is ``PROBE_WAIT_SHARE`` or more, as in
+    a blocked loop's own windows."""
+    named = bool(blocked.intersection(found.streams))
+    if found.name == "held_open":
+        if named:
+            return True
+        held_ns = int(float(found.data["held_open_s"]) * 1e9)
+        end = trace.end_ns
+        window = None if end is None else (end - held_ns, end)
+    elif found.name == "bursts" and named and trace.chunks:
+        window = (trace.chunks[0].stamp_ns, trace.chunks[-1].stamp_ns)
+    else:
+        return False
+    return window is not None and waited is not None and waited.share(*window) >= PROBE_WAIT_SHARE
+
+
 def findings_of(traces: Sequence[Observed], probe: Probed | None = None) -> list[Finding]:
     """Every finding of a test's or a load's streams, in :data:`KNOWN`'s order; a per-stream
     finding seen on several streams is listed once per stream. ``probe``: the samples of the
@@ -118,15 +141,16 @@ def findings_of(traces: Sequence[Observed], probe: Probed | None = None) -> list
     and ``queued`` read."""
     grouped = group_findings(traces, probe)
     # A stream of a same-silence idle_cut is named there, not by itself too; one whose end a
-    # blocked loop held back, by the blocked loop.
+    # blocked loop held back, or whose chunks it released in groups, by the blocked loop.
     cut = {name for f in grouped if _of_idle_cut(f) for name in f.streams}
     blocked = {name for f in grouped if f.name == "blocked_loop" for name in f.streams}
+    waited = Waited(probe) if probe is not None and blocked else None
     own = [
         f
         for t in traces
         for f in trace_findings(t)
         if not (_of_idle_cut(f) and cut.intersection(f.streams))
-        and not (f.name == "held_open" and blocked.intersection(f.streams))
+        and not _the_loops_doing(f, t, blocked, waited)
     ]
     found = own + grouped
     order = list(KNOWN)
