@@ -11,7 +11,11 @@ import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
-import httpcore  # noqa: F401 -- see below
+import anyio._backends._asyncio
+import anyio.abc
+import anyio.streams.tls  # noqa: F401 -- see below
+import httpcore
+import httpcore._backends.anyio  # noqa: F401 -- see below
 import pytest
 from plugin_helpers import INI, streamguard_runner
 from served import (
@@ -24,7 +28,10 @@ from served import (
 
 # httpx imports httpcore lazily and caches its exception classes on first use. pytester's
 # in-process runs drop modules first imported inside them, so a later run would get new
-# httpcore classes that httpx no longer maps; importing httpcore here keeps one copy.
+# httpcore classes that httpx no longer maps; importing httpcore here keeps one copy. The same
+# for anyio, which imports its submodules on first use: its asyncio backend, kept by anyio after
+# pytester dropped it, keyed a socket's attributes by the first copy's markers while httpcore
+# asked with a second copy's, so an https stream found no local address (in one run of many).
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
