@@ -359,7 +359,9 @@ def test_cancelled(streamguard):
 
 def test_left_running(streamguard):
     streamguard.faults.cut(after_bytes=2000)
-    body = {**REQUEST, "fault": {"keep_generating": True}}
+    # The target's limit: generation must outlast the finding's 1 s wait after the cut with room
+    # for a busy machine (1000 tokens, about 1.8 s, once ended before the check).
+    body = {**REQUEST, "max_new_tokens": 2000, "fault": {"keep_generating": True}}
     trace = streamguard.stream(json=body, read_timeout=5.0)
     assert trace.error_kind == "cut"
 """
