@@ -244,6 +244,23 @@ def start_target(
     description = settings.target_description
     if extra_args:
         description += f" with {shlex.join(extra_args)}"
+    for attempt in range(1, PORT_TRIES + 1):
+        try:
+            return _start(settings, flags, description, name, host)
+        except StartupError as exc:
+            # The free port chosen for a command was taken by another process before the
+            # command bound it (port 0 cannot be handed over): try again on another.
+            taken = any(word in str(exc).lower() for word in PORT_TAKEN)
+            if settings.target_cmd is None or not taken or attempt == PORT_TRIES:
+                raise
+    raise AssertionError("unreachable")  # pragma: no cover
+
+
+def _start(
+    settings: TargetSettings, flags: list[str], description: str, name: str, host: str
+) -> Target:
+    """Start the bundled target or the settings' command with ``flags``, and wait until it
+    is ready (see :func:`start_target`)."""
     find_port: Callable[[], str] | None = None
     if settings.target_cmd is not None:
         argv = _with_pytests_python(list(settings.target_cmd))
@@ -297,6 +314,11 @@ def start_target(
         startup_timeout=settings.startup_timeout,
     )
 
+
+#: How many ports a started command is given in turn when it fails to start because the free
+#: port chosen for it was taken meanwhile (its output says so in one of ``PORT_TAKEN``'s words).
+PORT_TRIES = 3
+PORT_TAKEN = ("address already in use", "eaddrinuse")
 
 #: How long a command without ``{port}`` has to show its port (a listening line or a listening
 #: socket) before the start fails with a hint, instead of waiting out the startup timeout.

@@ -133,6 +133,29 @@ def test_app_found_by_its_socket_on_the_address_it_bound(
     result.assert_outcomes(passed=1)
 
 
+# Fails its first start as uvicorn does when another process took its port first.
+PORT_TAKEN_ONCE_APP = (
+    "import pathlib, sys\n"
+    "tried = pathlib.Path('tried')\n"
+    "if not tried.exists():\n"
+    "    tried.write_text(sys.argv[2])\n"
+    "    print(f'ERROR: [Errno 98] error while attempting to bind on address "
+    "(127.0.0.1, {sys.argv[2]}): address already in use', flush=True)\n"
+    "    sys.exit(1)\n" + PORT_FLAG_APP
+)
+
+
+def test_app_whose_port_was_taken_is_started_again_on_another(
+    pytester: pytest.Pytester, toxiproxy_url: str
+) -> None:
+    result = run_app(
+        pytester, toxiproxy_url, PORT_TAKEN_ONCE_APP, f"{sys.executable} app.py --port {{port}}"
+    )
+    result.assert_outcomes(passed=1)
+    # The first start failed (the file it left says on which port); the next one served.
+    assert (pytester.path / "tried").read_text().isdigit()
+
+
 def test_app_without_a_port_fails_within_seconds_naming_the_placeholder(
     pytester: pytest.Pytester, toxiproxy_url: str
 ) -> None:
