@@ -244,16 +244,16 @@ def start_target(
     description = settings.target_description
     if extra_args:
         description += f" with {shlex.join(extra_args)}"
-    for attempt in range(1, PORT_TRIES + 1):
+    for _ in range(PORT_TRIES - 1):
         try:
             return _start(settings, flags, description, name, host)
         except StartupError as exc:
             # The free port chosen for a command was taken by another process before the
             # command bound it (port 0 cannot be handed over): try again on another.
             taken = any(word in str(exc).lower() for word in PORT_TAKEN)
-            if settings.target_cmd is None or not taken or attempt == PORT_TRIES:
+            if settings.target_cmd is None or not taken:
                 raise
-    raise AssertionError("unreachable")  # pragma: no cover
+    return _start(settings, flags, description, name, host)
 
 
 def _start(

@@ -457,13 +457,13 @@ def listening_sockets(pgid: int) -> list[tuple[str, int]]:
                     # local_address is HEXADDR:HEXPORT; state 0A is LISTEN; column 9 the inode.
                     if len(columns) > 9 and columns[3] == "0A" and columns[9] in inodes:
                         address, port = columns[1].rsplit(":", 1)
-                        found.add((proc_net_host(address), int(port, 16)))
+                        found.add((_proc_net_host(address), int(port, 16)))
         except (OSError, ValueError):
             continue
     return sorted(found, key=lambda hostport: (hostport[1], hostport[0]))
 
 
-def proc_net_host(address: str) -> str:
+def _proc_net_host(address: str) -> str:
     """The host a client dials for a ``/proc/net/tcp{,6}`` local address (hex, each 32-bit
     word in the machine's byte order): ``0100007F`` is ``127.0.0.1`` on a little-endian one."""
     words = [int(address[i : i + 8], 16) for i in range(0, len(address), 8)]
