@@ -30,7 +30,7 @@ from typing import Any, Self
 
 from pytest_streamguard.common.numbers import finite
 from pytest_streamguard.errors import IngressError
-from pytest_streamguard.services.processes import Reaper, stop_group
+from pytest_streamguard.services.processes import Reaper, free_port, stop_group
 from pytest_streamguard.stream.trace import FaultRecord
 
 __all__ = ["Ingress", "IngressError", "IngressHop"]
@@ -106,7 +106,9 @@ class Ingress:
                 # its temp directories (nginx chowns those itself); mkdtemp makes it 0700.
                 self._prefix.chmod(0o711)
             for _ in range(_BIND_ATTEMPTS):
-                if self._launch(binary, _free_port()):
+                # nginx cannot listen on port 0: a free port is handed over, and one another
+                # process took meanwhile is retried (nginx's error log says so).
+                if self._launch(binary, free_port()):
                     return self
             raise IngressError(
                 f"nginx could not bind a free port on 127.0.0.1 in {_BIND_ATTEMPTS} attempts"
@@ -321,15 +323,6 @@ def _user_directive() -> str:
         return "# no 'nobody' account: workers keep root's identity"
     group = grp.getgrgid(account.pw_gid).gr_name
     return f"user {account.pw_name} {group};"
-
-
-def _free_port() -> int:
-    # nginx cannot listen on port 0, so this is the one place we probe a free port and hand
-    # it over; another process may take it meanwhile, and the caller retries on EADDRINUSE.
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-    return port
 
 
 def _accepts(port: int) -> bool:

@@ -33,6 +33,7 @@ import contextlib
 import ipaddress
 import json
 import os
+import random
 import re
 import shlex
 import signal
@@ -166,14 +167,46 @@ def stop_group(popen: subprocess.Popen[bytes], grace: float) -> None:
 
 
 def free_port(host: str = "127.0.0.1") -> int:
-    """A port that was free a moment ago.
+    """A port that was free a moment ago, drawn where no other program's port is drawn.
 
     Only for commands whose port the plugin must choose (a user's ``{port}``); the bundled
-    target and the embedded server bind port 0 and report the real port themselves.
+    target and the embedded server bind port 0 and report the real port themselves. Binding
+    port 0 would draw from the kernel's ephemeral range (``ip_local_port_range``), the range
+    every other process's port-0 bind and outgoing connection draw from too: between this
+    choice and the command's own bind another process took the port once (a fresh clone's
+    ``make test``: the command failed with Errno 98, and a readiness poll could be answered by
+    the other process's server). So the port is drawn at random (the system's randomness, not
+    ``random``'s seed that a plugin such as pytest-randomly sets alike in every worker) below
+    that range, from :data:`FREE_PORT_LOW`, and checked by binding it; port 0 only where the
+    range leaves no room.
     """
+    high = _ephemeral_low()
+    for _ in range(FREE_PORT_TRIES if high - FREE_PORT_LOW >= 1000 else 0):
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+            try:
+                sock.bind((host, _RANDOM.randrange(FREE_PORT_LOW, high)))
+            except OSError:
+                continue  # taken (or in TIME_WAIT): draw again
+            return int(sock.getsockname()[1])
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
         sock.bind((host, 0))
         return int(sock.getsockname()[1])
+
+
+#: :func:`free_port` draws from this port up to the ephemeral range's start.
+FREE_PORT_LOW = 10_000
+FREE_PORT_TRIES = 50
+_RANDOM = random.SystemRandom()
+
+
+def _ephemeral_low() -> int:
+    """The first port of the kernel's ephemeral range (Linux; 32768, Linux's default, where
+    it cannot be read)."""
+    try:
+        with open("/proc/sys/net/ipv4/ip_local_port_range", encoding="ascii") as bounds:
+            return int(bounds.read().split()[0])
+    except (OSError, ValueError, IndexError):
+        return 32768
 
 
 def poll_until_ok(

@@ -155,8 +155,8 @@ def test_port_taken_between_probe_and_bind_is_retried(
         squatter.listen()
         taken = squatter.getsockname()[1]
         ports: Iterator[int] = iter([taken])
-        real_free_port = ingress_module._free_port
-        monkeypatch.setattr(ingress_module, "_free_port", lambda: next(ports, real_free_port()))
+        real_free_port = ingress_module.free_port
+        monkeypatch.setattr(ingress_module, "free_port", lambda: next(ports, real_free_port()))
 
         with Ingress(sse_upstream) as ingress:
             assert ingress.address != f"127.0.0.1:{taken}"

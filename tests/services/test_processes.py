@@ -4,6 +4,7 @@ listening lines of the usual frameworks, and the ports its process group listens
 
 from __future__ import annotations
 
+import random
 import socket
 import sys
 from pathlib import Path
@@ -12,8 +13,11 @@ import pytest
 from polling import wait_until
 
 from pytest_streamguard.errors import StartupError
+from pytest_streamguard.services import processes
 from pytest_streamguard.services.processes import (
+    FREE_PORT_LOW,
     ManagedProcess,
+    free_port,
     listening_sockets,
     listening_url,
 )
@@ -132,3 +136,44 @@ def test_listening_sockets_of_a_process_group(tmp_path: Path, address: str, dial
         other.listen()
         # A socket of this process (another group) is not the child's.
         assert other.getsockname()[1] not in {port for _, port in listening_sockets(process.pid)}
+
+
+def test_a_free_port_is_drawn_below_the_range_port_0_binds_draw_from() -> None:
+    # The kernel's own range, read here as the oracle (Linux): a port-0 bind of any other
+    # process lands in it, so a port drawn below it cannot be taken that way meanwhile.
+    with open("/proc/sys/net/ipv4/ip_local_port_range", encoding="ascii") as bounds:
+        low = int(bounds.read().split()[0])
+    assert low - FREE_PORT_LOW >= 1000, "this machine's ephemeral range leaves no room below it"
+    with socket.socket() as zero:
+        zero.bind(("127.0.0.1", 0))
+        assert zero.getsockname()[1] >= low
+    ports = [free_port() for _ in range(40)]
+    assert all(FREE_PORT_LOW <= port < low for port in ports), ports
+    for port in ports[:5]:
+        with socket.socket() as sock:
+            sock.bind(("127.0.0.1", port))  # free, as said
+
+
+def test_free_ports_differ_under_the_same_random_seed() -> None:
+    # pytest-randomly seeds `random` alike in every xdist worker before each test: two workers
+    # drawing with it would draw the same ports.
+    drawn = set()
+    for _ in range(5):
+        random.seed(1234)
+        drawn.add(free_port())
+    assert len(drawn) > 1, drawn
+
+
+def test_a_taken_port_is_not_drawn(monkeypatch: pytest.MonkeyPatch) -> None:
+    with socket.socket() as squatter:
+        squatter.bind(("127.0.0.1", 0))
+        squatter.listen()
+        taken = squatter.getsockname()[1]
+        draws = iter([taken, taken])
+        real = processes._RANDOM.randrange
+        monkeypatch.setattr(
+            processes._RANDOM, "randrange", lambda a, b: next(draws, None) or real(a, b)
+        )
+        port = free_port()
+    assert port != taken
+    assert port >= FREE_PORT_LOW
