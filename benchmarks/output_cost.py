@@ -13,8 +13,11 @@ Two measures:
    the output's reader thread runs too) with its output kept (a ``ManagedProcess``) and thrown
    away (stdout to ``/dev/null``), ``--rounds`` rounds, the order alternating; TTFT p50 and p99
    and the gaps' p99 of each round, their medians, the median of the paired differences, and
-   the noise (the median difference between two rounds of the same way). Issue 43's bound:
-   at most 0.1 ms on TTFT and gap p99 at 100 streams::
+   the noise (the median difference between two rounds of the same way). Beside it, the
+   mechanism's own cost, which the rounds' noise cannot resolve: the time each read of the
+   kept pipe took to split and keep (the reader thread holds the GIL for it, so a chunk read
+   meanwhile is stamped that much later at most), p50, p99 and max over every read of the
+   rounds. Issue 43's bound: at most 0.1 ms on TTFT and gap p99 at 100 streams::
 
     python benchmarks/output_cost.py
     python benchmarks/output_cost.py --streams 100 --rounds 6 --tokens 40 --flood-mb 100
@@ -34,6 +37,7 @@ import time
 import common
 
 from pytest_streamguard.load import LoadPlan, run
+from pytest_streamguard.services import output
 from pytest_streamguard.services.output import OutputLog
 from pytest_streamguard.services.processes import ManagedProcess, free_port
 from pytest_streamguard.stream.client import StreamRecorder
@@ -78,8 +82,8 @@ asyncio.run(main())
 
 
 def log_bytes(log: OutputLog) -> int:
-    """What the log holds in memory: its strings and the two lists of strings and stamps."""
-    texts, stamps = log._texts, log._stamps
+    """What the log holds in memory: its lines and the two lists of lines and stamps."""
+    texts, stamps = log._lines, log._stamps
     return (
         sum(sys.getsizeof(t) for t in texts)
         + sys.getsizeof(texts)
@@ -156,11 +160,27 @@ def _p99s(ttfts: list[float], gaps: list[float]) -> list[float]:
     return [1000 * (percentile(v, q) or 0.0) for v, q in ((ttfts, 50), (ttfts, 99), (gaps, 99))]
 
 
+def timed_reads() -> list[int]:
+    """Time every read a process's output reader keeps from now on (its split and its
+    ``add_lines``, in ns), into the list returned."""
+    holds: list[int] = []
+    keep = output._Lines.feed
+
+    def feed(self: output._Lines, block: bytes) -> None:
+        started = time.perf_counter_ns()
+        keep(self, block)
+        holds.append(time.perf_counter_ns() - started)
+
+    output._Lines.feed = feed  # type: ignore[method-assign]
+    return holds
+
+
 def stream_rows(streams: int, rounds: int, tokens: int, interval: float) -> list[str]:
     """TTFT p50/p99 and gap p99 with the output kept and thrown away (each the median over the
     rounds), the median of the rounds' paired differences, and the noise: the median
     difference between two loads of the same way in a row."""
     kept_port, dropped_port = free_port(), free_port()
+    holds = timed_reads()
     kept = ManagedProcess("kept", [sys.executable, "-c", SERVER, str(kept_port)])
     dropped = subprocess.Popen(
         [sys.executable, "-c", SERVER, str(dropped_port)], stdout=subprocess.DEVNULL
@@ -206,17 +226,25 @@ def stream_rows(streams: int, rounds: int, tokens: int, interval: float) -> list
         ("kept (OutputLog)", median(kept_rows)),
     ):
         rows.append(f"{label:28} " + " ".join(f"{v:9.3f}" for v in values))
-    within = all(d <= BOUND_MS for d in diff[1:])
-    # A difference smaller than the rounds' own spread says nothing either way.
-    judged = "within" if within else "over"
-    if max(noise[1:]) > BOUND_MS:
-        judged = f"not resolved (noise {max(noise[1:]):.3f} ms)"
+    hold = [percentile([h / 1e6 for h in holds], q) or 0.0 for q in (50, 99, 100)]
+    # A difference smaller than the rounds' own spread says nothing either way: then the
+    # mechanism's cost (its p99 hold of the GIL) is what bounds the shift.
+    if max(noise[1:]) <= BOUND_MS:
+        judged = "within" if all(d <= BOUND_MS for d in diff[1:]) else "over"
+    else:
+        judged = f"below the noise ({max(noise[1:]):.3f} ms); the reader's p99 hold " + (
+            "is within" if hold[1] <= BOUND_MS else "is over"
+        )
     rows.append(
         f"{'kept - thrown away':28} "
         + " ".join(f"{d:+9.3f}" for d in diff)
         + f"  bound +{BOUND_MS:g} ms on p99: {judged}"
     )
     rows.append(f"{'noise (same way, round to round)':28} " + " ".join(f"{d:9.3f}" for d in noise))
+    rows.append(
+        f"{'a read kept (GIL held)':28} p50 {1000 * hold[0]:.1f} us, p99 {1000 * hold[1]:.1f} us, "
+        f"max {1000 * hold[2]:.1f} us over {len(holds):,} reads"
+    )
     rows.append(f"({lines:,} lines kept by the log over {rounds} rounds of {streams} streams)")
     return rows
 

@@ -111,6 +111,26 @@ def test_a_followed_file_is_read_from_its_end_through_rotation(tmp_path: Path) -
     assert any("was replaced (rotated)" in text for text in texts)
 
 
+def test_a_followed_files_long_line_is_kept_once_cut_and_crlf_ends_are_stripped(
+    tmp_path: Path,
+) -> None:
+    # 200 KB with no newline reaches the follower over several reads: one cut line, not one
+    # line per read.
+    path = tmp_path / "app.log"
+    path.write_text("")
+    log, stop = _followed(path)
+    try:
+        wait_until(lambda: _append(path, "one\r\n") or "one" in _texts(log), 10.0, "a line")
+        _append(path, "y" * 200_000 + "\nnext\n")
+        wait_until(lambda: "next" in _texts(log), 10.0, "the line after the long one")
+    finally:
+        stop.set()
+    texts = _texts(log)
+    assert texts[texts.index("next") - 1] == "y" * LINE_CAP + " [line cut]"
+    assert sum(text.startswith("y") for text in texts) == 1
+    assert log.cut == 1
+
+
 def test_a_vanished_file_is_said_once_and_read_again_when_back(tmp_path: Path) -> None:
     path = tmp_path / "app.log"
     log, stop = _followed(path)
