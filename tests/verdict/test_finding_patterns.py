@@ -90,6 +90,19 @@ def test_buffered_stays_quiet_on_a_flowing_stream_and_a_short_one() -> None:
     assert make("early burst", 0, [10] * 6 + [1500] * 6, end_ms=1510).findings == []
 
 
+def test_buffered_takes_reads_a_few_ms_apart_as_one_arrival() -> None:
+    # A gateway passing on an answer it got whole writes its 20 events back to back; a client
+    # on a crowded machine read them over 4 reads in 3 ms (a fresh clone's make test).
+    crowded = make("crowded", 0, [409] * 5 + [410] * 5 + [411] * 5 + [412] * 5)
+    (finding,) = crowded.findings
+    assert finding.describe() == (
+        "buffered: 20 of 20 chunks in 4 reads within 3 ms, the last at 0.412 s (4 reads in all)"
+    )
+    # A model whose tokens come 6 ms apart after a long first token is flowing: never two of
+    # its reads to an arrival.
+    assert make("fast tokens", 0, [400 + 6 * i for i in range(20)]).findings == []
+
+
 def test_buffered_believes_the_servers_send_stamps_where_the_chunks_carry_them() -> None:
     # All 16 chunks in one read 1 s after the request. The server sent them 50 ms apart: a hop
     # held them, buffered. The server sent them within 15 ms (a fast answer after a 1 s cold
