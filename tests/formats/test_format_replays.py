@@ -16,7 +16,6 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-import oracles
 import pytest
 from format_cases import FORMATS, PAUSE_S, Case, path_of
 
@@ -182,7 +181,10 @@ def test_format_reads_its_transcripts(
             recognised = case.kinds or case.error_kind == "empty"
             assert (got["format"], got["format_auto"]) == (fmt if recognised else "auto", True)
     assert len(seen_auto) == len(auto)
-    # The official client, where there is one, reads the same bytes the same way.
+    # The official client, where there is one, reads the same bytes the same way (the SDKs are
+    # imported here, not at collection, where they cost every xdist worker seconds).
+    import oracles
+
     oracle = oracles.ORACLES.get(fmt)
     if oracle is not None:
         # Independent reads of different transcripts: in parallel, to keep the run short.

@@ -13,15 +13,18 @@ import pytest
 import uvicorn
 from target_harness import InProcessTarget, TargetProcess, start_target, wait_until
 
-from target_app import TargetConfig, create_app
-from target_app.server import uvicorn_config
-from target_app.tiny_model import ensure_tiny_model
+from target_app import TargetConfig
+
+# create_app, target_app.server and .tiny_model import torch and transformers: imported in the
+# fixtures that need them, not at collection, where they cost every xdist worker seconds.
 
 
 @pytest.fixture(scope="session")
 def tiny_cache(model_cache: Path) -> Path:
     """The worker's model cache, with the tiny model built once (the targets started by the
     tests then only load it)."""
+    from target_app.tiny_model import ensure_tiny_model
+
     ensure_tiny_model(model_cache)
     return model_cache
 
@@ -51,6 +54,9 @@ def inprocess_target(
 ) -> Iterator[Callable[..., InProcessTarget]]:
     """Factory: serve ``create_app(config)`` on 127.0.0.1:0 in a thread (optionally with a
     small socket send buffer), wait until ready; stopped and joined at teardown."""
+    from target_app import create_app
+    from target_app.server import uvicorn_config
+
     monkeypatch.setenv("STREAMGUARD_CACHE", str(tiny_cache))
     running: list[tuple[uvicorn.Server, threading.Thread]] = []
 

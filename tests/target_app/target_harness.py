@@ -16,12 +16,13 @@ import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import httpx
 from prometheus_client.parser import text_string_to_metric_families
 
-from target_app.state import TargetState
+if TYPE_CHECKING:  # torch and transformers: not at every worker's collection
+    from target_app.state import TargetState
 
 START_TIMEOUT_S = 120.0
 """Generous: importing torch and loading on a shared 2-core machine can take tens of seconds."""
