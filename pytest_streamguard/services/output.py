@@ -144,9 +144,8 @@ def _cut(line: bytes | str) -> bytes | str:
 
 
 def _text(line: bytes | str) -> str:
-    if isinstance(line, str):
-        return line
-    return line.decode("utf-8", "replace").rstrip("\r")
+    text = line if isinstance(line, str) else line.decode("utf-8", "replace")
+    return text.rstrip("\r\n")
 
 
 class _Lines:

@@ -152,3 +152,10 @@ def test_a_window_whose_first_lines_were_dropped_says_so() -> None:
         log.add("x" * 99, 100 + k)
     assert log.lost_before(50)
     assert not log.lost_before(20_099)
+
+
+def test_a_line_added_whole_keeps_no_line_end() -> None:
+    log = OutputLog("app")
+    log.add(b"from bytes\r\n", 1)
+    log.add("from text\n", 2)
+    assert [text for _, text in log.between(0, 3)] == ["from bytes", "from text"]
