@@ -167,18 +167,14 @@ def stop_group(popen: subprocess.Popen[bytes], grace: float) -> None:
 
 
 def free_port(host: str = "127.0.0.1") -> int:
-    """A port that was free a moment ago, drawn where no other program's port is drawn.
+    """A port that was free a moment ago, for a command the plugin hands its port (a user's
+    ``{port}``, nginx); the bundled target and the embedded server bind port 0 themselves.
 
-    Only for commands whose port the plugin must choose (a user's ``{port}``); the bundled
-    target and the embedded server bind port 0 and report the real port themselves. Binding
-    port 0 would draw from the kernel's ephemeral range (``ip_local_port_range``), the range
-    every other process's port-0 bind and outgoing connection draw from too: between this
-    choice and the command's own bind another process took the port once (a fresh clone's
-    ``make test``: the command failed with Errno 98, and a readiness poll could be answered by
-    the other process's server). So the port is drawn at random (the system's randomness, not
-    ``random``'s seed that a plugin such as pytest-randomly sets alike in every worker) below
-    that range, from :data:`FREE_PORT_LOW`, and checked by binding it; port 0 only where the
-    range leaves no room.
+    Drawn at random below the kernel's ephemeral range (``ip_local_port_range``), from
+    :data:`FREE_PORT_LOW`, and checked by binding it: every other process's port-0 bind draws
+    from that range, and took a port handed over this way once (Errno 98 in a fresh clone's
+    ``make test``). The system's randomness, not ``random``'s seed, which pytest-randomly sets
+    alike in every worker. Port 0 only where the range leaves no room below it.
     """
     high = _ephemeral_low()
     for _ in range(FREE_PORT_TRIES if high - FREE_PORT_LOW >= 1000 else 0):
