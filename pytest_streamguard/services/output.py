@@ -24,7 +24,7 @@ import itertools
 import os
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import IO
 
 __all__ = ["BYTES_CAP", "LINE_CAP", "LINE_COST", "OutputLog", "follow"]
@@ -63,15 +63,13 @@ class OutputLog:
         """Keep one line (its newline stripped), stamped now unless ``stamp_ns`` is given."""
         self.add_lines([line], time.perf_counter_ns() if stamp_ns is None else stamp_ns)
 
-    def add_lines(self, lines: list[bytes | str], stamp_ns: int, *, cut: int = -1) -> None:
+    def add_lines(self, lines: Sequence[bytes | str], stamp_ns: int, *, cut: int = -1) -> None:
         """Keep the lines of one read, all stamped ``stamp_ns``; one longer than
         :data:`LINE_CAP`, and the one at index ``cut`` (the start of a line whose end will not
         be kept), are cut and said to be."""
         if cut >= 0 or max(map(len, lines), default=0) > LINE_CAP:
             long = [i for i, line in enumerate(lines) if i == cut or len(line) > LINE_CAP]
-            lines = list(lines)
-            for i in long:
-                lines[i] = _cut(lines[i])
+            lines = [_cut(line) if i in long else line for i, line in enumerate(lines)]
             self.cut += len(long)
         with self.changed:
             self._stamps.extend(itertools.repeat(stamp_ns, len(lines)))
@@ -160,7 +158,7 @@ class _Lines:
 
     def feed(self, block: bytes) -> None:
         stamp = time.perf_counter_ns()
-        lines: list[bytes | str] = (self.partial + block).split(b"\n")  # type: ignore[assignment]
+        lines = (self.partial + block).split(b"\n")
         rest = lines.pop()
         if self.cutting and lines:
             del lines[0]  # the end of a line already kept cut
@@ -171,7 +169,7 @@ class _Lines:
         elif len(rest) > LINE_CAP:
             lines.append(rest)
             cut, rest, self.cutting = len(lines) - 1, b"", True
-        self.partial = rest  # type: ignore[assignment]
+        self.partial = rest
         if lines:
             self.log.add_lines(lines, stamp, cut=cut)
 
