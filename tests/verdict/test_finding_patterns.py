@@ -98,6 +98,11 @@ def test_buffered_takes_reads_a_few_ms_apart_as_one_arrival() -> None:
     assert finding.describe() == (
         "buffered: 20 of 20 chunks in 4 reads within 3 ms, the last at 0.412 s (4 reads in all)"
     )
+    # Two arrivals 78 ms apart: no span is said (it would be the gap between them).
+    (two,) = make("two arrivals", 0, [400] * 4 + [402] * 4 + [480] * 8).findings
+    assert two.describe() == (
+        "buffered: 16 of 16 chunks in 3 reads, the last at 0.480 s (3 reads in all)"
+    )
     # A model whose tokens come 6 ms apart after a long first token is flowing: never two of
     # its reads to an arrival.
     assert make("fast tokens", 0, [400 + 6 * i for i in range(20)]).findings == []

@@ -84,7 +84,9 @@ def buffered(trace: Observed) -> Finding | None:
     distinct = len({stamp for stamp, _ in trace.reads})
     instants = "" if distinct == len(trace.reads) else f", at {counted(distinct, 'instant')}"
     word = "read" if len(reads) == 1 else "reads"
-    within = "" if len(reads) == len(arrivals) else f" within {1000 * _s(last - reads[0]):.0f} ms"
+    # The span of one arrival's reads (across two arrivals it would be the gap between them).
+    merged = len(arrivals) == 1 and len(reads) > 1
+    within = f" within {1000 * _s(last - reads[0]):.0f} ms" if merged else ""
     return Finding(
         "buffered",
         f"{held} of {len(chunks)} chunks in {len(reads)} {word}{within}, the last at {at:.3f} s "
