@@ -63,9 +63,13 @@ def incident_response(
     thread = threading.Thread(
         target=loaded.model.generate, args=(ids,), kwargs=options, daemon=True
     )
-    thread.start()
 
     def body() -> Iterator[bytes]:
+        # Started here, in Starlette's thread pool, not on the loop: Thread.start() waits for
+        # the new thread to take the GIL, which 30 running generations make a wait of
+        # milliseconds each, 0.1 s and more for 30 requests in a row (the ready path took
+        # 0.12 s at a load's start, a blocked loop the fixed app does not have).
+        thread.start()
         count = 0
         # No try/except around the streamer, as in the incident: queue.Empty escapes here.
         for text in streamer:

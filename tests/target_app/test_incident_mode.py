@@ -55,3 +55,33 @@ def test_without_a_timeout_the_late_token_is_waited_for(
 def test_a_negative_timeout_names_the_flag() -> None:
     (problem,) = TargetConfig(text_streamer_timeout=-1.0).problems()
     assert problem.startswith("--text-streamer-timeout must be >= 0 seconds")
+
+
+def test_generation_starts_off_the_loop_when_the_body_is_first_read() -> None:
+    """``Thread.start()`` waits for the new thread to take the GIL, which running generations
+    hold: on the loop, 30 requests in a row held it 0.1 s and more. The answer is returned with
+    no thread started; its body, read in Starlette's thread pool, starts generation."""
+    import asyncio
+    import threading
+
+    from target_app.engines.base import GenerationRequest
+    from target_app.engines.incident import incident_response
+    from target_app.faults import FaultKnobs
+    from target_app.formats import ChatFormat
+    from target_app.loading import load_model
+
+    loaded = load_model(TargetConfig())
+    ids = loaded.tokenizer("hi")["input_ids"]
+    request = GenerationRequest("r1", list(ids), 3, ignore_eos=True, raise_after=None)
+    # Generation held 0.3 s after its first token: a thread started is still there.
+    held = FaultKnobs(stall_after=0, stall_s=0.3)
+    before = set(threading.enumerate())
+    answer = incident_response(loaded, request, ChatFormat("tiny", len(ids)), held, 0)
+    assert set(threading.enumerate()) == before
+
+    async def read() -> bytes:
+        return b"".join([chunk async for chunk in answer.body_iterator])  # type: ignore[misc]
+
+    body = asyncio.run(read())
+    assert body.endswith(b"data: [DONE]\n\n"), body
+    assert b'"finish_reason":"length"' in body, body
