@@ -85,9 +85,9 @@ from common import (
     stop,
 )
 
-from pytest_streamguard.load import LoadPlan, LoadResult
+from pytest_streamguard.load import LoadPlan, LoadResult, run_private
 from pytest_streamguard.load import run as run_load
-from pytest_streamguard.load.pool import run_processes
+from pytest_streamguard.load.pool import arun_processes
 from pytest_streamguard.stream.client import StreamRecorder
 from pytest_streamguard.stream.request import StreamRequest
 from pytest_streamguard.verdict.stats import percentile
@@ -199,7 +199,7 @@ def capacity_rows(seconds: float, counts: list[int], processes: int) -> list[Row
         request = StreamRequest("POST", f"http://127.0.0.1:{port}/generate", json_body=body)
 
         def load(streams: int) -> LoadResult:
-            return run_processes(LoadPlan(n=streams), request, processes)
+            return run_private(lambda: arun_processes(LoadPlan(n=streams), request, processes))
 
         load(10)  # warm-up: the proxy's first connections
         proxy_idle = rss_mib(proxy.pid)

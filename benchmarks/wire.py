@@ -275,11 +275,12 @@ def child(url: str, streams: int, processes: int | str, single: bool = False) ->
     if single:
         result = LoadResult(LoadPlan(n=1), [read_stream(make(0))])
     elif sharded:
-        from pytest_streamguard.load.pool import run_processes
+        from pytest_streamguard.load import run_private
+        from pytest_streamguard.load.pool import arun_processes
 
         assert count is not None
         request = make(0).request
-        result = run_processes(LoadPlan(n=streams), request, count)
+        result = run_private(lambda: arun_processes(LoadPlan(n=streams), request, count))
         # The shards' CPU, with this process's own.
         children = resource.getrusage(resource.RUSAGE_CHILDREN)
         cpu -= children.ru_utime + children.ru_stime

@@ -36,7 +36,7 @@ from typing import Any, BinaryIO
 from pytest_streamguard.common.numbers import whole
 from pytest_streamguard.errors import ShardStartError
 from pytest_streamguard.judge import NONE
-from pytest_streamguard.load import LoadPlan, LoadResult, _loop_factory, run_private
+from pytest_streamguard.load import LoadPlan, LoadResult, _loop_factory
 from pytest_streamguard.load.shards import Shard, aread_shard, lost_traces, merge, split
 from pytest_streamguard.stream.request import StreamRequest
 from pytest_streamguard.stream.trace import StreamTrace
@@ -232,13 +232,6 @@ async def arun_processes(
     finally:
         await asyncio.gather(*(child.stop() for child in children))
     return merge(plan, list(results), origin_ns)
-
-
-def run_processes(
-    plan: LoadPlan, request: StreamRequest, processes: int | str, client: str = NONE
-) -> LoadResult:
-    """:func:`arun_processes` to the end on a private event loop (for sync tests)."""
-    return run_private(lambda: arun_processes(plan, request, processes, client))
 
 
 # The child's side.

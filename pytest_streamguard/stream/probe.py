@@ -113,16 +113,38 @@ def _run_queue_ns(path: str) -> int | None:
         return None
 
 
-def cpu_wait_ns(pid: int | None) -> int | None:
-    """How long the main thread of process ``pid`` and the calling thread (the probe's own)
-    have waited for a CPU in all (their run-queue waits, nanoseconds: the second field of
-    ``/proc/PID/task/PID/schedstat`` and ``/proc/thread-self/schedstat``); None without a pid,
-    on a system without those files, or once the process is gone."""
-    if pid is None:
-        return None
-    target = _run_queue_ns(f"/proc/{pid}/task/{pid}/schedstat")
+def process_tree(pid: int) -> list[int]:
+    """``pid`` and every process below it (``/proc/PID/task/PID/children``, read now)."""
+    found, todo = [], [pid]
+    while todo:
+        found.append(one := todo.pop())
+        with suppress(OSError, ValueError), open(f"/proc/{one}/task/{one}/children", "rb") as f:
+            todo += [int(child) for child in f.read().split()]
+    return found
+
+
+def cpu_waits_now(pid: int | None) -> dict[int, int] | None:
+    """The run-queue waits so far (ns, ``schedstat``'s second field) of the main threads of
+    process ``pid`` and of each process below it (a wrapper's child, nginx's worker: the one
+    that answers is among them), by pid, and of the calling thread (the probe's), under 0;
+    None without a pid, on a system without those files, or once the process is gone."""
     own = _run_queue_ns("/proc/thread-self/schedstat")
-    return None if target is None or own is None else target + own
+    waits = {
+        one: _run_queue_ns(f"/proc/{one}/task/{one}/schedstat") for one in process_tree(pid or 0)
+    }
+    if pid is None or own is None or waits.get(pid) is None:
+        return None
+    return {one: ns for one, ns in waits.items() if ns is not None} | {0: own}
+
+
+def cpu_wait_ns(before: dict[int, int] | None, after: dict[int, int] | None) -> int | None:
+    """How long the probe's thread and the process that answered waited for a CPU between two
+    :func:`cpu_waits_now`: the probe's wait plus the longest of the processes' (one that slept
+    through, as a wrapper does, waited for none)."""
+    if before is None or after is None:
+        return None
+    common = [after[one] - before[one] for one in after.keys() & before.keys() if one]
+    return after[0] - before[0] + max(common, default=0)
 
 
 async def aprobe(spec: ProbeSpec, probed: Probed, stop: asyncio.Event) -> None:
@@ -130,7 +152,7 @@ async def aprobe(spec: ProbeSpec, probed: Probed, stop: asyncio.Event) -> None:
     ``probed.samples`` (and the target's wait for a CPU meanwhile to ``probed.cpu_waits``)."""
     async with httpx.AsyncClient(timeout=spec.timeout_s, verify=ssl_context()) as client:
         while not stop.is_set():
-            before = cpu_wait_ns(spec.pid)
+            before = cpu_waits_now(spec.pid)
             sent = time.perf_counter_ns()
             latency: int | None
             try:
@@ -147,14 +169,13 @@ async def aprobe(spec: ProbeSpec, probed: Probed, stop: asyncio.Event) -> None:
                 # Stopped while it waited: a wait for the loop as long as a stall's (less the
                 # target's wait for a CPU, as an answer's) is what the streams saw (a loop
                 # blocked until they ended): kept as a sample without an answer.
-                after = cpu_wait_ns(spec.pid)
-                cpu = after - before if before is not None and after is not None else 0
-                if time.perf_counter_ns() - sent - cpu >= PROBE_WAIT_S * 1e9:
+                cpu_ns = cpu_wait_ns(before, cpu_waits_now(spec.pid)) or 0
+                if time.perf_counter_ns() - sent - cpu_ns >= PROBE_WAIT_S * 1e9:
                     probed.samples.append((sent, None))
                 raise
-            after = cpu_wait_ns(spec.pid)
-            if latency is not None and before is not None and after is not None:
-                probed.cpu_waits[sent] = after - before
+            cpu = cpu_wait_ns(before, cpu_waits_now(spec.pid))
+            if latency is not None and cpu is not None:
+                probed.cpu_waits[sent] = cpu
             probed.samples.append((sent, latency))
             wait = sent / 1e9 + spec.interval_s - time.perf_counter_ns() / 1e9
             if wait > 0:

@@ -62,10 +62,10 @@ class Probed:
     order sent); under a stack, ``hop`` (the service probed) and ``inner`` (each inner
     service's own probe, in start order: the model first).
 
-    ``cpu_waits``, for a target the plugin started: by a sample's stamp, how long the target's
-    main thread (the event loop's, for the bundled target and an app uvicorn serves) and the
-    probe's own thread waited for a CPU while that sample was out: their run-queue waits,
-    from the kernel's ``schedstat``. On a machine with more work than cores a free loop
+    ``cpu_waits``, for a target the plugin started: by a sample's stamp, how long the probe's
+    own thread and the target's main thread (the event loop's; the longest of those of the
+    process and every process below it) waited for a CPU while that sample was out: run-queue
+    waits, from the kernel's ``schedstat``. On a machine with more work than cores a free loop
     answers late too; that part of a sample's wait is the machine's, not the loop's, and the
     findings take it off (:func:`waits`, :class:`Waited`).
     """

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -17,7 +18,14 @@ import pytest
 from polling import wait_until
 from served import loopback_socket
 
-from pytest_streamguard.stream.probe import ProbeSpec, ProbeThread, cpu_wait_ns, probing
+from pytest_streamguard.stream.probe import (
+    ProbeSpec,
+    ProbeThread,
+    cpu_wait_ns,
+    cpu_waits_now,
+    probing,
+    process_tree,
+)
 
 
 def test_the_probe_thread_samples_the_ready_path_and_a_tcp_connect(app_url: str) -> None:
@@ -103,27 +111,33 @@ def test_the_probe_reads_the_targets_wait_for_a_cpu_beside_each_sample(app_url: 
 
 def test_two_processes_on_one_core_each_wait_for_it() -> None:
     """The kernel's run-queue wait, as the probe reads it: two busy processes pinned to one
-    core take turns, so each waits for the core about half the time."""
+    core take turns, so each waits for the core about half the time. The one the plugin
+    started is a wrapper that sleeps while its child (the one that would answer) spins: the
+    child's wait is read through it, as nginx's worker is through the ingress's wrapper."""
     core = min(os.sched_getaffinity(0))
-    spinners = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(2)]
+    spin = [sys.executable, "-c", "while True: pass"]
+    wrapped = [sys.executable, "-c", f"import subprocess; subprocess.run({spin!r})"]
+    spinners = [subprocess.Popen(cmd, start_new_session=True) for cmd in (wrapped, spin)]
     try:
-        for spinner in spinners:
-            os.sched_setaffinity(spinner.pid, {core})
-        first = spinners[0].pid
-        start = cpu_wait_ns(first)
+        wrapper = spinners[0].pid
+        wait_until(lambda: len(process_tree(wrapper)) == 2, 30.0, "the wrapper's child")
+        for pid in (*process_tree(wrapper), spinners[1].pid):
+            os.sched_setaffinity(pid, {core})
+        start = cpu_waits_now(wrapper)
         assert start is not None
         wait_until(
-            lambda: (cpu_wait_ns(first) or 0) - start >= 200_000_000,
+            lambda: (cpu_wait_ns(start, cpu_waits_now(wrapper)) or 0) >= 200_000_000,
             30.0,
             "a pinned spinner waited 0.2 s for its core",
         )
     finally:
         for spinner in spinners:
-            spinner.kill()
+            os.killpg(spinner.pid, signal.SIGKILL)
             spinner.wait()
     # A process that is gone, or none named: nothing to read.
-    assert cpu_wait_ns(spinners[0].pid) is None
-    assert cpu_wait_ns(None) is None
+    assert cpu_waits_now(spinners[0].pid) is None
+    assert cpu_waits_now(None) is None
+    assert cpu_wait_ns(start, None) is None
 
 
 def test_the_default_probe_asks_no_model_route() -> None:
