@@ -65,9 +65,9 @@ class ProxyControl:
     def reset(self) -> None:
         """Remove leftover toxics and re-enable the proxy (state from a test that crashed)."""
         with contextlib.suppress(ToxiproxyError):
-            for name in self.api.toxic_names(self.proxy):
+            for name in self.api.call(f"list toxics of {self.proxy.name!r}", self.proxy.toxics):
                 self.api.remove_toxic(self.proxy, name)
-        if not self.api.is_enabled(self.proxy):
+        if not self.api.get_proxy(self.proxy.name).enabled:
             self.api.set_enabled(self.proxy, True)
 
 

@@ -243,10 +243,6 @@ class ToxiproxyAPI:
             f"remove toxic {name!r} from proxy {proxy.name!r}", lambda: proxy.destroy_toxic(name)
         )
 
-    def toxic_names(self, proxy: Proxy) -> list[str]:
-        """Names of the toxics currently on ``proxy``."""
-        return list(self.call(f"list toxics of proxy {proxy.name!r}", proxy.toxics))
-
     def set_enabled(self, proxy: Proxy, enabled: bool) -> None:
         """Enable or disable ``proxy`` (disabled: listener closed, connections dropped)."""
         action = proxy.enable if enabled else proxy.disable
@@ -267,10 +263,6 @@ class ToxiproxyAPI:
     def upstream(self, proxy: Proxy) -> str:
         """The upstream the server reports for ``proxy``."""
         return str(self.get_proxy(proxy.name).upstream)
-
-    def is_enabled(self, proxy: Proxy) -> bool:
-        """Whether the server reports ``proxy`` as enabled."""
-        return bool(self.get_proxy(proxy.name).enabled)
 
     def close(self) -> None:
         """Release the worker thread (a call hung on a dead server is abandoned)."""

@@ -113,12 +113,6 @@ class RayShards:
             self._remote = (task, start_line)
         return ray
 
-    def default_shards(self, ray: Any, nodes: list[str]) -> int:
-        """One per alive node; one per CPU for a cluster started here (``local``)."""
-        if self.address == "local":
-            return max(1, int(ray.cluster_resources().get("CPU", 1)))
-        return len(nodes)
-
     def run(
         self, plan: LoadPlan, request: StreamRequest, shards: int | None, client: str = NONE
     ) -> LoadResult:
@@ -132,7 +126,10 @@ class RayShards:
         task, start_line_class = self._remote
         nodes = sorted(str(n["NodeID"]) for n in ray.nodes() if n["Alive"])
         here = str(ray.get_runtime_context().get_node_id())
-        parts = split(plan, request, shards or self.default_shards(ray, nodes), client)
+        # By default one shard per alive node; one per CPU for a cluster started here.
+        local = self.address == "local"
+        every = max(1, int(ray.cluster_resources().get("CPU", 1))) if local else len(nodes)
+        parts = split(plan, request, shards or every, client)
         start_line = start_line_class.options(
             scheduling_strategy=NodeAffinitySchedulingStrategy(here, soft=False)
         ).remote()

@@ -112,7 +112,7 @@ def streamguard_stack(
     if error is not None:
         close_hops()
         pytest.fail(error, pytrace=False)
-    pytestconfig.stash[STACK_KEY] = StackHops(stack.entry_name, inner, stack.entry)
+    pytestconfig.stash[STACK_KEY] = StackHops(list(stack.services)[-1], inner, stack.entry)
     meta = pytestconfig.stash[SESSION_KEY].meta
     meta["services"] = {
         name: shown_command(target.command, pytestconfig.rootpath)

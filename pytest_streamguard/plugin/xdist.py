@@ -29,19 +29,13 @@ def is_worker(config: pytest.Config) -> bool:
     return hasattr(config, "workerinput")
 
 
-def worker_id(config: pytest.Config) -> str | None:
-    """This worker's id (``gw0``, ...); None outside a worker."""
-    workerinput: dict[str, Any] | None = getattr(config, "workerinput", None)
-    return None if workerinput is None else str(workerinput["workerid"])
-
-
 def payload(
     config: pytest.Config, records: list[TestRecord], meta: dict[str, Any]
 ) -> dict[str, Any]:
     """What a worker sends: its id, metadata and every record, all builtin types."""
     return {
         "version": JSON_VERSION,
-        "worker": worker_id(config),
+        "worker": getattr(config, "workerinput", {}).get("workerid"),  # gw0, ...; None: none
         "meta": dict(meta),
         "tests": [record.to_dict() for record in records],
     }

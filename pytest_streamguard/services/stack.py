@@ -61,11 +61,6 @@ class Stack:
         """The last service: the one clients reach."""
         return list(self.services.values())[-1]
 
-    @property
-    def entry_name(self) -> str:
-        """The entry's service name."""
-        return list(self.services)[-1]
-
     def stop(self) -> None:
         """Stop every service, the entry first (the reverse of the start order)."""
         for target in reversed(list(self.services.values())):

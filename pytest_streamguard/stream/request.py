@@ -78,11 +78,6 @@ class ReadLimits:
             total_reason="client read limit",
         )
 
-    @property
-    def socket_read(self) -> float:
-        """The per-read socket timeout: the longest wait any event may need."""
-        return max(self.first, self.gap)
-
 
 @dataclass
 class StreamRequest:

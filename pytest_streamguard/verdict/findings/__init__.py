@@ -30,7 +30,7 @@ probe waiting, a full server (``queued``) answers it at once.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 
 from pytest_streamguard.common.names import KNOWN, parse_fail_on
 from pytest_streamguard.errors import FindingsFailed, FindingsUnchecked
@@ -70,7 +70,6 @@ __all__ = [
     "findings_of",
     "findings_unchecked",
     "group_findings",
-    "names_of",
     "not_cancelled",
     "parse_fail_on",
     "target_gauges",
@@ -155,12 +154,6 @@ def findings_of(traces: Sequence[Observed], probe: Probed | None = None) -> list
     found = own + grouped
     order = list(KNOWN)
     return sorted(found, key=lambda f: order.index(f.name))
-
-
-def names_of(found: Iterable[Finding]) -> list[str]:
-    """The distinct names, in :data:`KNOWN`'s order."""
-    seen = {f.name for f in found}
-    return [name for name in KNOWN if name in seen]
 
 
 def findings_failed(gated: list[Finding]) -> FindingsFailed:

@@ -69,11 +69,6 @@ class OwnWindow:
     hold_ns: int | None
     where: str
 
-    @property
-    def stops_the_target(self) -> bool:
-        """Whether the fault stopped the target's own process (the probe waits under it)."""
-        return bool(self.fault.kind in _STOPPING)
-
 
 def _latency_hold(fault: Any) -> int | None:
     ms = float(fault.params.get("ms", 0)) + float(fault.params.get("jitter", 0))
@@ -130,7 +125,7 @@ def explained(
     explains them."""
     for trace in traces:
         for own in own_windows(trace):
-            if probe_waited and not own.stops_the_target:
+            if probe_waited and own.fault.kind not in _STOPPING:
                 continue
             for a, b in windows:
                 overlaps = own.start_ns <= b and own.end_ns >= a
