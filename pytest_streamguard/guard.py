@@ -39,7 +39,7 @@ from pytest_streamguard.services.ingress import Ingress, IngressHop
 from pytest_streamguard.services.output import OutputLog
 from pytest_streamguard.stream.client import StreamRecorder, aread_stream, read_stream
 from pytest_streamguard.stream.endings import stopped_mid_stream
-from pytest_streamguard.stream.probe import ProbeSpec, ProbeThread, probing
+from pytest_streamguard.stream.probe import ProbeSpec, ProbeThread, probe_id, probing
 from pytest_streamguard.stream.request import StreamRequest, read_limits, stream_url
 from pytest_streamguard.stream.trace import StackStamps, StreamTrace
 from pytest_streamguard.verdict.deadlines import Deadline
@@ -89,6 +89,7 @@ class _Streams:
         # the inner hops' stamps, given how many other streams were open beside it.
         self._open = 0
         self.pair: Callable[[StreamTrace, int], None] | None = None
+        self.pair_probe: Callable[[Probed], None] = lambda probed: None
         # What gives a stream that ended early the lines the hops wrote while it was open.
         self.hear: Callable[[Sequence[StreamTrace]], None] | None = None
 
@@ -117,7 +118,9 @@ class _Streams:
         return f"stream {self._opened} ({request.method} {path})"
 
     def keep_probe(self, probed: Probed | None) -> None:
-        """Add a stream's or a load's probe samples to the test's."""
+        """Add a stream's or a load's probe samples to the test's, paired with a stack's taps."""
+        if probed is not None:
+            self.pair_probe(probed)
         self.probe = merge([self.probe, probed])
 
     def judged(self, trace: StreamTrace, client: str | TeamCall | None) -> StreamTrace:
@@ -437,6 +440,19 @@ class Route:
             if found.ended is not None:
                 stamps.ended[name] = found.ended
 
+    def pair_probe(self, probed: Probed) -> None:
+        """Each answered probe sample whose id came through an inner hop's tap (a ready path
+        that asks the hop behind it) gets how long the longest such answer took (``behind``)."""
+        assert self._stack is not None
+        took: dict[str, int] = {}
+        for hop in self._stack.inner.values():
+            for sent, ns in hop.tap.took_by_id().items():
+                took[sent] = max(ns, took.get(sent, 0))
+        for one in probed.hops:
+            for stamp, latency in one.samples:
+                if latency is not None and (sent := probe_id(stamp)) in took:
+                    one.behind[stamp] = took[sent]
+
     def ingress(self, **settings: Any) -> Ingress:
         """Put a real nginx in for the test with ``settings`` (see :meth:`StreamGuard.ingress`)."""
         if self._ingress is not None:
@@ -512,6 +528,7 @@ class StreamGuard:
         )
         if stack is not None:
             self._streams.pair = self._route.pair_trace
+            self._streams.pair_probe = self._route.pair_probe
         self._streams.hear = self._route.hear
         # Under @pytest.mark.streamguard_matrix: the item's profile (name, toxics, faults),
         # applied by the plugin before the body; None otherwise.

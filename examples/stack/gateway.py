@@ -10,7 +10,7 @@ not pass request ids on; with ``--read-timeout SECONDS`` it gives up on an upstr
 long (httpx's read timeout) and ends the client's answer unfinished; with ``--block-s SECONDS``
 it holds its event loop that long on every 5th piece of an answer it passes on (a synchronous
 call inside ``async def``, as a blocking client library makes). ``/readyz`` answers 200 once
-the model server's ``/readyz`` does.
+the model server's ``/readyz`` does (asked with the same headers passed on).
 
 Run it with ``python gateway.py --port 8080 --upstream 127.0.0.1:8000``; it binds ``--host``
 (127.0.0.1 unless given; a stack's ini passes ``{host}``).
@@ -44,8 +44,11 @@ def make_app(
     timeout = httpx.Timeout(10, read=read_timeout)
     client = httpx.AsyncClient(base_url=f"http://{upstream}", timeout=timeout)
 
+    def headers_of(request: Request) -> dict[str, str]:
+        return {k: v for k, v in request.headers.items() if k.lower() in forwarded}
+
     async def forward(request: Request) -> Response:
-        headers = {k: v for k, v in request.headers.items() if k.lower() in forwarded}
+        headers = headers_of(request)
         sent = client.build_request(
             "POST", request.url.path, content=await request.body(), headers=headers
         )
@@ -72,7 +75,7 @@ def make_app(
 
     async def ready(request: Request) -> Response:
         try:
-            answer = await client.get("/readyz")
+            answer = await client.get("/readyz", headers=headers_of(request))
         except httpx.HTTPError as exc:
             return PlainTextResponse(f"model server not reachable: {exc}", status_code=503)
         return PlainTextResponse(

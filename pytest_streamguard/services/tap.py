@@ -206,6 +206,15 @@ class Tap:
             ]
             return during[0] if alone and len(during) == 1 else None
 
+    def took_by_id(self) -> dict[str, int]:
+        """By request id, its exchange's time here (ns: first request byte to last body read)."""
+        with self._lock:
+            return {
+                e.request_id: e.reads[-1][0] - e.request_ns
+                for e in self._exchanges
+                if e.request_id is not None and e.reads
+            }
+
     def forget_before(self, stamp_ns: int) -> None:
         """Drop the exchanges requested before ``stamp_ns`` (a test's end: no later stream
         needs them)."""

@@ -105,6 +105,12 @@ async def _connect(spec: ProbeSpec) -> None:
     await writer.wait_closed()
 
 
+def probe_id(stamp_ns: int) -> str:
+    """The ``x-request-id`` of the sample sent at ``stamp_ns``: under a stack, a ready path
+    that asks the hop behind it (forwarding the id, as nginx does) is found on that hop's tap."""
+    return f"streamguard-probe-{stamp_ns}"
+
+
 def _run_queue_ns(path: str) -> int | None:
     try:
         with open(path, "rb") as stats:
@@ -159,7 +165,7 @@ async def aprobe(spec: ProbeSpec, probed: Probed, stop: asyncio.Event) -> None:
                 async with asyncio.timeout(spec.timeout_s):
                     if spec.kind == "http":
                         # Any status is an answer: the loop was free to give it.
-                        await client.get(spec.url)
+                        await client.get(spec.url, headers={"x-request-id": probe_id(sent)})
                     else:
                         await _connect(spec)
                 latency = time.perf_counter_ns() - sent

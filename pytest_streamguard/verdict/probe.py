@@ -67,7 +67,8 @@ class Probed:
     process and every process below it) waited for a CPU while that sample was out: run-queue
     waits, from the kernel's ``schedstat``. On a machine with more work than cores a free loop
     answers late too; that part of a sample's wait is the machine's, not the loop's, and the
-    findings take it off (:func:`waits`, :class:`Waited`).
+    findings take it off (:func:`waits`, :class:`Waited`), as ``behind``: under a stack, how
+    long a sample's answer took on the hops behind this one (a ready path that asks theirs).
     """
 
     kind: str
@@ -77,6 +78,7 @@ class Probed:
     cpu_waits: dict[int, int] = field(default_factory=dict)
     hop: str | None = None
     inner: list[Probed] = field(default_factory=list)
+    behind: dict[int, int] = field(default_factory=dict)
 
     @property
     def what(self) -> str:
@@ -109,6 +111,7 @@ class Probed:
             {**self.cpu_waits, **other.cpu_waits},
             self.hop,
             list(inner.values()),
+            {**self.behind, **other.behind},
         )
 
     def to_dict(self) -> dict[str, Any]:
@@ -122,6 +125,7 @@ class Probed:
             **({"cpu_waits": cpu} if cpu else {}),
             **({"hop": self.hop} if self.hop is not None else {}),
             **({"inner": [probe.to_dict() for probe in self.inner]} if self.inner else {}),
+            **({"behind": [list(wait) for wait in self.behind.items()]} if self.behind else {}),
         }
 
     @classmethod
@@ -138,6 +142,7 @@ class Probed:
             cpu_waits={int(stamp): int(wait) for stamp, wait in raw.get("cpu_waits", [])},
             hop=None if raw.get("hop") is None else str(raw["hop"]),
             inner=[cls.from_dict(probe) for probe in raw.get("inner", [])],
+            behind={int(stamp): int(wait) for stamp, wait in raw.get("behind", [])},
         )
 
 
@@ -162,12 +167,12 @@ class ProbeWaits:
 def _spans(probe: Probed, end_ns: int) -> list[tuple[int, int, bool]]:
     """Each sample as (sent, answered or given up, answered): a sample without an answer
     waited until the next one was sent (or ``end_ns``). An answered sample's span is its wait
-    for the loop: its latency less the target's main thread's wait for a CPU meanwhile
-    (:attr:`Probed.cpu_waits`)."""
+    for the loop: its latency less the target's wait for a CPU meanwhile and its wait on the
+    hops behind (:attr:`Probed.cpu_waits`, :attr:`Probed.behind`)."""
     spans = []
     for k, (stamp, latency) in enumerate(probe.samples):
         if latency is not None:
-            cpu = min(probe.cpu_waits.get(stamp, 0), latency)
+            cpu = min(probe.cpu_waits.get(stamp, 0) + probe.behind.get(stamp, 0), latency)
             spans.append((stamp, stamp + latency - cpu, True))
             continue
         nxt = probe.samples[k + 1][0] if k + 1 < len(probe.samples) else max(end_ns, stamp)

@@ -481,6 +481,12 @@ def test_direct(streamguard):
     assert trace.ttft >= 1.0, trace.ttft
     [model] = streamguard.probe.inner
     assert model.samples and all(0 < took < 1e9 for _, took in model.samples), model.samples
+    # The gateway's ready path asks the model's with the probe's request id, so the model's
+    # tap pairs it: the second it waited there is not the gateway's own.
+    gateway = streamguard.probe
+    slow = [(stamp, took) for stamp, took in gateway.samples if took and took >= 1e9]
+    assert slow and all(took - gateway.behind[stamp] < 0.5e9 for stamp, took in slow), (
+        slow, gateway.behind)
 """
 
 
@@ -500,7 +506,7 @@ def test_a_blocked_loop_is_named_at_the_hop_whose_own_probe_waited(
     model`` (the gateway's ``/readyz`` waited too, on the model's: the innermost that waited is
     named), a gateway that blocks on every 5th piece it passes on is at the gateway, and the
     healthy stack has no blocked_loop, while its model's probe answers beside a second of
-    latency on the model's hop."""
+    latency on the model's hop (and the gateway's, which asks the model's, is paired with it)."""
     pytester.makeini(stack_ini(model=f"{CHAT_APP} --incident {model}", gateway=gateway))
     pytester.makepyfile(BLOCKED_AT + (DIRECT if blocked_at == "none" else ""))
     result = run_stack(pytester, toxiproxy_url, "-s")

@@ -632,6 +632,13 @@ def test_under_a_stack_blocked_loop_is_at_the_hop_whose_own_probe_waited() -> No
             f"the event loop was blocked: the ready path /readyz of {hop}"
         )
     assert findings_of(traces, stack_probe([], [])) == []
+    # The gateway's ready path waited on the model's answer behind it (its tap's stamps,
+    # ``behind``), all but 10 ms of each wait: the model's loop was free, so neither is blamed.
+    chained = stack_probe(HELD_MS, [])
+    chained.behind = {stamp: max(took - 10 * MS, 0) for stamp, took in chained.samples if took}
+    assert findings_of(traces, chained) == []
+    assert Probed.from_dict(chained.to_dict()) == chained
+    assert merge([chained, stack_probe([], [])]).behind == chained.behind  # type: ignore[union-attr]
     silent = stack_probe([], [])
     silent.samples, silent.inner[0].samples = [], []
     assert [(f.name, f.hop) for f in findings_of(traces, silent)] == [("blocked_loop", None)]

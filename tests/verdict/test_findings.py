@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 import time
 from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
@@ -435,9 +436,12 @@ def test_a_fault_the_plugin_applied_is_named_and_never_blamed_on_the_app(
     (finding,) = _findings(report, "test_stalled_stream")
     assert finding["name"] == "own_fault"
     assert str(finding["evidence"]).startswith("the gap after chunk 5 of "), finding
-    assert "is the plugin's own stall(after_chunks=5, seconds=1.0), not buffered" in str(
-        finding["evidence"]
-    )
+    # The shape it would have been taken for: one burst after the stall (buffered), or, with
+    # a busy machine's reads grouping the chunks after it, several (bursts).
+    assert re.search(
+        r"is the plugin's own stall\(after_chunks=5, seconds=1\.0\), not (buffered|bursts)$",
+        str(finding["evidence"]),
+    ), finding
 
 
 UNCHECKED_TESTS = """

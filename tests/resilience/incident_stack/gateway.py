@@ -4,7 +4,8 @@ It forwards ``POST /v1/chat/completions`` to the model server at ``--upstream HO
 the body and the request id headers (``x-request-id``, ``traceparent``), and streams the answer
 back as it comes with httpx; a break of the upstream mid-answer raises in its generator, so
 uvicorn ends the client's answer unfinished, as the model's was. ``GET /readyz`` answers 200 once
-the model server's does. Run: ``python gateway.py --port 8080 --upstream 127.0.0.1:8000``.
+the model server's does (asked with the same request id headers).
+Run: ``python gateway.py --port 8080 --upstream 127.0.0.1:8000``.
 """
 
 from __future__ import annotations
@@ -48,9 +49,10 @@ def make_app(upstream: str) -> FastAPI:
         return StreamingResponse(passed_on(), status_code=answer.status_code, media_type=media_type)
 
     @app.get("/readyz")
-    async def ready() -> Response:
+    async def ready(request: Request) -> Response:
+        headers = {k: v for k, v in request.headers.items() if k.lower() in FORWARDED}
         try:
-            answer = await client.get("/readyz")
+            answer = await client.get("/readyz", headers=headers)
         except httpx.HTTPError:
             return Response("model server not reachable", status_code=503)
         return Response("ok" if answer.is_success else "model not ready", answer.status_code)
