@@ -61,7 +61,11 @@ def incident_response(
     ids = torch.tensor([request.input_ids], device=loaded.device)
     options = generate_options(request, ids, streamer)
     thread = threading.Thread(
-        target=loaded.model.generate, args=(ids,), kwargs=options, daemon=True
+        target=loaded.model.generate,
+        args=(ids,),
+        kwargs=options,
+        name=f"generate-{request.request_id}",
+        daemon=True,
     )
 
     def body() -> Iterator[bytes]:
