@@ -65,7 +65,8 @@ class ProxyControl:
     def reset(self) -> None:
         """Remove leftover toxics and re-enable the proxy (state from a test that crashed)."""
         with contextlib.suppress(ToxiproxyError):
-            for name in self.api.call(f"list toxics of {self.proxy.name!r}", self.proxy.toxics):
+            listing = f"list toxics of proxy {self.proxy.name!r}"
+            for name in self.api.call(listing, self.proxy.toxics):
                 self.api.remove_toxic(self.proxy, name)
         if not self.api.get_proxy(self.proxy.name).enabled:
             self.api.set_enabled(self.proxy, True)

@@ -68,7 +68,7 @@ class OutputLog:
         :data:`LINE_CAP`, and the one at index ``cut`` (the start of a line whose end will not
         be kept), are cut and said to be."""
         if cut >= 0 or max(map(len, lines), default=0) > LINE_CAP:
-            long = [i for i, line in enumerate(lines) if i == cut or len(line) > LINE_CAP]
+            long = {i for i, line in enumerate(lines) if i == cut or len(line) > LINE_CAP}
             lines = [_cut(line) if i in long else line for i, line in enumerate(lines)]
             self.cut += len(long)
         with self.changed:

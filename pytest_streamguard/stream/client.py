@@ -382,9 +382,8 @@ def _classify(exc: Exception) -> tuple[str, str]:
 
 
 def _timeout(limits: ReadLimits) -> httpx.Timeout:
-    # A read waits as long as any event may need.
-    read = max(limits.first, limits.gap)
-    return httpx.Timeout(connect=CONNECT_TIMEOUT, read=read, write=10.0, pool=10.0)
+    longest_event_wait = max(limits.first, limits.gap)
+    return httpx.Timeout(connect=CONNECT_TIMEOUT, read=longest_event_wait, write=10.0, pool=10.0)
 
 
 def _pieces(recorder: StreamRecorder, data: bytes) -> list[bytes]:

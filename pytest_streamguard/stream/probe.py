@@ -134,11 +134,11 @@ def cpu_waits_now(pid: int | None) -> dict[int, int] | None:
     process ``pid`` and of each process below it (a wrapper's child, nginx's worker: the one
     that answers is among them), by pid, and of the calling thread (the probe's), under 0;
     None without a pid, on a system without those files, or once the process is gone."""
+    if pid is None:
+        return None
     own = _run_queue_ns("/proc/thread-self/schedstat")
-    waits = {
-        one: _run_queue_ns(f"/proc/{one}/task/{one}/schedstat") for one in process_tree(pid or 0)
-    }
-    if pid is None or own is None or waits.get(pid) is None:
+    waits = {one: _run_queue_ns(f"/proc/{one}/task/{one}/schedstat") for one in process_tree(pid)}
+    if own is None or waits[pid] is None:
         return None
     return {one: ns for one, ns in waits.items() if ns is not None} | {0: own}
 

@@ -67,8 +67,8 @@ class Probed:
     process and every process below it) waited for a CPU while that sample was out: run-queue
     waits, from the kernel's ``schedstat``. On a machine with more work than cores a free loop
     answers late too; that part of a sample's wait is the machine's, not the loop's, and the
-    findings take it off (:func:`waits`, :class:`Waited`), as ``behind``: under a stack, how
-    long a sample's answer took on the hops behind this one (a ready path that asks theirs).
+    findings take it off (:func:`waits`, :class:`Waited`), and ``behind`` too: under a stack,
+    how long a sample's answer took on the hops behind this one (a ready path that asks theirs).
     """
 
     kind: str
@@ -172,8 +172,8 @@ def _spans(probe: Probed, end_ns: int) -> list[tuple[int, int, bool]]:
     spans = []
     for k, (stamp, latency) in enumerate(probe.samples):
         if latency is not None:
-            cpu = min(probe.cpu_waits.get(stamp, 0) + probe.behind.get(stamp, 0), latency)
-            spans.append((stamp, stamp + latency - cpu, True))
+            elsewhere = probe.cpu_waits.get(stamp, 0) + probe.behind.get(stamp, 0)
+            spans.append((stamp, stamp + latency - min(elsewhere, latency), True))
             continue
         nxt = probe.samples[k + 1][0] if k + 1 < len(probe.samples) else max(end_ns, stamp)
         spans.append((stamp, nxt, False))
