@@ -1,41 +1,31 @@
-"""A lean httpx transport for loads of many concurrent plain-HTTP streams.
+"""A lean httpx transport for loads of many concurrent plain-HTTP streams (and single streams).
 
-httpx's default transport (httpcore on anyio) spends about 130 µs of CPU per received chunk on
-this project's 2-core machine: a cancel scope per read for the read timeout and several layers
-of stream wrappers. At 200 streams of 20 tokens/s that is half a core, and the queue it builds
-puts client stamps milliseconds after the bytes arrived. This transport keeps httpx's client
-API (the load still goes through ``httpx.AsyncClient`` and the plugin's
-:func:`~pytest_streamguard.stream.client.aread_stream`) but reads each connection with an asyncio
-``Protocol`` parsed by h11 (httpx's own HTTP/1.1 parser), with the read timeout as one timer per
-wait. Each read is stamped when the loop delivers it (:class:`StampedBytes`), so a busy loop
-delays the processing of a chunk but not its stamp. One connection per stream, closed when the
-stream ends. ``https`` URLs go to httpx's
-default transport. The single-stream client (``streamguard.stream()``) reads through it too.
-While 64 KB of a body wait unread the socket is not read, so a slow reader's backpressure
-reaches the server through the kernel's receive buffer.
+httpx's default transport (httpcore on anyio) spends about 130 µs of CPU per received chunk on a
+2-core machine (a cancel scope per read, layers of stream wrappers): at 200 streams of 20
+tokens/s, half a core, and client stamps milliseconds late. This one keeps httpx's client API but
+reads each connection (one per stream, closed when it ends) with an asyncio ``Protocol`` parsed
+by h11 (httpx's own HTTP/1.1 parser), the read timeout one timer per wait; ``https`` URLs go to
+httpx's default transport. While 64 KB of a body wait unread the socket is not read, so a slow
+reader's backpressure reaches the server through the kernel's receive buffer.
 
 Stamps are the wire's (issue 28). The request is stamped when its last byte left: the kernel's
-software transmit stamp of that byte (``SO_TIMESTAMPING``, read off the socket's error queue right
-after the write), else the moment the write returned; never when the stream's coroutine started
-(the connect and the write come before it). Each read of the socket is
-``recvmsg`` with ``SO_TIMESTAMPNS``: on Linux the kernel hands over the receive time of the
-segment (``CLOCK_REALTIME``), converted to ``perf_counter_ns`` (``CLOCK_MONOTONIC``) at the read
-by the two clocks' offset read right then (one ``time_ns`` between two ``perf_counter_ns``; the
-conversion's error is half that bracket, well under a microsecond, plus any clock slew between the
-segment's arrival and the read). Where the kernel gives no stamp (another OS) the read is stamped
-when the event loop reads it, and the response says so (``streamguard_stamps``: ``kernel`` or
-``loop``). The response also names the connection (``streamguard_local``: the client's local
-``address:port``) and the client's own delays (``streamguard_queued_ns``: when the request was
-handed to the transport; the reads' ``(kernel stamp, read stamp)`` pairs feed the read delay).
-The response head is stamped like a body read (``streamguard_head_ns``: the stamp of the read
-that completed it), so a first chunk that came in the same segment as the head is never
-stamped before it.
+software transmit stamp of that byte (``SO_TIMESTAMPING``, read off the socket's error queue
+right after the write), else the moment the write returned. Each read is ``recvmsg`` with
+``SO_TIMESTAMPNS``: the kernel's receive time of the segment (``CLOCK_REALTIME``), converted to
+``perf_counter_ns`` by the two clocks' offset read right then (one ``time_ns`` between two
+``perf_counter_ns``: an error well under a microsecond, plus any clock slew since the segment
+arrived); a busy loop delays a chunk's processing, not its stamp (:class:`StampedBytes`). Where
+the kernel gives no stamp (another OS) a read is stamped when the loop reads it. The response
+says which (``streamguard_stamps``: ``kernel`` or ``loop``), names the connection
+(``streamguard_local``: the client's ``address:port``) and the client's own delays
+(``streamguard_queued_ns``: when the request was handed over; the reads' ``(kernel stamp, read
+stamp)`` pairs feed the read delay). The response head is stamped like a body read
+(``streamguard_head_ns``), so a first chunk in the head's segment is never stamped before it.
 
 The load resolves each target's address before its first stream is stamped
-(:meth:`LoadTransport.prepare`): the first lookup of a process imports the ``idna`` codec (about
-2 ms on a quiet 2-core machine, 20 ms on a busy one) and a host name may ask a resolver; that is
-one-time set-up, so the first stream of a session reads like every later one. The TCP connect
-itself stays inside every stream's measured time, as a client that opens a connection per
+(:meth:`LoadTransport.prepare`): a process's first lookup imports the ``idna`` codec (2 ms on a
+quiet 2-core machine, 20 ms on a busy one) and may ask a resolver, one-time set-up. The TCP
+connect stays inside every stream's measured time, as a client that opens a connection per
 request (AIPerf's ``--connection-reuse-strategy never``) measures it.
 """
 

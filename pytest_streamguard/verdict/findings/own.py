@@ -1,36 +1,10 @@
 """The plugin's own faults are evidence, never a cause: ``own_fault``.
 
-A test that applies a fault makes gaps on purpose: a ``stall`` holds every stream after its
-chunk N, a ``freeze`` stops the target, a ``latency``, ``bandwidth``, ``slow_reader`` or
-``slicer`` holds or spreads the bytes it passes. Such a gap looks like the app's incidents
-(a stall's held chunks arrive in one read at the end, as a buffering hop's do), so each
-finding that blames the app or a hop (``buffered``, ``blocked_loop``, ``bursts``,
-``idle_cut``, ``total_timeout``) checks its windows against the windows of the faults that
-were active on its streams (:func:`own_windows`), and where one of them explains the pattern
-(:func:`explained`), the verdict names that fault instead, as an ``own_fault`` finding: the
-gap is the plugin's, not the app's.
-
-What each fault explains (its window on a stream, and how long a gap it can make there):
-
-- ``stall(after_chunks=N, seconds=S)``: the gap from the stream's chunk N to the next (or to
-  its end), however long;
-- ``freeze(seconds=S)``: from when it stopped the target to when it continued it; it stops
-  the target's own loop, so the probe waits too and cannot clear the app;
-- ``cut``, ``reset``, ``down``, ``blackhole``, ``restart``: the end of a stream that did not
-  complete while it was on;
-- ``latency(ms, jitter)``: while it was on, a gap of at most ``OWN_HOLD_FACTOR`` times
-  ``ms + jitter`` (plus ``OWN_HOLD_SLACK_S``): a request and its answer are each held up to
-  that long;
-- ``bandwidth``, ``slow_reader``, ``slicer`` and a profile's toxics: while they were on, any gap
-  (they hold bytes for as long as their rate says).
-
-An ``ingress`` (a real nginx the test puts on the way) is not among them: it is a hop whose
-buffering and timeouts the findings are there to name.
-
-The probe (:mod:`pytest_streamguard.verdict.probe`) passes through no fault: where it waited in
-a ``blocked_loop`` pattern's windows, the target itself held it, and only a fault that stops
-the target (``freeze``, ``restart``) still explains the pattern (unless a fault was on a hop
-behind the service whose probe waited: its ready path may ask that hop's).
+A fault a test applies makes gaps on purpose that look like the app's incidents (a stall's held
+chunks arrive in one read at the end, as a buffering hop's do). So each finding that blames the
+app or a hop checks its windows against those of the faults active on its streams
+(:func:`own_windows`); where one explains the pattern (:func:`explained`), the verdict names that
+fault instead. Which fault explains which window, and what the probe adds: docs/findings.md.
 """
 
 from __future__ import annotations
