@@ -37,7 +37,6 @@ from typing import Any, TypeVar
 
 import httpx
 
-from pytest_streamguard.common.cpu import main_thread_waited_ns
 from pytest_streamguard.errors import ProtocolError, StreamError
 from pytest_streamguard.formats import AUTO, TEXT, Framed, Reading, StreamFormat
 from pytest_streamguard.formats.detect import ARRIVAL_LABELS, label
@@ -555,7 +554,6 @@ async def _aread(client: httpx.AsyncClient, recorder: StreamRecorder) -> StreamT
         return loop.time() + left + _TIMER_SLACK_S
 
     recorder.start()
-    proxy_waited = main_thread_waited_ns(request.proxy_pid)
     wire: Any = None
     try:
         async with asyncio.timeout(deadline()) as limit:
@@ -617,8 +615,6 @@ async def _aread(client: httpx.AsyncClient, recorder: StreamRecorder) -> StreamT
     finally:
         recorder.finish()
         _read_delays(recorder.trace, wire)
-        if proxy_waited is not None and (now := main_thread_waited_ns(request.proxy_pid)):
-            recorder.trace.proxy_wait_ns = now - proxy_waited
     return recorder.trace
 
 

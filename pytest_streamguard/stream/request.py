@@ -102,9 +102,6 @@ class StreamRequest:
     # Told each time a slow reader waits to keep to its rate (seconds), so the fault can say
     # whether it acted.
     on_pace: Callable[[float], None] | None = None
-    # The embedded Toxiproxy's pid, on this machine: its wait for a CPU while the stream is
-    # open is kept on the trace (``proxy_wait_ns``). None for a server given by URL.
-    proxy_pid: int | None = None
 
     def __post_init__(self) -> None:
         self.stream_format = resolve_format(self.format)

@@ -304,9 +304,6 @@ class StreamTrace:
     elsewhere (a shared client of the caller's)."""
     read_delay_ns: list[int] = field(default_factory=list)
     """The client's own delay on each socket read: the kernel's receive stamp to the read."""
-    proxy_wait_ns: int | None = None
-    """How long the embedded Toxiproxy waited for a CPU while the stream was open (its loop's
-    run-queue time): bytes it held meanwhile are the machine's; None for a server by URL."""
     client: str | None = None
     """The client library that judged this stream (:mod:`pytest_streamguard.judge`), or None."""
     reader_agrees: bool | None = None

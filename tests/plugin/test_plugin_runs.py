@@ -395,8 +395,6 @@ def test_target_cmd_and_embedded_server_are_started_and_stopped(
             trace = streamguard.stream(json={{"max_new_tokens": 3, "interval_s": 0.02}})
             assert trace.completed
             assert streamguard_toxiproxy_server.kind == "embedded"
-            # The embedded server's wait for a CPU while the stream was open is kept on it.
-            assert isinstance(trace.proxy_wait_ns, int) and trace.proxy_wait_ns >= 0
             with open({str(pids)!r}, "w") as f:
                 json.dump([streamguard.target.pid, streamguard_toxiproxy_server.pid], f)
         """

@@ -123,20 +123,6 @@ def test_buffered_believes_the_servers_send_stamps_where_the_chunks_carry_them()
     assert together.findings == []
 
 
-def test_buffered_is_not_named_where_the_plugins_toxiproxy_waited_for_a_cpu() -> None:
-    # 47 of 48 chunks at the end, held 250 ms after the first (the server sent them 4 ms
-    # apart). The embedded Toxiproxy's loop waited 150 ms for a CPU while the stream was open:
-    # the busy machine held them. A wait of 20 ms does not explain a 250 ms hold.
-    for waited_ms, found in ((150, []), (20, ["buffered"]), (None, ["buffered"])):
-        trace = make("busy", 0, [40] + [290] * 47)
-        for i, chunk in enumerate(trace.chunks):
-            chunk.data = {"sent_ns": (36 + 4 * i) * MS}
-        trace.proxy_wait_ns = None if waited_ms is None else waited_ms * MS
-        assert names(trace.findings) == found, waited_ms
-        # The wait is kept in the JSON, and read back.
-        assert StreamTrace.from_dict(trace.to_dict()).proxy_wait_ns == trace.proxy_wait_ns
-
-
 def test_idle_cut_names_a_round_silence_and_not_another() -> None:
     cut = make("stream 1", 0, [10, 20, 30], completed=False, end_ms=5030, kind="cut")
     assert [f.describe() for f in cut.findings] == [

@@ -35,9 +35,6 @@ BUFFERED_MIN_S = 0.25
 #: it sent together (a 16-token answer generated in tens of ms after a 1 s cold start) arrive
 #: together through any hop, and nothing between held them.
 BUFFERED_SENT_SPAN_S = 0.1
-#: ... and not where the embedded Toxiproxy waited for a CPU (``proxy_wait_ns``) this share of
-#: the wait since the arrival (or request) before them: a busy machine held them.
-BUFFERED_PROXY_SHARE = 0.5
 
 
 def buffered(trace: Observed) -> Finding | None:
@@ -84,10 +81,6 @@ def buffered(trace: Observed) -> Finding | None:
     own = own_gap(trace, since, last, "buffered")
     if own is not None:
         return own
-    held_since = max([trace.request_ns, *(stamp for stamp in stamps if stamp < min(reads))])
-    proxy_waited = getattr(trace, "proxy_wait_ns", None) or 0
-    if proxy_waited >= BUFFERED_PROXY_SHARE * (min(reads) - held_since) > 0:
-        return None
     distinct = len({stamp for stamp, _ in trace.reads})
     instants = "" if distinct == len(trace.reads) else f", at {counted(distinct, 'instant')}"
     word = "read" if len(reads) == 1 else "reads"
