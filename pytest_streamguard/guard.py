@@ -92,6 +92,8 @@ class _Streams:
         self.pair_probe: Callable[[Probed], None] = lambda probed: None
         # What gives a stream that ended early the lines the hops wrote while it was open.
         self.hear: Callable[[Sequence[StreamTrace]], None] | None = None
+        # The embedded Toxiproxy's pid (None for one by URL): see StreamRequest.proxy_pid.
+        self.proxy_pid: int | None = None
 
     def recorder(self, request: StreamRequest, path: str) -> StreamRecorder:
         """A recorder for one stream, numbered in the order streams are opened (concurrent
@@ -254,6 +256,7 @@ class _Streams:
             expect=expect,
             require_done=require_done,
             on_pace=self.faults.entry.on_pace,
+            proxy_pid=self.proxy_pid,
         )
 
     async def load(
@@ -512,6 +515,7 @@ class StreamGuard:
         client: str = AUTO,
         transcripts: Path | None = None,
         stack: StackHops | None = None,
+        proxy_pid: int | None = None,
     ) -> None:
         self.api = api
         #: --streamguard-seed: what the test's faults and loads draw with.
@@ -530,6 +534,7 @@ class StreamGuard:
             self._streams.pair = self._route.pair_trace
             self._streams.pair_probe = self._route.pair_probe
         self._streams.hear = self._route.hear
+        self._streams.proxy_pid = proxy_pid
         # Under @pytest.mark.streamguard_matrix: the item's profile (name, toxics, faults),
         # applied by the plugin before the body; None otherwise.
         self.profile: Profile | None = None

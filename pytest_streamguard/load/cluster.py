@@ -14,6 +14,7 @@ connection is made then and shut down at the end of the session if this plugin m
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import time
 from typing import Any
 
@@ -129,6 +130,8 @@ class RayShards:
         # By default one shard per alive node; one per CPU for a cluster started here.
         local = self.address == "local"
         every = max(1, int(ray.cluster_resources().get("CPU", 1))) if local else len(nodes)
+        # The embedded Toxiproxy's pid means nothing on another machine's nodes.
+        request = request if local else dataclasses.replace(request, proxy_pid=None)
         parts = split(plan, request, shards or every, client)
         start_line = start_line_class.options(
             scheduling_strategy=NodeAffinitySchedulingStrategy(here, soft=False)

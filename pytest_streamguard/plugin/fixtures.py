@@ -304,6 +304,7 @@ def make_streamguard(
             client=settings.client,
             transcripts=settings.transcripts and settings.transcripts / file_name(item.nodeid),
             stack=stack,
+            proxy_pid=streamguard_toxiproxy_server.pid,
         )
         guards = item.stash.setdefault(GUARD_KEY, [])
         # A second guard of the same test on the same proxy shares it: resetting it would undo

@@ -567,6 +567,7 @@ async def _aread(client: httpx.AsyncClient, recorder: StreamRecorder) -> StreamT
                     # As every official client does (httpx's rules: 303, and 301/302 after a
                     # POST, go on as GET; 307/308 keep the method and body; at most 20).
                     follow_redirects=True,
+                    extensions={"streamguard_proxy_pid": request.proxy_pid},
                 ) as response:
                     wire = _wire_stamps(recorder.trace, response)
                     recorder.response(
@@ -648,3 +649,4 @@ def _read_delays(trace: StreamTrace, wire: Any) -> None:
         return
     trace.stamps = "kernel" if wire.kernel else "loop"
     trace.read_delay_ns = list(wire.read_delay_ns)
+    trace.proxy_waits = list(wire.proxy_waits)

@@ -26,6 +26,7 @@ from dataclasses import dataclass
 
 import httpx
 
+from pytest_streamguard.common.cpu import main_thread_waited_ns, waited_ns
 from pytest_streamguard.common.defaults import DEFAULT_PROBE_INTERVAL
 from pytest_streamguard.stream.client import ssl_context
 from pytest_streamguard.verdict.probe import PROBE_KINDS, PROBE_WAIT_S, Probed, model_route
@@ -111,14 +112,6 @@ def probe_id(stamp_ns: int) -> str:
     return f"streamguard-probe-{stamp_ns}"
 
 
-def _run_queue_ns(path: str) -> int | None:
-    try:
-        with open(path, "rb") as stats:
-            return int(stats.read().split()[1])
-    except (OSError, IndexError, ValueError):
-        return None
-
-
 def process_tree(pid: int) -> list[int]:
     """``pid`` and every process below it (``/proc/PID/task/PID/children``, read now)."""
     found, todo = [], [pid]
@@ -136,8 +129,8 @@ def cpu_waits_now(pid: int | None) -> dict[int, int] | None:
     None without a pid, on a system without those files, or once the process is gone."""
     if pid is None:
         return None
-    own = _run_queue_ns("/proc/thread-self/schedstat")
-    waits = {one: _run_queue_ns(f"/proc/{one}/task/{one}/schedstat") for one in process_tree(pid)}
+    own = waited_ns("/proc/thread-self/schedstat")
+    waits = {one: main_thread_waited_ns(one) for one in process_tree(pid)}
     if own is None or waits[pid] is None:
         return None
     return {one: ns for one, ns in waits.items() if ns is not None} | {0: own}

@@ -102,6 +102,9 @@ class StreamRequest:
     # Told each time a slow reader waits to keep to its rate (seconds), so the fault can say
     # whether it acted.
     on_pace: Callable[[float], None] | None = None
+    # The embedded Toxiproxy's pid, on this machine (None for a server by URL): its waits for a
+    # CPU over the stream's silences are kept on the trace (``proxy_waits``).
+    proxy_pid: int | None = None
 
     def __post_init__(self) -> None:
         self.stream_format = resolve_format(self.format)

@@ -225,7 +225,7 @@ _LAST = ("stack", "said", "recorded")
 _SET = (
     *("name", "method", "url", "format", "format_auto", "request_ns", "chunks", "reads"),
     *("heartbeats", "heartbeat_ns", "completed", "faults", "caught", "read_delay_ns", "judged"),
-    *_LAST,
+    *("proxy_waits", *_LAST),
 )
 
 
@@ -304,6 +304,9 @@ class StreamTrace:
     elsewhere (a shared client of the caller's)."""
     read_delay_ns: list[int] = field(default_factory=list)
     """The client's own delay on each socket read: the kernel's receive stamp to the read."""
+    proxy_waits: list[tuple[int, int]] = field(default_factory=list)
+    """``(stamp, ns)`` of each read after a silence of 50 ms or more: how long the embedded
+    Toxiproxy's loop waited for a CPU over that silence (bytes it held meanwhile, the machine's)."""
     client: str | None = None
     """The client library that judged this stream (:mod:`pytest_streamguard.judge`), or None."""
     reader_agrees: bool | None = None
@@ -455,6 +458,7 @@ class StreamTrace:
             faults=[FaultRecord.from_dict(f) for f in raw.get("faults", [])],
             caught=[str(c) for c in raw.get("caught", [])],
             read_delay_ns=[int(d) for d in raw.get("read_delay_ns", [])],
+            proxy_waits=[(int(s), int(w)) for s, w in raw.get("proxy_waits", [])],
             judged=None if raw.get("judged") is None else dict(raw["judged"]),
             stack=None if raw.get("stack") is None else StackStamps.from_dict(raw["stack"]),
             said=[Said.from_dict(s) for s in raw.get("said", [])],

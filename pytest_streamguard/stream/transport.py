@@ -46,6 +46,8 @@ from typing import Any
 import h11
 import httpx
 
+from pytest_streamguard.common.cpu import main_thread_waited_ns
+
 
 class StampedBytes(bytes):
     """Response bytes with ``stamp_ns``: the kernel's receive stamp as a ``perf_counter_ns``
@@ -117,6 +119,22 @@ def _stamping(sock: socket.socket, option: int, value: int) -> None:
 #: the reader, whose recvmsg raises the reset. A wait of a token stream is shorter than this, so
 #: the look costs nothing there; a reset seen by it is seen up to this late.
 _PROBE_S = 0.05
+#: A read after a silence this long notes how long the embedded Toxiproxy's loop waited for a
+#: CPU over it (``proxy_waits``); between, its wait is read at most this often, for the process.
+_SILENCE_NS = 50_000_000
+_PROXY_EVERY_NS = 10_000_000
+_proxy_read: dict[int, tuple[int, int]] = {}
+
+
+def _proxy_waited(pid: int, now: int, fresh: bool) -> int | None:
+    """Process ``pid``'s main thread's wait for a CPU so far: read afresh if asked, or if the
+    last read is ``_PROXY_EVERY_NS`` old, else the last read's (an older, smaller figure)."""
+    read = _proxy_read.get(pid)
+    if fresh or read is None or now - read[0] >= _PROXY_EVERY_NS:
+        if (waited := main_thread_waited_ns(pid)) is None:
+            return None
+        _proxy_read[pid] = read = (now, waited)
+    return read[1]
 
 
 class _Connection:
@@ -135,6 +153,10 @@ class _Connection:
         self.head_ns: int | None = None
         self.kernel = False
         self.read_delay_ns: list[int] = []
+        # With watch_proxy: the proxy's pid, its wait over each silence, and at the last read.
+        self.proxy_pid: int | None = None
+        self.proxy_waits: list[tuple[int, int]] = []
+        self._proxy_at = (0, 0)
         self.closed = False
         # Body bytes parsed but not yet taken by the reader; past _READ_SIZE the socket is not
         # read until the reader catches up, so a slow reader's backpressure reaches the server
@@ -143,6 +165,23 @@ class _Connection:
         self.paused = False
         self.ancillary = socket.CMSG_SPACE(_TIMESPEC.size) if KERNEL_STAMPS else 0
         loop.add_reader(sock.fileno(), self._readable)
+
+    def watch_proxy(self, pid: int | None) -> None:
+        """Note process ``pid``'s (the embedded Toxiproxy's) wait for a CPU over each silence
+        of ``_SILENCE_NS`` or more from now on (None: nothing)."""
+        now = time.perf_counter_ns()
+        waited = None if pid is None else _proxy_waited(pid, now, fresh=True)
+        if waited is not None:
+            self.proxy_pid, self._proxy_at = pid, (now, waited)
+
+    def _note_proxy(self, pid: int, stamp: int, now: int) -> None:
+        last, before = self._proxy_at
+        silent = stamp - last >= _SILENCE_NS
+        waited = _proxy_waited(pid, now, fresh=silent)
+        if waited is not None:
+            if silent:
+                self.proxy_waits.append((stamp, waited - before))
+            self._proxy_at = (stamp, waited)
 
     def rearm(self) -> None:
         """Read once and watch the socket afresh: its poll may have missed an error (above)."""
@@ -177,6 +216,8 @@ class _Connection:
             self._lost(None)
             return
         self.read_delay_ns.append(now - stamp)
+        if self.proxy_pid is not None:
+            self._note_proxy(self.proxy_pid, stamp, now)
         self.stamp_ns = stamp
         self._parse(data)
         if self.queued >= _READ_SIZE and not self.closed and not self.paused:
@@ -381,6 +422,7 @@ class LoadTransport(httpx.AsyncBaseTransport):
         timeouts: dict[str, float | None] = request.extensions.get("timeout", {})
         queued_ns = time.perf_counter_ns()
         connection = await self._connect(request, timeouts.get("connect"))
+        connection.watch_proxy(request.extensions.get("streamguard_proxy_pid"))
         try:
             address, port = connection.sock.getsockname()[:2]
             local = f"[{address}]:{port}" if ":" in address else f"{address}:{port}"

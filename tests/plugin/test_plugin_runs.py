@@ -392,9 +392,11 @@ def test_target_cmd_and_embedded_server_are_started_and_stopped(
 
         @pytest.mark.token_deadline(ttft=0.5, chunk=0.2)
         def test_started(streamguard, streamguard_toxiproxy_server):
-            trace = streamguard.stream(json={{"max_new_tokens": 3, "interval_s": 0.02}})
+            trace = streamguard.stream(json={{"max_new_tokens": 3, "interval_s": 0.06}})
             assert trace.completed
             assert streamguard_toxiproxy_server.kind == "embedded"
+            # The embedded server's wait for a CPU over the silences between tokens is kept.
+            assert len(trace.proxy_waits) >= 2, trace.proxy_waits
             with open({str(pids)!r}, "w") as f:
                 json.dump([streamguard.target.pid, streamguard_toxiproxy_server.pid], f)
         """

@@ -9,6 +9,7 @@ trace's ``local`` is checked against what the server saw. ``benchmarks/wire.py -
 
 from __future__ import annotations
 
+import os
 import socket
 import ssl
 import subprocess
@@ -33,7 +34,11 @@ class OneShot:
     PIECES, 30 ms apart; ``peer`` is the client's port as accepted."""
 
     def __init__(
-        self, context: ssl.SSLContext | None = None, bulk: bytes = b"", together: bool = False
+        self,
+        context: ssl.SSLContext | None = None,
+        bulk: bytes = b"",
+        together: bool = False,
+        pause: float = 0.03,
     ) -> None:
         self.listener = socket.create_server(("127.0.0.1", 0))
         self.port = self.listener.getsockname()[1]
@@ -43,6 +48,8 @@ class OneShot:
         self.bulk = bulk
         # ``together``: the response head and the first piece in one write (one segment).
         self.together = together
+        # ``pause``: the server's silence before each piece.
+        self.pause = pause
         self.sent_ns: int | None = None
         self.peer: int | None = None
         self.error: BaseException | None = None
@@ -77,7 +84,7 @@ class OneShot:
                     conn.sendall(self.bulk)
                     self.sent_ns = time.perf_counter_ns()
                 for piece in pieces:
-                    time.sleep(0.03)  # the server's pacing, not a synchronisation
+                    time.sleep(self.pause)  # the server's pacing, not a synchronisation
                     conn.sendall(piece)
         except BaseException as exc:
             self.error = exc
@@ -88,8 +95,10 @@ class OneShot:
         assert not self.thread.is_alive()
 
 
-def read(url: str) -> StreamTrace:
-    request = StreamRequest("POST", url + "/generate", json_body={"x": 1}, format="raw")
+def read(url: str, proxy_pid: int | None = None) -> StreamTrace:
+    request = StreamRequest(
+        "POST", url + "/generate", json_body={"x": 1}, format="raw", proxy_pid=proxy_pid
+    )
     return read_stream(StreamRecorder(request, "stream 1"))
 
 
@@ -109,6 +118,25 @@ def test_plain_http_stream_names_its_connection_and_takes_the_kernels_stamps() -
     assert trace.queued_ns is not None
     assert trace.queued_ns <= trace.request_ns
     assert len(trace.read_delay_ns) >= len(PIECES)
+
+
+def test_each_read_after_a_silence_keeps_the_named_processs_wait_for_a_cpu_over_it() -> None:
+    # The process named as the embedded Toxiproxy (here this one): its main thread's run-queue
+    # time over each silence of 50 ms or more, by the stamp of the read that ended it; the
+    # head, sent at once, ended none. Without a pid, nothing is read.
+    for pid in (os.getpid(), None):
+        server = OneShot(pause=0.08)
+        try:
+            trace = read(f"http://127.0.0.1:{server.port}", proxy_pid=pid)
+        finally:
+            server.close()
+        assert server.error is None, server.error
+        assert trace.text == "one two three"
+        if pid is None:
+            assert trace.proxy_waits == []
+            continue
+        assert [stamp for stamp, _ in trace.proxy_waits] == [c.stamp_ns for c in trace.chunks]
+        assert all(0 <= waited < 0.08e9 for _, waited in trace.proxy_waits), trace.proxy_waits
 
 
 def test_a_head_and_first_chunk_in_one_segment_keep_their_order() -> None:

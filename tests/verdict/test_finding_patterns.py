@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import http.server
 import itertools
+import json
 import threading
 import time
 from collections.abc import Sequence
@@ -121,6 +122,22 @@ def test_buffered_believes_the_servers_send_stamps_where_the_chunks_carry_them()
     for i, chunk in enumerate(together.chunks):
         chunk.data = {"sent_ns": (985 + i) * MS}
     assert together.findings == []
+
+
+def test_buffered_is_not_named_where_the_plugins_toxiproxy_waited_for_a_cpu_meanwhile() -> None:
+    # 47 of 48 chunks at the end, 250 ms after the first (the server sent them 4 ms apart). The
+    # embedded Toxiproxy's loop waited 150 ms for a CPU over that silence: the busy machine
+    # held them. 20 ms does not explain it, nor a wait over another read's silence.
+    cases = ((150, 290, []), (20, 290, ["buffered"]), (150, 40, ["buffered"]))
+    for waited_ms, at_ms, found in cases:
+        trace = make("busy", 0, [40] + [290] * 47)
+        for i, chunk in enumerate(trace.chunks):
+            chunk.data = {"sent_ns": (36 + 4 * i) * MS}
+        trace.proxy_waits = [(at_ms * MS, waited_ms * MS)]
+        assert names(trace.findings) == found, (waited_ms, at_ms)
+        # The waits are kept in the JSON, and read back.
+        back = StreamTrace.from_dict(json.loads(json.dumps(trace.to_dict())))
+        assert names(back.findings) == found
 
 
 def test_idle_cut_names_a_round_silence_and_not_another() -> None:

@@ -35,6 +35,9 @@ BUFFERED_MIN_S = 0.25
 #: it sent together (a 16-token answer generated in tens of ms after a 1 s cold start) arrive
 #: together through any hop, and nothing between held them.
 BUFFERED_SENT_SPAN_S = 0.1
+#: ... and not where the embedded Toxiproxy's loop waited for a CPU this share of the silence
+#: before them (``proxy_waits``): a busy machine held them, not a hop.
+BUFFERED_PROXY_SHARE = 0.5
 
 
 def buffered(trace: Observed) -> Finding | None:
@@ -81,6 +84,10 @@ def buffered(trace: Observed) -> Finding | None:
     own = own_gap(trace, since, last, "buffered")
     if own is not None:
         return own
+    held_since = max([trace.request_ns, *(stamp for stamp in stamps if stamp < min(reads))])
+    proxy_waited = dict(getattr(trace, "proxy_waits", None) or ()).get(min(reads), 0)
+    if proxy_waited >= BUFFERED_PROXY_SHARE * (min(reads) - held_since) > 0:
+        return None
     distinct = len({stamp for stamp, _ in trace.reads})
     instants = "" if distinct == len(trace.reads) else f", at {counted(distinct, 'instant')}"
     word = "read" if len(reads) == 1 else "reads"

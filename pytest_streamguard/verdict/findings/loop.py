@@ -18,88 +18,47 @@ from pytest_streamguard.verdict.findings.buffered import BUFFERED_MIN_CHUNKS
 from pytest_streamguard.verdict.findings.own import explained, own_fault
 from pytest_streamguard.verdict.probe import Probed, ProbeWaits, Waited, waits
 
-#: blocked_loop (shared stalls): a stall is a gap above this many seconds and above
-#: ``STALL_FACTOR`` times the stream's healthy gap ...
+# The thresholds of the four patterns and of the probe's confirmation; why each is where it is
+# (the runs that set it) is docs/findings.md's "blocked_loop" section.
+#: shared stalls: a stall is a gap above this many seconds and ``STALL_FACTOR`` times the
+#: stream's healthy gap (its ``HEALTHY_QUANTILE`` of gaps between reads, which stalls do not
+#: inflate as they do the median), or, with the probe's samples, any gap above it the probe
+#: waited through (``PROBE_WAIT_SHARE`` of it) ...
 STALL_MIN_S = 0.05
 STALL_FACTOR = 4.0
-#: ... its ``HEALTHY_QUANTILE`` of gaps between reads: a low quantile, not the median, which
-#: the stalls themselves inflate once they are most of a stream's gaps (10 streams on a loop
-#: blocked 0.25 s every 5 tokens: gaps of 0.75 to 1.5 s, all of them stalls) ...
 HEALTHY_QUANTILE = 0.25
-#: ... or, with the probe's samples, any gap above ``STALL_MIN_S`` through which the probe
-#: waited (``PROBE_WAIT_SHARE`` of it or more): where every gap is a stall, no gap of the
-#: stream is healthy, and the target's own loop says which were held ...
-#: ... and a shared stall is an instant inside the stalls of at least this many streams (and
-#: of at least half the streams open then, from their request to their end: a soak load with
-#: 8 streams open of 24 in all) ...
+#: ... an instant inside the stalls of this many streams (and half those open then) ...
 SHARED_MIN_STREAMS = 3
-#: ... seen at least this many times: separate windows, or each stalled stream's stalls inside
-#: them (a batch engine admitting 30 streams at once stalled them all together twice, up to
-#: 0.185 s, while its prefills ran: not a blocked loop, which stalls them again at every block).
+#: ... seen this many times (separate windows, or each stream's stalls inside them).
 SHARED_MIN_TIMES = 3
-#: blocked_loop (staircase): at least this many streams sent together (each request sent
-#: before the first of them got its head) ...
+#: staircase: this many streams sent together (or within ``SENT_TOGETHER_S`` of the first) ...
 STAIR_MIN_STREAMS = 4
-#: ... (or sent within this many seconds of the first request: a load's burst whose last
-#: requests a busy client sent a few ms after the first stream's head, 5 ms late in a run with
-#: a core kept busy, is still one burst) ...
 SENT_TOGETHER_S = 0.05
-#: ... whose heads (or first tokens) arrived in steps: at least ``STAIR_MIN_STEPS`` (and at
-#: least this share of the gaps between consecutive arrivals) at least ``STAIR_STEP_S`` apart
-#: (a blocked loop often lets a few streams through together at each step) ...
+#: ... whose heads (or first tokens) arrived in ``STAIR_MIN_STEPS`` steps (and this share of
+#: the gaps between arrivals) ``STAIR_STEP_S`` apart ...
 STAIR_STEP_SHARE = 1 / 3
 STAIR_MIN_STEPS = 3
 STAIR_STEP_S = 0.02
-#: ... rising from the first to the last by at least ``STAIR_RISE_FACTOR`` times the streams'
-#: healthy gap (the median of their ``HEALTHY_QUANTILE`` gaps) and at least
-#: ``STAIR_RISE_MIN_S``: relative to the streams' own pace, so a staircase that rose 0.16 s in
-#: one run and 0.19 s in the next (20 ms tokens) is named in both, where a fixed 0.2 s
-#: threshold flipped between them.
+#: ... rising by ``STAIR_RISE_FACTOR`` times the streams' healthy gap and ``STAIR_RISE_MIN_S``.
 STAIR_RISE_FACTOR = 5.0
 STAIR_RISE_MIN_S = 0.1
-#: blocked_loop (released together): the silence before every stream's head and answer came
-#: at once is at least this many seconds.
+#: released together: ``STAIR_MIN_STREAMS`` streams' heads and whole answers (each at least
+#: ``BUFFERED_MIN_CHUNKS`` chunks) within ``RELEASE_WINDOW_S`` of each other, ``STAIR_RISE_S``
+#: or more after the last request, written by the server (``sent_ns``) within
+#: ``RELEASE_SENT_SPAN_S`` (a server that wrote them over longer streamed; a hop held them).
 STAIR_RISE_S = 0.2
-#: blocked_loop (released together): the staircase's single step. At least
-#: ``STAIR_MIN_STREAMS`` streams sent together, each completed with at least
-#: ``BUFFERED_MIN_CHUNKS`` chunks, whose response heads and whole answers (first to last chunk)
-#: all arrived within this many seconds of each other, at least ``STAIR_RISE_S`` after the last
-#: request: nothing of any of them came out before (a server that sends its head with the first
-#: body, as uvicorn does, and a loop held until every generation was done). A buffering
-#: ingress passes the head on as soon as the server sends it, long before the answer's end.
 RELEASE_WINDOW_S = 0.05
-#: ... and where their chunks carry the server's send stamps (``sent_ns``, the bundled
-#: target's events), the server wrote them all within this many seconds: a loop held until
-#: every generation was done writes everything at once on its release. A server that wrote
-#: them over longer streamed on time, and what held them came after it (a hop: 8 streams of the
-#: normal target written over 0.15 s and all let through by a starved proxy 0.2 s after their
-#: requests).
 RELEASE_SENT_SPAN_S = 0.1
-#: blocked_loop (served one after another): of at least ``STAIR_MIN_STREAMS`` streams sent
-#: together, at least ``QUEUED_MIN_STREAMS`` (and at least half) got their response heads only
-#: after another of them had already received its whole answer (at least
-#: ``BUFFERED_MIN_CHUNKS`` chunks), ``QUEUED_MIN_WAIT_S`` or more after their own request ...
+#: served in turn: of ``STAIR_MIN_STREAMS`` sent together, this many (and half) got their
+#: heads only after another's whole answer, ``QUEUED_MIN_WAIT_S`` or more after their request,
+#: and at most ``SERVED_AT_ONCE_MAX`` had theirs before that first answer ended.
 QUEUED_MIN_STREAMS = 3
-#: ... (the continuous-batching target on a busy 2-core machine once served one 48-token
-#: answer in 0.2 s before the 7 other streams' heads, the last at 0.229 s: a pause no deadline
-#: would see; the naive target held them 0.6 s on a quiet machine, seconds on a busy one) ...
 QUEUED_MIN_WAIT_S = 0.5
-#: ... and at most this many of them had their heads before the first whole answer ended: a
-#: blocked loop serves one answer (or two) at a time, where a server that admits a batch and
-#: queues the rest serves many side by side (the continuous-batching target had 10 of 30
-#: streams under way when the first answer ended, on a quiet 2-core machine: capacity, not a
-#: blocked loop).
 SERVED_AT_ONCE_MAX = 2
 
-#: blocked_loop with the probe's samples (``--streamguard-probe``, the target's ready path by
-#: default): whichever pattern above matched, the probe must have waited (answers that took
-#: ``PROBE_WAIT_S`` or more, see :mod:`pytest_streamguard.verdict.probe`, or none) for at least
-#: this share of the windows the pattern names (the shared stalls; the span from the requests to
-#: the last step, head or silence's end). A loop blocked 0.15 s kept the probe waiting from the
-#: probe after the block began, at most ``interval`` late, to its end: two thirds of the window
-#: or more; a server whose loop is free answers in milliseconds, a few per cent of it. Where
-#: the pattern's windows hold no sample (the probe off, a TCP probe, a target given by URL the
-#: probe could not reach), the pattern alone decides, as it did before the probe.
+#: With the probe's samples, whichever pattern matched, the probe must have waited (answers of
+#: ``PROBE_WAIT_S`` or more, or none) this share of the pattern's windows; where they hold no
+#: sample (probe off, a TCP probe, a target it could not reach), the pattern alone decides.
 PROBE_WAIT_SHARE = 0.25
 
 
