@@ -124,6 +124,19 @@ def test_buffered_believes_the_servers_send_stamps_where_the_chunks_carry_them()
     assert together.findings == []
 
 
+def test_a_hold_with_the_head_in_it_counts_from_the_request() -> None:
+    # Head and answer in one read 554 ms after the request, under a 150 ms latency fault: the
+    # hold is 554 ms, more than such a latency makes (2 x 170 ms + 50 ms), so the verdict names
+    # buffered; under a 1 s latency, the fault's, for the 0.554 s it held (it said 0.000 s).
+    for ms, found in ((150, "buffered"), (1000, "own_fault")):
+        trace = make("held", 0, [554] * 20, head_ms=554)
+        trace.faults = [FaultRecord("latency", {"ms": ms, "jitter": 20}, [], 0)]
+        (finding,) = trace.findings
+        assert finding.name == found, finding.describe()
+        assert "0.554 s" in finding.evidence, finding
+        assert "0.000 s" not in finding.evidence, finding
+
+
 def test_buffered_is_not_named_where_the_plugins_toxiproxy_waited_for_a_cpu_meanwhile() -> None:
     # 47 of 48 chunks at the end, 250 ms after the first (the server sent them 4 ms apart). The
     # embedded Toxiproxy's loop waited 150 ms for a CPU over that silence: the busy machine

@@ -76,17 +76,16 @@ def buffered(trace: Observed) -> Finding | None:
         if span < BUFFERED_SENT_SPAN_S:
             return None
         server = f"; the server sent them over {span:.3f} s"
-    # What held them: from the start of the longest gap before them (a few chunks may trickle
-    # in between it and the held reads); one the plugin made is its own.
-    head = trace.response_ns if trace.response_ns is not None else trace.request_ns
-    stamps = [head, *sorted({c.stamp_ns for c in chunks if c.stamp_ns < min(reads)}), min(reads)]
+    # What held them: from the start of the longest gap before them (the request's, where the
+    # head came with them; a few chunks may trickle in after it); one the plugin made is its own.
+    arrived = {c.stamp_ns for c in chunks} | {trace.response_ns or trace.request_ns}
+    stamps = [trace.request_ns, *sorted(s for s in arrived if s < min(reads)), min(reads)]
     since = max(itertools.pairwise(stamps), key=lambda gap: gap[1] - gap[0])[0]
     own = own_gap(trace, since, last, "buffered")
     if own is not None:
         return own
-    held_since = max([trace.request_ns, *(stamp for stamp in stamps if stamp < min(reads))])
     proxy_waited = dict(getattr(trace, "proxy_waits", None) or ()).get(min(reads), 0)
-    if proxy_waited >= BUFFERED_PROXY_SHARE * (min(reads) - held_since) > 0:
+    if proxy_waited >= BUFFERED_PROXY_SHARE * (min(reads) - stamps[-2]) > 0:
         return None
     distinct = len({stamp for stamp, _ in trace.reads})
     instants = "" if distinct == len(trace.reads) else f", at {counted(distinct, 'instant')}"
