@@ -30,9 +30,10 @@ def test_cut_streams_2_and_7_of_10(streamguard):
     streamguard.faults.clear()
     plain = streamguard.load(10, json=BODY)
     untouched = [t.ttft for i, t in enumerate(result.traces) if i not in (2, 7)]
-    # The 1 KB/s hold that once armed a cut made TTFT 526 ms against 25 ms; within 50 ms here
-    # (a busy machine's noise; benchmarks/fault_precision.py measures it).
-    assert statistics.median(untouched) - statistics.median(t.ttft for t in plain.traces) < 0.05
+    # The 1 KB/s hold that once armed a cut made TTFT 526 ms against 25 ms; within 200 ms here,
+    # a busy machine's noise (52 ms once, with 4 workers on 2 cores) well below that hold's
+    # 0.5 s (benchmarks/fault_precision.py measures the precision itself).
+    assert statistics.median(untouched) - statistics.median(t.ttft for t in plain.traces) < 0.2
 
 
 def test_indexes_count_every_stream_of_the_test(streamguard):
