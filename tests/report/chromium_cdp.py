@@ -169,6 +169,8 @@ def chromium_page(workdir: Path, width: int = 1280, height: int = 900) -> Iterat
         stdout=log,
         stderr=subprocess.STDOUT,
         start_new_session=True,
+        # Its singleton directories (org.chromium.Chromium.*) go here too, not left in /tmp.
+        env={**os.environ, "TMPDIR": str(workdir)},
     )
     try:
         port, browser_path = _read_port_file(profile, process)
