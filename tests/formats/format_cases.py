@@ -2,7 +2,7 @@
 
 The expectations are written from the vendors' API references, not from the plugin's output:
 which deltas are tokens (and of which kind), what ends the stream, what fails it. Every stream
-transcript pauses 0.1 s (``PAUSE_S``) just before its first token, after any role-only,
+transcript pauses 0.2 s (``PAUSE_S``) just before its first token, after any role-only,
 metadata or heartbeat frames sent at 0 s, so TTFT must land on the first token of any kind.
 """
 
@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-PAUSE_S = 0.1
+PAUSE_S = 0.2
 """The replay app's pause before each stream's first token (see the manifests)."""
 
 JSON_PAGE = "application/json"

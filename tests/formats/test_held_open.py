@@ -34,6 +34,6 @@ def test_held_open_is_measured_after_every_protocols_end(
     )
     assert quick.completed, quick.error
     assert quick.held_open_s is None
-    # No wait for a body that ends with its stream (the transcript's own 0.1 s pause aside;
+    # No wait for a body that ends with its stream (the transcript's own 0.2 s pause aside;
     # generous for a busy machine).
     assert time.perf_counter() - started < 1.2
