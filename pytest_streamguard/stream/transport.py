@@ -168,9 +168,10 @@ class _Connection:
 
     def watch_proxy(self, pid: int | None) -> None:
         """Note process ``pid``'s (the embedded Toxiproxy's) wait for a CPU over each silence
-        of ``_SILENCE_NS`` or more from now on (None: nothing)."""
+        of ``_SILENCE_NS`` or more from now on (None: nothing). The start takes the process's
+        last reading, as a read does: a load's burst of connections reads ``/proc`` once."""
         now = time.perf_counter_ns()
-        waited = None if pid is None else _proxy_waited(pid, now, fresh=True)
+        waited = None if pid is None else _proxy_waited(pid, now, fresh=False)
         if waited is not None:
             self.proxy_pid, self._proxy_at = pid, (now, waited)
 
