@@ -256,8 +256,9 @@ class Faults:
 
     def stall(self, after_chunks: int, seconds: float, *, streams: Any = None) -> FaultRecord:
         """Pause each stream for ``seconds`` right after its ``after_chunks``-th data event
-        (the rest of it is held, not dropped). ``streams``: only the test's streams at these
-        indexes (0 first, in request order), or a seeded fraction of them (``0.3``)."""
+        (the rest of it is held, not dropped, then sent in one write). ``streams``: only the
+        test's streams at these indexes (0 first, in request order), or a seeded fraction of
+        them (``0.3``)."""
         return self._log.add_chunk(
             stall_at_chunk(self._log.control, self._log.seed, after_chunks, seconds, streams)
         )

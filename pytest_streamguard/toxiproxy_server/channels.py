@@ -83,6 +83,10 @@ class Channel:
             self._reader = waiter
             await waiter
 
+    def first(self) -> Item | None:
+        """The oldest item, left in place; None when the channel is empty."""
+        return self._items[0] if self._items else None
+
     def pop(self) -> Item:
         """Take the oldest item, waking the writer when room appears."""
         item = self._items.popleft()

@@ -10,6 +10,7 @@ bytes: the link re-feeds ``pending`` to the re-wired chain.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import random
 import time
 from collections.abc import Callable
@@ -20,6 +21,8 @@ from .events import ChunkCounter, RequestAims
 from .toxics import ProxyToxic
 
 _MS: int = 1_000_000
+#: What a ``chunk_stall`` takes in while it holds a response, to send in one write at its end.
+STALL_HELD_BYTES: int = 256 * 1024
 
 
 @dataclass
@@ -294,18 +297,30 @@ class ChunkStage(Stage):
             await self.act()
 
     async def _hold(self) -> None:
-        assert self.state.stall_until is not None
-        wait = self.state.stall_until - time.monotonic_ns()
-        if wait > 0:
-            await asyncio.sleep(wait / 1e9)
-        self.state.stall_until = None
+        """Wait out the stall under way, joining what arrives meanwhile (up to
+        :data:`STALL_HELD_BYTES`) into ``pending``, where a re-wiring finds it: it leaves in one
+        write, as from a hop that held it, not in the pieces it was read in."""
+        state, inp = self.state, self.inp
+        assert state.stall_until is not None
+        while (wait := state.stall_until - time.monotonic_ns()) > 0:
+            held = self.pending
+            if inp.first() is EOF or (held is not None and len(held[0]) >= STALL_HELD_BYTES):
+                await asyncio.sleep(wait / 1e9)
+            elif len(inp):
+                item = inp.pop()
+                self.pending = item if held is None else (held[0] + item[0], held[1])
+            else:
+                with contextlib.suppress(TimeoutError):
+                    async with asyncio.timeout(wait / 1e9):
+                        await inp.wait_readable()
+        state.stall_until = None
 
 
 class ChunkStallStage(ChunkStage):
     """Hold the rest of the response for ``duration`` ms after its Nth chunk."""
 
     async def act(self) -> None:
-        """Stall: the bytes after the boundary wait (backpressure reaches the sender)."""
+        """Stall: the bytes after the boundary wait, then leave together (:meth:`_hold`)."""
         self.state.stall_until = time.monotonic_ns() + self.toxic.attr("duration") * _MS
         await self._hold()
 

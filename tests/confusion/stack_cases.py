@@ -290,9 +290,6 @@ CONTROLS = [
         node_fastapi(),
         OWN_STALL,
         at("own_fault@model"),
-        intermittent="missed (nothing named, no blame) when the chunks the stall held reached "
-        "the client over reads more than 5 ms apart, not as one arrival: in 2 fresh clones' "
-        "make test (one on 2 workers with a core kept busy); right 6 of 6 with a core kept busy",
     ),
 ]
 

@@ -6,6 +6,8 @@ bugs (reference §4.4) are asserted as they really behave, not worked around.
 
 from __future__ import annotations
 
+import asyncio
+import random
 import socket
 import time
 from collections.abc import Callable, Iterator
@@ -15,6 +17,9 @@ from toxiproxy.api import APIConsumer
 from toxiproxy.exceptions import InvalidToxic, NotFound, ProxyExists
 from toxiproxy_helpers import ServerProcess, Upstream, connect, recv_all, recv_exactly
 
+from pytest_streamguard.toxiproxy_server.channels import EOF, Channel, Item
+from pytest_streamguard.toxiproxy_server.stages import ChunkStallStage, ToxicState
+from pytest_streamguard.toxiproxy_server.toxics import TOXIC_TYPES, ProxyToxic
 from toxiproxy import Toxiproxy
 
 
@@ -230,19 +235,71 @@ def test_chunk_reset_resets_right_after_the_nth_token_event(
         assert b"".join(got) == _through(2)[: len(b"".join(got))]
 
 
-def test_chunk_stall_holds_the_rest_of_the_answer(
+def test_chunk_stall_holds_the_rest_of_the_answer_and_sends_it_in_one_write(
     client: Toxiproxy, upstream: Callable[..., Upstream]
 ) -> None:
-    proxy = client.create(upstream=upstream(_sse_response).address, name="chunks")
-    proxy.add_toxic(type="chunk_stall", attributes={"after_chunks": 2, "duration": 400})
+    finished: list[float] = []
+
+    def paced(conn: socket.socket) -> None:
+        # The events after the stall's boundary 10 ms apart: the proxy reads them apart.
+        conn.recv(1024)
+        conn.sendall(_through(3))
+        for event in EVENTS[4:]:
+            time.sleep(0.01)
+            conn.sendall(b"%x\r\n%s\r\n" % (len(event), event))
+        conn.sendall(b"0\r\n\r\n")
+        finished.append(time.monotonic())
+        conn.recv(8)
+
+    proxy = client.create(upstream=upstream(paced).address, name="chunks")
+    proxy.add_toxic(type="chunk_stall", attributes={"after_chunks": 2, "duration": 500})
     with connect(proxy.listen) as sock:
         sock.sendall(b"GET / HTTP/1.1\r\n\r\n")
         first = recv_exactly(sock, len(_through(3)))
         assert first == _through(3)
         started = time.monotonic()
-        rest = recv_exactly(sock, 1)
-        assert time.monotonic() - started >= 0.35
-        assert rest == _through(4)[len(first) : len(first) + 1]
+        rest = sock.recv(65536)
+        arrived = time.monotonic()
+    assert arrived - started >= 0.4
+    assert finished, "the upstream never finished its answer"
+    assert finished[0] < arrived, "the upstream was still writing when the stall ended"
+    # One read brought everything the proxy held.
+    assert first + rest == _through(len(EVENTS) - 1) + b"0\r\n\r\n"
+
+
+def test_chunk_stall_joins_the_reads_it_held_into_one() -> None:
+    """The stage itself, in process: the reads that came during the stall leave as one chunk
+    (over a socket, their writes a few µs apart may still be read apart)."""
+
+    async def run() -> list[Item]:
+        toxic = ProxyToxic(
+            "s",
+            TOXIC_TYPES["chunk_stall"],
+            "downstream",
+            "downstream",
+            1.0,
+            {"after_chunks": 2, "duration": 50, "aimed": 0},
+        )
+        out = Channel(64)
+        stage = ChunkStallStage(ToxicState(toxic, active=True), out, random.Random(0))
+        stage.start()
+        stage.inp.push((_through(3), time.monotonic_ns()))
+        for event in EVENTS[4:]:
+            stage.inp.push((b"%x\r\n%s\r\n" % (len(event), event), time.monotonic_ns()))
+        stage.inp.push(EOF)
+        got: list[Item] = []
+        while not got or got[-1] is not EOF:
+            await out.wait_readable()
+            got.append(out.pop())
+        stage.stop()
+        return got
+
+    got = asyncio.run(run())
+    assert [data for data, _ in got] == [
+        _through(3),
+        _through(len(EVENTS) - 1)[len(_through(3)) :],
+        b"",
+    ]
 
 
 def test_chunk_toxics_refuse_after_chunks_0(
