@@ -65,7 +65,7 @@ class DeadlineViolation(StreamguardFailure):
     """A stream broke its token deadline.
 
     ``violations`` holds the individual :class:`~pytest_streamguard.Violation` records; the
-    message (:func:`pytest_streamguard.verdict.deadlines.deadline_violation` writes it) shows the
+    message (:func:`pytest_streamguard.verdict.deadlines.format_violations` writes it) shows the
     worst few and says where every stream's verdict can be read.
     """
 

@@ -114,6 +114,14 @@ class _Binding:
     holder = ""
 
 
+def _version_at(url: str) -> str:
+    api = ToxiproxyAPI(url)
+    try:
+        return api.version()
+    finally:
+        api.close()
+
+
 class ToxiproxyAPI:
     """toxiproxy-python calls bound to one server, with a deadline and clear errors."""
 
@@ -381,12 +389,7 @@ class ToxiproxyServer:
                 "hint: pass the URL of toxiproxy-server's API (its -host/-port, default "
                 "http://127.0.0.1:8474), or leave --streamguard-toxiproxy out for the embedded one"
             )
-        api = ToxiproxyAPI(url)
-        try:
-            version = api.version()
-        finally:
-            api.close()
-        return cls(url=url, kind="external", version=version)
+        return cls(url=url, kind="external", version=_version_at(url))
 
     @classmethod
     def embedded(cls, startup_timeout: float, seed: int | None = None) -> ToxiproxyServer:
@@ -398,11 +401,7 @@ class ToxiproxyServer:
         try:
             url = process.wait_for_line(toxiproxy_listening, startup_timeout)
             process.wait_ready(f"{url}/version", startup_timeout)
-            api = ToxiproxyAPI(url)
-            try:
-                version = api.version()
-            finally:
-                api.close()
+            version = _version_at(url)
         except BaseException:
             process.stop()
             raise

@@ -25,15 +25,17 @@ import shutil
 import signal
 import sys
 import time
+from collections.abc import Callable
 
 #: Seconds between SIGTERM and SIGKILL once the owner is dead: short, so everything is gone
 #: well within a few seconds of pytest's death.
 GRACE_S = 1.0
 
 
-def _group_exists(pgid: int) -> bool:
+def _exists(kill: Callable[[int, int], None], pid: int) -> bool:
+    """Whether the process (``os.kill``) or the group (``os.killpg``) ``pid`` still exists."""
     try:
-        os.killpg(pgid, 0)
+        kill(pid, 0)
     except ProcessLookupError:
         return False
     except PermissionError:
@@ -60,7 +62,7 @@ def _cleanup(groups: set[int], dirs: set[str]) -> None:
     for pgid in groups:
         _signal(pgid, signal.SIGTERM)
     deadline = time.monotonic() + GRACE_S
-    while any(_group_exists(pgid) for pgid in groups) and time.monotonic() < deadline:
+    while any(_exists(os.killpg, pgid) for pgid in groups) and time.monotonic() < deadline:
         time.sleep(0.02)
     # Unconditionally: a group whose leader exited may still hold a grandchild.
     for pgid in groups:
@@ -98,7 +100,7 @@ def main(argv: list[str]) -> int:
         ready, _, _ = select.select(fds, [], [], timeout)
         if watch is not None and (
             (watch_fd is not None and watch_fd in ready)
-            or (watch_fd is None and not ready and not _alive(watch))
+            or (watch_fd is None and not ready and not _exists(os.kill, watch))
         ):
             watched_died = True
             break
@@ -121,16 +123,6 @@ def main(argv: list[str]) -> int:
             _apply(raw.decode("utf-8", "surrogateescape"), groups, dirs)
     _cleanup(groups, dirs)
     return 0
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
 
 
 if __name__ == "__main__":

@@ -114,25 +114,6 @@ class Violation:
         return f"{self.stream}: {self.detail}; active faults: {faults}"
 
 
-def deadline_violation(
-    violations: list[Violation],
-    *,
-    traces: Sequence[CheckedStream] | None = None,
-    report: str | None = None,
-    probe: Probed | None = None,
-) -> DeadlineViolation:
-    """The :class:`~pytest_streamguard.errors.DeadlineViolation` to raise for ``violations``.
-
-    ``traces`` (every stream checked) lets the message count the streams' outcomes; ``report``
-    says where every stream's verdict and timeline can be read (the message shows only the
-    worst few); ``probe``, the samples of the probe sent beside them, lets the findings name
-    their cause in words.
-    """
-    return DeadlineViolation(
-        format_violations(violations, traces=traces, report=report, probe=probe), violations
-    )
-
-
 #: How much of a verdict the message shows, so that a failing load of many streams fits a
 #: screen (60 lines at most): the worst few streams' headlines and timelines, with counts.
 SHOWN_STREAMS = 3
@@ -199,8 +180,9 @@ def format_violations(
     report: str | None = None,
     probe: Probed | None = None,
 ) -> str:
-    """The message: a header, the streams' outcomes and what they broke (when more than one
-    stream was checked), the worst streams' headlines and timelines, and where the rest is.
+    """The :class:`~pytest_streamguard.errors.DeadlineViolation` message: a header, the streams'
+    outcomes and what they broke (with ``traces``, every stream checked, when more than one),
+    the worst streams' headlines and timelines, and where the rest is (``report``).
     Where a finding names its cause in words (the probe backed it, or a hop's exception beside a
     stream that ended early), that cause is the first line, above the header; the errors the
     hops wrote beside the streams follow the header (``server said: HOP: ...``)."""
@@ -476,7 +458,8 @@ def assert_traces(
         by_name = {trace.name: trace for trace in traces}
         for violation in violations:
             by_name.get(violation.stream, traces[0]).caught.append(violation.headline())
-        raise deadline_violation(violations, traces=traces, probe=probe)
+        message = format_violations(violations, traces=traces, probe=probe)
+        raise DeadlineViolation(message, violations)
 
 
 #: A bound above this many seconds is refused unless the caller says ``long=True``: such a

@@ -30,7 +30,6 @@ from pytest_streamguard.errors import DeadlineViolation, StreamguardFailure
 from pytest_streamguard.verdict.deadlines import (
     CheckedStream,
     Violation,
-    deadline_violation,
     format_violations,
 )
 from pytest_streamguard.verdict.findings import (
@@ -70,7 +69,10 @@ def failure_of(
     words; ``unchecked``: the ``fail_on`` gates it could not check, when they fail it.
     """
     if violations:
-        return deadline_violation(list(violations), traces=traces, report=report, probe=probe)
+        found = list(violations)
+        return DeadlineViolation(
+            format_violations(found, traces=traces, report=report, probe=probe), found
+        )
     if gated:
         return findings_failed(list(gated))
     if unchecked:
