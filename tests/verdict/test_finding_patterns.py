@@ -104,6 +104,12 @@ def test_buffered_takes_reads_a_few_ms_apart_as_one_arrival() -> None:
     assert two.describe() == (
         "buffered: 16 of 16 chunks in 3 reads, the last at 0.480 s (3 reads in all)"
     )
+    # Two early tokens in one read (a busy machine), the answer held to the end: the pair is
+    # not the second arrival that held it (it once made the whole answer look early).
+    (paired,) = make("early pair", 0, [20, 40, 60, 60, 80] + [1080] * 19).findings
+    assert paired.describe() == (
+        "buffered: 19 of 24 chunks in 1 read, the last at 1.080 s (5 reads in all)"
+    )
     # A model whose tokens come 6 ms apart after a long first token is flowing: never two of
     # its reads to an arrival.
     assert make("fast tokens", 0, [400 + 6 * i for i in range(20)]).findings == []
