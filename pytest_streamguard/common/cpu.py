@@ -1,6 +1,14 @@
 """How long a thread waited for a CPU (``schedstat``'s run-queue time): a busy machine's share
 of a wait, which the findings take off rather than blame on the app."""
 
+from __future__ import annotations
+
+import contextlib
+import functools
+import os
+from pathlib import Path
+from urllib.parse import urlsplit
+
 
 def waited_ns(path: str) -> int | None:
     """The run-queue wait so far (ns) of the thread whose ``schedstat`` is at ``path``; None
@@ -15,3 +23,27 @@ def waited_ns(path: str) -> int | None:
 def main_thread_waited_ns(pid: int | None) -> int | None:
     """:func:`waited_ns` of process ``pid``'s main thread; None without a pid."""
     return None if pid is None else waited_ns(f"/proc/{pid}/task/{pid}/schedstat")
+
+
+@functools.lru_cache(maxsize=32)
+def listening_pid(url: str) -> int | None:
+    """The process listening on ``url``'s loopback port (looked up once, in ``/proc``): a target
+    or Toxiproxy given by URL but running here, whose CPU waits the findings take off too. None
+    where not found (another host or PID namespace) or in this process (a thread's server)."""
+    parts = urlsplit(url)
+    if parts.hostname not in ("127.0.0.1", "localhost", "::1") or parts.port is None:
+        return None
+    port, sockets, own = f"{parts.port:04X}", set(), str(os.getpid())
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        with contextlib.suppress(OSError):
+            for row in Path(table).read_text().splitlines()[1:]:
+                cells = row.split()
+                if cells[3] == "0A" and cells[1].endswith(f":{port}"):  # 0A: LISTEN
+                    sockets.add(f"socket:[{cells[9]}]")
+    if not sockets:
+        return None
+    for fds in sorted(Path("/proc").glob("[0-9]*/fd"), key=lambda p: int(p.parent.name)):
+        with contextlib.suppress(OSError):
+            if fds.parent.name != own and any(os.readlink(fd) in sockets for fd in fds.iterdir()):
+                return int(fds.parent.name)
+    return None

@@ -14,6 +14,7 @@ from toxiproxy.api import APIConsumer
 from toxiproxy.proxy import Proxy
 from toxiproxy.server import Toxiproxy
 
+from pytest_streamguard.common.cpu import listening_pid
 from pytest_streamguard.common.display import shown_command
 from pytest_streamguard.common.names import SKIP_REASON
 from pytest_streamguard.errors import StartupError, ToxiproxyError
@@ -57,7 +58,8 @@ def _probe_spec(settings: Settings, target: Target, stack: StackHops | None) -> 
         return None
 
     def spec(setting: str, of: Target) -> ProbeSpec:
-        return ProbeSpec.for_target(setting, of.url, of.ready_path, settings.probe_interval, of.pid)
+        pid = of.pid or listening_pid(of.url)
+        return ProbeSpec.for_target(setting, of.url, of.ready_path, settings.probe_interval, pid)
 
     if stack is None:
         return spec(settings.probe, target)
@@ -304,7 +306,8 @@ def make_streamguard(
             client=settings.client,
             transcripts=settings.transcripts and settings.transcripts / file_name(item.nodeid),
             stack=stack,
-            proxy_pid=streamguard_toxiproxy_server.pid,
+            proxy_pid=streamguard_toxiproxy_server.pid
+            or listening_pid(streamguard_toxiproxy_server.url),
         )
         guards = item.stash.setdefault(GUARD_KEY, [])
         # A second guard of the same test on the same proxy shares it: resetting it would undo

@@ -412,6 +412,32 @@ def test_target_cmd_and_embedded_server_are_started_and_stopped(
         assert not pid_alive(pid), f"process {pid} outlived the session"
 
 
+def test_a_toxiproxy_and_a_target_given_by_url_but_running_here_are_read_as_started_ones(
+    pytester: pytest.Pytester, app_url: str, toxiproxy_url: str
+) -> None:
+    """Their waits for a CPU are read through the processes listening on their loopback ports:
+    the Toxiproxy's over the silences between tokens, the target's beside each probe sample
+    (the app here is served in a thread of this process, the inner run's parent)."""
+    pytester.makepyfile(
+        """
+        def test_by_url(streamguard, streamguard_toxiproxy_server):
+            trace = streamguard.stream(json={"max_new_tokens": 3, "interval_s": 0.06})
+            assert trace.completed
+            assert streamguard_toxiproxy_server.kind == "external"
+            assert len(trace.proxy_waits) >= 2, trace.proxy_waits
+        """
+    )
+    result = pytester.runpytest_subprocess(
+        *("--streamguard", "--streamguard-toxiproxy", toxiproxy_url),
+        *("--streamguard-target-url", app_url, "-o", "streamguard_probe_interval=0.01"),
+        *("--streamguard-json", "sg.json", "-p", "no:cacheprovider"),
+    )
+    result.assert_outcomes(passed=1)
+    (record,) = json.loads((pytester.path / "sg.json").read_text())["tests"]
+    assert record["probe"]["samples"], record["probe"]
+    assert len(record["probe"]["cpu_waits"]) >= 1, record["probe"]
+
+
 def test_target_args_are_appended_to_a_started_target(
     pytester: pytest.Pytester, toxiproxy_url: str
 ) -> None:
