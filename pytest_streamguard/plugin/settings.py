@@ -14,6 +14,7 @@ import math
 import os
 import re
 import shlex
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Final
@@ -474,9 +475,13 @@ def resolve_settings(config: pytest.Config) -> Settings:
         probe=_probe(config),
         toxiproxy_url=_toxiproxy_url(config),
         json_path=_optional_path(config, "streamguard_json"),
-        html_path=_html_path(config),
+        html_path=_optional_path(config, "streamguard_html", Path.is_dir, _HTML_IS_DIR),
         save_path=_optional_path(config, "streamguard_save"),
-        compare_path=(compare_path := _compare_path(config)),
+        compare_path=(
+            compare_path := _optional_path(
+                config, "streamguard_compare", lambda path: not path.is_file(), _NO_BASELINE
+            )
+        ),
         compare_fail=_compare_fail(config, compare_path),
         compare_min_samples=_compare_min_samples(config),
         proxy_host=_proxy_host(config),
@@ -629,30 +634,18 @@ def _toxiproxy_url(config: pytest.Config) -> str | None:
     return toxiproxy_url
 
 
-def _optional_path(config: pytest.Config, dest: str) -> Path | None:
-    """A file path setting as given (None when empty)."""
-    raw = _raw(config, dest).raw
-    return Path(raw) if raw else None
-
-
-def _html_path(config: pytest.Config) -> Path | None:
-    """Where the HTML report goes: a file path, not a directory (None when empty)."""
-    given = _raw(config, "streamguard_html")
-    if given.raw and Path(given.raw).is_dir():
-        raise given.invalid(
-            "it is a directory; expected a file path such as reports/streamguard.html"
-        )
+def _optional_path(
+    config: pytest.Config, dest: str, bad: Callable[[Path], bool] = bool, why: str = ""
+) -> Path | None:
+    """A file path setting as given (None when empty), refused with ``why`` where ``bad``."""
+    given = _raw(config, dest)
+    if given.raw and why and bad(Path(given.raw)):
+        raise given.invalid(why)
     return Path(given.raw) if given.raw else None
 
 
-def _compare_path(config: pytest.Config) -> Path | None:
-    """The baseline report to compare with, which must exist (None when empty)."""
-    given = _raw(config, "streamguard_compare")
-    if given.raw and not Path(given.raw).is_file():
-        raise given.invalid(
-            "no such file; expected a JSON report saved by --streamguard-save or --streamguard-json"
-        )
-    return Path(given.raw) if given.raw else None
+_HTML_IS_DIR = "it is a directory; expected a file path such as reports/streamguard.html"
+_NO_BASELINE = "no such file; expected a JSON report of --streamguard-save or --streamguard-json"
 
 
 def _compare_fail(config: pytest.Config, compare_path: Path | None) -> tuple[Bound, ...]:

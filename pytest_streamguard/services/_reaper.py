@@ -32,8 +32,7 @@ from collections.abc import Callable
 GRACE_S = 1.0
 
 
-def _exists(kill: Callable[[int, int], None], pid: int) -> bool:
-    """Whether the process (``os.kill``) or the group (``os.killpg``) ``pid`` still exists."""
+def _exists(kill: Callable[[int, int], None], pid: int) -> bool:  # os.kill or os.killpg
     try:
         kill(pid, 0)
     except ProcessLookupError:

@@ -41,10 +41,7 @@ __all__ = ["SPREAD_FROM", "SPREAD_S", "SPREAD_TO", "UNKNOWN", "at_hops", "buffer
 #: it came (the same bound as a server's send stamps spread over for ``buffered``) ...
 SPREAD_S = BUFFERED_SENT_SPAN_S
 #: ... counted from the read that brought the body past this share of its bytes to the one that
-#: brought it past ``SPREAD_TO``: the answer's later part, the one a buffered stream's client
-#: got in its burst (a role-only first event sent with the head, an OpenAI-style chat stream's,
-#: and the whole answer 0.4 s later is an answer sent in one piece; so are two tokens, a 1 s
-#: stall in generation, then the rest at once).
+#: brought it past ``SPREAD_TO``: the part a buffered client got in its burst (docs/stacks.md).
 SPREAD_FROM = 0.5
 SPREAD_TO = 0.9
 #: ``finding.hop`` where no evidence places the finding at a hop.

@@ -7,15 +7,10 @@ from typing import Any
 from pytest_streamguard.verdict.findings.base import Finding, Observed, sent_stamp
 from pytest_streamguard.verdict.findings.base import seconds as _s
 
-#: backpressure: under a throttle of the client's side (``bandwidth`` or ``slow_reader``) on
-#: the stream that paced its reads (the client read at least ``BACKPRESSURE_PACED`` of the
-#: throttle's rate while it was on), at least ``BACKPRESSURE_MIN_CHUNKS`` chunks that carry the
-#: server's own send stamp (``sent_ns``, the bundled target's events) waited at least this many
-#: seconds longer between the server's write and the client's read than the stream's quickest
-#: chunk did, each chunk read while the throttle was on less its own bytes' time at the
-#: throttle's rate (the first event of a stream throttled from its start waits for its own
-#: bytes, 0.5 s for 1 KB at 2 KB/s, queued behind nothing). The slow-reader incident: every
-#: event but its first, 0.25 to 0.87 s.
+#: backpressure (docs/findings.md says why): under a throttle of the client's side that paced
+#: its reads (they took ``BACKPRESSURE_PACED`` of its rate or more), ``BACKPRESSURE_MIN_CHUNKS``
+#: chunks carrying ``sent_ns`` waited this many seconds longer from the server's write to the
+#: client's read than the quickest, less their own bytes' time at the throttle's rate.
 BACKPRESSURE_MIN_S = 0.25
 BACKPRESSURE_MIN_CHUNKS = 3
 BACKPRESSURE_PACED = 0.5

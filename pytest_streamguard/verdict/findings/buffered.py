@@ -12,31 +12,23 @@ from pytest_streamguard.verdict.findings.base import Finding, Observed, sent_sta
 from pytest_streamguard.verdict.findings.base import seconds as _s
 from pytest_streamguard.verdict.findings.own import own_gap
 
-#: buffered: a stream of at least this many chunks ...
+#: buffered (docs/findings.md says why each bound): a stream of at least this many chunks ...
 BUFFERED_MIN_CHUNKS = 4
-#: ... whose largest one or two arrivals (reads that came within this many seconds of an
-#: arrival's first read are part of it: a gateway passing on an answer it got whole writes its
-#: events back to back, and a client on a crowded machine read them over 4 reads in 3 ms; a
-#: model's tokens more than 5 ms apart are never two to an arrival) ...
+#: ... whose largest one or two arrivals (the reads within this many seconds of an arrival's
+#: first: a gateway passing on a whole answer writes its events back to back) ...
 BUFFERED_TOGETHER_S = 0.005
 #: ... hold at least this share of its chunks ...
 BUFFERED_SHARE = 0.75
-#: ... and came at its end: the first of them at least this share of the way from the request
-#: to the answer's end (a fast server's first tokens coalesced into one read at the start of a
-#: stream that goes on, or is cut later, are not buffering): its last token where it completed
-#: (a gateway on a busy machine closed the body 0.15 s after it), else where it was cut.
+#: ... at its end: the first this share of the way from the request to its last token (where
+#: it completed, else to the cut) ...
 BUFFERED_AT_END = 0.8
-#: ... and held: the read that brought them came at least this many seconds after the request
-#: (a 32-token answer of 0.126 s in all reached the client in one read while 30 streams kept a
-#: 2-core machine busy: a hop's scheduling delay, not a gateway collecting the answer).
+#: ... the last read at least this many seconds after the request (less is a busy machine) ...
 BUFFERED_MIN_S = 0.25
-#: ... and, where the chunks carry the server's own send stamps (``sent_ns``, the bundled
-#: target's events), the server sent the held chunks over at least this many seconds: chunks
-#: it sent together (a 16-token answer generated in tens of ms after a 1 s cold start) arrive
-#: together through any hop, and nothing between held them.
+#: ... sent over at least this many seconds, where the chunks carry the server's ``sent_ns``
+#: (chunks the server sent together arrive together through any hop) ...
 BUFFERED_SENT_SPAN_S = 0.1
-#: ... and not where the embedded Toxiproxy's loop waited for a CPU this share of the silence
-#: before them (``proxy_waits``): a busy machine held them, not a hop.
+#: ... and not where the embedded Toxiproxy waited for a CPU this share of the silence before
+#: them (``proxy_waits``): a busy machine held them, not a hop.
 BUFFERED_PROXY_SHARE = 0.5
 
 

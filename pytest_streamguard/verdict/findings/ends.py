@@ -18,29 +18,19 @@ IDLE_MIN_S = 0.9
 #: ... within this share (or ``IDLE_TOLERANCE_S``) of a whole number of seconds.
 IDLE_TOLERANCE = 0.05
 IDLE_TOLERANCE_S = 0.1
-#: ... counted from the last byte, or from a byte at most this long before it: nginx keeps a
-#: running timer whose new deadline would move by under 300 ms (``NGX_TIMER_LAZY_DELAY``), so
-#: its read timeout can fire up to 0.3 s early counted from the last read (a busy run saw
-#: 0.872 s behind a 1 s ``proxy_read_timeout``, 0.992 s after the response head 0.120 s
-#: before the last chunk). The request counts too: a hop arms its read timer when it sends the
-#: request on, so a stream whose every byte came within 0.3 s of its request is cut a timeout
-#: after the request (nginx, a 1 s timeout: 1.002 s after it, 0.775 s after the last byte).
+#: ... counted from the last byte, a byte at most this long before it (nginx's lazy timers:
+#: docs/findings.md, "idle_cut"), or the request (a hop arms its read timer as it sends it on).
 IDLE_LAZY_S = 0.3
 CUT_KINDS = frozenset({"cut", "reset", "timeout", "network", "truncated"})
 #: ... and something on the way cut the stream: a ``timeout`` is the plugin's own client giving
-#: up (its read limit, or the ``total`` bound), never a hop's read timeout (a 20-stream load
-#: whose app blocked its loop 0.1 s every 5 tokens ended on the client's 1.050 s read limit,
-#: 1.052 s after the last chunk, and was named ``idle_cut`` with no ingress on the way).
+#: up (its read limit, or the ``total`` bound), never a hop's read timeout.
 IDLE_CUT_KINDS = CUT_KINDS - {"timeout"}
 
 #: idle_cut (the same silence): at least this many streams, and at least half of those ended
 #: by a hop (``IDLE_CUT_KINDS``, or answered HTTP 502 or 504 instead of the stream) ...
 IDLE_SAME_MIN_STREAMS = 3
 #: ... ended after silences within this share (or ``IDLE_SAME_TOLERANCE_S``) of one another,
-#: whatever their length (nginx's ``proxy_read_timeout 500ms``: 30 streams answered 504 after
-#: 0.504 s; a busy machine spread one 0.5 s timeout's cuts over 0.49 s to 0.55 s), each
-#: counted as :func:`idle_cut` counts (from the last byte, or a byte at most ``IDLE_LAZY_S``
-#: before it, or the request) ...
+#: whatever their length, each counted as :func:`idle_cut` counts ...
 IDLE_SAME_SHARE = 0.1
 IDLE_SAME_TOLERANCE_S = 0.05
 #: ... of at least this many seconds from each stream's last byte.
