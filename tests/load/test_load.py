@@ -59,8 +59,10 @@ def test_closed_loop_load_pools_streams_and_checks_pooled_percentile(
     assert {t["stamps"] for t in traces} == {"kernel"}
     assert all(t["queued_ns"] < t["request_ns"] for t in traces)
     assert all(t["client_delay_s"]["write"] > 0 and t["read_delay_ns"] for t in traces)
-    # A Toxiproxy given by URL is no process of this machine's to read a CPU wait of.
-    assert all(t["proxy_waits"] == [] for t in traces)
+    # The Toxiproxy given by URL runs here: its waits for a CPU over the streams' silences of
+    # 50 ms or more (a busy machine's) are read too, each at a read of the stream's.
+    for t in traces:
+        assert all(t["request_ns"] < at <= t["end_ns"] and ns >= 0 for at, ns in t["proxy_waits"])
     result.stdout.fnmatch_lines(["*test_thirty * 300 * pass  -"])
 
 
