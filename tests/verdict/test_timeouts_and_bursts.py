@@ -105,3 +105,14 @@ def test_bursts_stays_quiet_on_a_flowing_stream_and_uneven_groups() -> None:
             index += 1
     uneven.end_ns = 431 * MS
     assert findings_of([uneven]) == []
+    # Groups of 5, 8, 11 and 14 events of 512 B, at uneven periods, each event in a read of its
+    # own at its group's stamp (as a client records segments it read at one instant): neither
+    # the groups' sizes (their reads summed) nor their periods are fixed.
+    per_event = make("stream 1", 0, [])
+    for n, at in [(5, 100), (8, 200), (11, 330), (14, 420)]:
+        for _ in range(n):
+            per_event.reads.append((at * MS, 512))
+            index = len(per_event.chunks)
+            per_event.chunks.append(Chunk(index, at * MS, at * MS, 512, f"t{index}"))
+    per_event.end_ns = 421 * MS
+    assert findings_of([per_event]) == []

@@ -58,8 +58,8 @@ def bursts(trace: Observed) -> Finding | None:
     gaps = [b - a for a, b in itertools.pairwise(groups)]
     if min(gaps) < BURSTS_MIN_GAP_S * 1e9:
         return None
-    size = dict(trace.reads)
-    sizes = [float(size.get(stamp, 0)) for stamp in groups[:-1]]
+    # A group's bytes: every read at its stamp (the reads of one arrival share the kernel's).
+    sizes = [float(sum(n for at, n in trace.reads if at == stamp)) for stamp in groups[:-1]]
     by_size = _fixed(sizes)
     by_period = _fixed([float(g) for g in gaps])
     if not by_size and not by_period:
