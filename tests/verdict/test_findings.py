@@ -342,10 +342,12 @@ def test_a_body_held_open_after_its_end_shows_held_open_and_the_fixed_one_none(
     report = json.loads(Path(pytester.path, "sg.json").read_text())
     (finding,) = _findings(report, "test_held")
     assert finding["name"] == "held_open"
-    assert str(finding["evidence"]).startswith("body held open 2."), finding
+    # The app holds the body 2 s from its end event's write; the client counts from that
+    # event's arrival, which a busy machine delays (1.993 s once).
+    assert 1.9 <= finding["data"]["held_open_s"] < 2.5, finding
     assert _findings(report, "test_ended") == []
     result.stdout.fnmatch_lines(
-        ["findings (see docs/findings.md):", "*test_held: held_open: body held open 2.*"]
+        ["findings (see docs/findings.md):", "*test_held: held_open: body held open *"]
     )
     assert "test_ended: " not in result.stdout.str()
 
