@@ -36,7 +36,7 @@ def _fixed(values: list[float]) -> bool:
     return middle > 0 and all(abs(v - middle) <= BURSTS_TOLERANCE * middle for v in values)
 
 
-def _sent_spans(trace: Observed, groups: list[int]) -> list[float]:
+def _sent_spans(trace: Observed, groups: set[int]) -> list[float]:
     by_read: dict[int, list[int]] = {}
     for chunk in trace.chunks:
         data = getattr(chunk, "data", None)
@@ -59,12 +59,15 @@ def bursts(trace: Observed) -> Finding | None:
     if min(gaps) < BURSTS_MIN_GAP_S * 1e9:
         return None
     # A group's bytes: every read at its stamp (the reads of one arrival share the kernel's).
-    sizes = [float(sum(n for at, n in trace.reads if at == stamp)) for stamp in groups[:-1]]
+    bytes_at: Counter[int] = Counter()
+    for at, n in trace.reads:
+        bytes_at[at] += n
+    sizes = [float(bytes_at[stamp]) for stamp in groups[:-1]]
     by_size = _fixed(sizes)
     by_period = _fixed([float(g) for g in gaps])
     if not by_size and not by_period:
         return None
-    spans = _sent_spans(trace, groups)
+    spans = _sent_spans(trace, set(groups))
     if spans and statistics.median(spans) < BURSTS_SENT_SPAN_S:
         return None
     longest = max(gaps)
