@@ -37,8 +37,7 @@ def listening_pid(url: str) -> int | None:
     for table in ("/proc/net/tcp", "/proc/net/tcp6"):
         with contextlib.suppress(OSError):
             for row in Path(table).read_text().splitlines()[1:]:
-                cells = row.split()
-                if cells[3] == "0A" and cells[1].endswith(f":{port}"):  # 0A: LISTEN
+                if (cells := row.split())[3] == "0A" and cells[1].endswith(f":{port}"):  # LISTEN
                     sockets.add(f"socket:[{cells[9]}]")
     if not sockets:
         return None

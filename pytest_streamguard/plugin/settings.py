@@ -635,11 +635,11 @@ def _toxiproxy_url(config: pytest.Config) -> str | None:
 
 
 def _optional_path(
-    config: pytest.Config, dest: str, bad: Callable[[Path], bool] = bool, why: str = ""
+    config: pytest.Config, dest: str, bad: Callable[[Path], bool] | None = None, why: str = ""
 ) -> Path | None:
     """A file path setting as given (None when empty), refused with ``why`` where ``bad``."""
     given = _raw(config, dest)
-    if given.raw and why and bad(Path(given.raw)):
+    if given.raw and bad is not None and bad(Path(given.raw)):
         raise given.invalid(why)
     return Path(given.raw) if given.raw else None
 

@@ -21,8 +21,7 @@ from .events import ChunkCounter, RequestAims
 from .toxics import ProxyToxic
 
 _MS: int = 1_000_000
-#: What a ``chunk_stall`` takes in while it holds a response, to send in one write at its end.
-STALL_HELD_BYTES: int = 256 * 1024
+STALL_HELD_BYTES: int = 256 * 1024  #: What a ``chunk_stall`` holding a response takes in.
 
 
 @dataclass
@@ -297,9 +296,8 @@ class ChunkStage(Stage):
             await self.act()
 
     async def _hold(self) -> None:
-        """Wait out the stall under way, joining what arrives meanwhile (up to
-        :data:`STALL_HELD_BYTES`) into ``pending``, where a re-wiring finds it: it leaves in one
-        write, as from a hop that held it, not in the pieces it was read in."""
+        """Wait out the stall, joining what arrives meanwhile (up to :data:`STALL_HELD_BYTES`) into
+        ``pending`` (a re-wiring finds it there) to leave in one write, as from a holding hop."""
         state, inp = self.state, self.inp
         assert state.stall_until is not None
         while (wait := state.stall_until - time.monotonic_ns()) > 0:

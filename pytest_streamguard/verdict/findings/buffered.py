@@ -27,8 +27,8 @@ BUFFERED_MIN_S = 0.25
 #: ... sent over at least this many seconds, where the chunks carry the server's ``sent_ns``
 #: (chunks the server sent together arrive together through any hop) ...
 BUFFERED_SENT_SPAN_S = 0.1
-#: ... and not where the embedded Toxiproxy waited for a CPU this share of the silence before
-#: them (``proxy_waits``): a busy machine held them, not a hop.
+#: ... and not where the Toxiproxy (embedded, or by URL but here) waited for a CPU this share of
+#: the silence before them (``proxy_waits``): a busy machine held them, not a hop.
 BUFFERED_PROXY_SHARE = 0.5
 
 
