@@ -391,7 +391,9 @@ def test_generation_left_running_after_a_cut_is_in_the_test_record(
     assert _findings(report, "test_cancelled") == []
     (finding,) = _findings(report, "test_left_running")
     assert finding["name"] == "not_cancelled"
-    assert str(finding["evidence"]).startswith("generation still running 1."), finding
+    # Read 1 s after the cut at the earliest; a busy machine's slow gauge read can make it later.
+    assert finding["data"]["after_s"] >= 1.0, finding
+    assert str(finding["evidence"]).startswith("generation still running "), finding
     result.stdout.fnmatch_lines(["*test_left_running: not_cancelled: generation still running*"])
 
 
