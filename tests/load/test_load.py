@@ -47,7 +47,10 @@ def test_closed_loop_load_pools_streams_and_checks_pooled_percentile(
     summary = json.loads((pytester.path / "summary.json").read_text())
     assert summary["load"] == "closed loop, 30 concurrent streams"
     assert summary["streams"] == 30
-    assert 0 < summary["gap_p50_s"] < 0.2
+    # The pooled gaps' percentiles; a busy machine coalesces chunks into one read (gaps of 0,
+    # named ``bursts``), so the p50 can be 0.
+    assert 0 <= summary["gap_p50_s"] <= summary["gap_p95_s"] < 0.2, summary
+    assert summary["gap_p95_s"] > 0, summary
     report = json.loads((pytester.path / "report.json").read_text())
     traces = report["tests"][0]["traces"]
     assert len(traces) == 30
