@@ -139,11 +139,7 @@ BUILTIN: dict[str, Profile] = {
             "each connection is reset (RST) as its response starts",
             (Toxic("reset_peer", {"timeout": 0}),),
         ),
-        Profile(
-            "down",
-            "the proxy is disabled: connections are refused",
-            faults=(("down", {}),),
-        ),
+        Profile("down", "the proxy is disabled: connections are refused", faults=(("down", {}),)),
     )
 }
 

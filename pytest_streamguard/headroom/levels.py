@@ -16,7 +16,7 @@ from pytest_streamguard.faults.inject import Faults
 from pytest_streamguard.load import LoadResult
 from pytest_streamguard.stream.trace import FaultRecord
 from pytest_streamguard.verdict.deadlines import Deadline, likely_cause
-from pytest_streamguard.verdict.probe import Probed
+from pytest_streamguard.verdict.probe import Probed, loop_waits_ns
 from pytest_streamguard.verdict.stats import percentile
 
 #: An open-loop level of ``vary="rate"`` sends requests for about this long.
@@ -111,10 +111,11 @@ class Judged:
 
 def probe_figures(probe: Probed | None) -> dict[str, Any]:
     """What the probe beside a level's load saw: how many probes, how many got no answer, the
-    longest answer (seconds); empty when the probe was off."""
+    longest wait for the loop (seconds: an answer less the target's wait for a CPU meanwhile,
+    as the findings read it); empty when the probe was off."""
     if probe is None:
         return {}
-    answers = [latency for _, latency in probe.samples if latency is not None]
+    answers = loop_waits_ns(probe)
     return {
         "probe": probe.what,
         "probe_samples": len(probe.samples),

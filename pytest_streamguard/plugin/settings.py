@@ -133,10 +133,7 @@ _VALUED_OPTIONS: dict[str, tuple[str, str]] = {
     "streamguard_compare_fail": (COMPARE_FAIL_HELP, ""),
     "streamguard_fail_on": (FAIL_ON_HELP, ""),
     "streamguard_unchecked": (UNCHECKED_HELP, "warn"),
-    "streamguard_compare_min_samples": (
-        COMPARE_MIN_SAMPLES_HELP,
-        str(DEFAULT_COMPARE_MIN_SAMPLES),
-    ),
+    "streamguard_compare_min_samples": (COMPARE_MIN_SAMPLES_HELP, str(DEFAULT_COMPARE_MIN_SAMPLES)),
 }
 
 

@@ -94,10 +94,7 @@ class Recognizer:
         type (see :meth:`looks_note`)."""
         looks = body_looks_like(body[:ERROR_BODY_LIMIT])
         # The content type already said JSON or HTML; a format's name says more.
-        said = {
-            "JSON": "json" in self.content_type,
-            "an HTML page": "html" in self.content_type,
-        }
+        said = {"JSON": "json" in self.content_type, "an HTML page": "html" in self.content_type}
         self._looks = None if said.get(looks or "") else looks
         return self.looks_note()
 

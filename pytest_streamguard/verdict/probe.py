@@ -29,6 +29,7 @@ __all__ = [
     "ProbeWaits",
     "Probed",
     "Waited",
+    "loop_waits_ns",
     "merge",
     "model_route",
     "waits",
@@ -178,6 +179,11 @@ def _spans(probe: Probed, end_ns: int) -> list[tuple[int, int, bool]]:
         nxt = probe.samples[k + 1][0] if k + 1 < len(probe.samples) else max(end_ns, stamp)
         spans.append((stamp, nxt, False))
     return spans
+
+
+def loop_waits_ns(probe: Probed) -> list[int]:
+    """Each answered sample's wait for the loop (ns), as :func:`_spans` reads it."""
+    return [done - sent for sent, done, answered in _spans(probe, 0) if answered]
 
 
 def waits(probe: Probed | None, windows: Sequence[tuple[int, int]]) -> ProbeWaits | None:

@@ -88,10 +88,7 @@ def own_windows(trace: Observed) -> list[OwnWindow]:
 
 
 def explained(
-    traces: Sequence[Observed],
-    windows: Sequence[tuple[int, int]],
-    *,
-    probe_waited: bool = False,
+    traces: Sequence[Observed], windows: Sequence[tuple[int, int]], *, probe_waited: bool = False
 ) -> OwnWindow | None:
     """The first fault the plugin applied on ``traces`` whose window explains one of
     ``windows`` (the pattern's gaps): it overlaps the gap, and can make a gap that long.
