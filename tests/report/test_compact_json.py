@@ -21,11 +21,14 @@ KB = 1_000
 def test_a_passing_load_of_30_streams_of_40_chunks_writes_at_most_150_kb(
     pytester: pytest.Pytester, toxiproxy_url: str
 ) -> None:
+    # The subject is a passing record's size, so the deadline only has to pass: a busy make
+    # test held 9 of the bundled target's bodies open 1.15 to 1.17 s after their last token
+    # (under 20 ms on this machine with a core kept busy) and broke a 1 s chunk bound.
     pytester.makepyfile(
         """
         import pytest
 
-        @pytest.mark.token_deadline(ttft=10.0, chunk=1.0)
+        @pytest.mark.token_deadline(ttft=10.0, chunk=10.0)
         def test_load(streamguard):
             result = streamguard.load(30, json={"prompt": "hello", "max_new_tokens": 40})
             assert result.completed == 30, [t.error for t in result.traces if t.error]
