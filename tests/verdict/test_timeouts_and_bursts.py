@@ -88,6 +88,15 @@ def test_bursts_believes_the_servers_send_stamps_and_the_plugins_faults() -> Non
     for chunk in spread.chunks:
         chunk.data = {"sent_ns": chunk.stamp_ns - (15 * (chunk.index % 8)) * MS}
     assert names(findings_of([spread])) == ["bursts"]
+    # The embedded Toxiproxy waited for a CPU 80 of the 120 ms before each group (a busy
+    # machine, seen as bursts 81 ms apart in a resilience run with a core kept busy); 30 ms
+    # leaves the hop's period.
+    for waited_ms, found in ((80, []), (30, ["bursts"])):
+        busy = bursting()
+        for chunk in busy.chunks:
+            chunk.data = {"sent_ns": chunk.stamp_ns - (15 * (chunk.index % 8)) * MS}
+        busy.proxy_waits = [(stamp, waited_ms * MS) for stamp, _ in busy.reads[1:]]
+        assert names(findings_of([busy])) == found, waited_ms
     # The plugin's own slicer or bandwidth limit grouped them.
     sliced = bursting()
     sliced.faults = [FaultRecord("bandwidth", {"kb_per_second": 32}, [], on_ns=0)]
