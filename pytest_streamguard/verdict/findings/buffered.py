@@ -76,12 +76,13 @@ def buffered(trace: Observed) -> Finding | None:
     arrived = {c.stamp_ns for c in chunks} | {trace.response_ns or trace.request_ns}
     stamps = [trace.request_ns, *sorted(s for s in arrived if s < min(reads)), min(reads)]
     since = max(itertools.pairwise(stamps), key=lambda gap: gap[1] - gap[0])[0]
-    own = own_gap(trace, since, last, "buffered")
-    if own is not None:
-        return own
+    # A busy machine that held the proxy is neither a hop nor the plugin's fault.
     proxy_waited = dict(getattr(trace, "proxy_waits", None) or ()).get(min(reads), 0)
     if proxy_waited >= BUFFERED_PROXY_SHARE * (min(reads) - stamps[-2]) > 0:
         return None
+    own = own_gap(trace, since, last, "buffered")
+    if own is not None:
+        return own
     distinct = len({stamp for stamp, _ in trace.reads})
     instants = "" if distinct == len(trace.reads) else f", at {counted(distinct, 'instant')}"
     word = "read" if len(reads) == 1 else "reads"
