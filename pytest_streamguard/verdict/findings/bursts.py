@@ -19,7 +19,7 @@ BURSTS_MIN_GROUPS = 3
 BURSTS_GROUP_CHUNKS = 2
 #: ... together holding at least this share of its chunks ...
 BURSTS_SHARE = 0.75
-#: ... at least ``BURSTS_MIN_GAP_S`` apart, less the embedded Toxiproxy's wait for a CPU (a
+#: ... at least ``BURSTS_MIN_GAP_S`` apart, less the Toxiproxy's wait for a CPU (a
 #: healthy stream's reads that caught two tokens at once come a token's gap apart) ...
 BURSTS_MIN_GAP_S = 0.05
 #: ... and of a fixed size (every group but the last within this share of their median
@@ -56,7 +56,7 @@ def bursts(trace: Observed) -> Finding | None:
     if len(groups) < BURSTS_MIN_GROUPS or held < BURSTS_SHARE * len(trace.chunks):
         return None
     gaps = [b - a for a, b in itertools.pairwise(groups)]
-    # Each gap less the embedded Toxiproxy's wait for a CPU over it (``proxy_waits``): where
+    # Each gap less the Toxiproxy's wait for a CPU over it (``proxy_waits``): where
     # that leaves one short, a busy machine spaced the reads, not a hop.
     cpu = dict(getattr(trace, "proxy_waits", None) or ())
     if min(b - a - cpu.get(b, 0) for a, b in itertools.pairwise(groups)) < BURSTS_MIN_GAP_S * 1e9:
