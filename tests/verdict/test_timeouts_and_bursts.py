@@ -68,6 +68,13 @@ def bursting(size: int = 4096, period_ms: int = 120, groups: int = 6) -> StreamT
     return trace
 
 
+def sent_spread(trace: StreamTrace) -> StreamTrace:
+    """``trace`` with each group's events sent 15 ms apart by the server (a hop grouped them)."""
+    for chunk in trace.chunks:
+        chunk.data = {"sent_ns": chunk.stamp_ns - (15 * (chunk.index % 8)) * MS}
+    return trace
+
+
 def test_bursts_names_chunks_released_in_groups_of_a_fixed_size() -> None:
     (finding,) = findings_of([bursting()])
     assert finding.describe() == (
@@ -84,17 +91,12 @@ def test_bursts_believes_the_servers_send_stamps_and_the_plugins_faults() -> Non
     for chunk in together.chunks:
         chunk.data = {"sent_ns": chunk.stamp_ns - 5 * MS}
     assert findings_of([together]) == []
-    spread = bursting()
-    for chunk in spread.chunks:
-        chunk.data = {"sent_ns": chunk.stamp_ns - (15 * (chunk.index % 8)) * MS}
-    assert names(findings_of([spread])) == ["bursts"]
+    assert names(findings_of([sent_spread(bursting())])) == ["bursts"]
     # The embedded Toxiproxy waited for a CPU 80 of the 120 ms before each group (a busy
     # machine, seen as bursts 81 ms apart in a resilience run with a core kept busy); 30 ms
     # leaves the hop's period.
     for waited_ms, found in ((80, []), (30, ["bursts"])):
-        busy = bursting()
-        for chunk in busy.chunks:
-            chunk.data = {"sent_ns": chunk.stamp_ns - (15 * (chunk.index % 8)) * MS}
+        busy = sent_spread(bursting())
         busy.proxy_waits = [(stamp, waited_ms * MS) for stamp, _ in busy.reads[1:]]
         assert names(findings_of([busy])) == found, waited_ms
     # The plugin's own slicer or bandwidth limit grouped them.

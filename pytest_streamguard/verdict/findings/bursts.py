@@ -59,7 +59,8 @@ def bursts(trace: Observed) -> Finding | None:
     # Each gap less the Toxiproxy's wait for a CPU over it (``proxy_waits``): where
     # that leaves one short, a busy machine spaced the reads, not a hop.
     cpu = dict(getattr(trace, "proxy_waits", None) or ())
-    if min(b - a - cpu.get(b, 0) for a, b in itertools.pairwise(groups)) < BURSTS_MIN_GAP_S * 1e9:
+    shortest = min(gap - cpu.get(b, 0) for gap, b in zip(gaps, groups[1:], strict=True))
+    if shortest < BURSTS_MIN_GAP_S * 1e9:
         return None
     # A group's bytes: every read at its stamp (the reads of one arrival share the kernel's).
     bytes_at: Counter[int] = Counter()
