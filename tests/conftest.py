@@ -18,7 +18,7 @@ import anyio.streams.tls  # noqa: F401 -- see below
 import httpcore
 import httpcore._backends.anyio  # noqa: F401 -- see below
 import pytest
-from plugin_helpers import INI, streamguard_runner
+from plugin_helpers import HEAVY, IMPORTED_AT_COLLECTION, INI, streamguard_runner
 from served import (
     STREAM_APP,
     embedded_toxiproxy,
@@ -192,6 +192,11 @@ SLOW_FIRST = (
     "load/test_load_ray.py",
     "target_app/test_storm.py",  # 18 s, 18 s of CPU
 )
+
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    """Note which of :data:`HEAVY` collection imported (tests/test_suite_runs_plain.py)."""
+    session.config.stash[IMPORTED_AT_COLLECTION] = [m for m in HEAVY if m in sys.modules]
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:

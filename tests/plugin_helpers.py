@@ -21,6 +21,11 @@ def test_gateway_streams(streamguard):
     assert trace.text == "hello from node"
 """
 INI = "[pytest]\nasyncio_default_fixture_loop_scope = function\n"
+#: Libraries that cost an xdist worker up to seconds to import (torch with transformers 3 s, an
+#: SDK up to 1 s): the suite imports them where a test uses them, never at collection.
+HEAVY = ("torch", "transformers", "openai", "anthropic", "google.genai", "ollama", "ray")
+#: Those of :data:`HEAVY` a process had imported when its collection finished (tests/conftest.py).
+IMPORTED_AT_COLLECTION = pytest.StashKey[list[str]]()
 
 
 def pid_alive(pid: int) -> bool:

@@ -50,7 +50,6 @@ import httpx
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from streamgen import PROTOCOLS, Transcript, generate
-from typedgen import generate_typed
 
 GENERATORS = ("streamgen", "typed")
 """``streamgen``: the hand-written shapes of ``streamgen.py``; ``typed``: events built from the
@@ -513,11 +512,12 @@ class GeneratorFailure(RuntimeError):
 
 
 def _generate(protocol: str, seed: int, index: int, generator: str) -> Transcript:
-    make, name = (
-        (generate, "streamgen.generate")
-        if generator == "streamgen"
-        else (generate_typed, "typedgen.generate_typed")
-    )
+    make, name = generate, "streamgen.generate"
+    if generator != "streamgen":
+        # Imported on first use: its SDKs and polyfactory cost every xdist worker at collection.
+        from typedgen import generate_typed
+
+        make, name = generate_typed, "typedgen.generate_typed"
     try:
         return make(protocol, seed, index)
     except Exception as exc:

@@ -18,7 +18,6 @@ from pathlib import Path
 import differential
 import pytest
 from streamgen import PROTOCOLS, Transcript, generate
-from typedgen import generate_typed, members
 
 from pytest_streamguard.stream.client import StreamRecorder
 from pytest_streamguard.stream.request import StreamRequest
@@ -68,6 +67,7 @@ def test_streams_from_the_sdks_typed_models_judged_agree_with_the_official_clien
 def test_the_typed_generator_is_seeded_and_draws_every_member_of_the_unions() -> None:
     from anthropic.types import RawMessageStreamEvent
     from openai.types.responses import ResponseStreamEvent
+    from typedgen import generate_typed, members
 
     # A typed stream costs tens of ms to build (the SDKs' models): 4 per protocol show the seed.
     one = [generate_typed(p, 5, i).body for p in PROTOCOLS for i in range(4)]

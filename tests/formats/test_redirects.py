@@ -7,7 +7,6 @@ app (real uvicorn) on the same redirected route, must conclude the same."""
 
 from __future__ import annotations
 
-import openai
 import pytest
 
 from pytest_streamguard.judge import judge_trace
@@ -17,7 +16,10 @@ CODES = (301, 302, 303, 307, 308)
 
 
 def client_text(base_url: str) -> str:
-    """What the openai client assembles from the chat stream under ``base_url``."""
+    """What the openai client assembles from the chat stream under ``base_url`` (the SDK is
+    imported here, not at collection, where it costs every xdist worker a second)."""
+    import openai
+
     client = openai.OpenAI(base_url=base_url, api_key="x", max_retries=0, timeout=10)
     stream = client.chat.completions.create(
         model="m", messages=[{"role": "user", "content": "hi"}], stream=True

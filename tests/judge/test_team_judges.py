@@ -7,7 +7,6 @@ import threading
 from collections.abc import Iterator
 
 import httpx
-import openai
 import pytest
 from held_out import OPENAI
 from test_held_out import recorded_of
@@ -21,6 +20,8 @@ AZURE, NULL_CHOICES = OPENAI[0], OPENAI[1]
 
 def first_choice_loop(http: httpx.Client) -> Iterator[str]:
     """The loop of the openai client's README: the first choice's delta of every chunk."""
+    import openai  # here, not at collection, where it costs every xdist worker a second
+
     client = openai.OpenAI(base_url=REPLAY_URL, api_key="x", http_client=http, max_retries=0)
     messages: list[openai.types.chat.ChatCompletionMessageParam] = [
         {"role": "user", "content": "hi"}

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 from typing import Any
 
-import openai
 import pytest
 
 from pytest_streamguard.judge import judge_trace
@@ -32,7 +31,10 @@ def plugin_reads(app_url: str, read_timeout: float = 30.0, **knobs: Any) -> Stre
 
 
 def sdk_reads(app_url: str, timeout: float, **knobs: Any) -> str:
-    """The text the openai client assembles, to the end of its stream."""
+    """The text the openai client assembles, to the end of its stream (the SDK is imported
+    here, not at collection, where it costs every xdist worker a second)."""
+    import openai
+
     client = openai.OpenAI(base_url=app_url + "/v1", api_key="x", max_retries=0, timeout=timeout)
     stream = client.completions.create(
         model="x", prompt="hi", stream=True, extra_body={**BODY, **knobs}
@@ -79,6 +81,8 @@ def test_a_body_held_open_after_the_finish_is_a_violation_and_counts_in_total(
 def test_a_body_held_open_past_the_read_limit_is_the_clients_read_timeout(
     app_url: str,
 ) -> None:
+    import openai
+
     # With a read timeout shorter than the body stays open, the openai client times out.
     with pytest.raises(openai.APITimeoutError):
         sdk_reads(app_url, timeout=1.0, drop_done=True, hold_open_s=4)
@@ -118,6 +122,8 @@ def test_after_done_the_openai_client_stops_and_the_plugin_only_measures(app_url
 
 
 def test_a_connection_cut_after_the_finish_is_what_the_sdk_raises_on(app_url: str) -> None:
+    import openai
+
     # The cut that removes only [DONE]: the client, reading on for it, raises.
     with pytest.raises(openai.APIConnectionError):
         sdk_reads(app_url, timeout=10, drop_done=True, break_after_end=True)

@@ -1,4 +1,8 @@
-"""Pure parts without a server: device selection, config checks, CLI flags, the tiny model."""
+"""Pure parts without a server: device selection, config checks, CLI flags, the tiny model.
+
+Most of target_app's modules import torch (3 s of CPU): each test imports what it uses, so that
+collecting this module does not cost every xdist worker that.
+"""
 
 from __future__ import annotations
 
@@ -7,14 +11,9 @@ import threading
 from pathlib import Path
 
 import pytest
-import torch
 
-from target_app.cli import bind_listener, build_parser, config_from_args, main
 from target_app.config import TargetConfig
-from target_app.device import DeviceSelectionError, select_device, select_dtype
-from target_app.engines.batch import cache_sizing
 from target_app.slow_reader import DrainWatch
-from target_app.tiny_model import ensure_tiny_model, tiny_model_dir, vocabulary_words
 
 
 @pytest.mark.parametrize(
@@ -22,10 +21,14 @@ from target_app.tiny_model import ensure_tiny_model, tiny_model_dir, vocabulary_
     [("auto", True, "cuda"), ("auto", False, "cpu"), ("cpu", True, "cpu"), ("cuda", True, "cuda")],
 )
 def test_select_device(requested: str, cuda: bool, expected: str) -> None:
+    from target_app.device import select_device
+
     assert select_device(requested, cuda_available=cuda) == expected  # type: ignore[arg-type]
 
 
 def test_cuda_without_a_gpu_is_a_clear_error() -> None:
+    from target_app.device import DeviceSelectionError, select_device
+
     with pytest.raises(DeviceSelectionError, match=r"--device cuda .*is_available\(\) is False"):
         select_device("cuda", cuda_available=False)
 
@@ -33,24 +36,33 @@ def test_cuda_without_a_gpu_is_a_clear_error() -> None:
 @pytest.mark.parametrize(
     ("requested", "device", "bf16", "expected"),
     [
-        ("auto", "cpu", False, torch.float32),
-        ("auto", "cuda", True, torch.bfloat16),
-        ("auto", "cuda", False, torch.float16),
-        ("float16", "cuda", True, torch.float16),
-        ("bfloat16", "cpu", False, torch.bfloat16),
-        ("float32", "cuda", True, torch.float32),
+        ("auto", "cpu", False, "float32"),
+        ("auto", "cuda", True, "bfloat16"),
+        ("auto", "cuda", False, "float16"),
+        ("float16", "cuda", True, "float16"),
+        ("bfloat16", "cpu", False, "bfloat16"),
+        ("float32", "cuda", True, "float32"),
     ],
 )
-def test_select_dtype(requested: str, device: str, bf16: bool, expected: torch.dtype) -> None:
-    assert select_dtype(requested, device=device, bf16_supported=bf16) == expected  # type: ignore[arg-type]
+def test_select_dtype(requested: str, device: str, bf16: bool, expected: str) -> None:
+    import torch
+
+    from target_app.device import select_dtype
+
+    got = select_dtype(requested, device=device, bf16_supported=bf16)  # type: ignore[arg-type]
+    assert got == getattr(torch, expected)
 
 
 def test_bfloat16_on_a_gpu_without_it_is_an_error() -> None:
+    from target_app.device import DeviceSelectionError, select_dtype
+
     with pytest.raises(DeviceSelectionError, match="does not support it"):
         select_dtype("bfloat16", device="cuda", bf16_supported=False)
 
 
 def test_config_problems_name_the_flag() -> None:
+    from target_app.cli import build_parser, config_from_args
+
     problems = TargetConfig(
         max_concurrency=0, heartbeat=-1, send_timeout=0, send_buffer=-1
     ).problems()
@@ -128,6 +140,8 @@ def test_drain_watch_bounds_the_bytes_held_for_a_client() -> None:
 
 
 def test_cli_maps_flags_and_rejects_bad_values(capsys: pytest.CaptureFixture[str]) -> None:
+    from target_app.cli import build_parser, config_from_args, main
+
     args = build_parser().parse_args(
         ["--engine", "generate", "--max-concurrency", "8", "--heartbeat", "0", "--naive"]
     )
@@ -146,6 +160,8 @@ def test_cli_maps_flags_and_rejects_bad_values(capsys: pytest.CaptureFixture[str
 
 
 def test_cache_is_sized_for_the_admission_bound() -> None:
+    from target_app.engines.batch import cache_sizing
+
     sizing = cache_sizing(max_concurrency=64, context_length=2048)
     blocks_per_request = 2048 // sizing["page_size"]
     assert sizing["num_blocks"] >= 65 * blocks_per_request
@@ -153,6 +169,8 @@ def test_cache_is_sized_for_the_admission_bound() -> None:
 
 
 def test_tiny_model_builds_once_and_concurrent_builds_agree(tmp_path: Path) -> None:
+    from target_app.tiny_model import ensure_tiny_model, tiny_model_dir
+
     errors: list[BaseException] = []
 
     def build() -> None:
@@ -182,6 +200,8 @@ def test_tiny_model_builds_once_and_concurrent_builds_agree(tmp_path: Path) -> N
 def test_tiny_model_loads_through_from_pretrained(tiny_cache: Path) -> None:
     from transformers import AutoConfig, AutoTokenizer
 
+    from target_app.tiny_model import tiny_model_dir, vocabulary_words
+
     directory = tiny_model_dir(tiny_cache)
     config = AutoConfig.from_pretrained(directory)
     assert config.max_position_embeddings >= 2048
@@ -194,6 +214,8 @@ def test_tiny_model_loads_through_from_pretrained(tiny_cache: Path) -> None:
 
 
 def test_send_buffer_is_inherited_by_accepted_connections() -> None:
+    from target_app.cli import bind_listener
+
     listener = bind_listener("127.0.0.1", 0, 8192)
     listener.listen()
     with listener, socket.create_connection(listener.getsockname()):
