@@ -13,9 +13,9 @@ PYTEST_ARGS ?=
 # make test runs the suite on PYTEST_WORKERS pytest-xdist workers (4: twice a 2-core machine's
 # cores, since half of a worker's time is spent waiting on the processes its tests start: a
 # target importing torch, nginx, a load's paced streams; on a quiet 2-core machine a fresh
-# clone's suite took 420 s on 4 workers, 585 s on 2, and 396 s on 6, whose whole run was no
-# faster), and the resilience suite on RESILIENCE_WORKERS (2: its timing tests share the cores
-# with nothing of the suite's own).
+# clone's suite took 420 s on 4 workers and 585 s on 2; on 6, 396 s once, and 439 s with four
+# timing tests failing), and the resilience suite on RESILIENCE_WORKERS (2: its timing tests
+# share the cores with nothing of the suite's own).
 # `auto` takes one per core, 0 runs in one process. pytest keeps the last -n it is given, so
 # PYTEST_ARGS="-n 0" on top of the default works as well. --dist loadfile keeps each test file
 # on one worker: a module-scoped fixture (a bundled target with torch, the fresh venv of

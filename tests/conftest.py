@@ -116,6 +116,14 @@ def _no_inherited_terminal_width(monkeypatch: pytest.MonkeyPatch) -> None:
 # and three that come with libraries the suite installs (faker, anyio, platformdirs) and that no
 # inner run uses: loading them took a sixth of a pytest subprocess's start (0.15 s of CPU).
 INNER_ADDOPTS = "-p no:randomly -p no:faker -p no:anyio -p no:platformdirs"
+# pytester's runs (over 200 in the suite) leave out those of tests/plugin/test_other_plugins.py
+# too, which names each (``-p html``) where it runs beside it: they took a quarter of such a
+# run's 0.35 s of CPU to start. (Not this process's xdist workers: pytest-metadata's controller
+# expects theirs.)
+PYTESTER_ADDOPTS = (
+    f"{INNER_ADDOPTS} -p no:html -p no:html_fixtures -p no:metadata -p no:pytest_cov "
+    "-p no:rerunfailures -p no:timeout"
+)
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -129,7 +137,7 @@ def pytest_configure(config: pytest.Config) -> None:
 @pytest.fixture(autouse=True)
 def _no_randomly_in_inner_runs(request: pytest.FixtureRequest) -> None:
     """pytester's runs, in-process or in a subprocess, do not load pytest-randomly (nor the
-    other plugins of :data:`INNER_ADDOPTS`).
+    other plugins of :data:`PYTESTER_ADDOPTS`).
 
     It is installed for tests/plugin/test_other_plugins.py, and an installed pytest plugin loads
     in every run: it would shuffle an inner run's tests and reseed ``random`` before each, while
@@ -138,7 +146,7 @@ def _no_randomly_in_inner_runs(request: pytest.FixtureRequest) -> None:
     """
     if "pytester" in request.fixturenames:
         request.getfixturevalue("pytester")
-        request.getfixturevalue("monkeypatch").setenv("PYTEST_ADDOPTS", INNER_ADDOPTS)
+        request.getfixturevalue("monkeypatch").setenv("PYTEST_ADDOPTS", PYTESTER_ADDOPTS)
 
 
 @pytest.fixture(scope="session")

@@ -190,7 +190,7 @@ def test_pytest_html_shows_the_junit_properties(
 ) -> None:
     # pytest-html shows no user_properties: the plugin adds a column for its own.
     pytester.makepyfile(test_streams=PASSING)
-    result = run("-p", "html", "--html", "page.html", "--self-contained-html")
+    result = run("-p", "metadata", "-p", "html", "--html", "page.html", "--self-contained-html")
     result.assert_outcomes(passed=1)
     page = pytester.path / "page.html"
     assert '<th class="col-streamguard">streamguard</th>' in page.read_text(encoding="utf-8")
