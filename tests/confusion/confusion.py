@@ -17,15 +17,18 @@ was not named is a ``miss``; a blame the app does not deserve is ``false blame``
 
 from __future__ import annotations
 
+import atexit
 import json
+import multiprocessing
 import os
-import subprocess
 import sys
 import tempfile
 import textwrap
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+import pytest
 
 from pytest_streamguard.report.compact import expanded
 
@@ -140,27 +143,59 @@ BODY
 """
 
 
+# Each case's pytest is forked from a server that has imported pytest, the plugin and the openai
+# client its judge calls on these apps' streams (multiprocessing's forkserver, one per xdist
+# worker, itself without threads): a case's own process, as a user's run is, but without paying
+# those imports again (1 s of CPU a case of a ``python -m pytest``: 0.65 s of it openai's).
+_PRELOAD = ["pytest", "pytest_streamguard.plugin", "pytest_streamguard.judge.openai", "confusion"]
+_FORKS = multiprocessing.get_context("forkserver")
+
+
+def _inner_pytest(args: list[str], work: str, env: dict[str, str], out: str) -> None:
+    """In the forked process: ``python -m pytest ARGS`` in ``work`` with ``env``, its output
+    (both streams, in the order written) to the file ``out``; exits with pytest's code after
+    the exit handlers a ``python -m pytest`` runs (the plugin's own stop its processes)."""
+    os.chdir(work)
+    os.environ.clear()
+    os.environ.update(env)
+    sys.argv = [sys.executable, *args]
+    sys.path.insert(0, work)
+    fd = os.open(out, os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
+    os.dup2(fd, 1)
+    os.dup2(fd, 2)
+    code = pytest.main(args)
+    atexit._run_exitfuncs()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(int(code))
+
+
 def run_inner(
     argv: list[str], work: Path, report: Path, timeout: float, name: str
 ) -> tuple[dict[str, Any], str, bool]:
-    """Run a case's inner pytest (``argv`` in ``work``, writing its JSON report to ``report``):
-    its one test record, its output and whether it passed."""
-    done = subprocess.run(
-        argv,
-        cwd=work,
-        # Only this plugin: the other installed ones (html, cov, xdist, ...) cost half a
-        # second a start, and none of them takes part in a user's incident.
-        env={**os.environ, "PYTEST_ADDOPTS": "", "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1"},
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        check=False,
-    )
-    output = done.stdout + done.stderr
+    """Run a case's inner pytest (``argv``: ``python -m pytest ARGS``, in ``work``, writing
+    its JSON report to ``report``): its one test record, its output and whether it passed."""
+    assert argv[:3] == [sys.executable, "-m", "pytest"], argv
+    _FORKS.set_forkserver_preload(_PRELOAD)
+    out = work / "output.txt"
+    # Only this plugin: the other installed ones (html, cov, xdist, ...) cost half a second a
+    # start, and none of them takes part in a user's incident.
+    env = {**os.environ, "PYTEST_ADDOPTS": "", "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1"}
+    env.pop("PYTEST_CURRENT_TEST", None)
+    inner = _FORKS.Process(target=_inner_pytest, args=(argv[3:], str(work), env, str(out)))
+    inner.start()
+    inner.join(timeout)
+    ran_past = inner.exitcode is None
+    if ran_past:
+        inner.kill()
+        inner.join()
+    output = out.read_text() if out.exists() else f"(no output; exit code {inner.exitcode})"
+    if ran_past:
+        raise AssertionError(f"case {name}: its pytest ran past {timeout} s\n{output}")
     if not report.exists():
         raise AssertionError(f"case {name}: no report written\n{output}")
     (record,) = json.loads(report.read_text())["tests"]
-    return record, output, done.returncode == 0
+    return record, output, inner.exitcode == 0
 
 
 def run_case(case: Case, toxiproxy_url: str, timeout: float = 60.0) -> Outcome:
