@@ -97,25 +97,28 @@ INCIDENT_RUN = $(BIN)/pytest --streamguard $(INCIDENT) -p no:cacheprovider \
 
 # pytest's exit code 5 (no tests collected) fails this target like any other non-zero code.
 # Everything but the resilience suite, then the resilience suite (its incident stack alone, after
-# the rest): CI runs only this target. The lint of `make lint` runs here too, but mypy (the slow
-# part, half a minute on one core) runs beside the tests at the lowest priority (nice 19), so
-# it takes only the CPU they leave idle (on 4 workers, little until the resilience suite) and
-# barely moves a timing test; its output is printed at the end, and either failing fails the
-# target (mypy is stopped if the run is interrupted). A failed pytest stops the run there.
-test: install docs
+# the rest): CI runs only this target. The lint of `make lint` runs first; mypy and the docs
+# build (`make docs`: the slow parts of the checks, 35 s of one core) run beside the tests at the
+# lowest priority (nice 19), so they take only the CPU the tests leave idle and barely move a
+# timing test; their output is printed at the end, and either failing fails the target (they
+# are stopped if the run is interrupted). A failed pytest stops the run there.
+test: install
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	mkdir -p $(REPORTS)
-	@log=$$(mktemp); nice -n 19 $(MYPY) >$$log 2>&1 & typing=$$!; \
-	trap 'kill $$typing 2>/dev/null; rm -f $$log; exit 130' INT TERM; \
-	echo "$(MYPY) (at nice 19, beside the tests)"; \
+	@typed=$$(mktemp); built=$$(mktemp); nice -n 19 $(MYPY) >$$typed 2>&1 & typing=$$!; \
+	NO_MKDOCS_2_WARNING=1 nice -n 19 $(BIN)/mkdocs build --strict >$$built 2>&1 & building=$$!; \
+	trap 'kill $$typing $$building 2>/dev/null; rm -f $$typed $$built; exit 130' INT TERM; \
+	echo "$(MYPY) and mkdocs build --strict (at nice 19, beside the tests)"; \
 	run() { echo "$$*"; "$$@"; }; \
 	run $(BIN)/pytest -n $(PYTEST_WORKERS) $(DIST) --ignore tests/resilience $(PYTEST_ARGS) && \
 	run $(RESILIENCE) -n $(RESILIENCE_WORKERS) $(DIST) --ignore $(INCIDENT) $(PYTEST_ARGS) && \
 	run $(INCIDENT_RUN) $(PYTEST_ARGS); tests=$$?; \
-	wait $$typing; typed=$$?; cat $$log; rm -f $$log; \
-	[ $$typed = 0 ] || echo "mypy failed (exit code $$typed)" >&2; \
-	[ $$tests = 0 ] && [ $$typed = 0 ]
+	wait $$typing; typing=$$?; wait $$building; building=$$?; cat $$typed $$built; \
+	rm -f $$typed $$built; \
+	[ $$typing = 0 ] || echo "mypy failed (exit code $$typing)" >&2; \
+	[ $$building = 0 ] || echo "the docs build failed (exit code $$building)" >&2; \
+	[ $$tests = 0 ] && [ $$typing = 0 ] && [ $$building = 0 ]
 
 demo: install
 	mkdir -p $(REPORTS)
