@@ -28,6 +28,8 @@ PYTEST_WORKERS ?= 4
 RESILIENCE_WORKERS ?= 2
 DIST = --dist loadfile --no-loadscope-reorder
 MYPY = $(BIN)/mypy
+# Not -q: it hides the warnings --strict counts (a broken link would pass).
+MKDOCS_BUILD = env NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict
 
 .PHONY: all install system-deps lint docs test demo bench verdict-fuzz clean
 
@@ -76,7 +78,7 @@ lint: $(STAMP)
 # The documentation site under site/ (offline: no plugin fetches anything); --strict turns
 # every warning (a broken link, a missing page, an unresolved API name) into a failure.
 docs: $(STAMP)
-	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict
+	$(MKDOCS_BUILD)
 
 # The resilience suite against the bundled target through the embedded Toxiproxy, with the
 # summary table in the terminal and the reports under reports/. It needs --streamguard (without
@@ -106,19 +108,20 @@ test: install
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	mkdir -p $(REPORTS)
-	@typed=$$(mktemp); built=$$(mktemp); nice -n 19 $(MYPY) >$$typed 2>&1 & typing=$$!; \
-	NO_MKDOCS_2_WARNING=1 nice -n 19 $(BIN)/mkdocs build --strict >$$built 2>&1 & building=$$!; \
-	trap 'kill $$typing $$building 2>/dev/null; rm -f $$typed $$built; exit 130' INT TERM; \
+	@mypy_log=$$(mktemp); docs_log=$$(mktemp); \
+	nice -n 19 $(MYPY) >$$mypy_log 2>&1 & mypy_pid=$$!; \
+	nice -n 19 $(MKDOCS_BUILD) >$$docs_log 2>&1 & docs_pid=$$!; \
+	trap 'kill $$mypy_pid $$docs_pid 2>/dev/null; rm -f $$mypy_log $$docs_log; exit 130' INT TERM; \
 	echo "$(MYPY) and mkdocs build --strict (at nice 19, beside the tests)"; \
 	run() { echo "$$*"; "$$@"; }; \
 	run $(BIN)/pytest -n $(PYTEST_WORKERS) $(DIST) --ignore tests/resilience $(PYTEST_ARGS) && \
 	run $(RESILIENCE) -n $(RESILIENCE_WORKERS) $(DIST) --ignore $(INCIDENT) $(PYTEST_ARGS) && \
 	run $(INCIDENT_RUN) $(PYTEST_ARGS); tests=$$?; \
-	wait $$typing; typing=$$?; wait $$building; building=$$?; cat $$typed $$built; \
-	rm -f $$typed $$built; \
-	[ $$typing = 0 ] || echo "mypy failed (exit code $$typing)" >&2; \
-	[ $$building = 0 ] || echo "the docs build failed (exit code $$building)" >&2; \
-	[ $$tests = 0 ] && [ $$typing = 0 ] && [ $$building = 0 ]
+	wait $$mypy_pid; mypy_rc=$$?; wait $$docs_pid; docs_rc=$$?; cat $$mypy_log $$docs_log; \
+	rm -f $$mypy_log $$docs_log; \
+	[ $$mypy_rc = 0 ] || echo "mypy failed (exit code $$mypy_rc)" >&2; \
+	[ $$docs_rc = 0 ] || echo "the docs build failed (exit code $$docs_rc)" >&2; \
+	[ $$tests = 0 ] && [ $$mypy_rc = 0 ] && [ $$docs_rc = 0 ]
 
 demo: install
 	mkdir -p $(REPORTS)

@@ -149,6 +149,7 @@ BODY
 # those imports again (0.75 s of CPU a case measured, of a ``python -m pytest``'s 1.7 s).
 _PRELOAD = ["pytest", "pytest_streamguard.plugin", "pytest_streamguard.judge.openai", "confusion"]
 _FORKS = multiprocessing.get_context("forkserver")
+_FORKS.set_forkserver_preload(_PRELOAD)
 
 
 def _inner_pytest(args: list[str], work: str, env: dict[str, str], out: str) -> None:
@@ -176,12 +177,10 @@ def run_inner(
     """Run a case's inner pytest (``argv``: ``python -m pytest ARGS``, in ``work``, writing
     its JSON report to ``report``): its one test record, its output and whether it passed."""
     assert argv[:3] == [sys.executable, "-m", "pytest"], argv
-    _FORKS.set_forkserver_preload(_PRELOAD)
     out = work / "output.txt"
     # Only this plugin: the other installed ones (html, cov, xdist, ...) cost half a second a
     # start, and none of them takes part in a user's incident.
     env = {**os.environ, "PYTEST_ADDOPTS": "", "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1"}
-    env.pop("PYTEST_CURRENT_TEST", None)
     inner = _FORKS.Process(target=_inner_pytest, args=(argv[3:], str(work), env, str(out)))
     inner.start()
     inner.join(timeout)
