@@ -228,8 +228,7 @@ def __getattr__(name: str) -> Any:
 
     Not cached here: the module's own entry in ``sys.modules`` is the one source, so a test
     process that drops and re-imports the plugin's modules (pytester's in-process runs) gets
-    the class the plugin now raises, never the one of an earlier run.
-    """
+    the class the plugin now raises, never the one of an earlier run."""
     module = _PUBLIC.get(name)
     if module is None:
         raise AttributeError(f"module 'pytest_streamguard' has no attribute {name!r}")

@@ -66,8 +66,7 @@ class DeadlineViolation(StreamguardFailure):
 
     ``violations`` holds the individual :class:`~pytest_streamguard.Violation` records; the
     message (:func:`pytest_streamguard.verdict.deadlines.format_violations` writes it) shows the
-    worst few and says where every stream's verdict can be read.
-    """
+    worst few and says where every stream's verdict can be read."""
 
     def __init__(self, message: str, violations: Sequence[Any]) -> None:
         self.violations = list(violations)

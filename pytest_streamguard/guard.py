@@ -579,8 +579,7 @@ class StreamGuard:
         streams when ``vary`` is not ``streams``. ``processes`` and ``shards``: each level's
         load is read as :meth:`load` reads it with them. The rest is as in :meth:`stream`. The
         :class:`~pytest_streamguard.headroom.result.Headroom` is also kept in
-        :attr:`headrooms`, for the reports and the ``headroom`` marker.
-        """
+        :attr:`headrooms`, for the reports and the ``headroom`` marker."""
         request = self._streams.request(path, json, method, headers, format, read_timeout)
         measurement = Measurement.of(
             self.deadline, self.faults, vary=vary, up_to=up_to, precision=precision, streams=streams
@@ -632,8 +631,7 @@ class StreamGuard:
         ``proxy_buffering``, ``gzip`` for event streams, ``send_timeout``; seconds) in front of
         the target and points the Toxiproxy proxy's upstream at it, so every stream and fault
         of the test goes client → proxy → nginx → target. Recorded like a fault (on/off stamps,
-        shown in verdicts and reports). Raises IngressError when nginx is missing or fails.
-        """
+        shown in verdicts and reports). Raises IngressError when nginx is missing or fails."""
         return self._route.ingress(
             read_timeout=read_timeout, buffering=buffering, gzip=gzip, send_timeout=send_timeout
         )
@@ -669,8 +667,7 @@ class StreamGuard:
         ``read_timeout``: how long the client waits for each token (default: from the test's
         deadline, or 30 s). ``client``: who judges it once read (``auto``, a call's name,
         ``none``, or a function of your own). Never raises for a failed stream: the outcome is
-        on the trace (``completed``, or ``error_kind`` and ``error``).
-        """
+        on the trace (``completed``, or ``error_kind`` and ``error``)."""
         request = self._streams.request(
             path, json, method, headers, format, read_timeout, allow_empty, require_done, expect
         )
@@ -729,8 +726,7 @@ class StreamGuard:
         ``expect`` are as in :meth:`stream`. Runs on a private event loop; in an async test
         use :meth:`aload`. ``processes``: read the streams in that many processes of their own
         (``"auto"``: one per usable core); under ``--streamguard-ray``, ``shards`` Ray tasks
-        read them instead (docs/scaling.md), each trace naming its ``node``.
-        """
+        read them instead (docs/scaling.md), each trace naming its ``node``."""
         plan = LoadPlan(n=n, rate=rate, duration=duration, arrival=arrival, seed=seed)
         request = self._streams.request(
             path, json, method, headers, format, read_timeout, allow_empty, require_done, expect

@@ -85,8 +85,7 @@ KNOWN: dict[str, str] = {
 def parse_fail_on(value: str | Iterable[str] | None, *, where: str) -> tuple[str, ...]:
     """The finding names of a ``fail_on`` setting (comma-separated text or a list).
 
-    Raises ValueError naming the unknown ones and listing the known ones.
-    """
+    Raises ValueError naming the unknown ones and listing the known ones."""
     if value is None:
         return ()
     parts = value.split(",") if isinstance(value, str) else list(value)

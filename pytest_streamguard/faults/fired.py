@@ -230,8 +230,7 @@ def judge(
 
     ``triggered``: for a fault the client triggers after N chunks, the streams that reached
     chunk N; ``toxics``: for a ``profile`` record, the profile's toxics; ``waited``: for a
-    ``slow_reader``, the seconds its reader waited to keep to the rate.
-    """
+    ``slow_reader``, the seconds its reader waited to keep to the rate."""
     if not traces:
         return False, "active on no stream (none was read while it was on)"
     kind = record.kind

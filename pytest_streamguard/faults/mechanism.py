@@ -50,8 +50,7 @@ class Mechanism(ABC):
     among the test's faults (put there first, so a fault applied in part is undone too; a chunk
     toxic the proxy refuses is never one); while the fault is on, it passes on every chunk the
     test's client reads (:meth:`on_chunk`) and every stream that ends (:meth:`on_end`); when the
-    test ends it calls :meth:`remove`, then :meth:`judge` with the test's streams.
-    """
+    test ends it calls :meth:`remove`, then :meth:`judge` with the test's streams."""
 
     def __init__(self, record: FaultRecord) -> None:
         #: What the test's report says of the fault: its stamps, toxics and verdict.

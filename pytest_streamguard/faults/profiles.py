@@ -74,8 +74,7 @@ class Profile:
 
     ``faults`` holds ``(word, kwargs)`` pairs for :class:`~pytest_streamguard.faults.inject.Faults`
     (``stall``, ``cut``, ``slow_reader``, ``down``, ``blackhole``); ``source`` is ``built-in``
-    or the file the profile came from.
-    """
+    or the file the profile came from."""
 
     name: str
     description: str

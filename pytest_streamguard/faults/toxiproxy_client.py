@@ -295,8 +295,7 @@ def parse_version(body: str) -> str | None:
 
     - ``2.5.0``: bare text (2.0 to 2.5; old Makefile builds send ``git-<hash>``);
     - ``{"version": "2.6.0"}\\n``: 2.6.0, with a literal backslash and ``n``;
-    - ``{"version": "2.12.0"}`` and a newline: 2.7.0 and later.
-    """
+    - ``{"version": "2.12.0"}`` and a newline: 2.7.0 and later."""
     text = body.strip()
     if not text.startswith("{"):
         return text if _BARE_VERSION.fullmatch(text) else None

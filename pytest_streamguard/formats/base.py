@@ -72,8 +72,7 @@ class Reading:
     Anthropic's ``stop_reason``, Ollama's ``done_reason``, Gemini's ``finishReason``, TGI's
     ``details.finish_reason``, the Responses API's status), on the frame that carries it, which
     may carry no token at all (llama.cpp's server, transformers serve and the OpenAI API send the
-    reason in an otherwise empty chunk).
-    """
+    reason in an otherwise empty chunk)."""
 
     pieces: tuple[Piece, ...] = ()
     end: bool = False
@@ -159,8 +158,7 @@ class StreamFormat(ABC):
     :class:`~pytest_streamguard.formats.SSEFormat` or
     :class:`~pytest_streamguard.formats.NDJSONFormat`), and pass the instance as ``format=``
     to ``streamguard.stream()``, ``astream()`` or ``load()``.
-    Instances must be immutable: one may read many streams at once.
-    """
+    Instances must be immutable: one may read many streams at once."""
 
     name: str = "custom"
     framing: Framing = "sse"

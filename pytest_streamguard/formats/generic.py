@@ -73,8 +73,7 @@ class SSEFormat(StreamFormat):
     string, None (default) parses it when it is JSON. ``text(data)``: the token's text from the
     (parsed) data, None or "" for an event that carries none; by default a JSON object's
     ``text`` field, or the data itself when it is not JSON. ``end_on_eof``: a clean close is
-    the end (for protocols that have no end event).
-    """
+    the end (for protocols that have no end event)."""
 
     framing = "sse"
 
@@ -152,8 +151,7 @@ class NDJSONFormat(StreamFormat):
     none is). ``error(obj)``: an error message when the line reports a failure (default: a
     truthy ``error`` field). ``end_on_eof``: whether a clean close is the end (default: when no
     ``end`` is given, since plain NDJSON has no end marker). A line that is not JSON is a
-    protocol error.
-    """
+    protocol error."""
 
     framing = "lines"
 

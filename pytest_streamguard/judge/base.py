@@ -54,8 +54,7 @@ class Conclusion:
     expected that an answer may have no output (``allow_empty=True``), so one without output
     that the client read to its end is completed; ``defect``: an exception the plugin's own
     code raised while the client read (``Type: message``), no conclusion of the client's: the
-    reader's verdict stands.
-    """
+    reader's verdict stands."""
 
     client: str
     error: str | None = None
@@ -173,8 +172,7 @@ class ClientJudge(ABC):
 
     ``name`` is what ``client=`` and ``--streamguard-client`` accept; ``formats`` the stream
     formats it judges (names of :data:`~pytest_streamguard.formats.BUILTIN_FORMATS`, or of a
-    custom format); ``module`` the module to import (imported only when judging).
-    """
+    custom format); ``module`` the module to import (imported only when judging)."""
 
     name: str
     formats: frozenset[str]

@@ -154,8 +154,7 @@ class LoadResult:
 
         Only for events that carry ``sent_ns`` (``time.perf_counter_ns()`` just before the
         server's write, as the bundled target sends): on one machine it is the same monotonic
-        clock, so this is the network hop plus how late the client stamped the event.
-        """
+        clock, so this is the network hop plus how late the client stamped the event."""
         return [
             (chunk.stamp_ns - chunk.data["sent_ns"]) / 1e9
             for trace in self.traces
@@ -220,8 +219,7 @@ class LoadResult:
         ``chunk`` with ``percentile`` bounds that percentile of the pooled gaps; without it,
         every gap. ``ttft`` and ``total`` bound every stream. A stream that did not complete
         always violates. Bounds are seconds: one above 60 s is a ValueError unless
-        ``long=True`` says it is meant.
-        """
+        ``long=True`` says it is meant."""
         deadline = Deadline(ttft=ttft, chunk=chunk, total=total, percentile=percentile)
         check_units(deadline, long=long, call="assert_deadline")
         assert_traces(self.traces, deadline, self.probe)

@@ -68,8 +68,7 @@ def split(plan: LoadPlan, request: StreamRequest, count: int, client: str = NONE
 
     Closed loop: the ``n`` concurrent streams (or workers, with ``duration``) spread as evenly
     as they go. Open loop: the load's schedule (:meth:`LoadPlan.start_offsets`, drawn once)
-    dealt round-robin, so shard ``k`` sends arrivals ``k``, ``k + count``, ...
-    """
+    dealt round-robin, so shard ``k`` sends arrivals ``k``, ``k + count``, ..."""
     # A shard is read in another process or on another node: the slow reader's pace callback
     # (bound to this session's faults) stays here.
     request = dataclasses.replace(request, on_pace=None)

@@ -360,8 +360,7 @@ def toxiproxy(streamguard_toxiproxy_server: ToxiproxyServer) -> Iterator[Toxipro
     """A toxiproxy-python ``Toxiproxy`` client bound to the session's server (session scope).
 
     toxiproxy-python keeps its server address process-wide; it points at the session's server
-    for the whole session and is restored afterwards.
-    """
+    for the whole session and is restored afterwards."""
     api = streamguard_toxiproxy_server.api()
     api.close()
     with _Binding.lock:

@@ -47,8 +47,7 @@ def _check_value(key: str, value: Any) -> float | None:
 def resolve_deadline(item: pytest.Item, settings: Settings) -> Deadline | None:
     """The merged deadline of ``item``'s markers (closest wins per key), or None if unmarked.
 
-    Raises ValueError naming what is accepted for positional or unknown arguments and bad values.
-    """
+    Raises ValueError naming what is accepted for positional or unknown arguments and bad values."""
     merged: dict[str, Any] = {}
     seen = False
     for mark in item.iter_markers(MARKER_NAME):

@@ -458,8 +458,7 @@ def resolve_settings(config: pytest.Config) -> Settings:
 
     The options are checked in a fixed order (the target, its readiness, the probe, Toxiproxy,
     the reports and the comparison, the proxies, Ray, the findings, then the rest), so a
-    command line with several bad values always names the same one first.
-    """
+    command line with several bad values always names the same one first."""
     target_url, target_cmd = _target(config)
     target_args = _target_args(config, target_url)
     services = _services(config, target_url, target_cmd, target_args)

@@ -177,8 +177,7 @@ def _fmt(seconds: float | None) -> str:
 def pooled_stats(records: list[TestRecord]) -> dict[str, Any]:
     """TTFT and gap percentiles over the raw samples of every stream of every test (seconds).
 
-    Under pytest-xdist these are computed on the controller from the merged samples.
-    """
+    Under pytest-xdist these are computed on the controller from the merged samples."""
     ttfts = [t.ttft for r in records for t in r.traces if t.ttft is not None]
     gaps = [g for r in records for g in r.gaps()]
     figures: dict[str, Any] = {

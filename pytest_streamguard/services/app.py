@@ -56,8 +56,7 @@ def bundled_target_root() -> Path:
     An installed wheel has it inside the plugin (``pytest_streamguard/_bundled/``), so installing
     the plugin puts no top-level ``target_app`` into the user's environment; a source checkout
     (the editable development install) has the repository's ``target_app/`` beside
-    ``pytest_streamguard/``.
-    """
+    ``pytest_streamguard/``."""
     package = Path(__file__).resolve().parent.parent
     for root in (package / "_bundled", package.parent):
         if (root / "target_app" / "__main__.py").is_file():
@@ -223,8 +222,7 @@ def start_target(
     A target the plugin starts gets ``--streamguard-target-args`` and then ``extra_args``
     appended to its command line; a target given by URL cannot take flags (ValueError).
     ``name`` is what its errors call a started command (a stack's ``service model``); a
-    command with ``{port}`` is reached at ``host`` (where a stack's service was told to listen).
-    """
+    command with ``{port}`` is reached at ``host`` (where a stack's service was told to listen)."""
     flags = [*settings.target_args, *extra_args]
     if settings.target_url is not None:
         if flags:
@@ -338,8 +336,7 @@ def _find_port(process: ManagedProcess, port: int) -> str:
     """The URL of a started command without ``{port}``: a listening line, else its own socket.
 
     The socket wins when the process group listens on exactly one port, or on the ``PORT`` it
-    was given; several ports and no line keep the wait going (a metrics port beside the app's).
-    """
+    was given; several ports and no line keep the wait going (a metrics port beside the app's)."""
 
     def listening_socket() -> str | None:
         sockets = listening_sockets(process.pid)
@@ -370,8 +367,7 @@ def _with_pytests_python(argv: list[str]) -> list[str]:
     """``argv`` with a leading ``python`` or ``python3`` run by the interpreter running pytest.
 
     ``.venv/bin/pytest`` without an activated virtual environment would otherwise start
-    whatever ``python`` PATH finds first, without the app's packages.
-    """
+    whatever ``python`` PATH finds first, without the app's packages."""
     if argv and argv[0] in ("python", "python3"):
         return [sys.executable, *argv[1:]]
     return argv

@@ -92,8 +92,7 @@ class Ingress:
     def start(self) -> Self:
         """Start nginx and return once its port accepts connections.
 
-        Raises :class:`IngressError` when nginx is missing, exits, or is not ready in time.
-        """
+        Raises :class:`IngressError` when nginx is missing, exits, or is not ready in time."""
         if self._proc is not None:
             raise IngressError("ingress already started; call stop() before starting it again")
         binary = self._resolve_binary()
@@ -120,8 +119,7 @@ class Ingress:
     def stop(self) -> None:
         """Stop nginx (SIGTERM, then SIGKILL after a timeout) and delete its prefix directory.
 
-        Safe to call more than once, and on an ingress that never started.
-        """
+        Safe to call more than once, and on an ingress that never started."""
         try:
             self._terminate()
         finally:
@@ -396,8 +394,7 @@ class IngressHop:
     fault (``record``: its on/off stamps and settings, shown in verdicts and reports).
 
     :meth:`start` starts nginx in front of ``target`` and points the proxy at it with
-    ``repoint(address)``; :meth:`remove` points the proxy back at ``upstream`` and stops nginx.
-    """
+    ``repoint(address)``; :meth:`remove` points the proxy back at ``upstream`` and stops nginx."""
 
     def __init__(
         self,

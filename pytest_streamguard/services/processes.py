@@ -76,8 +76,7 @@ class Reaper:
     """This pytest process's reaper (see the module docstring); :meth:`get` starts it once.
 
     Registrations are single lines written to a pipe; the kernel buffers them, so a line written
-    just before pytest dies is still read by the reaper before the EOF.
-    """
+    just before pytest dies is still read by the reaper before the EOF."""
 
     _instance: Reaper | None = None
     _lock = threading.Lock()
@@ -174,8 +173,7 @@ def free_port(host: str = "127.0.0.1") -> int:
     :data:`FREE_PORT_LOW`, and checked by binding it: every other process's port-0 bind draws
     from that range, and took a port handed over this way once (Errno 98 in a fresh clone's
     ``make test``). The system's randomness, not ``random``'s seed, which pytest-randomly sets
-    alike in every worker. Port 0 only where the range leaves no room below it.
-    """
+    alike in every worker. Port 0 only where the range leaves no room below it."""
     high = _ephemeral_low()
     for _ in range(FREE_PORT_TRIES if high - FREE_PORT_LOW >= 1000 else 0):
         with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
@@ -325,8 +323,7 @@ class ManagedProcess:
         """Wait until a line of output makes ``match`` return a value; return that value.
 
         ``probe``, when given, is asked too between lines (every 0.2 s at most), and its first
-        value is returned in the same way; ``waiting_for`` words the time-out.
-        """
+        value is returned in the same way; ``waiting_for`` words the time-out."""
         deadline = time.monotonic() + timeout
         checked = 0
         with self._new_line:
@@ -415,8 +412,7 @@ def listening_url(line: str) -> str | None:
     ``port N``: uvicorn's ``Uvicorn running on http://...``, Node's and Express's
     ``listening on http://...``, Fastify's ``Server listening at ...``, Next.js's ``ready -
     started server on 0.0.0.0:3000``, Go's ``Listening on :8080``, Spring's ``Tomcat started on
-    port 8080 (http)``. A wildcard address (``0.0.0.0``, ``::``, none) is reached on 127.0.0.1.
-    """
+    port 8080 (http)``. A wildcard address (``0.0.0.0``, ``::``, none) is reached on 127.0.0.1."""
     stripped = line.strip()
     if stripped.startswith("{"):
         try:
@@ -456,8 +452,7 @@ def listening_sockets(pgid: int) -> list[tuple[str, int]]:
     127.0.0.1, an IPv4-mapped one on its IPv4 address, any other IPv6 one in brackets; an app
     bound to 127.0.0.2 is dialled there, not on 127.0.0.1. Elsewhere (no ``/proc``) the list
     is empty, and the port must come from ``{port}`` or a listening line. Sorted, without
-    duplicates.
-    """
+    duplicates."""
     inodes: set[str] = set()
     try:
         pids = [entry for entry in os.listdir("/proc") if entry.isdigit()]

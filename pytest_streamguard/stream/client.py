@@ -68,8 +68,7 @@ class StreamRecorder(AfterEnd):
 
     With ``format="auto"`` the framing comes from the content type (or, without a telling
     one, from how the body begins) and the format from the first data frame; the trace's
-    ``format`` then names the format recognised.
-    """
+    ``format`` then names the format recognised."""
 
     def __init__(
         self,
@@ -444,8 +443,7 @@ async def aread_stream(
     """The async twin of :func:`read_stream`.
 
     ``client``: a shared ``httpx.AsyncClient`` (many concurrent streams share one connection
-    pool, see :mod:`pytest_streamguard.load`); by default the stream gets its own.
-    """
+    pool, see :mod:`pytest_streamguard.load`); by default the stream gets its own."""
     if client is not None:
         return await _aread(client, recorder)
     request = recorder.request

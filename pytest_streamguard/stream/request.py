@@ -38,8 +38,7 @@ def read_limit(bound: float | None) -> float:
     """How long the client waits for something bounded by ``bound`` before giving up.
 
     Longer than the bound itself, so that a violated deadline is measured (how late the chunk
-    was) rather than only detected.
-    """
+    was) rather than only detected."""
     if bound is None:
         return DEFAULT_READ_LIMIT
     return max(2 * bound, bound + 1.0)
@@ -49,8 +48,7 @@ def read_limit(bound: float | None) -> float:
 class ReadLimits:
     """Seconds the client waits for the first token, between tokens, and for the whole stream.
 
-    ``total_reason`` names where the total limit comes from, for the timeout message.
-    """
+    ``total_reason`` names where the total limit comes from, for the timeout message."""
 
     first: float = DEFAULT_READ_LIMIT
     gap: float = DEFAULT_READ_LIMIT

@@ -31,8 +31,7 @@ class Chunk:
     first byte arrived (they differ when the network splits an event across reads). ``text`` is
     all the output it carried; ``parts`` splits it by kind (``reasoning``, ``tool``,
     ``refusal``, ``text``) when it is not plain answer text (None then). ``data`` is the
-    frame's parsed payload.
-    """
+    frame's parsed payload."""
 
     index: int
     stamp_ns: int
@@ -94,8 +93,7 @@ class FaultRecord:
     ``"proxy"`` (a toxic; on the embedded server a chunk toxic acts at the Nth chunk itself) or
     ``"client"`` (the plugin's side does it: a slow reader's pacing, a freeze's signals).
     ``streams``: for a chunk fault aimed with ``streams=``, the indexes of the test's streams
-    (0 first, in request order) it was aimed at; None for a fault on every stream.
-    """
+    (0 first, in request order) it was aimed at; None for a fault on every stream."""
 
     kind: str
     params: dict[str, Any]
@@ -245,8 +243,7 @@ class StreamTrace:
 
     ``format`` is the name of the format the stream was read as: the one recognised when
     ``format_auto`` is true (``format="auto"``, the default; it stays ``auto`` when nothing
-    arrived to recognise it by), else the one the test passed.
-    """
+    arrived to recognise it by), else the one the test passed."""
 
     name: str
     method: str
@@ -380,8 +377,7 @@ class StreamTrace:
         """Raise :class:`~pytest_streamguard.verdict.deadlines.DeadlineViolation` on a broken bound.
 
         A stream that did not complete always violates. Bounds are seconds: one above 60 s is
-        a ValueError unless ``long=True`` says it is meant.
-        """
+        a ValueError unless ``long=True`` says it is meant."""
         deadline = Deadline(ttft=ttft, chunk=chunk, total=total, percentile=percentile)
         check_units(deadline, long=long, call="assert_deadline")
         assert_traces([self], deadline)

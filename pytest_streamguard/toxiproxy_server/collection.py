@@ -73,8 +73,7 @@ class Collection:
         """``POST /populate``: validate every entry, then add or replace them in order.
 
         A failure part-way raises :class:`PopulateError` carrying the proxies already
-        applied, which the API lists next to the error, as Toxiproxy 2.12 does.
-        """
+        applied, which the API lists next to the error, as Toxiproxy 2.12 does."""
         if body is None:
             # Go decodes null into the slice as "leave it empty".
             body = []

@@ -91,8 +91,7 @@ def parse_body(body: bytes) -> Any:
     As in Go, bytes that are not UTF-8 become U+FFFD inside strings (and a syntax error
     outside them). A value that Go's scanner accepts but that nests deeper than Python's
     decoder can follow (about 900 levels) is a 400 ``exceeded max depth`` here; Go scans up to
-    10,000 levels (a divergence that only matters for deep values under unknown keys).
-    """
+    10,000 levels (a divergence that only matters for deep values under unknown keys)."""
     text = body.decode("utf-8", "replace")
     stripped = text.lstrip(" \t\r\n")
     if not stripped:

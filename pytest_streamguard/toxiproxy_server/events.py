@@ -215,8 +215,7 @@ class ChunkCounter(_Http1):
 
     :meth:`boundary` says where in a read the response under way reaches its Nth chunk. With
     ``aim`` (an aimed toxic's name), only the responses to requests that name it in
-    ``requests`` (the connection's :class:`RequestAims`) are counted.
-    """
+    ``requests`` (the connection's :class:`RequestAims`) are counted."""
 
     def __init__(
         self, after_chunks: int, aim: str | None = None, requests: RequestAims | None = None

@@ -35,8 +35,7 @@ class CheckedStream(Protocol):
     """What a verdict reads of a stream; :class:`~pytest_streamguard.stream.trace.CheckedStream`.
 
     Deadlines depend on this shape only, so the trace (which offers ``assert_deadline``) can
-    depend on them without a cycle.
-    """
+    depend on them without a cycle."""
 
     name: str
     completed: bool
@@ -409,8 +408,7 @@ def check_traces(traces: Sequence[CheckedStream], deadline: Deadline) -> list[Vi
     Without ``percentile`` each stream is checked on its own (:func:`check_trace`). With it,
     ``chunk`` bounds that percentile of the gaps pooled over every stream, so a load of many
     streams is judged on its tail rather than on its single worst gap; ``ttft`` and ``total``
-    still bound each stream, and a stream that errored or was cut is still a violation.
-    """
+    still bound each stream, and a stream that errored or was cut is still a violation."""
     if deadline.percentile is None or deadline.chunk is None:
         return [v for trace in traces for v in check_trace(trace, deadline)]
     per_stream = Deadline(ttft=deadline.ttft, total=deadline.total)

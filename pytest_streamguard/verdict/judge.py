@@ -66,8 +66,7 @@ def failure_of(
     fired, failed only under ``strict_faults``, with the failure ``not_fired`` builds;
     ``report``: where every stream's verdict is written (:func:`reports_line`); ``probe``: the
     samples of the probe sent beside the streams, with which the message names the cause in
-    words; ``unchecked``: the ``fail_on`` gates it could not check, when they fail it.
-    """
+    words; ``unchecked``: the ``fail_on`` gates it could not check, when they fail it."""
     if violations:
         found = list(violations)
         return DeadlineViolation(

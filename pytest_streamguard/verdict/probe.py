@@ -69,8 +69,7 @@ class Probed:
     waits, from the kernel's ``schedstat``. On a machine with more work than cores a free loop
     answers late too; that part of a sample's wait is the machine's, not the loop's, and the
     findings take it off (:func:`waits`, :class:`Waited`), and ``behind`` too: under a stack,
-    how long a sample's answer took on the hops behind this one (a ready path that asks theirs).
-    """
+    how long a sample's answer took on the hops behind this one (a ready path that asks theirs)."""
 
     kind: str
     target: str

@@ -49,8 +49,7 @@ class Finding:
     ``evidence`` says in words what matched; ``data`` holds the same counts and times
     (seconds) as numbers; ``streams`` names the streams it was seen on; ``cause``, where the
     probe's samples back the finding, says the cause in a user's words (``the event loop was
-    blocked: the ready path /readyz took 0.310 s while 8 streams stalled``).
-    """
+    blocked: the ready path /readyz took 0.310 s while 8 streams stalled``)."""
 
     name: str
     evidence: str
