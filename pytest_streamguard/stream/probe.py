@@ -123,7 +123,7 @@ def process_tree(pid: int) -> list[int]:
 
 
 def cpu_waits_now(pid: int | None) -> dict[int, int] | None:
-    """The run-queue waits so far (ns, ``schedstat``'s second field) of the main threads of
+    """The waits for a CPU so far (ns, :func:`main_thread_waited_ns`) of the main threads of
     process ``pid`` and of each process below it (a wrapper's child, nginx's worker: the one
     that answers is among them), by pid, and of the calling thread (the probe's), under 0;
     None without a pid, on a system without those files, or once the process is gone."""
