@@ -27,6 +27,27 @@ def main_thread_waited_ns(pid: int | None) -> int | None:
     return None if waited is None else waited + stolen_ns()
 
 
+def thread_waits_ns(pid: int | None) -> dict[int, int] | None:
+    """The :func:`waited_ns` of each of process ``pid``'s threads by id, and :func:`stolen_ns`
+    under 0; None without a pid or once it is gone. A thread that holds the interpreter's lock
+    while it waits for a CPU (the embedded Toxiproxy's log writer) holds the event loop as long,
+    with no wait of the main thread's; :func:`waited_between` sums two such readings."""
+    try:
+        tasks = os.listdir(f"/proc/{pid}/task") if pid is not None else []
+    except OSError:
+        return None
+    waits = {int(t): waited_ns(f"/proc/{pid}/task/{t}/schedstat") for t in tasks}
+    return (
+        {t: ns for t, ns in waits.items() if ns is not None} | {0: stolen_ns()} if waits else None
+    )
+
+
+def waited_between(before: dict[int, int], after: dict[int, int]) -> int:
+    """The wait between two :func:`thread_waits_ns` readings, the host's steal included: of the
+    threads in the second (one that ended in between is no longer read, one new waited all)."""
+    return sum(ns - before.get(t, 0) for t, ns in after.items())
+
+
 def stolen_ns(path: str = "/proc/stat") -> int:
     """What a virtual machine's host took of its CPUs so far (``/proc/stat``'s steal, in ns, all
     CPUs): a thread whose CPU the host took runs on, to its kernel, with no run-queue wait. An

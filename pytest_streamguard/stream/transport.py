@@ -46,7 +46,7 @@ from typing import Any
 import h11
 import httpx
 
-from pytest_streamguard.common.cpu import main_thread_waited_ns
+from pytest_streamguard.common.cpu import thread_waits_ns, waited_between
 
 
 class StampedBytes(bytes):
@@ -123,15 +123,15 @@ _PROBE_S = 0.05
 #: CPU over it (``proxy_waits``); between, its wait is read at most this often, for the process.
 _SILENCE_NS = 50_000_000
 _PROXY_EVERY_NS = 10_000_000
-_proxy_read: dict[int, tuple[int, int]] = {}
+_proxy_read: dict[int, tuple[int, dict[int, int]]] = {}
 
 
-def _proxy_waited(pid: int, now: int, fresh: bool) -> int | None:
-    """Process ``pid``'s main thread's wait for a CPU so far: read afresh if asked, or if the
-    last read is ``_PROXY_EVERY_NS`` old, else the last read's (an older, smaller figure)."""
+def _proxy_waited(pid: int, now: int, fresh: bool) -> dict[int, int] | None:
+    """Process ``pid``'s threads' waits for a CPU so far: read afresh if asked, or if the last
+    read is ``_PROXY_EVERY_NS`` old, else the last read's (an older, smaller figure)."""
     read = _proxy_read.get(pid)
     if fresh or read is None or now - read[0] >= _PROXY_EVERY_NS:
-        if (waited := main_thread_waited_ns(pid)) is None:
+        if (waited := thread_waits_ns(pid)) is None:
             return None
         _proxy_read[pid] = read = (now, waited)
     return read[1]
@@ -156,7 +156,7 @@ class _Connection:
         # With watch_proxy: the proxy's pid, its wait over each silence, and at the last read.
         self.proxy_pid: int | None = None
         self.proxy_waits: list[tuple[int, int]] = []
-        self._proxy_at = (0, 0)
+        self._proxy_at: tuple[int, dict[int, int]] = (0, {})
         self.closed = False
         # Body bytes parsed but not yet taken by the reader; past _READ_SIZE the socket is not
         # read until the reader catches up, so a slow reader's backpressure reaches the server
@@ -181,7 +181,7 @@ class _Connection:
         waited = _proxy_waited(pid, now, fresh=silent)
         if waited is not None:
             if silent:
-                self.proxy_waits.append((stamp, waited - before))
+                self.proxy_waits.append((stamp, waited_between(before, waited)))
             self._proxy_at = (stamp, waited)
 
     def rearm(self) -> None:

@@ -1,15 +1,23 @@
 """listening_pid: the process behind a URL on this machine's loopback, found through /proc; the
-host's steal, which the busy-machine excuses count as a wait for a CPU."""
+host's steal and every thread's wait, which the busy-machine excuses count as waits for a CPU."""
 
 from __future__ import annotations
 
+import hashlib
 import os
 import socket
 import subprocess
 import sys
+import threading
 from pathlib import Path
 
-from pytest_streamguard.common.cpu import listening_pid, stolen_ns
+from pytest_streamguard.common.cpu import (
+    listening_pid,
+    main_thread_waited_ns,
+    stolen_ns,
+    thread_waits_ns,
+    waited_between,
+)
 
 SERVER = (
     "import socket, sys; s = socket.create_server(('127.0.0.1', 0)); "
@@ -49,3 +57,40 @@ def test_the_hosts_steal_is_read_from_the_first_line_of_proc_stat(tmp_path: Path
     assert stolen_ns(str(stat)) == 0
     assert stolen_ns(str(tmp_path / "missing")) == 0
     assert stolen_ns() >= 0
+
+
+def test_a_process_wait_counts_every_thread_not_only_the_main_one() -> None:
+    # Two threads on one CPU, each hashing outside the interpreter's lock: each waits on the
+    # run queue while the other runs. They stay alive (a thread that ended is no longer read).
+    done, release = threading.Barrier(3), threading.Event()
+
+    def crowd() -> None:
+        os.sched_setaffinity(0, {min(os.sched_getaffinity(0))})
+        hashlib.pbkdf2_hmac("sha256", b"streamguard", b"salt", 400_000)
+        done.wait()
+        release.wait()
+
+    threads = [threading.Thread(target=crowd) for _ in range(2)]
+    before, main_before = thread_waits_ns(os.getpid()), main_thread_waited_ns(os.getpid())
+    for thread in threads:
+        thread.start()
+    try:
+        done.wait()
+        after, main_after = thread_waits_ns(os.getpid()), main_thread_waited_ns(os.getpid())
+    finally:
+        release.set()
+        for thread in threads:
+            thread.join()
+    # Read again once they ended: the threads gone are left out, never counted as negative.
+    gone = thread_waits_ns(os.getpid())
+    assert before is not None
+    assert after is not None
+    assert gone is not None
+    assert main_before is not None
+    assert main_after is not None
+    assert set(after) - set(before) == {t.native_id for t in threads}
+    # Each thread waits for much of the other's hashing (0.12 s of CPU each, measured here).
+    others = waited_between(before, after) - (main_after - main_before)
+    assert others >= 20_000_000, others
+    assert waited_between(after, gone) >= 0
+    assert thread_waits_ns(None) is None
