@@ -164,25 +164,26 @@ class ProbeWaits:
     share: float
 
 
-def _spans(probe: Probed, end_ns: int) -> list[tuple[int, int, bool]]:
-    """Each sample as (sent, answered or given up, answered): a sample without an answer
-    waited until the next one was sent (or ``end_ns``). An answered sample's span is its wait
-    for the loop: its latency less the target's wait for a CPU meanwhile and its wait on the
-    hops behind (:attr:`Probed.cpu_waits`, :attr:`Probed.behind`)."""
+def _spans(probe: Probed, end_ns: int) -> list[tuple[int, int, bool, int]]:
+    """Each sample as (sent, answered or given up, answered, out until): a sample without an
+    answer waited until the next one was sent (or ``end_ns``). An answered sample's span is its
+    wait for the loop: its latency less the target's wait for a CPU meanwhile and its wait on
+    the hops behind (:attr:`Probed.cpu_waits`, :attr:`Probed.behind`); it was out its latency."""
     spans = []
     for k, (stamp, latency) in enumerate(probe.samples):
         if latency is not None:
             elsewhere = probe.cpu_waits.get(stamp, 0) + probe.behind.get(stamp, 0)
-            spans.append((stamp, stamp + latency - min(elsewhere, latency), True))
+            done = stamp + latency - min(elsewhere, latency)
+            spans.append((stamp, done, True, stamp + latency))
             continue
         nxt = probe.samples[k + 1][0] if k + 1 < len(probe.samples) else max(end_ns, stamp)
-        spans.append((stamp, nxt, False))
+        spans.append((stamp, nxt, False, nxt))
     return spans
 
 
 def loop_waits_ns(probe: Probed) -> list[int]:
     """Each answered sample's wait for the loop (ns), as :func:`_spans` reads it."""
-    return [done - sent for sent, done, answered in _spans(probe, 0) if answered]
+    return [done - sent for sent, done, answered, _ in _spans(probe, 0) if answered]
 
 
 def waits(probe: Probed | None, windows: Sequence[tuple[int, int]]) -> ProbeWaits | None:
@@ -193,10 +194,12 @@ def waits(probe: Probed | None, windows: Sequence[tuple[int, int]]) -> ProbeWait
     last = max(end for _, end in windows)
     spans = _spans(probe, last)
     floor = int(PROBE_WAIT_S * 1e9)
+    # A sample out in a window tells of it, though its wait was all the machine's (a sample out
+    # 0.27 s that waited as long for a CPU, over a 30-stream load's stall: a busy machine).
     inside = [
         (sent, done, answered)
-        for sent, done, answered in spans
-        if any(sent <= b and done >= a for a, b in windows)
+        for sent, done, answered, until in spans
+        if any(sent <= b and until >= a for a, b in windows)
     ]
     if not inside:
         return None
@@ -218,7 +221,7 @@ class Waited:
         end = max((stamp for one in probe.hops for stamp, _ in one.samples[-1:]), default=0)
         spans = sorted(span for one in probe.hops for span in _spans(one, end))
         merged: list[list[int]] = []
-        for sent, done, answered in spans:
+        for sent, done, answered, _ in spans:
             if answered and done - sent < floor:
                 continue
             if merged and sent <= merged[-1][1]:

@@ -634,6 +634,21 @@ def test_a_probe_late_only_by_its_wait_for_a_cpu_does_not_confirm_a_blocked_loop
     assert "cpu_waits" not in probed([(0, 1)]).to_dict()
 
 
+def test_a_probe_out_through_the_stalls_that_waited_for_a_cpu_clears_the_loop() -> None:
+    """A sample sent before the stalls and answered after them, its whole latency a wait for a
+    CPU: it was out in every stall and the loop was free to answer (a resilience run's 30
+    streams, a sample out 0.27 s that waited 0.28 s for a CPU, was blamed before)."""
+    traces = stalled_streams()
+    # (The first stall starts at 88 ms.)
+    probe = probed([(0, 1), (60, 720)])
+    probe.cpu_waits = {60 * MS: 720 * MS}
+    assert findings_of(traces, probe) == []
+    # The same sample without the wait for a CPU waited for the loop through every stall.
+    probe.cpu_waits = {}
+    (finding,) = findings_of(traces, probe)
+    assert finding.cause.startswith("the event loop was blocked"), finding
+
+
 def test_without_probe_samples_blocked_loop_keeps_its_probe_less_rules() -> None:
     traces = stalled_streams()
     alone = findings_of(traces)
