@@ -223,9 +223,10 @@ class StreamRecorder(AfterEnd):
         if self.trace.end_ns is None:
             self.trace.end_ns = time.perf_counter_ns()
 
-    def eof(self) -> None:
-        """The body ended cleanly: completed if the format's end arrived (or a clean close is
-        its end), ``empty`` if that end came before any token, else truncated."""
+    def eof(self, end_ns: int | None = None) -> None:
+        """The body ended cleanly (its last read stamped ``end_ns``, where the transport knows):
+        completed if the format's end arrived (or a clean close is its end), ``empty`` if that
+        end came before any token, else truncated."""
         if self.stopped:
             return
         now = time.perf_counter_ns()
@@ -236,7 +237,7 @@ class StreamRecorder(AfterEnd):
         fmt, require_done = self.format, self.request.require_done
         if fmt is not None and (self.ended or (fmt.end_on_eof and not require_done)):
             if self._end_seen_ns is not None:
-                self.held_open((now - self._end_seen_ns) / 1e9)
+                self.held_open(((end_ns or now) - self._end_seen_ns) / 1e9)
             self._complete()
             return
         note = self._body.looks_note()
@@ -481,7 +482,7 @@ async def _read_some(response: httpx.Response) -> bytes:
 
 
 async def _to_body_end(
-    body: AsyncIterator[bytes], recorder: StreamRecorder, last: bytes = b""
+    body: AsyncIterator[bytes], recorder: StreamRecorder, last: bytes = b"", wire: Any = None
 ) -> None:
     """After the protocol's end, read on to the end of the body, as the official SDK clients
     do (:attr:`StreamRecorder.reads_past_end`; ``last`` is the read that carried the end),
@@ -500,7 +501,7 @@ async def _to_body_end(
     # The read that carried the end may carry the client's stop after it too.
     if marker is not None and marker in last:
         return
-    seen = last
+    seen, ended = last, None
     try:
         async with asyncio.timeout(grace):
             async for data in body:
@@ -508,6 +509,7 @@ async def _to_body_end(
                 if marker is not None:
                     seen = seen[-len(marker) :] + data
                     if marker in seen:
+                        ended = getattr(data, "stamp_ns", None)
                         break
     except TimeoutError:
         recorder.held_past_limit(time.perf_counter_ns(), since)
@@ -518,10 +520,18 @@ async def _to_body_end(
         else:
             recorder.cut_after_end(kind, message)
     else:
-        recorder.held_open((time.perf_counter_ns() - since) / 1e9)
+        recorder.held_open(((ended or _body_end_ns(wire)) - since) / 1e9)
 
 
-async def _held_past_stop(body: AsyncIterator[bytes], recorder: StreamRecorder) -> None:
+def _body_end_ns(wire: Any) -> int:
+    """The stamp of the read that ended the body where the transport knows it (a busy reader
+    comes to the end late: 30 streams' bodies on a busy machine, over 1 s), else now."""
+    return getattr(wire, "end_ns", None) or time.perf_counter_ns()
+
+
+async def _held_past_stop(
+    body: AsyncIterator[bytes], recorder: StreamRecorder, wire: Any = None
+) -> None:
     """After a terminal frame the stream's client stops at, read on to the body's end (or the
     stream's read limit) only to measure how long the body stayed open: the verdict stays the
     client's (completed), and a body still open at the limit is held open at least that long.
@@ -537,7 +547,7 @@ async def _held_past_stop(body: AsyncIterator[bytes], recorder: StreamRecorder) 
         recorder.recorded.broke("timeout", "the body stayed open after data: [DONE]")
     except httpx.HTTPError as exc:
         recorder.recorded.broke(*_classify(exc))
-    recorder.held_open((time.perf_counter_ns() - since) / 1e9)
+    recorder.held_open((_body_end_ns(wire) - since) / 1e9)
 
 
 async def _aread(client: httpx.AsyncClient, recorder: StreamRecorder) -> StreamTrace:
@@ -602,11 +612,11 @@ async def _aread(client: httpx.AsyncClient, recorder: StreamRecorder) -> StreamT
                     if recorder.reads_past_end:
                         # The wait for the body's end has the same limit as a token's.
                         limit.reschedule(deadline())
-                        await _to_body_end(body, recorder, last=data)
+                        await _to_body_end(body, recorder, data, wire)
                     elif recorder.measures_past_end:
                         limit.reschedule(deadline())
-                        await _held_past_stop(body, recorder)
-                    recorder.eof()
+                        await _held_past_stop(body, recorder, wire)
+                    recorder.eof(_body_end_ns(wire))
             except httpx.HTTPError as exc:
                 recorder.fail(*_classify(exc))
     except TimeoutError:

@@ -149,8 +149,9 @@ class _Connection:
         self.error: httpx.TransportError | None = None
         self.waiter: asyncio.Future[None] | None = None
         self.stamp_ns = 0
-        # The stamp of the read that completed the response head (None until it came).
+        # The stamps of the reads that completed the response head and ended the body.
         self.head_ns: int | None = None
+        self.end_ns: int | None = None
         self.kernel = False
         self.read_delay_ns: list[int] = []
         # With watch_proxy: the proxy's pid, its wait over each silence, and at the last read.
@@ -213,6 +214,7 @@ class _Connection:
                 self.kernel = True
         if not data:
             # The server closed its side: that may end a close-delimited body.
+            self.stamp_ns = stamp
             self._parse(b"")
             self._lost(None)
             return
@@ -259,6 +261,7 @@ class _Connection:
                     self.head_ns = self.stamp_ns
                 self.events.append(event)
                 if isinstance(event, h11.EndOfMessage | h11.ConnectionClosed):
+                    self.end_ns = self.stamp_ns
                     break
         except h11.RemoteProtocolError as exc:
             # Most often a body cut short: "peer closed connection without sending complete

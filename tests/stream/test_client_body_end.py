@@ -6,6 +6,7 @@ example app, read by the plugin and by the ``openai`` client on the same route."
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 import pytest
@@ -48,6 +49,30 @@ def test_a_body_that_ends_with_its_stream_is_not_held_open(app_url: str) -> None
     assert trace.held_open_s is None
     assert check_trace(trace, Deadline()) == []
     assert sdk_reads(app_url, timeout=10) == trace.text
+
+
+def test_a_reader_that_comes_late_to_the_bodys_end_does_not_hold_it_open(
+    app_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A busy reader (30 streams on a busy machine) came to bodies that had ended at once over
+    # 1 s after their last event, and the trace said the server held them open. The end is
+    # when the read that ended the body arrived, as the last event's is.
+    feed, busy = StreamRecorder.feed, []
+
+    def late(recorder: StreamRecorder, data: bytes, stamp_ns: int) -> None:
+        feed(recorder, data, stamp_ns)
+        if recorder.ended and not busy:
+            busy.append(stamp_ns)
+            time.sleep(1.2)  # the busy reader (the fault), not a synchronisation
+
+    monkeypatch.setattr(StreamRecorder, "feed", late)
+    for knobs in ({}, {"drop_done": True}):
+        busy.clear()
+        trace = plugin_reads(app_url, **knobs)
+        assert busy, "the reader was never late"
+        assert trace.completed, trace.error
+        assert trace.stamps == "kernel"
+        assert trace.held_open_s is None, knobs
 
 
 def test_a_body_held_open_after_the_finish_is_a_violation_and_counts_in_total(
