@@ -27,12 +27,16 @@ from served import (
     serve_in_thread,
 )
 
+import pytest_streamguard.common.tls  # noqa: F401 -- see below
+
 # httpx imports httpcore lazily and caches its exception classes on first use. pytester's
 # in-process runs drop modules first imported inside them, so a later run would get new
 # httpcore classes that httpx no longer maps; importing httpcore here keeps one copy. The same
 # for anyio, which imports its submodules on first use: its asyncio backend, kept by anyio after
 # pytester dropped it, keyed a socket's attributes by the first copy's markers while httpcore
 # asked with a second copy's, so an https stream found no local address (in one run of many).
+# The plugin's one TLS context (common.tls) too: imported here, its cache outlives every test
+# (pytester drops a module first imported in its test), so a worker loads the CA bundle once.
 
 
 @pytest.hookimpl(wrapper=True)

@@ -22,6 +22,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import httpx
 from toxiproxy_releases import RELEASE_ANSWERS
 
+from pytest_streamguard.common.tls import tls_context
 from pytest_streamguard.services.processes import ManagedProcess, free_port
 
 #: The toxic types of the embedded server that Toxiproxy 2.x does not have.
@@ -89,7 +90,7 @@ class ApiFront:
             def log_message(self, format: str, *args: object) -> None:
                 pass
 
-        self.client = httpx.Client(timeout=10.0)
+        self.client = httpx.Client(timeout=10.0, verify=tls_context())
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self.server.daemon_threads = True
         self.url = f"http://127.0.0.1:{self.server.server_address[1]}"

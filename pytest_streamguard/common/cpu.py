@@ -21,8 +21,7 @@ def waited_ns(path: str) -> int | None:
 
 
 def main_thread_waited_ns(pid: int | None) -> int | None:
-    """:func:`waited_ns` of process ``pid``'s main thread plus :func:`stolen_ns`; None without
-    a pid."""
+    """:func:`waited_ns` of ``pid``'s main thread plus :func:`stolen_ns`; None without a pid."""
     waited = None if pid is None else waited_ns(f"/proc/{pid}/task/{pid}/schedstat")
     return None if waited is None else waited + stolen_ns()
 
@@ -30,28 +29,24 @@ def main_thread_waited_ns(pid: int | None) -> int | None:
 def thread_waits_ns(pid: int | None) -> dict[int, int] | None:
     """The :func:`waited_ns` of each of process ``pid``'s threads by id, and :func:`stolen_ns`
     under 0; None without a pid or once it is gone. A thread that holds the interpreter's lock
-    while it waits for a CPU (the embedded Toxiproxy's log writer) holds the event loop as long,
-    with no wait of the main thread's; :func:`waited_between` sums two such readings."""
+    while it waits for a CPU (the embedded Toxiproxy's log writer) holds its loop as long."""
     try:
         tasks = os.listdir(f"/proc/{pid}/task") if pid is not None else []
     except OSError:
         return None
     waits = {int(t): waited_ns(f"/proc/{pid}/task/{t}/schedstat") for t in tasks}
-    return (
-        {t: ns for t, ns in waits.items() if ns is not None} | {0: stolen_ns()} if waits else None
-    )
+    kept = {t: ns for t, ns in waits.items() if ns is not None}
+    return kept | {0: stolen_ns()} if waits else None
 
 
 def waited_between(before: dict[int, int], after: dict[int, int]) -> int:
-    """The wait between two :func:`thread_waits_ns` readings, the host's steal included: of the
-    threads in the second (one that ended in between is no longer read, one new waited all)."""
+    """The wait between two :func:`thread_waits_ns` readings of the threads in the second."""
     return sum(ns - before.get(t, 0) for t, ns in after.items())
 
 
 def stolen_ns(path: str = "/proc/stat") -> int:
-    """What a virtual machine's host took of its CPUs so far (``/proc/stat``'s steal, in ns, all
-    CPUs): a thread whose CPU the host took runs on, to its kernel, with no run-queue wait. An
-    excuse too many where the host took another CPU; 0 where steal is not counted."""
+    """What a VM's host took of its CPUs so far (``/proc/stat``'s steal, ns, all CPUs; 0 if not
+    counted): to its kernel a thread runs on meanwhile. An excuse too many for another CPU's."""
     with contextlib.suppress(OSError, IndexError, ValueError), open(path, "rb") as stat:
         return int(stat.readline().split()[8]) * 1_000_000_000 // os.sysconf("SC_CLK_TCK")
     return 0

@@ -106,8 +106,7 @@ class FaultLog:
         return mechanism.record
 
     def add(self, mechanism: Mechanism) -> FaultRecord:
-        """Apply ``mechanism`` as one of the test's faults (one applied in part is undone
-        too)."""
+        """Apply ``mechanism`` as one of the test's faults (one applied in part is undone too)."""
         record = self._register(mechanism)
         mechanism.apply()
         return record

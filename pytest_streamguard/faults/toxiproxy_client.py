@@ -36,6 +36,7 @@ from toxiproxy.exceptions import InvalidToxic, NotFound, ProxyExists
 from toxiproxy.proxy import Proxy
 from toxiproxy.server import Toxiproxy
 
+from pytest_streamguard.common.tls import tls_context
 from pytest_streamguard.errors import StartupError, ToxiproxyError
 from pytest_streamguard.services.processes import ManagedProcess, toxiproxy_listening
 
@@ -362,7 +363,7 @@ class ToxiproxyServer:
     def probe_version(url: str) -> str:
         """The version a running server reports, or why it could not be read (for the header)."""
         try:
-            response = httpx.get(f"{url}/version", timeout=2.0)
+            response = httpx.get(f"{url}/version", timeout=2.0, verify=tls_context())
         except httpx.HTTPError as exc:
             return f"unreachable ({type(exc).__name__})"
         version = _toxiproxy_version(response)
@@ -374,7 +375,7 @@ class ToxiproxyServer:
     def external(cls, url: str) -> ToxiproxyServer:
         """Use a running toxiproxy-server; fail clearly if its API does not answer."""
         try:
-            response = httpx.get(f"{url}/version", timeout=5.0)
+            response = httpx.get(f"{url}/version", timeout=5.0, verify=tls_context())
         except httpx.HTTPError as exc:
             raise StartupError(
                 f"toxiproxy-server at {url} (--streamguard-toxiproxy) did not answer "

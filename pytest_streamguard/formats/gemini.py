@@ -49,8 +49,7 @@ class GeminiFormat(StreamFormat):
     unterminated_last_event = True
 
     def read(self, frame: Frame) -> Reading:
-        """Parts are tokens; a finishReason on every candidate (or a blocked prompt) is the
-        end."""
+        """Parts are tokens; a finishReason on every candidate (or a blocked prompt) is the end."""
         obj = parse_object(frame.data, "the gemini stream sent a data event")
         if obj.get("error"):
             raise ServerError(f"server sent an error: {error_message(obj)}")

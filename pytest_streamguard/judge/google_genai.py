@@ -17,9 +17,9 @@ import httpx
 from google import genai
 from google.genai import types
 
+from pytest_streamguard.common.tls import tls_context
 from pytest_streamguard.judge.base import REPLAY_TIMEOUT_S, Assembly, ClientJudge, Conclusion
 from pytest_streamguard.judge.replay import REPLAY_URL, Replay, kept_client
-from pytest_streamguard.stream.client import ssl_context
 from pytest_streamguard.stream.recorded import Recorded
 
 _OTHERS = ("executable_code", "code_execution_result", "inline_data", "file_data")
@@ -33,8 +33,7 @@ class GoogleGenAIJudge(ClientJudge):
     module = "google.genai"
 
     def judge(self, recorded: Recorded) -> Conclusion:
-        """Replay ``recorded`` into this thread's ``genai.Client`` and assemble what it
-        yields."""
+        """Replay ``recorded`` into this thread's ``genai.Client`` and assemble what it yields."""
         replay, client = kept_client(genai.Client, httpx, recorded, _client)
         got = Assembly(self.name, replay.stamp)
         return got.run(lambda: _read(client, got))
@@ -44,7 +43,7 @@ def _client(replay: Replay) -> genai.Client:
     """A ``genai.Client`` over ``replay`` (kept per thread: building one takes about 30 ms). It
     is given the process's SSL context, which a replay never uses: it builds two otherwise,
     loading the CA bundle for each (tens of milliseconds)."""
-    context = ssl_context()
+    context = tls_context()
     return genai.Client(
         api_key="replay",
         http_options=types.HttpOptions(

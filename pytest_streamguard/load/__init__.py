@@ -24,6 +24,7 @@ import httpx
 
 from pytest_streamguard.common.display import counted
 from pytest_streamguard.common.numbers import finite
+from pytest_streamguard.common.tls import tls_context
 from pytest_streamguard.stream.client import StreamRecorder, aread_stream
 from pytest_streamguard.stream.probe import ProbeSpec, probing
 from pytest_streamguard.stream.request import CONNECT_TIMEOUT
@@ -279,7 +280,7 @@ async def _arun(
     origin: Callable[[], Awaitable[int]] | None = None,
 ) -> LoadResult:
     result = LoadResult(plan)
-    transport = LoadTransport(plan.n, socket_options or [])
+    transport = LoadTransport(plan.n, socket_options or [], verify=tls_context())
     # Per-request timeouts come from each stream's read limits; this one covers the rest.
     async with httpx.AsyncClient(
         transport=transport, timeout=httpx.Timeout(CONNECT_TIMEOUT)

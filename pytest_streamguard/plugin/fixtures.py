@@ -331,8 +331,7 @@ def make_streamguard(
 
 
 def _stack_of(config: pytest.Config, target: Target) -> StackHops | None:
-    """The session's stack when ``target`` is its entry (a guard of another target has no
-    hops)."""
+    """The session's stack when ``target`` is its entry (a guard of another target has no hops)."""
     stack = config.stash.get(STACK_KEY, None)
     return stack if stack is not None and stack.target is target else None
 

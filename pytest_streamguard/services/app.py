@@ -25,6 +25,7 @@ import httpx
 from prometheus_client.metrics_core import Metric
 from prometheus_client.parser import text_string_to_metric_families
 
+from pytest_streamguard.common.tls import tls_context
 from pytest_streamguard.errors import ClientErrorAnswer, ReadyPathError, StartupError
 from pytest_streamguard.services.output import OutputLog, follow
 from pytest_streamguard.services.processes import (
@@ -111,7 +112,7 @@ class Target:
 
     def metrics(self, path: str = "/metrics") -> dict[str, Metric]:
         """The target's Prometheus metrics (``GET /metrics``), parsed by prometheus_client."""
-        response = httpx.get(self.url + path, timeout=10.0)
+        response = httpx.get(self.url + path, timeout=10.0, verify=tls_context())
         response.raise_for_status()
         return {family.name: family for family in text_string_to_metric_families(response.text)}
 

@@ -47,6 +47,7 @@ from collections.abc import Callable, Sequence
 
 import httpx
 
+from pytest_streamguard.common.tls import tls_context
 from pytest_streamguard.errors import ClientErrorAnswer, ReadyPathError, StartupError
 from pytest_streamguard.services.output import OutputLog
 
@@ -218,7 +219,7 @@ def poll_until_ok(
     deadline = time.monotonic() + timeout
     last = "no answer yet"
     client_error_since: float | None = None
-    with httpx.Client(timeout=2.0) as client:
+    with httpx.Client(timeout=2.0, verify=tls_context()) as client:
         while True:
             if before_each is not None:
                 before_each(last)

@@ -29,14 +29,13 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
-import functools
-import ssl
 import time
 from collections.abc import AsyncIterator, Callable, Coroutine
 from typing import Any, TypeVar
 
 import httpx
 
+from pytest_streamguard.common.tls import tls_context
 from pytest_streamguard.errors import ProtocolError, StreamError
 from pytest_streamguard.formats import AUTO, TEXT, Framed, Reading, StreamFormat
 from pytest_streamguard.formats.detect import ARRIVAL_LABELS, label
@@ -410,13 +409,6 @@ def _pace(recorder: StreamRecorder, nbytes: int) -> float:
     return min(wait, max(recorder.seconds_left(now), 0))
 
 
-@functools.cache
-def ssl_context() -> ssl.SSLContext:
-    """One verifying SSL context for every stream and probe of the process: httpx builds one per
-    client (tens of ms of CPU for the CA bundle), a stall in the TTFT of the streams beside it."""
-    return httpx.create_ssl_context()
-
-
 def run_blocking(make: Callable[[], Coroutine[Any, Any, T]]) -> T:
     """Run the coroutine ``make()`` to its end from sync code: on a private event loop in this
     thread, or in a helper thread when this thread already runs a loop."""
@@ -450,7 +442,7 @@ async def aread_stream(
     request = recorder.request
     # The load's lean transport for plain HTTP (the request stamped when its last byte left,
     # reads at the kernel's receive stamp, the connection's local port), httpx's own for https.
-    transport = LoadTransport(1, request.socket_options(), verify=ssl_context())
+    transport = LoadTransport(1, request.socket_options(), verify=tls_context())
     async with httpx.AsyncClient(transport=transport, timeout=_timeout(request.limits)) as own:
         return await _aread(own, recorder)
 
@@ -524,8 +516,7 @@ async def _to_body_end(
 
 
 def _body_end_ns(wire: Any) -> int:
-    """The stamp of the read that ended the body where the transport knows it (a busy reader
-    comes to the end late: 30 streams' bodies on a busy machine, over 1 s), else now."""
+    """The read that ended the body's stamp, or now (a busy reader came to it over 1 s late)."""
     return getattr(wire, "end_ns", None) or time.perf_counter_ns()
 
 

@@ -28,7 +28,7 @@ import httpx
 
 from pytest_streamguard.common.cpu import main_thread_waited_ns, waited_ns
 from pytest_streamguard.common.defaults import DEFAULT_PROBE_INTERVAL
-from pytest_streamguard.stream.client import ssl_context
+from pytest_streamguard.common.tls import tls_context
 from pytest_streamguard.verdict.probe import PROBE_KINDS, PROBE_WAIT_S, Probed, model_route
 
 __all__ = ["DEFAULT_PROBE_INTERVAL", "ProbeSpec", "ProbeThread", "aprobe", "probing"]
@@ -149,7 +149,7 @@ def cpu_wait_ns(before: dict[int, int] | None, after: dict[int, int] | None) -> 
 async def aprobe(spec: ProbeSpec, probed: Probed, stop: asyncio.Event) -> None:
     """Probe every ``spec.interval_s`` until ``stop`` is set, appending each sample to
     ``probed.samples`` (and the target's wait for a CPU meanwhile to ``probed.cpu_waits``)."""
-    async with httpx.AsyncClient(timeout=spec.timeout_s, verify=ssl_context()) as client:
+    async with httpx.AsyncClient(timeout=spec.timeout_s, verify=tls_context()) as client:
         while not stop.is_set():
             before = cpu_waits_now(spec.pid)
             sent = time.perf_counter_ns()

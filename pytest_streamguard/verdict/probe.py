@@ -173,8 +173,7 @@ def _spans(probe: Probed, end_ns: int) -> list[tuple[int, int, bool, int]]:
     for k, (stamp, latency) in enumerate(probe.samples):
         if latency is not None:
             elsewhere = probe.cpu_waits.get(stamp, 0) + probe.behind.get(stamp, 0)
-            done = stamp + latency - min(elsewhere, latency)
-            spans.append((stamp, done, True, stamp + latency))
+            spans.append((stamp, stamp + latency - min(elsewhere, latency), True, stamp + latency))
             continue
         nxt = probe.samples[k + 1][0] if k + 1 < len(probe.samples) else max(end_ns, stamp)
         spans.append((stamp, nxt, False, nxt))

@@ -51,6 +51,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from streamgen import PROTOCOLS, Transcript, generate
 
+from pytest_streamguard.common.tls import tls_context
+
 GENERATORS = ("streamgen", "typed")
 """``streamgen``: the hand-written shapes of ``streamgen.py``; ``typed``: events built from the
 SDKs' own typed models (``typedgen.py``)."""
@@ -610,7 +612,7 @@ async def _plugin(
 
 def _make_proxy(toxiproxy_url: str, upstream_port: int) -> int:
     name = f"verdict-fuzz-{upstream_port}"
-    with httpx.Client(base_url=toxiproxy_url, timeout=10) as api:
+    with httpx.Client(base_url=toxiproxy_url, timeout=10, verify=tls_context()) as api:
         api.delete(f"/proxies/{name}")
         answer = api.post(
             "/proxies",

@@ -18,6 +18,7 @@ import pytest
 from resilience_helpers import gauge, wait_for
 
 from pytest_streamguard import StreamGuard
+from pytest_streamguard.common.tls import tls_context
 
 REQUEST = {"prompt": "how many users", "max_new_tokens": 32}
 UP_TO = 64
@@ -33,7 +34,7 @@ DEVICE = "cuda" if _NVIDIA_GPUS.is_dir() and any(_NVIDIA_GPUS.iterdir()) else "c
 def test_the_bundled_targets_capacity(
     streamguard: StreamGuard, device: str, request: pytest.FixtureRequest
 ) -> None:
-    ready = httpx.get(streamguard.target.url + "/readyz", timeout=10).json()
+    ready = httpx.get(streamguard.target.url + "/readyz", timeout=10, verify=tls_context()).json()
     assert ready["device"] == device, (
         f"the bundled target runs on {ready['device']}, but this machine has "
         f"{'an NVIDIA GPU' if device == 'cuda' else 'no NVIDIA GPU'} (torch without CUDA?)"

@@ -27,6 +27,7 @@ USER_TESTS = """
 import httpx
 import openai
 import pytest
+from pytest_streamguard.common.tls import tls_context
 
 MODEL = {model!r}
 PROMPT = "bada bade gagi"
@@ -51,7 +52,7 @@ REQUESTS = {{
 @pytest.fixture
 def api(streamguard):
     # Straight to the server, not through the proxy: the reference reading of each answer.
-    with httpx.Client(trust_env=False, timeout=60.0) as http:
+    with httpx.Client(trust_env=False, timeout=60.0, verify=tls_context()) as http:
         yield openai.OpenAI(
             base_url=streamguard.target.url + "/v1",
             api_key="unused",

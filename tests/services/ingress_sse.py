@@ -8,6 +8,8 @@ from dataclasses import dataclass, field
 
 import httpx
 
+from pytest_streamguard.common.tls import tls_context
+
 
 @dataclass
 class StreamRead:
@@ -31,7 +33,7 @@ def read_stream(base_url: str, **params: float) -> StreamRead:
     start = time.perf_counter()
     try:
         with (
-            httpx.Client(timeout=httpx.Timeout(5.0)) as client,
+            httpx.Client(timeout=httpx.Timeout(5.0), verify=tls_context()) as client,
             client.stream(
                 "GET",
                 f"{base_url}/stream",

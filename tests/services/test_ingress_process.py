@@ -16,6 +16,7 @@ from typing import Any
 import httpx
 import pytest
 
+from pytest_streamguard.common.tls import tls_context
 from pytest_streamguard.errors import IngressError
 from pytest_streamguard.services import ingress as ingress_module
 from pytest_streamguard.services.ingress import Ingress
@@ -60,7 +61,12 @@ def test_stop_leaves_no_nginx_process_and_no_files(sse_upstream: str, private_tm
             time.sleep(0.01)
         assert pid in members
         assert len(members) == 2, f"expected a master and one worker, got {members}"
-        assert httpx.get(f"{ingress.url}/stream", params={"events": 1}).status_code == 200
+        assert (
+            httpx.get(
+                f"{ingress.url}/stream", params={"events": 1}, verify=tls_context()
+            ).status_code
+            == 200
+        )
     finally:
         ingress.stop()
 
@@ -129,7 +135,12 @@ def test_worker_drops_root_to_nobody(sse_upstream: str) -> None:
         # new worker is root until its init drops to 'nobody'. A worker serves a request only
         # after its init, so one request answered means the worker has switched (read too early,
         # a CI run saw uid 0).
-        assert httpx.get(f"{ingress.url}/stream", params={"events": 1}).status_code == 200
+        assert (
+            httpx.get(
+                f"{ingress.url}/stream", params={"events": 1}, verify=tls_context()
+            ).status_code
+            == 200
+        )
         workers = [pid for pid in processes_in_group(master) if pid != master]
         assert len(workers) == 1
         status = Path(f"/proc/{workers[0]}/status").read_text()
@@ -160,7 +171,9 @@ def test_port_taken_between_probe_and_bind_is_retried(
 
         with Ingress(sse_upstream) as ingress:
             assert ingress.address != f"127.0.0.1:{taken}"
-            response = httpx.get(f"{ingress.url}/stream", params={"events": 1})
+            response = httpx.get(
+                f"{ingress.url}/stream", params={"events": 1}, verify=tls_context()
+            )
     assert response.status_code == 200
     assert "event: done" in response.text
 

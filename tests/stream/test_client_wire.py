@@ -21,6 +21,7 @@ from pathlib import Path
 
 import pytest
 
+from pytest_streamguard.common.tls import tls_context
 from pytest_streamguard.stream import client
 from pytest_streamguard.stream.client import StreamRecorder, read_stream
 from pytest_streamguard.stream.request import StreamRequest
@@ -203,11 +204,11 @@ def tls(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[ssl.SSLCont
         check=True, capture_output=True,
     )  # fmt: skip
     monkeypatch.setenv("SSL_CERT_FILE", str(cert))
-    client.ssl_context.cache_clear()
+    tls_context.cache_clear()
     context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
     context.load_cert_chain(cert, key)
     yield context
-    client.ssl_context.cache_clear()
+    tls_context.cache_clear()
 
 
 def test_https_stream_falls_back_to_httpx_and_says_its_stamps_are_the_clients(

@@ -13,6 +13,7 @@ import pytest
 import uvicorn
 from target_harness import InProcessTarget, TargetProcess, start_target, wait_until
 
+from pytest_streamguard.common.tls import tls_context
 from target_app import TargetConfig
 
 # create_app, target_app.server and .tiny_model import torch and transformers: imported in the
@@ -76,7 +77,7 @@ def inprocess_target(
         running.append((server, thread))
         wait_until(lambda: server.started, 30, "in-process uvicorn to start")
         url = f"http://127.0.0.1:{listener.getsockname()[1]}"
-        with httpx.Client(base_url=url, timeout=5) as client:
+        with httpx.Client(base_url=url, timeout=5, verify=tls_context()) as client:
             wait_until(lambda: client.get("/readyz").status_code == 200, 120, "in-process /readyz")
         return InProcessTarget(url, app.state.target)
 

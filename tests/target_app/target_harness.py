@@ -21,6 +21,8 @@ from typing import TYPE_CHECKING, Any
 import httpx
 from prometheus_client.parser import text_string_to_metric_families
 
+from pytest_streamguard.common.tls import tls_context
+
 if TYPE_CHECKING:  # torch and transformers: not at every worker's collection
     from target_app.state import TargetState
 
@@ -116,7 +118,7 @@ def start_target(args: list[str], cache: Path, stderr_path: Path) -> TargetProce
                 continue
             if record.get("message") == "streamguard target listening":
                 target.url = record["url"]
-        with httpx.Client(base_url=target.url, timeout=5) as client:
+        with httpx.Client(base_url=target.url, timeout=5, verify=tls_context()) as client:
             assert client.get("/healthz").status_code == 200
             wait_until(
                 lambda: client.get("/readyz").status_code == 200,

@@ -9,12 +9,14 @@ import httpx
 import pytest
 from target_harness import TEST_FLAGS, TargetProcess, collect, metric
 
+from pytest_streamguard.common.tls import tls_context
+
 
 @pytest.fixture(scope="module")
 def client(make_target: Callable[..., TargetProcess]) -> Iterator[httpx.Client]:
     """A client for a batch-engine target with fault knobs on."""
     target = make_target(*TEST_FLAGS)
-    with httpx.Client(base_url=target.url, timeout=30) as http:
+    with httpx.Client(base_url=target.url, timeout=30, verify=tls_context()) as http:
         yield http
 
 

@@ -13,6 +13,8 @@ from collections.abc import Callable
 import httpx
 from target_harness import SseEvent, TargetProcess, collect, iter_sse, metric, wait_until
 
+from pytest_streamguard.common.tls import tls_context
+
 OVERSIZED_PROMPTS = 16
 PROMPT_WORDS = 500_000
 """A one-megabyte prompt of 500,000 words (tokens), that still fits the 1 MiB body limit, so it
@@ -43,7 +45,7 @@ def test_oversized_prompts_do_not_stall_a_running_stream(
     marks: dict[str, int] = {}
 
     def stream() -> None:
-        with httpx.Client(base_url=target.url, timeout=30) as client:
+        with httpx.Client(base_url=target.url, timeout=30, verify=tls_context()) as client:
             body = {"prompt": "baba", "max_new_tokens": 2000, "ignore_eos": True}
             with client.stream("POST", "/generate", json=body) as response:
                 assert response.status_code == 200
@@ -62,7 +64,7 @@ def test_oversized_prompts_do_not_stall_a_running_stream(
     replies: list[httpx.Response] = []
 
     def oversized() -> None:
-        with httpx.Client(base_url=target.url, timeout=30) as client:
+        with httpx.Client(base_url=target.url, timeout=30, verify=tls_context()) as client:
             replies.append(client.post("/generate", json={"prompt": prompt}))
 
     senders = [threading.Thread(target=oversized) for _ in range(OVERSIZED_PROMPTS)]
@@ -122,7 +124,7 @@ def test_ended_slow_reader_socket_is_closed_by_the_target(
         )
         client_port = reader.getsockname()[1]
         assert _server_side_state(int(port), client_port) == TCP_ESTABLISHED
-        with httpx.Client(base_url=target.url, timeout=5) as observer:
+        with httpx.Client(base_url=target.url, timeout=5, verify=tls_context()) as observer:
             # The reader never reads. The count comes when the target ends the stream, before
             # its at most 0.4 s attempt to send the error event and the close after it.
             wait_until(
@@ -211,7 +213,7 @@ def test_readers_slower_than_their_stream_are_ended_and_normal_streams_complete(
     # returns at once, since a 2,000-token stream (about 130 KB) fits in the buffers the
     # kernel grows on loopback. Only what the clients take tells the slow ones apart.
     target = make_target("--heartbeat", "0", "--send-timeout", "1")
-    with httpx.Client(base_url=target.url, timeout=30) as observer:
+    with httpx.Client(base_url=target.url, timeout=30, verify=tls_context()) as observer:
         completed = metric(observer, "streamguard_target_streams_completed_total")
         readers = [_SlowReader(target.url) for _ in range(SLOW_READERS)]
         try:

@@ -14,6 +14,8 @@ import httpx
 import pytest
 from target_harness import SERVE_FLAGS, TargetProcess, collect, metric, wait_until
 
+from pytest_streamguard.common.tls import tls_context
+
 GENERATION_ROUTES = ("/generate", "/v1/completions", "/v1/chat/completions")
 ROUTES = (*GENERATION_ROUTES, "/healthz", "/readyz", "/metrics")
 SEED = 20261202
@@ -43,7 +45,7 @@ def target(make_target: Callable[..., TargetProcess]) -> TargetProcess:
 @pytest.fixture
 def client(target: TargetProcess) -> Iterator[httpx.Client]:
     """A client for the target; after the test, the target is alive and holds no slot."""
-    with httpx.Client(base_url=target.url, timeout=30) as http:
+    with httpx.Client(base_url=target.url, timeout=30, verify=tls_context()) as http:
         yield http
         assert target.process.poll() is None, f"target died; stderr:\n{target.stderr()}"
         wait_until(

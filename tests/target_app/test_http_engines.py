@@ -10,6 +10,8 @@ import httpx
 import pytest
 from target_harness import TEST_FLAGS, TargetProcess, collect, iter_sse, metric, wait_until
 
+from pytest_streamguard.common.tls import tls_context
+
 CANCEL_LIMIT_S = 3.0
 """How soon a cancelled stream's slot, engine request and thread are gone: well under what the
 work they were cancelled from would still take (seconds of generation, a 30 s cold start)."""
@@ -26,7 +28,7 @@ def target(
 @pytest.fixture
 def client(target: TargetProcess) -> Iterator[httpx.Client]:
     """An HTTP client for the target; checks after the test that no stream slot is left held."""
-    with httpx.Client(base_url=target.url, timeout=30) as http:
+    with httpx.Client(base_url=target.url, timeout=30, verify=tls_context()) as http:
         yield http
         wait_until(
             lambda: metric(http, "streamguard_target_active_streams") == 0,
@@ -182,7 +184,7 @@ def test_disconnect_mid_stream_frees_the_slot_and_stops_generation(
         for event in iter_sse(r):
             if event.kind == "data" and event.data["index"] == 4:
                 break
-    with httpx.Client(base_url=target.url, timeout=5) as observer:
+    with httpx.Client(base_url=target.url, timeout=5, verify=tls_context()) as observer:
         # Issue 12's figure is 1 s (a benchmark matter). What this bound tells apart: stopped
         # at the disconnect, from generating the other 1,995 tokens (about 6 s for one stream
         # of this model at its 3 ms gap in docs/benchmarks.md, longer on a busy machine).
@@ -205,7 +207,9 @@ def test_admission_beyond_max_concurrency_is_503_with_retry_after(
     client: httpx.Client, target: TargetProcess
 ) -> None:
     hold = {"prompt": "baba", "max_new_tokens": 3, "fault": {"cold_start_s": 30}}
-    clients = [httpx.Client(base_url=target.url, timeout=30) for _ in range(4)]
+    clients = [
+        httpx.Client(base_url=target.url, timeout=30, verify=tls_context()) for _ in range(4)
+    ]
     streams = []
     try:
         for c in clients:

@@ -9,6 +9,7 @@ from collections.abc import Callable
 import httpx
 from target_harness import TargetProcess, wait_until
 
+from pytest_streamguard.common.tls import tls_context
 from target_app.config import TargetConfig
 
 LATE = {
@@ -22,7 +23,7 @@ LATE = {
 def _read(target: TargetProcess) -> tuple[str, str | None]:
     """The answer's text, and the error that ended it (None: it ended cleanly)."""
     body = ""
-    with httpx.Client(base_url=target.url, timeout=30) as client:
+    with httpx.Client(base_url=target.url, timeout=30, verify=tls_context()) as client:
         try:
             with client.stream("POST", "/v1/chat/completions", json=LATE) as answer:
                 for text in answer.iter_text():

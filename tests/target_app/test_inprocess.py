@@ -10,6 +10,7 @@ from collections.abc import Callable
 import httpx
 from target_harness import InProcessTarget, collect, metric, wait_until
 
+from pytest_streamguard.common.tls import tls_context
 from target_app import TargetConfig
 
 CANCEL_LIMIT_S = 3.0
@@ -40,7 +41,7 @@ def test_slow_reader_is_ended_and_counted_with_bounded_buffering(
     # A client that never reads, with a tiny receive window: the server's writes back up.
     reader = _open_raw_stream(target.url, body, receive_buffer=4096)
     try:
-        with httpx.Client(base_url=target.url, timeout=5) as observer:
+        with httpx.Client(base_url=target.url, timeout=5, verify=tls_context()) as observer:
             wait_until(
                 lambda: (
                     metric(
@@ -78,7 +79,7 @@ def test_disconnect_ends_the_generate_thread(
     def generation_threads() -> list[threading.Thread]:
         return [t for t in threading.enumerate() if t.name.startswith("streamguard-generate-")]
 
-    with httpx.Client(base_url=target.url, timeout=30) as client:
+    with httpx.Client(base_url=target.url, timeout=30, verify=tls_context()) as client:
         body = {"prompt": "baba", "max_new_tokens": 2000, "ignore_eos": True}
         with client.stream("POST", "/generate", json=body) as response:
             for line in response.iter_lines():

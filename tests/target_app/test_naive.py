@@ -9,12 +9,14 @@ import httpx
 import pytest
 from target_harness import TargetProcess, collect, metric
 
+from pytest_streamguard.common.tls import tls_context
+
 
 @pytest.fixture(scope="module")
 def client(make_target: Callable[..., TargetProcess]) -> Iterator[httpx.Client]:
     """A client for a naive target started without fault knobs."""
     target = make_target("--naive", "--heartbeat", "0.2")
-    with httpx.Client(base_url=target.url, timeout=30) as http:
+    with httpx.Client(base_url=target.url, timeout=30, verify=tls_context()) as http:
         yield http
 
 

@@ -14,6 +14,8 @@ from typing import Any
 import httpx
 from target_harness import SseEvent, TargetProcess, iter_sse
 
+from pytest_streamguard.common.tls import tls_context
+
 GRACE_S = 1.0
 OPEN_STREAMS = 30
 EXIT_LIMIT_S = GRACE_S + 4.0
@@ -70,7 +72,7 @@ def test_sigterm_drains_then_ends_every_stream_with_an_error_event_and_exits_0(
         events: list[SseEvent] = []
         seen[n] = (path, events)
         with (
-            httpx.Client(base_url=target.url, timeout=30) as http,
+            httpx.Client(base_url=target.url, timeout=30, verify=tls_context()) as http,
             http.stream("POST", path, json=body) as response,
         ):
             assert response.status_code == 200
@@ -85,7 +87,7 @@ def test_sigterm_drains_then_ends_every_stream_with_an_error_event_and_exits_0(
     streaming.wait(60)
     signalled = time.monotonic()
     target.process.send_signal(signal.SIGTERM)
-    with httpx.Client(base_url=target.url, timeout=5) as late:
+    with httpx.Client(base_url=target.url, timeout=5, verify=tls_context()) as late:
         # During the drain a new stream is refused, with a hint to retry elsewhere or later
         # (the "shutting down" answer only exists once the drain has started; no clock needed).
         refused = late.post("/generate", json={"prompt": "baba", "max_new_tokens": 2})
@@ -123,7 +125,7 @@ def test_a_stream_that_fits_in_the_grace_completes_on_sigterm(
     body = {"prompt": "baba", "max_new_tokens": 20, "fault": {"stall_after": 0, "stall_s": 1.0}}
     events: list[SseEvent] = []
     with (
-        httpx.Client(base_url=target.url, timeout=30) as http,
+        httpx.Client(base_url=target.url, timeout=30, verify=tls_context()) as http,
         http.stream("POST", "/generate", json=body) as response,
     ):
         assert response.status_code == 200

@@ -9,6 +9,8 @@ import httpx
 from prometheus_client.parser import text_string_to_metric_families
 from target_harness import TargetProcess, cancel_storm, collect, metric, rss_bytes, wait_until
 
+from pytest_streamguard.common.tls import tls_context
+
 WARM_UP_STREAMS = 300
 STORM_STREAMS = 3000
 """Cancelled streams measured at --fuzz-scale 1 (the acceptance bound is stated over 3,000)."""
@@ -44,7 +46,7 @@ def test_disconnect_storm_leaves_memory_flat_and_engine_queues_empty(
     # next client came (a correct 503 "server busy", which is not what this tests).
     target = make_target("--engine", "batch", "--heartbeat", "0", "--max-concurrency", "64")
     pid = target.process.pid
-    with httpx.Client(base_url=target.url, timeout=30) as client:
+    with httpx.Client(base_url=target.url, timeout=30, verify=tls_context()) as client:
         assert set(queue_depths(client)) == {"input", "output", "handlers", "cancelled"}
         cancel_storm(target.url, WARM_UP_STREAMS, CONCURRENCY, seed=1)
         wait_until(lambda: _settled(client), 30, "the target to settle after the warm-up")

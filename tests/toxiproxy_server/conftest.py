@@ -13,6 +13,8 @@ sys.path.insert(0, str(Path(__file__).parent))
 
 from toxiproxy_helpers import ServerProcess, Upstream, echo, start_server
 
+from pytest_streamguard.common.tls import tls_context
+
 
 @pytest.fixture(scope="module")
 def server() -> Iterator[ServerProcess]:
@@ -28,7 +30,7 @@ def server() -> Iterator[ServerProcess]:
 @pytest.fixture
 def api(server: ServerProcess) -> Iterator[httpx.Client]:
     """An httpx client on the API; every proxy is deleted after the test."""
-    with httpx.Client(base_url=server.url, timeout=10) as client:
+    with httpx.Client(base_url=server.url, timeout=10, verify=tls_context()) as client:
         yield client
         for name in client.get("/proxies").json():
             client.delete(f"/proxies/{name}")

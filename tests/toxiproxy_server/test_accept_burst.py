@@ -11,6 +11,8 @@ import time
 import httpx
 from toxiproxy_helpers import Upstream, echo, recv_exactly, start_server
 
+from pytest_streamguard.common.tls import tls_context
+
 BURST = 150
 
 
@@ -23,7 +25,11 @@ def test_listen_backlog_holds_a_burst_while_the_server_is_busy() -> None:
     socks: list[socket.socket] = []
     try:
         body = {"name": "burst", "listen": "127.0.0.1:0", "upstream": target.address}
-        host, port = httpx.post(f"{process.url}/proxies", json=body).json()["listen"].split(":")
+        host, port = (
+            httpx.post(f"{process.url}/proxies", json=body, verify=tls_context())
+            .json()["listen"]
+            .split(":")
+        )
         # The server accepts nothing while stopped: only the listen queue holds the burst.
         os.kill(process.popen.pid, signal.SIGSTOP)
         try:

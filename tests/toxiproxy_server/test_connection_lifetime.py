@@ -26,6 +26,8 @@ import httpx
 from prometheus_client.parser import text_string_to_metric_families
 from toxiproxy_helpers import REPO, Upstream, connect, recv_exactly, start_server, wait_for
 
+from pytest_streamguard.common.tls import tls_context
+
 SCRIPT = textwrap.dedent(
     """
     import asyncio, gc, json, random, sys, time, weakref
@@ -129,7 +131,7 @@ def test_collections_run_only_while_no_connection_is_open(
     that one closes, a full collection within a few seconds (the server looks every second)."""
     server = start_server("-runtime-metrics")
     try:
-        with httpx.Client(base_url=server.url, timeout=10) as api:
+        with httpx.Client(base_url=server.url, timeout=10, verify=tls_context()) as api:
             body = {"name": "gc", "listen": "127.0.0.1:0", "upstream": upstream().address}
             listen = api.post("/proxies", json=body).json()["listen"]
             with connect(listen) as held:

@@ -14,6 +14,8 @@ import httpx
 import pytest
 from toxiproxy_helpers import ServerProcess, Upstream, connect, recv_exactly, wait_for
 
+from pytest_streamguard.common.tls import tls_context
+
 # 2.12 answers 500 by design when a listen address cannot be bound or resolved: a fuzzer's
 # random listen string may hit those, and they are the real server's answer, not a crash.
 LISTEN_500 = ("listen tcp", "missing port in address", "no such host", "invalid port")
@@ -192,7 +194,7 @@ def test_unclean_paths_redirect_to_the_clean_one(
 def test_unknown_methods_get_404_or_405(
     server: ServerProcess, method: str, path: str, status: int
 ) -> None:
-    with httpx.Client(base_url=server.url, timeout=5) as client:
+    with httpx.Client(base_url=server.url, timeout=5, verify=tls_context()) as client:
         assert client.request(method, path).status_code == status
 
 

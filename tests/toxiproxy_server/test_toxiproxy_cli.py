@@ -15,6 +15,8 @@ import httpx
 import pytest
 from toxiproxy_helpers import REPO, Upstream, connect, echo, recv_exactly, start_server
 
+from pytest_streamguard.common.tls import tls_context
+
 
 def test_startup_line_contract() -> None:
     process = start_server()
@@ -24,7 +26,7 @@ def test_startup_line_contract() -> None:
         assert line["host"] == "127.0.0.1"
         assert line["version"] == "2.12.0"
         assert isinstance(line["port"], str)
-        assert httpx.get(f"{process.url}/version").status_code == 200
+        assert httpx.get(f"{process.url}/version", verify=tls_context()).status_code == 200
     finally:
         status = process.stop(signal.SIGINT)
     assert status == 0
@@ -52,7 +54,7 @@ def test_config_populates_at_start(tmp_path: Path) -> None:
     path.write_text(json.dumps(config))
     process = start_server("--config", str(path))
     try:
-        proxies = httpx.get(f"{process.url}/proxies").json()
+        proxies = httpx.get(f"{process.url}/proxies", verify=tls_context()).json()
         assert set(proxies) == {entry["name"] for entry in shipped}
         listen = proxies[shipped[0]["name"]]["listen"]
         with connect(listen) as sock:
@@ -88,9 +90,11 @@ def test_bad_config_fails_with_a_clear_message(tmp_path: Path) -> None:
 def _delayed_pattern(url: str, target: Upstream) -> list[bool]:
     """Which of 12 new connections a toxicity-0.5 latency toxic affects."""
     body = {"name": "s", "listen": "127.0.0.1:0", "upstream": target.address}
-    listen = httpx.post(f"{url}/proxies", json=body).json()["listen"]
+    listen = httpx.post(f"{url}/proxies", json=body, verify=tls_context()).json()["listen"]
     toxic = {"type": "latency", "toxicity": 0.5, "attributes": {"latency": 150}}
-    assert httpx.post(f"{url}/proxies/s/toxics", json=toxic).status_code == 200
+    assert (
+        httpx.post(f"{url}/proxies/s/toxics", json=toxic, verify=tls_context()).status_code == 200
+    )
     pattern = []
     for _ in range(12):
         with connect(listen) as sock:
@@ -137,7 +141,9 @@ def test_signal_closes_proxies_and_exits_zero(sig: int) -> None:
     process = start_server()
     try:
         body = {"name": "x", "listen": "127.0.0.1:0", "upstream": target.address}
-        listen = httpx.post(f"{process.url}/proxies", json=body).json()["listen"]
+        listen = httpx.post(f"{process.url}/proxies", json=body, verify=tls_context()).json()[
+            "listen"
+        ]
         sock = connect(listen)
         sock.sendall(b"a")
         assert recv_exactly(sock, 1) == b"a"

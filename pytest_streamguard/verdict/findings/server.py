@@ -7,6 +7,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Sequence
 
+from pytest_streamguard.common.tls import tls_context
 from pytest_streamguard.verdict.findings.base import Finding, Observed
 from pytest_streamguard.verdict.findings.base import seconds as _s
 from pytest_streamguard.verdict.findings.ends import CUT_KINDS as _CUT_KINDS
@@ -41,7 +42,9 @@ def target_gauges(
 
         for attempt in range(attempts):
             try:
-                response = httpx.get(url.rstrip("/") + "/metrics", timeout=timeout)
+                response = httpx.get(
+                    url.rstrip("/") + "/metrics", timeout=timeout, verify=tls_context()
+                )
                 response.raise_for_status()
                 families = {f.name: f for f in text_string_to_metric_families(response.text)}
                 engine, open_ = families[ENGINE_GAUGE], families[OPEN_GAUGE]
