@@ -4,6 +4,7 @@ and one embedded Toxiproxy server; pytester runs reach both by URL."""
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
+from types import ModuleType
 
 import httpcore  # noqa: F401 -- see below
 import pytest
@@ -51,3 +52,13 @@ def run(
         )
 
     return run_pytest
+
+
+@pytest.fixture(scope="session")
+def official_clients() -> ModuleType:
+    """``oracles`` (the vendors' official clients), imported once per worker, before any
+    pytester run: pytester drops every module first imported during its test, so each format's
+    test imported the SDKs again (12 times a run, over a second of CPU each)."""
+    import oracles
+
+    return oracles

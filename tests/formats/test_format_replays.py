@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
+from types import ModuleType
 from typing import Any
 
 import pytest
@@ -152,6 +153,7 @@ def check(case: Case, seen: dict[str, Any], where: str) -> None:
 @pytest.mark.parametrize("fmt", list(FORMATS))
 def test_format_reads_its_transcripts(
     fmt: str,
+    official_clients: ModuleType,
     pytester: pytest.Pytester,
     run: Callable[..., pytest.RunResult],
     replay_url: str,
@@ -182,10 +184,8 @@ def test_format_reads_its_transcripts(
             assert (got["format"], got["format_auto"]) == (fmt if recognised else "auto", True)
     assert len(seen_auto) == len(auto)
     # The official client, where there is one, reads the same bytes the same way (the SDKs are
-    # imported here, not at collection, where they cost every xdist worker seconds).
-    import oracles
-
-    oracle = oracles.ORACLES.get(fmt)
+    # imported by the fixture, not at collection, where they cost every xdist worker seconds).
+    oracle = official_clients.ORACLES.get(fmt)
     if oracle is not None:
         # Independent reads of different transcripts: in parallel, to keep the run short.
         with ThreadPoolExecutor(max_workers=8) as pool:
