@@ -164,6 +164,19 @@ def test_buffered_is_not_named_where_the_plugins_toxiproxy_waited_for_a_cpu_mean
         assert names(trace.findings) == (found and ["own_fault"]), (waited_ms, at_ms)
 
 
+def test_the_proxys_wait_is_weighed_over_the_held_chunks_time_on_the_way() -> None:
+    # A resilience run with a core kept busy: the head at 10 ms, the server's first token sent
+    # at 78 ms (after the prefill), every chunk held to 258 ms. The proxy waited 101 ms for a
+    # CPU over the 248 ms since the head, 56 % of the 180 ms the chunks were on the way: the
+    # busy machine held them (it read as buffered against the whole silence). 60 ms is not.
+    for waited_ms, found in ((101, []), (60, ["buffered"])):
+        trace = make("busy", 0, [258] * 48, head_ms=10)
+        for i, chunk in enumerate(trace.chunks):
+            chunk.data = {"sent_ns": (78 + 3 * i) * MS}
+        trace.proxy_waits = [(258 * MS, waited_ms * MS)]
+        assert names(trace.findings) == found, waited_ms
+
+
 def test_idle_cut_names_a_round_silence_and_not_another() -> None:
     cut = make("stream 1", 0, [10, 20, 30], completed=False, end_ms=5030, kind="cut")
     assert [f.describe() for f in cut.findings] == [

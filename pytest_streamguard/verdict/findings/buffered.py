@@ -28,7 +28,7 @@ BUFFERED_MIN_S = 0.25
 #: (chunks the server sent together arrive together through any hop) ...
 BUFFERED_SENT_SPAN_S = 0.1
 #: ... and not where the Toxiproxy (embedded, or by URL but here) waited for a CPU this share of
-#: the silence before them (``proxy_waits``): a busy machine held them, not a hop.
+#: the silence before them, from the first one's send (``proxy_waits``): a busy machine held them.
 BUFFERED_PROXY_SHARE = 0.5
 
 
@@ -76,9 +76,10 @@ def buffered(trace: Observed) -> Finding | None:
     arrived = {c.stamp_ns for c in chunks} | {trace.response_ns or trace.request_ns}
     stamps = [trace.request_ns, *sorted(s for s in arrived if s < min(reads)), min(reads)]
     since = max(itertools.pairwise(stamps), key=lambda gap: gap[1] - gap[0])[0]
-    # A busy machine that held the proxy is neither a hop nor the plugin's fault.
+    # A busy machine held the proxy: weighed from the first held chunk's send where stamped here.
     proxy_waited = dict(getattr(trace, "proxy_waits", None) or ()).get(min(reads), 0)
-    if proxy_waited >= BUFFERED_PROXY_SHARE * (min(reads) - stamps[-2]) > 0:
+    on_way = min(sent) if sent and stamps[-2] < min(sent) < min(reads) else stamps[-2]
+    if proxy_waited >= BUFFERED_PROXY_SHARE * (min(reads) - on_way) > 0:
         return None
     own = own_gap(trace, since, last, "buffered")
     if own is not None:
