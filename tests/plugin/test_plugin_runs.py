@@ -500,15 +500,19 @@ def test_target_that_fails_to_start_errors_its_tests(
 
 
 def test_target_that_never_gets_ready_times_out_with_its_output(
-    pytester: pytest.Pytester, toxiproxy_url: str, app_cmd: str
+    pytester: pytest.Pytester, toxiproxy_url: str
 ) -> None:
     pytester.makepyfile("def test_a(streamguard):\n    pass\n")
+    # The standard library's file server answers 404 for /missing, and listens at once: the
+    # example app, in a fresh clone (its venv's packages not yet compiled) on a busy machine,
+    # had not listened within the 2 s (kept under the 3 s after which a 4xx fails at once).
+    app = f"{sys.executable} -m http.server {{port}} --bind 127.0.0.1"
     result = pytester.runpytest(
         "--streamguard",
         "--streamguard-toxiproxy",
         toxiproxy_url,
         "--streamguard-target-cmd",
-        app_cmd,
+        app,
         "--streamguard-ready-path",
         "/missing",
         "-o",
