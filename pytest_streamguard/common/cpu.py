@@ -21,9 +21,8 @@ def waited_ns(path: str) -> int | None:
 
 
 def main_thread_waited_ns(pid: int | None) -> int | None:
-    """:func:`waited_ns` of ``pid``'s main thread plus :func:`stolen_ns`; None without a pid."""
-    waited = None if pid is None else waited_ns(f"/proc/{pid}/task/{pid}/schedstat")
-    return None if waited is None else waited + stolen_ns()
+    """:func:`waited_ns` of process ``pid``'s main thread; None without a pid."""
+    return None if pid is None else waited_ns(f"/proc/{pid}/task/{pid}/schedstat")
 
 
 def thread_waits_ns(pid: int | None) -> dict[int, int] | None:

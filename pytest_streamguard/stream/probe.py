@@ -26,7 +26,7 @@ from dataclasses import dataclass
 
 import httpx
 
-from pytest_streamguard.common.cpu import main_thread_waited_ns, waited_ns
+from pytest_streamguard.common.cpu import main_thread_waited_ns, stolen_ns, waited_ns
 from pytest_streamguard.common.defaults import DEFAULT_PROBE_INTERVAL
 from pytest_streamguard.common.tls import tls_context
 from pytest_streamguard.verdict.probe import PROBE_KINDS, PROBE_WAIT_S, Probed, model_route
@@ -123,17 +123,18 @@ def process_tree(pid: int) -> list[int]:
 
 
 def cpu_waits_now(pid: int | None) -> dict[int, int] | None:
-    """The waits for a CPU so far (ns, :func:`main_thread_waited_ns`) of the main threads of
-    process ``pid`` and of each process below it (a wrapper's child, nginx's worker: the one
-    that answers is among them), by pid, and of the calling thread (the probe's), under 0;
-    None without a pid, on a system without those files, or once the process is gone."""
+    """The waits for a CPU so far (ns: run-queue time plus :func:`stolen_ns`, read once) of the
+    main threads of process ``pid`` and of each process below it (a wrapper's child, nginx's
+    worker: the one that answers is among them), by pid, and of the calling thread (the
+    probe's), under 0; None without a pid, a system without those files, or the process gone."""
     if pid is None:
         return None
     own = waited_ns("/proc/thread-self/schedstat")
     waits = {one: main_thread_waited_ns(one) for one in process_tree(pid)}
     if own is None or waits[pid] is None:
         return None
-    return {one: ns for one, ns in waits.items() if ns is not None} | {0: own}
+    stolen = stolen_ns()
+    return {one: ns + stolen for one, ns in waits.items() if ns is not None} | {0: own}
 
 
 def cpu_wait_ns(before: dict[int, int] | None, after: dict[int, int] | None) -> int | None:
