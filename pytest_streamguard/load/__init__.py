@@ -32,6 +32,7 @@ from pytest_streamguard.stream.trace import StreamTrace
 from pytest_streamguard.stream.transport import LoadTransport
 from pytest_streamguard.verdict.deadlines import Deadline, assert_traces, check_units
 from pytest_streamguard.verdict.findings import Finding, findings_of
+from pytest_streamguard.verdict.findings.base import sent_stamp
 from pytest_streamguard.verdict.hops import at_hops
 from pytest_streamguard.verdict.probe import Probed
 from pytest_streamguard.verdict.stats import percentile
@@ -156,12 +157,8 @@ class LoadResult:
         Only for events that carry ``sent_ns`` (``time.perf_counter_ns()`` just before the
         server's write, as the bundled target sends): on one machine it is the same monotonic
         clock, so this is the network hop plus how late the client stamped the event."""
-        return [
-            (chunk.stamp_ns - chunk.data["sent_ns"]) / 1e9
-            for trace in self.traces
-            for chunk in trace.chunks
-            if isinstance(chunk.data, dict) and isinstance(chunk.data.get("sent_ns"), int)
-        ]
+        sent = ((c.stamp_ns, sent_stamp(c)) for t in self.traces for c in t.chunks)
+        return [(stamp - at) / 1e9 for stamp, at in sent if at is not None]
 
     @property
     def completed(self) -> int:

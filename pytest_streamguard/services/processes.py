@@ -9,21 +9,16 @@ them (two pipes are read in whatever order their reader threads happen to run). 
 :class:`~pytest_streamguard.services.ingress.Ingress` is started the same way by its own module.
 
 Lifetime: the whole group is stopped at teardown (SIGTERM, SIGKILL after a grace period), on
-Ctrl-C (fixture teardown still runs) and at interpreter exit (``atexit``). For a pytest process
-that dies without running any of that (SIGKILL, SIGTERM's default action, a crash), every group
-and temporary directory is also registered with a :class:`Reaper`: one small stdlib-only
-process per pytest process (``_reaper.py``), started on first use, that holds the read end of a
-pipe. The kernel closes the write end when pytest dies however it dies; on that EOF the reaper
-SIGTERMs every registered group, SIGKILLs what is left after a second, and deletes the
-registered directories. Under pytest-xdist each worker has its own reaper, which also watches
-the controller and kills the worker with it.
+Ctrl-C and at interpreter exit (``atexit``). For a pytest process that dies without any of that
+(SIGKILL, a crash), every group and temporary directory is registered with a :class:`Reaper`:
+one small stdlib-only process per pytest process (``_reaper.py``) holding the read end of a
+pipe whose write end the kernel closes when pytest dies; on that EOF it SIGTERMs every group,
+SIGKILLs what is left after a second and deletes the directories. Under pytest-xdist each
+worker's reaper also watches the controller and kills the worker with it.
 
-Why a reaper rather than ``prctl(PR_SET_PDEATHSIG)``: the death signal reaches only the direct
-child, so a target behind a wrapper (``sh -c '...'``, a script that forks) or nginx's worker
-survives; it cannot escalate to SIGKILL for an app that ignores SIGTERM; it cannot delete a
-directory; it fires when the starting *thread* ends, not the process; and it needs a
-``preexec_fn``, which is unsafe in a threaded parent. A process group covers grandchildren
-(unless one calls ``setsid`` itself), and a separate process can wait out a grace period.
+Not ``prctl(PR_SET_PDEATHSIG)``: it reaches only the direct child (not a target behind ``sh -c``
+or nginx's workers), cannot escalate to SIGKILL or delete a directory, fires when the starting
+*thread* ends, and needs a ``preexec_fn``, unsafe in a threaded parent.
 """
 
 from __future__ import annotations

@@ -649,3 +649,4 @@ def _read_delays(trace: StreamTrace, wire: Any) -> None:
     trace.stamps = "kernel" if wire.kernel else "loop"
     trace.read_delay_ns = list(wire.read_delay_ns)
     trace.proxy_waits = list(wire.proxy_waits)
+    trace.reader_held = list(wire.held)

@@ -223,7 +223,7 @@ _LAST = ("stack", "said", "recorded")
 _SET = (
     *("name", "method", "url", "format", "format_auto", "request_ns", "chunks", "reads"),
     *("heartbeats", "heartbeat_ns", "completed", "faults", "caught", "read_delay_ns", "judged"),
-    *("proxy_waits", *_LAST),
+    *("proxy_waits", "reader_held", *_LAST),
 )
 
 
@@ -304,6 +304,10 @@ class StreamTrace:
     proxy_waits: list[tuple[int, int]] = field(default_factory=list)
     """``(stamp, ns)`` of each read after a silence of 50 ms or more: how long the embedded
     Toxiproxy's loop waited for a CPU over that silence (bytes it held meanwhile, the machine's)."""
+    reader_held: list[tuple[int, int]] = field(default_factory=list)
+    """``(from, until)`` of each span this client's own loop was held while the stream waited (its
+    timer, due at ``from``, ran only after the read at ``until``): bytes that came meanwhile
+    waited in the socket, and that read carries its last segment's stamp."""
     client: str | None = None
     """The client library that judged this stream (:mod:`pytest_streamguard.judge`), or None."""
     reader_agrees: bool | None = None
@@ -455,6 +459,7 @@ class StreamTrace:
             caught=[str(c) for c in raw.get("caught", [])],
             read_delay_ns=[int(d) for d in raw.get("read_delay_ns", [])],
             proxy_waits=[(int(s), int(w)) for s, w in raw.get("proxy_waits", [])],
+            reader_held=[(int(a), int(b)) for a, b in raw.get("reader_held", [])],
             judged=None if raw.get("judged") is None else dict(raw["judged"]),
             stack=None if raw.get("stack") is None else StackStamps.from_dict(raw["stack"]),
             said=[Said.from_dict(s) for s in raw.get("said", [])],

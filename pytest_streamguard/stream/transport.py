@@ -1,32 +1,27 @@
 """A lean httpx transport for loads of many concurrent plain-HTTP streams (and single streams).
 
 httpx's default transport (httpcore on anyio) spends about 130 µs of CPU per received chunk on a
-2-core machine (a cancel scope per read, layers of stream wrappers): at 200 streams of 20
-tokens/s, half a core, and client stamps milliseconds late. This one keeps httpx's client API but
-reads each connection (one per stream, closed when it ends) with an asyncio ``Protocol`` parsed
-by h11 (httpx's own HTTP/1.1 parser), the read timeout one timer per wait; ``https`` URLs go to
-httpx's default transport. While 64 KB of a body wait unread the socket is not read, so a slow
+2-core machine: at 200 streams of 20 tokens/s, half a core, and client stamps milliseconds late.
+This one keeps httpx's client API but reads each connection (one per stream) with h11 (httpx's
+own HTTP/1.1 parser) on the loop's reader callbacks, one timer per wait; ``https`` URLs go to
+httpx's own transport. While 64 KB of a body wait unread the socket is not read, so a slow
 reader's backpressure reaches the server through the kernel's receive buffer.
 
-Stamps are the wire's (issue 28). The request is stamped when its last byte left: the kernel's
-software transmit stamp of that byte (``SO_TIMESTAMPING``, read off the socket's error queue
-right after the write), else the moment the write returned. Each read is ``recvmsg`` with
-``SO_TIMESTAMPNS``: the kernel's receive time of the segment (``CLOCK_REALTIME``), converted to
-``perf_counter_ns`` by the two clocks' offset read right then (one ``time_ns`` between two
-``perf_counter_ns``: an error well under a microsecond, plus any clock slew since the segment
-arrived); a busy loop delays a chunk's processing, not its stamp (:class:`StampedBytes`). Where
-the kernel gives no stamp (another OS) a read is stamped when the loop reads it. The response
-says which (``streamguard_stamps``: ``kernel`` or ``loop``), names the connection
-(``streamguard_local``: the client's ``address:port``) and the client's own delays
-(``streamguard_queued_ns``: when the request was handed over; the reads' ``(kernel stamp, read
-stamp)`` pairs feed the read delay). The response head is stamped like a body read
-(``streamguard_head_ns``), so a first chunk in the head's segment is never stamped before it.
+Stamps are the wire's (issue 28). The request is stamped when its last byte left (the kernel's
+transmit stamp off the error queue, else the write's return); each read is ``recvmsg`` with
+``SO_TIMESTAMPNS``, the kernel's receive time of its last segment, converted to
+``perf_counter_ns`` by the two clocks' offset read right then (well under a microsecond). A busy
+loop delays a chunk's processing, not its stamp; a loop held while several segments came merges
+them into one read at the last one's stamp, and the stream's own timer, run late, notes that
+span (``reader_held``). Without kernel stamps (another OS) a read is stamped when the loop reads
+it. The response names the stamps (``streamguard_stamps``), the connection
+(``streamguard_local``), when the request was handed over (``streamguard_queued_ns``) and the
+head's stamp (``streamguard_head_ns``: a first chunk in its segment is never before it).
 
 The load resolves each target's address before its first stream is stamped
-(:meth:`LoadTransport.prepare`): a process's first lookup imports the ``idna`` codec (2 ms on a
-quiet 2-core machine, 20 ms on a busy one) and may ask a resolver, one-time set-up. The TCP
-connect stays inside every stream's measured time, as a client that opens a connection per
-request (AIPerf's ``--connection-reuse-strategy never``) measures it.
+(:meth:`LoadTransport.prepare`: a first lookup imports the ``idna`` codec, 2 to 20 ms); the TCP
+connect stays inside every stream's measured time, as AIPerf's
+``--connection-reuse-strategy never`` measures it.
 """
 
 from __future__ import annotations
@@ -123,6 +118,8 @@ _PROBE_S = 0.05
 #: CPU over it (``proxy_waits``); between, its wait is read at most this often, for the process.
 _SILENCE_NS = 50_000_000
 _PROXY_EVERY_NS = 10_000_000
+#: A stream's own timer (``_PROBE_S``) that ran this late, with a read, says the loop was held.
+_HELD_NS = 10_000_000
 _proxy_read: dict[int, tuple[int, dict[int, int]]] = {}
 
 
@@ -154,6 +151,7 @@ class _Connection:
         self.end_ns: int | None = None
         self.kernel = False
         self.read_delay_ns: list[int] = []
+        self.read_ns, self.held = 0, list[tuple[int, int]]()  # the last read; reader_held
         # With watch_proxy: the proxy's pid, its wait over each silence, and at the last read.
         self.proxy_pid: int | None = None
         self.proxy_waits: list[tuple[int, int]] = []
@@ -219,6 +217,7 @@ class _Connection:
             self._lost(None)
             return
         self.read_delay_ns.append(now - stamp)
+        self.read_ns = now
         if self.proxy_pid is not None:
             self._note_proxy(self.proxy_pid, stamp, now)
         self.stamp_ns = stamp
@@ -281,10 +280,14 @@ class _Connection:
             if self.error is not None:
                 raise self.error
             waiter = self.waiter = loop.create_future()
-            wait = _PROBE_S if deadline is None else min(_PROBE_S, deadline - loop.time())
-            timer = loop.call_later(max(wait, 0.0), waiter.cancel)
+            wait = max(_PROBE_S if deadline is None else min(_PROBE_S, deadline - loop.time()), 0)
+            due = time.perf_counter_ns() + int(wait * 1e9)
+            timer = loop.call_later(wait, waiter.cancel)
             try:
                 await waiter
+                # A read ran first, after the timer fell due: the loop was held (reader_held).
+                if self.read_ns - due > _HELD_NS:
+                    self.held.append((due, self.read_ns))
             except asyncio.CancelledError:
                 if not waiter.cancelled() or _task_cancelling():
                     raise

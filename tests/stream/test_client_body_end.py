@@ -15,6 +15,7 @@ from pytest_streamguard.judge import judge_trace
 from pytest_streamguard.stream.client import StreamRecorder, StreamRequest, read_stream
 from pytest_streamguard.stream.request import ReadLimits
 from pytest_streamguard.stream.trace import StreamTrace
+from pytest_streamguard.stream.transport import _Connection
 from pytest_streamguard.verdict.deadlines import Deadline, check_trace
 
 BODY: dict[str, Any] = {"max_new_tokens": 5, "interval_s": 0.01, "stream": True}
@@ -157,3 +158,27 @@ def test_a_connection_cut_after_the_finish_is_what_the_sdk_raises_on(app_url: st
     assert trace.error_kind == "cut"
     assert trace.error is not None
     assert "cut after the openai stream's end but before its body ended" in trace.error
+
+
+def test_a_reader_whose_loop_was_held_does_not_read_as_a_buffering_hop(
+    app_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # CI, twice: 8 healthy streams named buffered, head and all 48 chunks in two reads at
+    # 0.30 s, the last token's time. The reader's loop could not run meanwhile, and a late
+    # read takes the kernel's stamp of its last segment. Its own timer, due 50 ms into the
+    # silence and run only with that read, says so.
+    send = _Connection.send
+
+    async def held(connection: _Connection, *events: Any) -> int:
+        sent = await send(connection, *events)
+        connection.loop.call_soon(time.sleep, 0.4)  # the held loop (the fault)
+        return sent
+
+    monkeypatch.setattr(_Connection, "send", held)
+    trace = plugin_reads(app_url, max_new_tokens=40, interval_s=0.008)
+    assert trace.completed, trace.error
+    assert len({c.stamp_ns for c in trace.chunks}) <= 2
+    assert [f.name for f in trace.findings] == [], trace.findings
+    ((start, end),) = trace.reader_held
+    assert 0.3 <= (end - start) / 1e9 < 0.4 + 3.0, trace.reader_held
+    assert StreamTrace.from_dict(trace.to_dict()).reader_held == trace.reader_held

@@ -100,6 +100,14 @@ def sent_stamp(chunk: Any) -> int | None:
     return sent if isinstance(sent, int) else None
 
 
+def held_here(trace: Observed, start: int, end: int) -> int:
+    """How long this machine held what the read stamped ``end`` brought, since ``start``: the
+    Toxiproxy's CPU waits (``proxy_waits``) and the client's own loop held (``reader_held``)."""
+    waited: int = dict(getattr(trace, "proxy_waits", None) or ()).get(end, 0)
+    spans: Sequence[tuple[int, int]] = getattr(trace, "reader_held", None) or ()
+    return waited + sum(max(0, min(b, end) - max(a, start)) for a, b in spans)
+
+
 def seconds(ns: int) -> float:
     """Nanoseconds as seconds."""
     return ns / 1e9

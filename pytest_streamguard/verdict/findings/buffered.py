@@ -8,7 +8,7 @@ import itertools
 from collections import Counter
 
 from pytest_streamguard.common.display import counted
-from pytest_streamguard.verdict.findings.base import Finding, Observed, sent_stamp
+from pytest_streamguard.verdict.findings.base import Finding, Observed, held_here, sent_stamp
 from pytest_streamguard.verdict.findings.base import seconds as _s
 from pytest_streamguard.verdict.findings.own import own_gap
 
@@ -27,9 +27,9 @@ BUFFERED_MIN_S = 0.25
 #: ... sent over at least this many seconds, where the chunks carry the server's ``sent_ns``
 #: (chunks the server sent together arrive together through any hop) ...
 BUFFERED_SENT_SPAN_S = 0.1
-#: ... and not where the Toxiproxy (embedded, or by URL but here) waited for a CPU this share of
-#: the silence before them, from the first one's send (``proxy_waits``): a busy machine held them.
-BUFFERED_PROXY_SHARE = 0.5
+#: ... and not where this machine held them this share of the silence before them, from the
+#: first one's send (:func:`.held_here`: the Toxiproxy's waits for a CPU, the reader's loop).
+BUFFERED_HELD_SHARE = 0.5
 
 
 def buffered(trace: Observed) -> Finding | None:
@@ -76,10 +76,9 @@ def buffered(trace: Observed) -> Finding | None:
     arrived = {c.stamp_ns for c in chunks} | {trace.response_ns or trace.request_ns}
     stamps = [trace.request_ns, *sorted(s for s in arrived if s < min(reads)), min(reads)]
     since = max(itertools.pairwise(stamps), key=lambda gap: gap[1] - gap[0])[0]
-    # A busy machine held the proxy: weighed from the first held chunk's send where stamped here.
-    proxy_waited = dict(getattr(trace, "proxy_waits", None) or ()).get(min(reads), 0)
+    # This machine held them (the proxy, the reader): from the first one's send where stamped.
     on_way = min(sent) if sent and stamps[-2] < min(sent) < min(reads) else stamps[-2]
-    if proxy_waited >= BUFFERED_PROXY_SHARE * (min(reads) - on_way) > 0:
+    if held_here(trace, on_way, min(reads)) >= BUFFERED_HELD_SHARE * (min(reads) - on_way) > 0:
         return None
     own = own_gap(trace, since, last, "buffered")
     if own is not None:

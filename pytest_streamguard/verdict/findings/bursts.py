@@ -9,7 +9,7 @@ import itertools
 import statistics
 from collections import Counter
 
-from pytest_streamguard.verdict.findings.base import Finding, Observed
+from pytest_streamguard.verdict.findings.base import Finding, Observed, held_here, sent_stamp
 from pytest_streamguard.verdict.findings.base import seconds as _s
 from pytest_streamguard.verdict.findings.own import own_gap
 
@@ -39,11 +39,8 @@ def _fixed(values: list[float]) -> bool:
 def _sent_spans(trace: Observed, groups: set[int]) -> list[float]:
     by_read: dict[int, list[int]] = {}
     for chunk in trace.chunks:
-        data = getattr(chunk, "data", None)
-        if chunk.stamp_ns in groups and isinstance(data, dict):
-            sent = data.get("sent_ns")
-            if isinstance(sent, int):
-                by_read.setdefault(chunk.stamp_ns, []).append(sent)
+        if chunk.stamp_ns in groups and (sent := sent_stamp(chunk)) is not None:
+            by_read.setdefault(chunk.stamp_ns, []).append(sent)
     return [_s(max(s) - min(s)) for s in by_read.values() if len(s) >= BURSTS_GROUP_CHUNKS]
 
 
@@ -56,10 +53,9 @@ def bursts(trace: Observed) -> Finding | None:
     if len(groups) < BURSTS_MIN_GROUPS or held < BURSTS_SHARE * len(trace.chunks):
         return None
     gaps = [b - a for a, b in itertools.pairwise(groups)]
-    # Each gap less the Toxiproxy's wait for a CPU over it (``proxy_waits``): where
-    # that leaves one short, a busy machine spaced the reads, not a hop.
-    cpu = dict(getattr(trace, "proxy_waits", None) or ())
-    shortest = min(gap - cpu.get(b, 0) for gap, b in zip(gaps, groups[1:], strict=True))
+    # Each gap less what this machine held over it (the proxy's CPU waits, the reader's loop):
+    # where that leaves one short, a busy machine spaced the reads, not a hop.
+    shortest = min(b - a - held_here(trace, a, b) for a, b in itertools.pairwise(groups))
     if shortest < BURSTS_MIN_GAP_S * 1e9:
         return None
     # A group's bytes: every read at its stamp (the reads of one arrival share the kernel's).

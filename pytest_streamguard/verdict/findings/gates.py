@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from pytest_streamguard.verdict.findings.backpressure import THROTTLES
-from pytest_streamguard.verdict.findings.base import Observed
+from pytest_streamguard.verdict.findings.base import Observed, sent_stamp
 from pytest_streamguard.verdict.findings.capacity import COLD_MIN_STREAMS
 from pytest_streamguard.verdict.findings.loop import SHARED_MIN_STREAMS, STAIR_MIN_STREAMS
 from pytest_streamguard.verdict.findings.server import ENGINE_GAUGE, OPEN_GAUGE
@@ -68,12 +68,7 @@ def _backpressure(traces: Sequence[Observed]) -> str:
             "no bandwidth or slow_reader fault throttled a stream: it is read only under a "
             "throttle of the client's side"
         )
-    stamped = any(
-        isinstance(data := getattr(chunk, "data", None), dict) and "sent_ns" in data
-        for t in throttled
-        for chunk in t.chunks
-    )
-    if not stamped:
+    if not any(sent_stamp(chunk) is not None for t in throttled for chunk in t.chunks):
         return "the target's events carry no send stamps (sent_ns): the server's side is unseen"
     return ""
 
