@@ -99,6 +99,11 @@ def test_bursts_believes_the_servers_send_stamps_and_the_plugins_faults() -> Non
         busy = sent_spread(bursting())
         busy.proxy_waits = [(stamp, waited_ms * MS) for stamp, _ in busy.reads[1:]]
         assert names(findings_of([busy])) == found, waited_ms
+        # The same time with the client's own loop held (a late timer of the stream's), the
+        # span ending past the read it delayed.
+        held = sent_spread(bursting())
+        held.reader_held = [(at - waited_ms * MS, at + MS) for at, _ in held.reads[1:]]
+        assert names(findings_of([held])) == found, waited_ms
     # The plugin's own slicer or bandwidth limit grouped them.
     sliced = bursting()
     sliced.faults = [FaultRecord("bandwidth", {"kb_per_second": 32}, [], on_ns=0)]
