@@ -38,6 +38,14 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--dtype", choices=("auto", "float32", "float16", "bfloat16"), default=d.dtype)
     p.add_argument("--engine", choices=("batch", "generate"), default=d.engine)
     p.add_argument(
+        "--cpu-threads",
+        type=int,
+        default=d.cpu_threads,
+        metavar="N",
+        help="torch's threads for one op on the CPU (default: 1 for the tiny model, whose ops "
+        "are too small to split; torch's own, one per core, for any other); 0 = torch's own",
+    )
+    p.add_argument(
         "--naive",
         action="store_true",
         help="serve with the blocking anti-pattern (sync streamer iterated in the async handler)",
@@ -136,6 +144,7 @@ def config_from_args(args: argparse.Namespace) -> TargetConfig:
         device=args.device,
         dtype=args.dtype,
         engine=args.engine,
+        cpu_threads=args.cpu_threads,
         naive=args.naive,
         text_streamer_timeout=args.text_streamer_timeout,
         max_concurrency=args.max_concurrency,

@@ -21,6 +21,9 @@ class TargetConfig:
     device: DeviceChoice = "auto"
     dtype: DtypeChoice = "auto"
     engine: Engine = "batch"
+    #: ``--cpu-threads``: torch's threads for one op on the CPU; None: 1 for the tiny model (its
+    #: ops are too small to split), torch's own choice (one per core) for any other; 0: torch's.
+    cpu_threads: int | None = None
     naive: bool = False
     #: ``--text-streamer-timeout``: serve as the incident's app did (engines/incident.py);
     #: None: off, 0: no timeout (the fix).
@@ -77,4 +80,6 @@ class TargetConfig:
             found.append(f"--header-timeout must be > 0 seconds, got {self.header_timeout}")
         if self.body_timeout <= 0:
             found.append(f"--body-timeout must be > 0 seconds, got {self.body_timeout}")
+        if self.cpu_threads is not None and self.cpu_threads < 0:
+            found.append(f"--cpu-threads must be >= 0 (0: torch's own), got {self.cpu_threads}")
         return found

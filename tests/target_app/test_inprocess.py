@@ -6,8 +6,10 @@ from __future__ import annotations
 import socket
 import threading
 from collections.abc import Callable
+from pathlib import Path
 
 import httpx
+import pytest
 from target_harness import InProcessTarget, collect, metric, wait_until
 
 from pytest_streamguard.common.tls import tls_context
@@ -90,3 +92,22 @@ def test_disconnect_ends_the_generate_thread(
             lambda: not generation_threads(), CANCEL_LIMIT_S, "the generate() thread to exit"
         )
         assert target.state.active == 0
+
+
+def test_the_tiny_model_runs_each_op_on_one_cpu_thread_and_the_flag_sets_another(
+    tiny_cache: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Its ops take microseconds: torch's second thread only added hand-offs and spun on a core
+    # the proxy and the client need. Another model keeps torch's own count unless told.
+    import torch
+
+    from target_app.loading import load_model
+
+    monkeypatch.setenv("STREAMGUARD_CACHE", str(tiny_cache))
+    before = torch.get_num_threads()
+    try:
+        for asked, threads in ((None, 1), (2, 2), (1, 1)):
+            load_model(TargetConfig(device="cpu", cpu_threads=asked))
+            assert torch.get_num_threads() == threads, asked
+    finally:
+        torch.set_num_threads(before)

@@ -73,6 +73,9 @@ def test_config_problems_name_the_flag() -> None:
     assert TargetConfig().problems() == []
     (problem,) = TargetConfig(max_unsent_bytes=0).problems()
     assert problem == "--max-unsent-bytes must be >= 1 byte, got 0"
+    (problem,) = TargetConfig(cpu_threads=-1).problems()
+    assert problem == "--cpu-threads must be >= 0 (0: torch's own), got -1"
+    assert config_from_args(build_parser().parse_args(["--cpu-threads", "0"])).cpu_threads == 0
     args = build_parser().parse_args(["--max-unsent-bytes", "4096", "--send-timeout", "2.5"])
     assert (config_from_args(args).max_unsent_bytes, config_from_args(args).send_timeout) == (
         4096,
