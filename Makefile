@@ -44,7 +44,7 @@ unexport PYTHONDONTWRITEBYTECODE
 # --no-compile: pip would byte-compile every module of torch, transformers and ray (about a
 # minute of CPU, most of the install's time); Python compiles what a run imports on first use
 # and keeps it (see the unexport above). tests/precompile.py imports, once, what the suite's
-# processes would otherwise compile at once, each its own copy (13 s; 38 s of the first run).
+# processes would otherwise compile at once, each its own copy (11 s; 17 s of the first run).
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip

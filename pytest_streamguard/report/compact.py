@@ -18,6 +18,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from pytest_streamguard.verdict.findings.base import sent_ns
+
 # Verdicts of a test whose streams' chunk texts are left out (every other verdict is a failure
 # of some kind, whose texts help to tell why).
 _PASSED = frozenset({"pass", "unchecked"})
@@ -50,7 +52,7 @@ def compact_trace(trace: dict[str, Any], *, texts: bool) -> dict[str, Any]:
         columns["data"] = [c.get("data") for c in chunks]
         _optional(columns, "parts", [c.get("parts") for c in chunks])
     else:
-        _optional(columns, "sent_ns", [_sent_ns(c.get("data")) for c in chunks])
+        _optional(columns, "sent_ns", [sent_ns(c.get("data")) for c in chunks])
         _optional(
             columns, "kind", ["+".join(c["parts"]) if c.get("parts") else None for c in chunks]
         )
@@ -68,15 +70,6 @@ def _optional(columns: dict[str, list[Any]], name: str, values: list[Any]) -> No
     """Add the column unless every value is null."""
     if any(v is not None for v in values):
         columns[name] = values
-
-
-def _sent_ns(data: Any) -> int | None:
-    """The server's send stamp a frame's payload carries (the bundled target's), if any."""
-    if isinstance(data, dict):
-        sent = data.get("sent_ns")
-        if isinstance(sent, int) and not isinstance(sent, bool):
-            return sent
-    return None
 
 
 def expanded(trace: dict[str, Any]) -> dict[str, Any]:

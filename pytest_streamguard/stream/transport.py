@@ -151,7 +151,9 @@ class _Connection:
         self.end_ns: int | None = None
         self.kernel = False
         self.read_delay_ns: list[int] = []
-        self.read_ns, self.held = 0, list[tuple[int, int]]()  # the last read; reader_held
+        # When the last read ran, and the spans the loop was held (``reader_held``).
+        self.read_ns = 0
+        self.held: list[tuple[int, int]] = []
         # With watch_proxy: the proxy's pid, its wait over each silence, and at the last read.
         self.proxy_pid: int | None = None
         self.proxy_waits: list[tuple[int, int]] = []

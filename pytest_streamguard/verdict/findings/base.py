@@ -92,12 +92,16 @@ class Finding:
         )
 
 
-def sent_stamp(chunk: Any) -> int | None:
-    """The server's own send stamp a chunk carries (``data["sent_ns"]``, as the bundled
-    target's events do), or None."""
-    data = getattr(chunk, "data", None)
+def sent_ns(data: Any) -> int | None:
+    """The server's own send stamp a frame's payload carries (``data["sent_ns"]``, as the
+    bundled target's events do), or None."""
     sent = data.get("sent_ns") if isinstance(data, dict) else None
-    return sent if isinstance(sent, int) else None
+    return sent if isinstance(sent, int) and not isinstance(sent, bool) else None
+
+
+def sent_stamp(chunk: Any) -> int | None:
+    """:func:`sent_ns` of a chunk's payload."""
+    return sent_ns(getattr(chunk, "data", None))
 
 
 def held_here(trace: Observed, start: int, end: int) -> int:
