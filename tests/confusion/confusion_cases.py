@@ -69,10 +69,6 @@ GROUPED_HEADS = (
     "heads came together (4 of 6 at 0.646 s in one run) and under 3 steps of the staircase "
     "were left; with 8 streams, 1 miss in 18 runs"
 )
-PROBE_FLOOR = (
-    "intermittent false blocked_loop: a threaded server's ready path answered in 50 to 71 ms "
-    "on a busy machine, and 6 of 26 probes over the 50 ms floor (26 %) passed the 25 % share"
-)
 
 S, F, T, N = "starlette_chat.py", "fastapi_chat.py", "threaded_chat.py", "node_chat.js"
 BLOCKED = frozenset({"blocked_loop"})
@@ -226,7 +222,6 @@ LOOK_ALIKES = [
         app(T, "one_slot"),
         load(5, 15),
         frozenset({"queued"}),
-        intermittent=PROBE_FLOOR,
     ),
     Case(
         "node-one-slot", NODE, "look-alike", app(N, "one_slot"), load(5, 15), frozenset({"queued"})

@@ -56,10 +56,12 @@ QUEUED_MIN_STREAMS = 3
 QUEUED_MIN_WAIT_S = 0.5
 SERVED_AT_ONCE_MAX = 2
 
-#: With the probe's samples, whichever pattern matched, the probe must have waited (answers of
-#: ``PROBE_WAIT_S`` or more, or none) this share of the pattern's windows; where they hold no
-#: sample (probe off, a TCP probe, a target it could not reach), the pattern alone decides.
+#: The probe's waits (answers of ``PROBE_WAIT_S`` or more, or none): this share of a gap makes
+#: it a stall (above), and under it the loop was free (``queued``); whichever pattern matched, it
+#: must have waited ``LOOP_HELD_SHARE`` of its windows (a loop only slowed, by threads taking its
+#: GIL, is neither). Where they hold no sample (probe off, TCP, unreachable), the pattern decides.
 PROBE_WAIT_SHARE = 0.25
+LOOP_HELD_SHARE = 0.5
 
 
 def _healthy_gap(trace: Observed) -> float:
@@ -314,13 +316,13 @@ def probe_data(seen: ProbeWaits) -> dict[str, Any]:
 
 def _confirmed(matched: _Matched, probe: Probed | None) -> Finding | None:
     """A blocked_loop pattern as the probes saw it: unchanged where none has a sample in the
-    pattern's windows; None where each that has kept answering there (every loop was free);
-    else at the hop (``probe.hop``) whose own probe waited, the innermost where several did (a
-    ready path may wait on the hop behind it; a hop is probed directly, never through the one in
-    front), with that probe's wait added to its evidence and its cause in words."""
+    pattern's windows; None where none waited ``LOOP_HELD_SHARE`` there (every loop free or
+    only slowed); else at the hop (``probe.hop``) whose own probe waited, the innermost where
+    several did (a ready path may wait on the hop behind it; a hop is probed directly, never
+    through the one in front), with that probe's wait added to its evidence and its cause."""
     finding, windows = matched
     heard = [(one, seen) for one in (probe.hops if probe else []) if (seen := waits(one, windows))]
-    waited = [(one, seen) for one, seen in heard if seen.share >= PROBE_WAIT_SHARE]
+    waited = [(one, seen) for one, seen in heard if seen.share >= LOOP_HELD_SHARE]
     if not heard:
         return finding
     if not waited:
