@@ -235,8 +235,7 @@ class FaultLog:
 
 class Faults:
     """Faults for one test (``streamguard.faults``): each word applies one fault and returns
-    its :class:`~pytest_streamguard.stream.trace.FaultRecord`; all are undone when the test
-    ends."""
+    its :class:`~pytest_streamguard.stream.trace.FaultRecord`; all are undone when the test ends."""
 
     def __init__(self, log: FaultLog) -> None:
         self._log = log

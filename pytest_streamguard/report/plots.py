@@ -225,8 +225,7 @@ def _chunk_title(
     return f"{title}: {_short(chunk.text, _HOVER_TEXT_CHARS)!r}" if text else title
 
 
-# Each layer's style, bottom first: the deadline window under everything, the stream's end
-# on top.
+# Each layer's style, bottom first: the deadline window under everything, the stream's end on top.
 _LAYER_STYLES = {
     "window": f'fill="{COLORS["window"]}"',
     "over": f'fill="{COLORS["over"]}"',

@@ -397,8 +397,7 @@ def write_json(
     path: Path, records: list[TestRecord], meta: dict[str, Any], *, texts: bool = False
 ) -> None:
     """Write the JSON report atomically (a reader never sees half a file); ``texts``: keep
-    every chunk's text (``streamguard_json_text``), not only those of the streams that
-    failed."""
+    every chunk's text (``streamguard_json_text``), not only those of the streams that failed."""
     write_document(path, json_document(records, meta, texts=texts))
 
 

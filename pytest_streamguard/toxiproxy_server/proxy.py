@@ -111,7 +111,8 @@ async def bind_listener(listen: str) -> socket.socket:
         infos.sort(key=lambda info: info[0] != socket.AF_INET)
         family, address = infos[0][0], infos[0][4]
         sockaddr = (str(address[0]), int(address[1]))
-    sock = socket.socket(family, socket.SOCK_STREAM)
+    # IPPROTO_TCP: asyncio sets TCP_NODELAY only on sockets made with it (uvloop on all).
+    sock = socket.socket(family, socket.SOCK_STREAM, socket.IPPROTO_TCP)
     try:
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         if family == socket.AF_INET6:
@@ -161,7 +162,6 @@ class Side(asyncio.BufferedProtocol):
         # uvloop's transports implement asyncio.Transport without subclassing it.
         transport = cast(asyncio.Transport, transport)
         self.transport = transport
-        # TCP_NODELAY is on already: uvloop and asyncio set it on every TCP transport.
         # Called once, then dropped: the upstream side's callback holds its connection, and a
         # reference cycle would leave the connection to the garbage collector (see _done).
         on_made, self._on_made = self._on_made, None

@@ -82,7 +82,7 @@ def bind_api(host: str, port: int) -> socket.socket:
         raise CannotServe(f"cannot resolve -host {host!r}: {exc}") from None
     infos.sort(key=lambda info: info[0] != socket.AF_INET)
     family, _, _, _, sockaddr = infos[0]
-    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock = socket.socket(family, socket.SOCK_STREAM, socket.IPPROTO_TCP)
     try:
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         sock.bind(sockaddr)

@@ -73,6 +73,23 @@ def test_bytes_pass_both_ways_and_the_answer_is_stamped(upstream: socket.socket)
         tap.close()
 
 
+def test_both_sockets_of_a_connection_send_small_writes_at_once(upstream: socket.socket) -> None:
+    """TCP_NODELAY on the tap's two sockets of each connection: with Nagle's algorithm on the
+    one it accepted (asyncio's default there), an answer's body waited for the ACK of its head,
+    which the reader's kernel may delay 40 ms."""
+    tap = Tap(_address(upstream))
+    try:
+        client = _connect(tap)
+        served, _ = upstream.accept()
+        wait_until(lambda: len(tap._open) == 2, 10.0, "the tap to open its upstream side")
+        sockets = [writer.get_extra_info("socket") for writer in list(tap._open)]
+        assert [s.getsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY) for s in sockets] == [1, 1]
+        client.close()
+        served.close()
+    finally:
+        tap.close()
+
+
 def test_each_request_is_an_exchange_found_by_its_id(upstream: socket.socket) -> None:
     """Two requests on one kept-alive connection: each is found by its id (x-request-id, or a
     traceparent's trace id), its body stamped without its head, and the side that closed

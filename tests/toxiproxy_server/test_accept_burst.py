@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import os
 import select
 import signal
@@ -12,6 +13,7 @@ import httpx
 from toxiproxy_helpers import Upstream, echo, recv_exactly, start_server
 
 from pytest_streamguard.common.tls import tls_context
+from pytest_streamguard.toxiproxy_server.proxy import bind_listener
 
 BURST = 150
 
@@ -58,3 +60,29 @@ def test_listen_backlog_holds_a_burst_while_the_server_is_busy() -> None:
             sock.close()
         assert process.stop() == 0
         target.close()
+
+
+def test_a_proxy_accepts_connections_with_tcp_nodelay_on_asyncios_own_loop_too() -> None:
+    """A proxy's listener (served as ``Proxy.start`` serves it) hands each connection to the loop
+    with TCP_NODELAY on: asyncio sets it only on IPPROTO_TCP sockets (uvloop on every one), and
+    without it Nagle's algorithm holds a small write behind the ACK of the one before."""
+
+    async def accepted_nodelay() -> int:
+        sock = await bind_listener("127.0.0.1:0")
+        loop = asyncio.get_running_loop()
+        got: asyncio.Future[int] = loop.create_future()
+
+        class Accepted(asyncio.Protocol):
+            def connection_made(self, transport: asyncio.BaseTransport) -> None:
+                one = transport.get_extra_info("socket")
+                got.set_result(one.getsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY))
+                transport.close()
+
+        server = await loop.create_server(Accepted, sock=sock)
+        async with server:
+            _, writer = await asyncio.open_connection(*sock.getsockname()[:2])
+            nodelay = await asyncio.wait_for(got, 10.0)
+            writer.close()
+        return nodelay
+
+    assert asyncio.run(accepted_nodelay()) == 1
