@@ -117,8 +117,8 @@ def _the_loops_doing(
     a hold of a stream the ``blocked_loop`` names, or one the probe waited through (a stream
     the loop served first, whose end it then held back while it blocked the others); bursts of
     a stream it names, where the probe waited while they came (the loop released each group
-    as it paused between its blocks). The probe's share is ``PROBE_WAIT_SHARE`` or more, as in
-    a blocked loop's own windows."""
+    as it paused between its blocks). The probe's share is ``PROBE_WAIT_SHARE`` or more (the
+    blocked loop itself was confirmed at ``LOOP_HELD_SHARE``)."""
     named = bool(blocked.intersection(found.streams))
     if found.name == "held_open":
         if named:
