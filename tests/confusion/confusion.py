@@ -257,6 +257,12 @@ def timeline(record: dict[str, Any]) -> str:
         ending = "completed" if t["completed"] else t["error_kind"]
         times = " ".join(_at(s, t0) for s in [*stamps, t["end_ns"]])
         lines.append(f"  {t['name']}: {times} ({ending}, {len(chunks)} chunks)")
+        # The client's own loop held (its reads merged, stamped at the last segment's arrival)
+        # and what each hop wrote (kept for a failed test): a flake's evidence beside its stamps.
+        held = " ".join(f"{_at(a, t0)}-{_at(b, t0)}" for a, b in t.get("reader_held", []))
+        lines += [f"    reader held: {held}"] if held else []
+        said = t.get("said", [])
+        lines += [f"    {_at(w['stamp_ns'], t0)} {w['hop']} said: {w['text']}" for w in said]
     probe = record.get("probe") or {}
     waited = [
         f"{_at(stamp, t0)}+{'none' if took is None else f'{took / 1e9:.3f}'}"

@@ -18,5 +18,7 @@ from confusion_cases import CAUSES, as_params
 @pytest.mark.parametrize("case", as_params(CAUSES))
 def test_every_named_cause_is_named(case: Case, toxiproxy_url: str) -> None:
     outcome = run_case(case, toxiproxy_url)
-    assert outcome.passed == case.user_test_passes, f"the user's test:\n{outcome.output}"
+    assert outcome.passed == case.user_test_passes, (
+        f"the user's test:\n{outcome.output}\nits streams:\n{outcome.timeline}"
+    )
     outcome.check()

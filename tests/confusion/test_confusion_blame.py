@@ -14,5 +14,7 @@ from confusion_cases import CONTROLS, LOOK_ALIKES, as_params
 @pytest.mark.parametrize("case", as_params([*LOOK_ALIKES, *CONTROLS]))
 def test_no_false_blame(case: Case, toxiproxy_url: str) -> None:
     outcome = run_case(case, toxiproxy_url)
-    assert outcome.passed == case.user_test_passes, f"the user's test:\n{outcome.output}"
+    assert outcome.passed == case.user_test_passes, (
+        f"the user's test:\n{outcome.output}\nits streams:\n{outcome.timeline}"
+    )
     outcome.check()
