@@ -164,6 +164,18 @@ def test_buffered_is_not_named_where_the_plugins_toxiproxy_waited_for_a_cpu_mean
         assert names(trace.findings) == (found and ["own_fault"]), (waited_ms, at_ms)
 
 
+def test_a_readers_loop_held_as_a_hop_let_a_whole_answer_through_does_not_excuse_it() -> None:
+    """nginx held a whole answer, its head too, 0.663 s (a confusion run's record): the client's
+    loop held 12 ms as it came is 2 % of that silence, not most of the 4 ms between the head
+    and the chunks, which came together."""
+    trace = make("stream 1", 0, [667] * 30, head_ms=663)
+    trace.reader_held = [(654 * MS, 666 * MS)]
+    assert names(trace.findings) == ["buffered"]
+    # Held over most of the silence, the reader's own loop kept them.
+    trace.reader_held = [(20 * MS, 666 * MS)]
+    assert names(trace.findings) == []
+
+
 def test_the_proxys_wait_is_weighed_over_the_held_chunks_time_on_the_way() -> None:
     # A resilience run with a core kept busy: the head at 10 ms, the server's first token sent
     # at 78 ms (after the prefill), every chunk held to 258 ms. The proxy waited 101 ms for a

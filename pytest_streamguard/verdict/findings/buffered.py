@@ -76,8 +76,8 @@ def buffered(trace: Observed) -> Finding | None:
     arrived = {c.stamp_ns for c in chunks} | {trace.response_ns or trace.request_ns}
     stamps = [trace.request_ns, *sorted(s for s in arrived if s < min(reads)), min(reads)]
     since = max(itertools.pairwise(stamps), key=lambda gap: gap[1] - gap[0])[0]
-    # This machine held them (the proxy, the reader): from the first one's send where stamped.
-    on_way = min(sent) if sent and stamps[-2] < min(sent) < min(reads) else stamps[-2]
+    # This machine held them (the proxy, the reader) over that silence, from a send if stamped.
+    on_way = min(sent) if sent and since < min(sent) < min(reads) else since
     if held_here(trace, on_way, min(reads)) >= BUFFERED_HELD_SHARE * (min(reads) - on_way) > 0:
         return None
     own = own_gap(trace, since, last, "buffered")
