@@ -16,6 +16,7 @@ import importlib
 import pkgutil
 import subprocess
 import sys
+from types import ModuleType
 
 GROUPS = {
     # The bundled target: torch, and the parts of transformers its from_pretrained loads.
@@ -44,22 +45,24 @@ GROUPS = {
 WALKED = ("target_app", "pytest_streamguard")
 
 
+def _imported(name: str, failed: list[str]) -> ModuleType | None:
+    """Module ``name``, imported; None, and its name and error added to ``failed``, if not."""
+    try:
+        return importlib.import_module(name)
+    except Exception as exc:
+        failed.append(f"{name} ({type(exc).__name__})")
+        return None
+
+
 def warm(group: str) -> list[str]:
     """Import ``group``'s modules (the project's packages whole); the names that failed."""
-    failed = []
+    failed: list[str] = []
     for name in GROUPS[group]:
-        try:
-            module = importlib.import_module(name)
-        except Exception as exc:
-            failed.append(f"{name} ({type(exc).__name__})")
-            continue
-        if name in WALKED:
+        module = _imported(name, failed)
+        if module is not None and name in WALKED:
             for info in pkgutil.walk_packages(module.__path__, f"{name}."):
                 if not info.name.endswith("__main__"):
-                    try:
-                        importlib.import_module(info.name)
-                    except Exception as exc:
-                        failed.append(f"{info.name} ({type(exc).__name__})")
+                    _imported(info.name, failed)
     return failed
 
 
