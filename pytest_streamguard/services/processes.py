@@ -300,8 +300,9 @@ class ManagedProcess:
 
     def failure(self, what: str) -> StartupError:
         """A StartupError naming the command, what went wrong and the output tail."""
-        code = self.popen.poll()
-        status = f"exit code {code}" if code is not None else "still running"
+        if (code := self.popen.poll()) is not None:
+            self._reader.join(2.0)  # its last words: an exit can be seen before they are read
+        status = "still running" if code is None else f"exit code {code}"
         return StartupError(
             f"{self.name} {what} ({status}); command: {shlex.join(self.argv)}\n"
             f"--- last output of {self.name} ---\n{self.tail()}"

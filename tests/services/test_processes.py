@@ -7,6 +7,8 @@ from __future__ import annotations
 import random
 import socket
 import sys
+import threading
+from collections.abc import Sequence
 from pathlib import Path
 
 import pytest
@@ -14,6 +16,7 @@ from polling import wait_until
 
 from pytest_streamguard.errors import StartupError
 from pytest_streamguard.services import processes
+from pytest_streamguard.services.output import OutputLog
 from pytest_streamguard.services.processes import (
     FREE_PORT_LOW,
     ManagedProcess,
@@ -49,6 +52,34 @@ def test_output_tail_keeps_the_order_of_stdout_and_stderr() -> None:
     # of the other; the order must be exactly the order written.
     assert tail == [f"line {i} on {'<stdout>' if i % 2 == 0 else '<stderr>'}" for i in range(40)]
     assert "(exit code 3)" in message
+
+
+class _LateLog(OutputLog):
+    """A log whose reader keeps what it read only once the test has seen the child exit (a
+    busy machine's reader thread, behind the thread that polls)."""
+
+    def __init__(self) -> None:
+        super().__init__("child")
+        self.exit_seen = threading.Event()
+
+    def add_lines(self, lines: Sequence[bytes | str], stamp_ns: int, *, cut: int = -1) -> None:
+        self.exit_seen.wait(30.0)
+        super().add_lines(lines, stamp_ns, cut=cut)
+
+
+def test_a_process_that_printed_and_exited_fails_with_what_it_printed() -> None:
+    # Its exit can be seen before its last words are read: a port-taken retry once missed
+    # "address already in use" so, and failed with "(no output)".
+    log = _LateLog()
+    said = "ERROR: [Errno 98] address already in use"
+    process = ManagedProcess("child", [sys.executable, "-c", f"print({said!r})"], output=log)
+    try:
+        process.popen.wait()
+        log.exit_seen.set()
+        message = str(process.failure("exited before it answered"))
+    finally:
+        process.stop()
+    assert message.endswith(f"--- last output of child ---\n{said}"), message
 
 
 def test_listening_line_with_another_line_written_into_it() -> None:
