@@ -11,6 +11,8 @@ tokens).
 from __future__ import annotations
 
 import asyncio
+import math
+import statistics
 import time
 
 import pytest
@@ -122,9 +124,14 @@ def test_generation_left_running_after_a_cut_is_found(streamguard: StreamGuard) 
     """The incident unfixed: the ``keep_generating`` knob makes the target go on generating
     after its client left, and the ``not_cancelled`` finding names it from the engine's gauge.
     (The tests above are the fixed server: no finding.)"""
+    # Tokens for about 3 s of generation at this machine's pace, read from a short answer
+    # first (1,000 took 5 s on one 2-core machine and 1.2 s on another, too near the 1 s
+    # threshold there), at most the target's limit of 2,000.
+    pace = statistics.median(streamguard.stream(json={**REQUEST, "max_new_tokens": 60}).gaps)
+    tokens = min(2000, math.ceil(3.0 / max(pace, 1e-4)))
     streamguard.faults.cut(after_bytes=2000)
     trace = streamguard.stream(
-        json={**REQUEST, "max_new_tokens": 1000, "fault": {"keep_generating": True}},
+        json={**REQUEST, "max_new_tokens": tokens, "fault": {"keep_generating": True}},
         read_timeout=CLOSES,
     )
     assert trace.error_kind == "cut", trace.error
@@ -135,7 +142,6 @@ def test_generation_left_running_after_a_cut_is_found(streamguard: StreamGuard) 
     assert found[0].data["open_streams"] == 0
     assert found[0].streams == (trace.name,)
     # Generating for nobody to the answer's end: let it finish, so later tests find the
-    # engine idle. 1,000 tokens: about 5 s of generation (300 took 1.5 s after the cut on a
-    # quiet 2-core machine, too near the 1 s threshold), far past it either way.
+    # engine idle.
     # (On CUDA a first long generation is far slower: over 60 s for these tokens on an H200.)
     wait_for(lambda: engine_requests(streamguard) == 0, 300.0, "the abandoned generation's end")
