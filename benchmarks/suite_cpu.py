@@ -23,6 +23,8 @@ import threading
 import time
 from pathlib import Path
 
+from common import cmdline, command_line, load_line, machine
+
 
 def kind_of(argv: list[str]) -> str:
     """A process's kind, by the program its command line runs (``-m`` module or script)."""
@@ -58,8 +60,7 @@ def read_all(kinds: dict[tuple[str, str], str], cpu: dict[tuple[str, str], float
             fields = stat[stat.rindex(")") + 2 :].split()
             key = (pid, fields[19])
             if key not in kinds:
-                raw = Path(f"/proc/{pid}/cmdline").read_bytes()
-                kinds[key] = kind_of(raw.decode(errors="replace").split("\0")[:-1])
+                kinds[key] = kind_of(cmdline(int(pid)).split())
             cpu[key] = max(cpu.get(key, 0.0), (int(fields[11]) + int(fields[12])) / tick)
         except (OSError, ValueError, IndexError):
             continue
@@ -99,6 +100,7 @@ def main() -> int:
 
     sampler = threading.Thread(target=sample, daemon=True)
     sampler.start()
+    when, load_before = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), os.getloadavg()[0]
     started = time.monotonic()
     with subprocess.Popen(command) as run:
         code = run.wait()
@@ -113,7 +115,10 @@ def main() -> int:
         count, spent_by_kind = totals.get(kind, (0, 0.0))
         totals[kind] = (count + (key not in before), spent_by_kind + cpu[key] - before.get(key, 0))
     spent = sum(spent_by_kind for _, spent_by_kind in totals.values())
-    print(f"\npytest exit code {code}, {wall:.0f} s; CPU {spent:.0f} s ({spent / wall:.2f} cores)")
+    print(f"\n# {when}; {load_line(load_before)}")
+    print(command_line("suite_cpu.py"))
+    print(f"# machine: {machine()}")
+    print(f"pytest exit code {code}, {wall:.0f} s; CPU {spent:.0f} s ({spent / wall:.2f} cores)")
     print(f"{'kind':40s} {'processes':>9s} {'CPU s':>7s} {'share':>6s}")
     for kind, (count, used) in sorted(totals.items(), key=lambda item: -item[1][1])[:14]:
         print(f"{kind[:40]:40s} {count:9d} {used:7.1f} {used / spent:6.0%}")
