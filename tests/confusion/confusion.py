@@ -171,6 +171,12 @@ def _inner_pytest(args: list[str], work: str, env: dict[str, str], out: str) -> 
     os._exit(int(code))
 
 
+def users_test(output: str, timeline: str) -> str:
+    """What a case's failed check of its user's test shows: that test's output, then the
+    streams (:func:`timeline`: stamps, the reader's held loop, what each hop said)."""
+    return f"the user's test:\n{output}\nits streams:\n{timeline}"
+
+
 def run_inner(
     argv: list[str], work: Path, report: Path, timeout: float, name: str
 ) -> tuple[dict[str, Any], str, bool]:

@@ -11,14 +11,12 @@ tests/confusion/confusion_cases.py and tests/confusion/apps/.
 from __future__ import annotations
 
 import pytest
-from confusion import Case, run_case
+from confusion import Case, run_case, users_test
 from confusion_cases import CAUSES, as_params
 
 
 @pytest.mark.parametrize("case", as_params(CAUSES))
 def test_every_named_cause_is_named(case: Case, toxiproxy_url: str) -> None:
     outcome = run_case(case, toxiproxy_url)
-    assert outcome.passed == case.user_test_passes, (
-        f"the user's test:\n{outcome.output}\nits streams:\n{outcome.timeline}"
-    )
+    assert outcome.passed == case.user_test_passes, users_test(outcome.output, outcome.timeline)
     outcome.check()

@@ -7,14 +7,12 @@ and healthy controls on every stack get no finding that blames the app; a full s
 from __future__ import annotations
 
 import pytest
-from confusion import Case, run_case
+from confusion import Case, run_case, users_test
 from confusion_cases import CONTROLS, LOOK_ALIKES, as_params
 
 
 @pytest.mark.parametrize("case", as_params([*LOOK_ALIKES, *CONTROLS]))
 def test_no_false_blame(case: Case, toxiproxy_url: str) -> None:
     outcome = run_case(case, toxiproxy_url)
-    assert outcome.passed == case.user_test_passes, (
-        f"the user's test:\n{outcome.output}\nits streams:\n{outcome.timeline}"
-    )
+    assert outcome.passed == case.user_test_passes, users_test(outcome.output, outcome.timeline)
     outcome.check()

@@ -13,6 +13,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 import pytest
+from confusion import users_test
 from stack_cases import CASES, as_params
 from stack_confusion import Outcome, StackCase, run_case, table
 
@@ -37,5 +38,5 @@ def outcomes(request: pytest.FixtureRequest) -> Iterator[list[Outcome]]:
 def test_stack_case(case: StackCase, toxiproxy_url: str, outcomes: list[Outcome]) -> None:
     outcome = run_case(case, toxiproxy_url)
     outcomes.append(outcome)
-    assert outcome.as_meant, f"the user's test:\n{outcome.output}"
+    assert outcome.as_meant, users_test(outcome.output, outcome.timeline)
     outcome.check()
