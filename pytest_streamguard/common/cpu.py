@@ -10,37 +10,28 @@ from pathlib import Path
 from urllib.parse import urlsplit
 
 
-def waited_ns(path: str) -> int | None:
-    """The run-queue wait so far (ns) of the thread whose ``schedstat`` is at ``path``; None
-    where there is none (another system, a thread gone)."""
+def schedstat(path: str) -> tuple[int, int, int] | None:
+    """The ``schedstat`` at ``path`` of a thread: its time on a CPU and its run-queue wait so far
+    (ns), and how many times it ran; None where there is none (another system, a thread gone)."""
     try:
         with open(path, "rb") as stats:
-            return int(stats.read().split()[1])
-    except (OSError, IndexError, ValueError):
+            ran, waited, runs = (int(field) for field in stats.read().split()[:3])
+    except (OSError, ValueError):
         return None
-
-
-def main_thread_waited_ns(pid: int | None) -> int | None:
-    """:func:`waited_ns` of process ``pid``'s main thread; None without a pid."""
-    return None if pid is None else waited_ns(f"/proc/{pid}/task/{pid}/schedstat")
+    return ran, waited, runs
 
 
 def thread_waits_ns(pid: int | None) -> dict[int, int] | None:
-    """The :func:`waited_ns` of each of process ``pid``'s threads by id, and :func:`stolen_ns`
+    """The run-queue wait so far of each of process ``pid``'s threads by id, and :func:`stolen_ns`
     under 0; None without a pid or once it is gone. A thread that holds the interpreter's lock
     while it waits for a CPU (the embedded Toxiproxy's log writer) holds its loop as long."""
     try:
         tasks = os.listdir(f"/proc/{pid}/task") if pid is not None else []
     except OSError:
         return None
-    waits = {int(t): waited_ns(f"/proc/{pid}/task/{t}/schedstat") for t in tasks}
-    kept = {t: ns for t, ns in waits.items() if ns is not None}
-    return kept | {0: stolen_ns()} if waits else None
-
-
-def waited_between(before: dict[int, int], after: dict[int, int]) -> int:
-    """The wait between two :func:`thread_waits_ns` readings of the threads in the second."""
-    return sum(ns - before.get(t, 0) for t, ns in after.items())
+    stats = {int(t): schedstat(f"/proc/{pid}/task/{t}/schedstat") for t in tasks}
+    kept = {t: ns[1] for t, ns in stats.items() if ns is not None}
+    return kept | {0: stolen_ns()} if stats else None
 
 
 def stolen_ns(path: str = "/proc/stat") -> int:

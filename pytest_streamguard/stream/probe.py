@@ -1,18 +1,11 @@
 """The probe: a light request sent to the target every ``interval_s`` beside the streams.
 
-A threshold on the client's side cannot tell a blocked event loop from a full server; the
-server can. While a test's streams (or a load's) are read, the probe asks the target directly,
-never through the fault proxy: ``GET`` its ready path (``kind="http"``, over one kept-alive
-connection), or a TCP connect to its port (``kind="tcp"``). A blocked loop answers only after
-the block; a server whose slots are all taken answers at once. Under a stack each inner
-service is probed too, on its own address (``ProbeSpec.inner``). Each sample is ``(stamp_ns,
-latency_ns | None)`` on the streams' clock (:class:`~pytest_streamguard.verdict.probe.Probed`);
-the findings read them (:mod:`pytest_streamguard.verdict.findings`).
-
-One probe per service is in flight at a time: a late answer delays the next request instead
-of piling more onto a server that is already stuck. :func:`probing` runs them as tasks on the
-running loop (beside a load, or an async stream); :class:`ProbeThread` runs them on a loop of
-its own in a thread (beside a sync stream, or a load read in other processes).
+A client's threshold cannot tell a blocked event loop from a full server; the server can. The
+probe asks the target directly, never through the fault proxy: its ready path (``kind="http"``,
+over one kept-alive connection) or a TCP connect (``kind="tcp"``); under a stack, each inner
+service too (``ProbeSpec.inner``). What a sample is: :mod:`pytest_streamguard.verdict.probe`.
+One probe per service is in flight at a time. :func:`probing` runs them as tasks on the running
+loop (a load, an async stream); :class:`ProbeThread` on a loop in a thread of its own.
 """
 
 from __future__ import annotations
@@ -26,7 +19,7 @@ from dataclasses import dataclass
 
 import httpx
 
-from pytest_streamguard.common.cpu import main_thread_waited_ns, stolen_ns, waited_ns
+from pytest_streamguard.common.cpu import schedstat, stolen_ns
 from pytest_streamguard.common.defaults import DEFAULT_PROBE_INTERVAL
 from pytest_streamguard.common.tls import tls_context
 from pytest_streamguard.verdict.probe import PROBE_KINDS, PROBE_WAIT_S, Probed, model_route
@@ -122,29 +115,47 @@ def process_tree(pid: int) -> list[int]:
     return found
 
 
-def cpu_waits_now(pid: int | None) -> dict[int, int] | None:
-    """The waits for a CPU so far (ns: run-queue time plus :func:`stolen_ns`, read once) of the
-    main threads of process ``pid`` and of each process below it (a wrapper's child, nginx's
-    worker: the one that answers is among them), by pid, and of the calling thread (the
-    probe's), under 0; None without a pid, a system without those files, or the process gone."""
+#: The wakeups an answer takes on each side (a request read, an answer written, ...).
+WAKEUPS = 3
+
+Schedstats = dict[int, tuple[int, int, int]]
+
+
+def cpu_waits_now(pid: int | None) -> Schedstats | None:
+    """The :func:`~pytest_streamguard.common.cpu.schedstat` of the main threads of process
+    ``pid`` and of each process below it (a wrapper's child, nginx's worker), by pid, of the
+    calling thread under 0, and the clock and :func:`stolen_ns` under -1; None without a pid or
+    with the process gone."""
     if pid is None:
         return None
-    own = waited_ns("/proc/thread-self/schedstat")
-    waits = {one: main_thread_waited_ns(one) for one in process_tree(pid)}
-    if own is None or waits[pid] is None:
+    own = schedstat("/proc/thread-self/schedstat")
+    stats = {one: schedstat(f"/proc/{one}/task/{one}/schedstat") for one in process_tree(pid)}
+    if own is None or stats[pid] is None:
         return None
-    stolen = stolen_ns()
-    return {one: ns + stolen for one, ns in waits.items() if ns is not None} | {0: own}
+    now = (time.perf_counter_ns(), stolen_ns(), 0)
+    return {one: ns for one, ns in stats.items() if ns is not None} | {0: own, -1: now}
 
 
-def cpu_wait_ns(before: dict[int, int] | None, after: dict[int, int] | None) -> int | None:
+def cpu_wait_ns(before: Schedstats | None, after: Schedstats | None) -> int | None:
     """How long the probe's thread and the process that answered waited for a CPU between two
-    :func:`cpu_waits_now`: the probe's wait plus the longest of the processes' (one that slept
-    through, as a wrapper does, waited for none)."""
+    :func:`cpu_waits_now` in ways that held the answer up (the probe's, the longest of the
+    processes', the host's steal). A free loop does not sleep while a request waits for it: a
+    thread's waits count beyond the time it slept that the other side does not explain, and at
+    least ``WAKEUPS`` of its average one (the naive target's loop, asleep in a blocking
+    ``queue.get``, waited for a CPU at every token: that stretched the block, not the answer)."""
     if before is None or after is None:
         return None
-    common = [after[one] - before[one] for one in after.keys() & before.keys() if one]
-    return after[0] - before[0] + max(common, default=0)
+    common = after.keys() & before.keys()
+    spent = {one: [a - b for a, b in zip(after[one], before[one], strict=True)] for one in common}
+    (elapsed, stolen, _), own = spent.pop(-1), spent.pop(0)
+
+    def held_up(explained: int, ran: int, waited: int, runs: int) -> int:
+        slept = max(0, elapsed - ran - waited - explained)
+        return min(waited, max(WAKEUPS * waited // max(runs, 1), waited - slept))
+
+    busiest = max(ran + waited for ran, waited, _ in spent.values())
+    answered = max(held_up(own[1], *ns) for ns in spent.values())
+    return held_up(busiest, *own) + answered + stolen
 
 
 async def aprobe(spec: ProbeSpec, probed: Probed, stop: asyncio.Event) -> None:

@@ -41,7 +41,7 @@ from typing import Any
 import h11
 import httpx
 
-from pytest_streamguard.common.cpu import thread_waits_ns, waited_between
+from pytest_streamguard.common.cpu import thread_waits_ns
 
 
 class StampedBytes(bytes):
@@ -182,7 +182,8 @@ class _Connection:
         waited = _proxy_waited(pid, now, fresh=silent)
         if waited is not None:
             if silent:
-                self.proxy_waits.append((stamp, waited_between(before, waited)))
+                spent = sum(ns - before.get(t, 0) for t, ns in waited.items())
+                self.proxy_waits.append((stamp, spent))
             self._proxy_at = (stamp, waited)
 
     def rearm(self) -> None:

@@ -63,13 +63,11 @@ class Probed:
     order sent); under a stack, ``hop`` (the service probed) and ``inner`` (each inner
     service's own probe, in start order: the model first).
 
-    ``cpu_waits``, for a target the plugin started: by a sample's stamp, how long the probe's
-    own thread and the target's main thread (the event loop's; the longest of those of the
-    process and every process below it) waited for a CPU while that sample was out: run-queue
-    waits, from the kernel's ``schedstat``. On a machine with more work than cores a free loop
-    answers late too; that part of a sample's wait is the machine's, not the loop's, and the
-    findings take it off (:func:`waits`, :class:`Waited`), and ``behind`` too: under a stack,
-    how long a sample's answer took on the hops behind this one (a ready path that asks theirs)."""
+    ``cpu_waits``, for a target the plugin started: by a sample's stamp, the part of its wait
+    that was the machine's (the run-queue waits that held its answer up: a free loop answers
+    late on a busy machine too; ``stream.probe.cpu_wait_ns``), and ``behind``, under a stack,
+    the part spent on the hops behind this one (a ready path that asks theirs). The findings
+    take both off (:func:`waits`, :class:`Waited`)."""
 
     kind: str
     target: str
@@ -116,13 +114,12 @@ class Probed:
 
     def to_dict(self) -> dict[str, Any]:
         """Builtin-typed form (``samples`` as ``[stamp_ns, latency_ns or null]`` pairs)."""
-        cpu = [list(wait) for wait in self.cpu_waits.items()]
         return {
             "kind": self.kind,
             "target": self.target,
             "interval_s": self.interval_s,
             "samples": [[stamp, latency] for stamp, latency in self.samples],
-            **({"cpu_waits": cpu} if cpu else {}),
+            **({"cpu_waits": [list(w) for w in self.cpu_waits.items()]} if self.cpu_waits else {}),
             **({"hop": self.hop} if self.hop is not None else {}),
             **({"inner": [probe.to_dict() for probe in self.inner]} if self.inner else {}),
             **({"behind": [list(wait) for wait in self.behind.items()]} if self.behind else {}),

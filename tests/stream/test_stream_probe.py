@@ -140,6 +140,28 @@ def test_two_processes_on_one_core_each_wait_for_it() -> None:
     assert cpu_wait_ns(start, None) is None
 
 
+def test_only_waits_for_a_cpu_that_held_the_answer_up_are_taken_off() -> None:
+    """Figures read on a 2-core machine kept busy, in ms: ``(time on a CPU, run-queue wait,
+    runs)`` of the target's main thread and of the probe's thread over one sample."""
+    ms = 1_000_000
+
+    def sample(elapsed: int, target: tuple[int, int, int], probe: tuple[int, int, int]) -> int:
+        before = {-1: (0, 0, 0), 0: (0, 0, 0), 7: (0, 0, 0), 8: (0, 0, 0)}
+        after = {-1: (elapsed * ms, 0, 0), 0: scaled(probe), 7: (0, 0, 0), 8: scaled(target)}
+        return cpu_wait_ns(before, after) or 0
+
+    def scaled(stats: tuple[int, int, int]) -> tuple[int, int, int]:
+        return stats[0] * ms, stats[1] * ms, stats[2]
+
+    # The naive target's loop, asleep in a blocking queue.get between its 2,822 tokens, and the
+    # load's loop (the probe's) reading them: their waits stretched the block, not the answer.
+    assert sample(1822, (110, 152, 2822), (115, 474, 4439)) < 1 * ms
+    # A free loop on a busy machine: it waited for a CPU for most of the sample, never slept.
+    assert sample(225, (20, 200, 10), (2, 5, 3)) == 205 * ms
+    # ... and the probe's own thread, woken by the answer, waited for a CPU to read it.
+    assert sample(118, (10, 5, 4), (3, 100, 4)) >= 100 * ms
+
+
 def test_the_default_probe_asks_no_model_route() -> None:
     """Issue 45: llama-cpp-python answers ``/v1/models`` by ending the stream in progress, so
     where the ready path is a model route the default probe asks ``/health``; a path the user
