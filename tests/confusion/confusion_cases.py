@@ -78,6 +78,7 @@ CAUSES = [
         "starlette-blocked-loop", STARLETTE, "cause", app(S, "blocked_loop"), load(5, 15), BLOCKED
     ),
     Case("node-blocked-loop", NODE, "cause", app(N, "blocked_loop"), load(5, 15), BLOCKED),
+    Case("starlette-busy-loop", STARLETTE, "cause", app(S, "busy_loop"), load(5, 15), BLOCKED),
     Case(
         "starlette-staircase",
         STARLETTE,

@@ -6,6 +6,8 @@ chunks from ``POST /v1/chat/completions``, a ready path ``/readyz``, and the por
 
 - ``blocked_loop``: a synchronous call (``time.sleep`` standing for a blocking client library)
   inside the ``async def`` generator every 5 tokens; nothing else on the loop runs meanwhile;
+- ``busy_loop``: the same every 5 tokens, but CPU work (a tokenizer, a model run on the CPU):
+  ``BLOCK_WORK`` steps, 0.15 s of one quiet core, longer on a busy machine;
 - ``staircase``: the prompt is rendered and tokenized synchronously in the handler before the
   response starts, so requests sent together get their heads one after another;
 - ``held_open``: after ``data: [DONE]`` the handler waits for its usage report before it ends
@@ -35,6 +37,7 @@ from starlette.routing import Route
 TOKEN_S = 0.02
 BLOCK_EVERY = 5
 BLOCK_S = 0.15
+BLOCK_WORK = 1_700_000
 TEMPLATE_S = 0.15
 USAGE_REPORT_S = 1.5
 TOOL_AFTER = 20
@@ -58,6 +61,14 @@ def chunk(text: str | None, finish: str | None = None) -> bytes:
 DONE = b"data: [DONE]\n\n"
 
 
+def work(steps: int) -> int:
+    """CPU work on the calling thread, holding the interpreter's lock throughout."""
+    x = 1
+    for _ in range(steps):
+        x = (x * 1103515245 + 12345) & 0xFFFFFFFF
+    return x
+
+
 def make_app(incident: str) -> Starlette:
     async def completions(request: Request) -> Response:
         body = await request.json()
@@ -73,6 +84,8 @@ def make_app(incident: str) -> Starlette:
                 await asyncio.sleep(pace)
                 if incident == "blocked_loop" and index % BLOCK_EVERY == BLOCK_EVERY - 1:
                     time.sleep(BLOCK_S)  # noqa: ASYNC251 -- the incident: the loop stops
+                if incident == "busy_loop" and index % BLOCK_EVERY == BLOCK_EVERY - 1:
+                    work(BLOCK_WORK)
                 tool_at = {"tool_pause": TOOL_AFTER, "quick_tool": QUICK_TOOL_AFTER}
                 if index == tool_at.get(incident):
                     await asyncio.sleep(TOOL_S)
@@ -98,6 +111,7 @@ def make_app(incident: str) -> Starlette:
 INCIDENTS = (
     "healthy",
     "blocked_loop",
+    "busy_loop",
     "staircase",
     "held_open",
     "tool_pause",
