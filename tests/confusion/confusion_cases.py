@@ -66,8 +66,8 @@ def app(script: str, incident: str = "healthy") -> tuple[str, ...]:
 # Seen misjudged in some runs of a busy 2-core machine (docs/findings.md, "Confusion set").
 GROUPED_HEADS = (
     "intermittent miss: when the server ran several handlers' sync work back to back, their "
-    "heads came together (4 of 6 at 0.646 s in one run) and under 3 steps of the staircase "
-    "were left; with 8 streams, 1 miss in 18 runs"
+    "heads came together (7 of 8 at 1.241 s in one run) and under 3 steps of the staircase "
+    "were left; 1 miss in 18 runs on a quiet machine, most runs on a busy one"
 )
 
 S, F, T, N = "starlette_chat.py", "fastapi_chat.py", "threaded_chat.py", "node_chat.js"
