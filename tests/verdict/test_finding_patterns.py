@@ -296,6 +296,28 @@ def test_blocked_loop_finds_a_staircase_of_heads() -> None:
     assert findings_of(together) == []
 
 
+def test_heads_that_came_out_together_are_a_blocked_loop_only_where_the_probe_waited() -> None:
+    """The staircase's handlers run back to back (150 ms of sync work each) and 7 of 8 heads
+    come out together after the last, as a busy machine's uvicorn did: 2 steps, not 3."""
+    traces = [make("stream 0", 0, [1240 + 20 * i for i in range(1, 8)], head_ms=180)]
+    traces += [
+        make(f"stream {k}", 0, [1260 + 20 * i for i in range(1, 8)], head_ms=1240)
+        for k in range(1, 8)
+    ]
+    # Without the probe's samples (off, or a TCP connect) the steps are too few to tell.
+    assert findings_of(traces) == []
+    assert findings_of(traces, probed(every_50_ms(1500), kind="tcp")) == []
+    # The ready path answered meanwhile: a loop that was free (a cold start in a thread).
+    assert findings_of(traces, probed(every_50_ms(1500))) == []
+    (found,) = findings_of(traces, probed(every_50_ms(1500, [(0, 1240)])))
+    assert found.name == "blocked_loop"
+    assert "response heads of 8 streams sent together arrived in a staircase of 2 steps" in (
+        found.evidence
+    )
+    assert found.data["collapsed"] is True
+    assert found.cause.startswith("the event loop was blocked: the ready path /readyz took")
+
+
 def test_a_burst_sent_a_few_ms_late_is_still_sent_together() -> None:
     # Served one whole answer after another; a busy client sent the last two requests 5 ms
     # after the first, after the first stream's head (3 ms): still one burst.

@@ -35,7 +35,8 @@ SHARED_MIN_TIMES = 3
 STAIR_MIN_STREAMS = 4
 SENT_TOGETHER_S = 0.05
 #: ... whose heads (or first tokens) arrived in ``STAIR_MIN_STEPS`` steps (and this share of
-#: the gaps between arrivals) ``STAIR_STEP_S`` apart ...
+#: the gaps between arrivals) ``STAIR_STEP_S`` apart (heads in fewer, that a loop running the
+#: handlers' sync work back to back let out together: only where the probe waited) ...
 STAIR_STEP_SHARE = 1 / 3
 STAIR_MIN_STEPS = 3
 STAIR_STEP_S = 0.02
@@ -138,8 +139,7 @@ def _shared_windows(
 
 
 def _shared_stalls(traces: Sequence[Observed], probe: Probed | None) -> _Matched | None:
-    seen = probe is not None and probe.sees_the_loop and bool(probe.samples)
-    waited = Waited(probe) if seen and probe is not None else None
+    waited = Waited(probe) if probe is not None and probe.sees_the_loop and probe.samples else None
     stalls = {t.name: _stalls(t, waited) for t in traces}
     if len(traces) < SHARED_MIN_STREAMS:
         return None
@@ -188,7 +188,7 @@ def sent_together(arrivals: Sequence[tuple[int, Observed]]) -> list[tuple[int, O
     )
 
 
-def _staircase(traces: Sequence[Observed], what: str) -> _Matched | None:
+def _staircase(traces: Sequence[Observed], what: str, probed: bool = False) -> _Matched | None:
     if what == "heads":
         arrivals = [(t.response_ns, t) for t in traces if t.response_ns is not None]
     else:
@@ -204,7 +204,8 @@ def _staircase(traces: Sequence[Observed], what: str) -> _Matched | None:
     big = sum(1 for s in steps if s >= STAIR_STEP_S * 1e9)
     healthy = statistics.median(_healthy_gap(t) for t in traces) / 1e9
     least = max(STAIR_RISE_MIN_S, STAIR_RISE_FACTOR * healthy)
-    if rise < least or big < max(STAIR_MIN_STEPS, STAIR_STEP_SHARE * len(steps)):
+    collapsed = big < max(STAIR_MIN_STEPS, STAIR_STEP_SHARE * len(steps))
+    if rise < least or big < 1 or (collapsed and not (probed and what == "heads")):
         return None
     t0 = min(t.request_ns for _, t in together)
     noun = "response heads" if what == "heads" else "first tokens"
@@ -219,6 +220,7 @@ def _staircase(traces: Sequence[Observed], what: str) -> _Matched | None:
             "last_s": _s(stamps[-1] - t0),
             "steps": big + 1,
             "staircase": what,
+            **({"collapsed": True} if collapsed else {}),
         },
     )
     return found, [(t0, stamps[-1])]
@@ -252,12 +254,7 @@ def _released_together(traces: Sequence[Observed]) -> _Matched | None:
     silent = _s(min(stamps) - sent)
     if window > RELEASE_WINDOW_S or silent < STAIR_RISE_S:
         return None
-    sends = [
-        sent_ns
-        for t in together
-        for chunk in t.chunks
-        if (sent_ns := sent_stamp(chunk)) is not None
-    ]
+    sends = [ns for t in together for c in t.chunks if (ns := sent_stamp(c)) is not None]
     if sends and _s(max(sends) - min(sends)) >= RELEASE_SENT_SPAN_S:
         return None
     found = Finding(
@@ -316,15 +313,15 @@ def probe_data(seen: ProbeWaits) -> dict[str, Any]:
 
 def _confirmed(matched: _Matched, probe: Probed | None) -> Finding | None:
     """A blocked_loop pattern as the probes saw it: unchanged where none has a sample in the
-    pattern's windows; None where none waited ``LOOP_HELD_SHARE`` there (every loop free or
-    only slowed); else at the hop (``probe.hop``) whose own probe waited, the innermost where
-    several did (a ready path may wait on the hop behind it; a hop is probed directly, never
-    through the one in front), with that probe's wait added to its evidence and its cause."""
+    pattern's windows (heads let out together: None); None where none waited ``LOOP_HELD_SHARE``
+    there (a loop free or only slowed); else at the hop (``probe.hop``) whose own probe waited,
+    the innermost where several did (a ready path may wait on the hop behind it; a hop is probed
+    directly, never through the one in front), with that probe's wait added to its evidence."""
     finding, windows = matched
     heard = [(one, seen) for one in (probe.hops if probe else []) if (seen := waits(one, windows))]
     waited = [(one, seen) for one, seen in heard if seen.share >= LOOP_HELD_SHARE]
     if not heard:
-        return finding
+        return None if finding.data.get("collapsed") else finding
     if not waited:
         return None
     probe, seen = waited[0]
@@ -352,7 +349,7 @@ def blocked_loop(traces: Sequence[Observed], probe: Probed | None) -> Finding | 
     own: Finding | None = None
     for matched in (
         _shared_stalls(traces, probe),
-        _staircase(traces, "heads"),
+        _staircase(traces, "heads", probe is not None and probe.sees_the_loop),
         _staircase(traces, "tokens"),
         _served_in_turn(traces),
         _released_together(traces),
