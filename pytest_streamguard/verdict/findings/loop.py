@@ -188,7 +188,7 @@ def sent_together(arrivals: Sequence[tuple[int, Observed]]) -> list[tuple[int, O
     )
 
 
-def _staircase(traces: Sequence[Observed], what: str, probed: bool = False) -> _Matched | None:
+def _staircase(traces: Sequence[Observed], what: str) -> _Matched | None:
     if what == "heads":
         arrivals = [(t.response_ns, t) for t in traces if t.response_ns is not None]
     else:
@@ -205,7 +205,7 @@ def _staircase(traces: Sequence[Observed], what: str, probed: bool = False) -> _
     healthy = statistics.median(_healthy_gap(t) for t in traces) / 1e9
     least = max(STAIR_RISE_MIN_S, STAIR_RISE_FACTOR * healthy)
     collapsed = big < max(STAIR_MIN_STEPS, STAIR_STEP_SHARE * len(steps))
-    if rise < least or big < 1 or (collapsed and not (probed and what == "heads")):
+    if rise < least or big < 1 or (collapsed and what != "heads"):
         return None
     t0 = min(t.request_ns for _, t in together)
     noun = "response heads" if what == "heads" else "first tokens"
@@ -349,7 +349,7 @@ def blocked_loop(traces: Sequence[Observed], probe: Probed | None) -> Finding | 
     own: Finding | None = None
     for matched in (
         _shared_stalls(traces, probe),
-        _staircase(traces, "heads", probe is not None and probe.sees_the_loop),
+        _staircase(traces, "heads"),
         _staircase(traces, "tokens"),
         _served_in_turn(traces),
         _released_together(traces),
